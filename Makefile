@@ -1,0 +1,61 @@
+# socai — two commands: `make run` (the main job) and `make test` (everything CI checks).
+# Each creates .venv and installs what it needs on first use; later runs skip the install
+# unless pyproject.toml or constraints.txt changed.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+STAMP_RUN  := $(VENV)/.installed-run
+STAMP_DEV  := $(VENV)/.installed-dev
+PYTEST_ARGS ?=
+
+.PHONY: run up test test-fast lint typecheck proto proto-check bench lock install install-dev clean clean-var
+
+run: $(STAMP_RUN)            ## bring up the whole stack, play, settle and audit hands, print a summary
+	$(BIN)/socai demo
+
+up: $(STAMP_RUN)             ## keep the stack serving in the foreground (Ctrl-C stops it)
+	$(BIN)/socai up
+
+test: $(STAMP_DEV) lint      ## linters, then every test suite on real NATS and PostgreSQL
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP_DEV)      ## unit tests only
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+lint: $(STAMP_DEV)           ## ruff, mypy on libs/, buf lint on proto/
+	$(BIN)/ruff check libs services tests
+	$(BIN)/ruff format --check libs services tests
+	$(BIN)/mypy
+	cd proto && ../$(BIN)/buf lint
+
+proto: $(STAMP_DEV)          ## regenerate libs/socai/gen from proto/
+	$(BIN)/python -m socai.infra.protogen
+
+bench: $(STAMP_DEV)          ## benchmarks -> var/bench/report.json and report.md
+	$(BIN)/python -m tests.bench
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade "pip>=24" 
+
+$(STAMP_RUN): $(VENV)/bin/python pyproject.toml constraints.txt
+	$(PIP) install -q -c constraints.txt -e .
+	touch $@
+
+$(STAMP_DEV): $(STAMP_RUN) pyproject.toml constraints.txt
+	$(PIP) install -q -c constraints.txt -e '.[dev]'
+	touch $@
+
+lock:                        ## re-resolve every dependency into constraints.txt (from a clean venv)
+	rm -rf var/lockenv && $(PYTHON) -m venv var/lockenv
+	var/lockenv/bin/pip install -q --upgrade pip && var/lockenv/bin/pip install -q -e '.[dev]'
+	var/lockenv/bin/pip freeze --exclude-editable | grep -v '^-e' > constraints.txt
+	rm -rf var/lockenv
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+clean-var:                   ## delete runtime data (NATS store, PostgreSQL data, reports)
+	rm -rf var/*

@@ -1,0 +1,74 @@
+"""Game ids → rules modules (DESIGN.md "Rules engine contract").
+
+``GAME_IDS`` lists all eleven games of RULES.md §13. A game is *available* once its module
+exists; ``get`` imports it on first use, so importing the registry loads no game.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from types import ModuleType
+from typing import Final
+
+from socai.errors import InvalidArgument, NotFound
+
+GAME_IDS: Final = (
+    "holdem",
+    "xito",
+    "maubinh",
+    "lieng",
+    "lieng_sanh",
+    "bacay_ga",
+    "bacay_chuong",
+    "taixiu",
+    "tienlen",
+    "samloc",
+    "phom",
+)
+
+# The contract every game module fulfils (socai.rules.base).
+CONTRACT: Final = (
+    "SPEC",
+    "Options",
+    "initial_state",
+    "apply",
+    "pending",
+    "legal_actions",
+    "candidate_actions",
+    "is_finished",
+    "settle",
+)
+
+
+@cache
+def get(game_id: str) -> ModuleType:
+    """The rules module of ``game_id``.
+
+    Raises InvalidArgument("UNKNOWN_GAME") for an id not in GAME_IDS and
+    NotFound("GAME_NOT_AVAILABLE") for a game whose rules are not built yet.
+    """
+    if game_id not in GAME_IDS:
+        raise InvalidArgument("UNKNOWN_GAME", f"unknown game {game_id!r}; known: {', '.join(GAME_IDS)}")
+    try:
+        module = importlib.import_module(f"socai.rules.{game_id}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"socai.rules.{game_id}":
+            raise
+        raise NotFound("GAME_NOT_AVAILABLE", f"the rules of {game_id!r} are not available yet") from exc
+    missing = [name for name in CONTRACT if not hasattr(module, name)]
+    if missing:
+        raise NotFound("GAME_NOT_AVAILABLE", f"{game_id} lacks {', '.join(missing)}")
+    return module
+
+
+def available() -> tuple[str, ...]:
+    """The game ids whose rules modules exist, in GAME_IDS order."""
+    found = []
+    for game_id in GAME_IDS:
+        try:
+            get(game_id)
+        except NotFound:
+            continue
+        found.append(game_id)
+    return tuple(found)
