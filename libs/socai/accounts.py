@@ -24,16 +24,17 @@ EXTERNAL_CASHIER: Final = "external:cashier"
 KINDS: Final = ("player", "escrow", "house", "pot", "guild", "external")
 ACCOUNT_ID_MAX_CHARS: Final = 200
 # Ids are printable ASCII without spaces; ':' separates parts. NATS subjects use the kind only.
+# Patterns are applied with ``fullmatch``: ``$`` alone would also accept a trailing newline.
 _PART = r"[A-Za-z0-9_.\-@]{1,64}"
 _PATTERNS: Final = {
-    "player": re.compile(rf"^player:{_PART}$"),
-    "escrow": re.compile(rf"^escrow:{_PART}:{_PART}$"),
-    "house": re.compile(r"^house:(fees|bank)$"),
-    "pot": re.compile(rf"^pot:{_PART}$"),
-    "guild": re.compile(rf"^guild:{_PART}$"),
-    "external": re.compile(r"^external:cashier$"),
+    "player": re.compile(rf"player:{_PART}"),
+    "escrow": re.compile(rf"escrow:{_PART}:{_PART}"),
+    "house": re.compile(r"house:(fees|bank)"),
+    "pot": re.compile(rf"pot:{_PART}"),
+    "guild": re.compile(rf"guild:{_PART}"),
+    "external": re.compile(r"external:cashier"),
 }
-_ID_PART = re.compile(rf"^{_PART}$")
+_ID_PART = re.compile(_PART)
 
 
 def player(player_id: str) -> str:
@@ -57,9 +58,11 @@ def kind_of(account_id: str) -> str:
 
     Raises InvalidArgument("BAD_ACCOUNT_ID") when the id is malformed.
     """
+    if not isinstance(account_id, str):
+        raise InvalidArgument("BAD_ACCOUNT_ID", f"an account id is a string, not {account_id!r}")
     kind = account_id.split(":", 1)[0]
     pattern = _PATTERNS.get(kind)
-    if pattern is None or len(account_id) > ACCOUNT_ID_MAX_CHARS or not pattern.match(account_id):
+    if pattern is None or len(account_id) > ACCOUNT_ID_MAX_CHARS or not pattern.fullmatch(account_id):
         raise InvalidArgument("BAD_ACCOUNT_ID", f"not a valid account id: {account_id!r}")
     return kind
 
@@ -70,10 +73,10 @@ def may_go_negative(account_id: str) -> bool:
 
 
 def is_valid_part(text: str) -> bool:
-    return bool(_ID_PART.match(text))
+    return isinstance(text, str) and _ID_PART.fullmatch(text) is not None
 
 
 def _part(text: str, what: str) -> str:
-    if not _ID_PART.match(text):
+    if not is_valid_part(text):
         raise InvalidArgument("BAD_ACCOUNT_ID", f"{what} {text!r} must be 1-64 of A-Z a-z 0-9 _ . - @")
     return text

@@ -32,6 +32,15 @@ class Card:
     rank: int
     suit: int
 
+    def __post_init__(self) -> None:
+        # Without this check Card(1, 0) would print as "As" yet differ from the real ace.
+        if (
+            type(self.rank) is not int
+            or type(self.suit) is not int
+            or not (2 <= self.rank <= 14 and 0 <= self.suit <= 3)
+        ):
+            raise InvalidArgument("BAD_CARD", f"no card has rank {self.rank!r} and suit {self.suit!r}")
+
     @property
     def index(self) -> int:
         """Position 0..51 in the canonical 52-card order (``2s`` is 0, ``Ah`` is 51)."""
@@ -56,11 +65,16 @@ class Card:
 
 ALL_CARDS: Final[tuple[Card, ...]] = tuple(Card(r, s) for r in range(2, 15) for s in range(4))
 _BY_TEXT: Final[dict[str, Card]] = {str(c): c for c in ALL_CARDS}
-_TOKEN = re.compile(r"^(10|[2-9TJQKA])([scdh♠♣♦♥])$", re.IGNORECASE)
+# Used with fullmatch. re.ASCII keeps case folding to ASCII letters: without it "ſ" (long s)
+# and "K" (Kelvin sign) match and then crash the lookup below with ValueError.
+_TOKEN = re.compile(r"(10|[2-9TJQKA])([scdh♠♣♦♥])", re.IGNORECASE | re.ASCII)
 
 
 def card_from_index(index: int) -> Card:
-    """The card at ``index`` of the canonical 52-card order."""
+    """The card at ``index`` of the canonical 52-card order.
+
+    Raises InvalidArgument("BAD_CARD") unless ``index`` is in 0..51.
+    """
     if not 0 <= index < 52:
         raise InvalidArgument("BAD_CARD", f"card index {index} is not 0..51")
     return ALL_CARDS[index]
@@ -71,7 +85,7 @@ def parse_card(text: str) -> Card:
 
     Raises InvalidArgument("BAD_CARD") for anything else.
     """
-    m = _TOKEN.match(text.strip())
+    m = _TOKEN.fullmatch(text.strip()) if isinstance(text, str) else None
     if m is None:
         raise InvalidArgument("BAD_CARD", f"not a card: {text!r}")
     rank_text, suit_text = m.group(1).upper(), m.group(2).lower()
@@ -81,7 +95,10 @@ def parse_card(text: str) -> Card:
 
 
 def parse_cards(text: str | Iterable[str]) -> list[Card]:
-    """Parse ``"As Td 9h"`` (spaces or commas) or an iterable of card strings."""
+    """Parse ``"As Td 9h"`` (spaces or commas) or an iterable of card strings.
+
+    Raises InvalidArgument("BAD_CARD") at the first token that is not a card.
+    """
     tokens = text.replace(",", " ").split() if isinstance(text, str) else list(text)
     return [parse_card(t) for t in tokens]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import secrets
+import re
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -25,11 +25,18 @@ from socai.errors import InvalidArgument
 
 SEED_BYTES = 32
 _TWO_64 = 2**64
+_SEED_HEX = re.compile(r"[0-9a-fA-F]{64}", re.ASCII)  # used with fullmatch
 T = TypeVar("T")
 
 
 def new_seed() -> bytes:
-    """32 fresh bytes from the operating system's CSPRNG."""
+    """32 fresh bytes from the operating system's CSPRNG.
+
+    The only randomness in socai's pure code, used by the table before a hand; it is
+    imported here so that importing this module (as the rules engine does) draws nothing.
+    """
+    import secrets
+
     return secrets.token_bytes(SEED_BYTES)
 
 
@@ -40,18 +47,26 @@ def commitment(seed: bytes) -> str:
 
 
 def seed_from_hex(text: str) -> bytes:
-    """Decode a revealed seed; raises InvalidArgument("BAD_SEED") unless it is 64 hex digits."""
-    try:
-        seed = bytes.fromhex(text)
-    except ValueError as exc:
-        raise InvalidArgument("BAD_SEED", f"deck seed is not hex: {text!r}") from exc
-    _check_seed(seed)
-    return seed
+    """Decode a revealed seed; raises InvalidArgument("BAD_SEED") unless it is 64 hex digits.
+
+    ``bytes.fromhex`` alone would also accept spaces between the digits; a seed in an event
+    has exactly one spelling apart from letter case.
+    """
+    if not isinstance(text, str) or _SEED_HEX.fullmatch(text) is None:
+        raise InvalidArgument("BAD_SEED", f"deck seed is not {2 * SEED_BYTES} hex digits: {text!r}")
+    return bytes.fromhex(text)
 
 
 def verify_commitment(seed: bytes, deck_commitment: str) -> bool:
-    """True when ``seed`` is the one committed to (constant-time comparison)."""
-    return hmac.compare_digest(commitment(seed), deck_commitment.lower())
+    """True when ``seed`` is the one committed to (constant-time comparison).
+
+    A commitment that is not even ASCII text is simply not the seed's (compare_digest
+    would raise TypeError on it).
+    """
+    expected = commitment(seed)
+    if not isinstance(deck_commitment, str) or not deck_commitment.isascii():
+        return False
+    return hmac.compare_digest(expected, deck_commitment.lower())
 
 
 class ByteStream:
@@ -66,6 +81,9 @@ class ByteStream:
         self._buffer = b""
 
     def take(self, n: int) -> bytes:
+        """The next ``n`` bytes of the stream."""
+        if n < 0:
+            raise ValueError("take(n) needs n >= 0")
         while len(self._buffer) < n:
             block = hmac.new(self._seed, self._counter.to_bytes(8, "big"), hashlib.sha256).digest()
             self._buffer += block
@@ -74,9 +92,13 @@ class ByteStream:
         return out
 
     def uniform(self, n: int) -> int:
-        """An unbiased integer in ``[0, n)`` by rejection sampling on 64-bit draws."""
-        if n <= 0:
-            raise ValueError("uniform(n) needs n >= 1")
+        """An unbiased integer in ``[0, n)`` by rejection sampling on 64-bit draws.
+
+        A draw is discarded with probability ``(2**64 % n) / 2**64``. ``n`` above 2**64
+        cannot be drawn from 8 bytes (every draw would be rejected, forever).
+        """
+        if not 1 <= n <= _TWO_64:
+            raise ValueError(f"uniform(n) needs 1 <= n <= 2**64, not {n}")
         limit = _TWO_64 - (_TWO_64 % n)
         while True:
             x = int.from_bytes(self.take(8), "big")

@@ -36,6 +36,7 @@ def fee(amount_gold: int, fee_bps: int) -> int:
 
 def split_evenly(amount_gold: int, recipients: Sequence[K]) -> dict[K, int]:
     """Split ``amount_gold`` equally; the remainder goes one unit at a time in ``recipients`` order."""
+    check(type(amount_gold) is int, "split takes int gold")
     check(amount_gold >= 0, "split of a negative amount")
     check(len(recipients) > 0, "split among nobody")
     check(len(set(recipients)) == len(recipients), "duplicate recipient in split")
@@ -55,6 +56,7 @@ def pro_rata(amount_gold: int, claims: Sequence[tuple[K, int]]) -> dict[K, int]:
     ``claims`` to recipients still below their claim. When ``amount_gold`` covers every claim
     each recipient gets exactly its claim.
     """
+    check(type(amount_gold) is int and all(type(c) is int for _, c in claims), "pro rata takes int gold")
     check(amount_gold >= 0, "pro rata of a negative amount")
     check(all(c >= 0 for _, c in claims), "negative claim")
     keys = [k for k, _ in claims]
@@ -76,4 +78,3 @@ def pro_rata(amount_gold: int, claims: Sequence[tuple[K, int]]) -> dict[K, int]:
         check(progressed, "pro rata cannot place the remainder")
     check(sum(result.values()) == amount_gold, "pro rata does not add up")
     return result
-

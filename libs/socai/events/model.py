@@ -266,6 +266,47 @@ BODY_TYPES: tuple[type, ...] = (
 )
 
 
+# --- table-level facts (subject socai.events.{table_id}.table) ------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TableOpened:
+    table_id: str
+    game: str
+    stake_gold: int
+    fee_bps: int
+    seats_max: int
+    owner_player_id: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
+    buy_in_min_gold: int = 0
+    buy_in_max_gold: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerSeated:
+    seat: int
+    player_id: str
+    buy_in_gold: int
+    guild_id: str = ""
+    ledger_transaction_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerStoodUp:
+    seat: int
+    player_id: str
+    cash_out_gold: int
+    ledger_transaction_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TableClosed:
+    reason: str = ""
+
+
+TABLE_BODY_TYPES: tuple[type, ...] = (TableOpened, PlayerSeated, PlayerStoodUp, TableClosed)
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """The envelope (DESIGN.md "Events"): ``event_id`` is ``{hand_id}/{seq}``, ``seq`` is
@@ -276,7 +317,7 @@ class Event:
     seq: int
     game: str
     occurred_at: datetime
-    body: Body
+    body: Body | TableOpened | PlayerSeated | PlayerStoodUp | TableClosed
 
     @property
     def event_id(self) -> str:

@@ -20,6 +20,7 @@ the only way state changes, and a rejected event leaves the caller's state untou
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,15 +92,19 @@ class LegalAction:
 
 # --- options ----------------------------------------------------------------------------
 
-O = TypeVar("O")
+OptionsT = TypeVar("OptionsT")
+OPTION_TYPES: Final = ("bool", "int", "str")
+# Plain ASCII decimal: int() alone would also take "1_000", " 5 " and non-ASCII digits.
+_DECIMAL = re.compile(r"-?[0-9]+", re.ASCII)  # used with fullmatch
 
 
-def parse_options(cls: type[O], raw: Mapping[str, str]) -> O:
+def parse_options(cls: type[OptionsT], raw: Mapping[str, str]) -> OptionsT:
     """Build a game's frozen ``Options`` dataclass from HandStarted's string map.
 
     Unknown names and values that do not parse raise RuleViolation("BAD_OPTION"), so a
     table can never run with a flag the engine does not understand. Bools are
-    ``true``/``false``; ints are decimal.
+    ``true``/``false``; ints are plain decimal (``-`` allowed, nothing else). Fields must be
+    typed ``bool``, ``int`` or ``str``.
     """
     check(dataclasses.is_dataclass(cls), "options must be a dataclass")
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -109,17 +114,17 @@ def parse_options(cls: type[O], raw: Mapping[str, str]) -> O:
         if f is None:
             raise RuleViolation("BAD_OPTION", f"unknown option {name!r}", option=name)
         kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        try:
-            if kind == "bool":
-                if text not in ("true", "false"):
-                    raise ValueError(text)
-                values[name] = text == "true"
-            elif kind == "int":
-                values[name] = int(text, 10)
-            else:
-                values[name] = text
-        except ValueError as exc:
-            raise RuleViolation("BAD_OPTION", f"option {name}={text!r} is not a {kind}", option=name) from exc
+        check(kind in OPTION_TYPES, f"option {name} of {cls.__name__} has type {kind}, not bool/int/str")
+        if not isinstance(text, str):
+            raise RuleViolation("BAD_OPTION", f"option {name}={text!r} is not a string", option=name)
+        if kind == "bool" and text in ("true", "false"):
+            values[name] = text == "true"
+        elif kind == "int" and _DECIMAL.fullmatch(text):
+            values[name] = int(text, 10)
+        elif kind == "str":
+            values[name] = text
+        else:
+            raise RuleViolation("BAD_OPTION", f"option {name}={text!r} is not a {kind}", option=name)
     options = cls(**values)
     validate = getattr(options, "validate", None)
     if validate is not None:
@@ -145,6 +150,7 @@ def seats_in_order(seats: Iterable[int], start: int, seats_max: int, direction: 
     Seats are numbered clockwise, so clockwise is increasing seat numbers modulo
     ``seats_max`` and counterclockwise decreasing.
     """
+    check(direction in (CLOCKWISE, COUNTERCLOCKWISE), f"unknown direction {direction!r}")
     step = 1 if direction == CLOCKWISE else -1
     wanted = set(seats)
     order = []
@@ -159,6 +165,7 @@ def seats_in_order(seats: Iterable[int], start: int, seats_max: int, direction: 
 def seats_after(seats: Iterable[int], start: int, seats_max: int, direction: str) -> list[int]:
     """Like ``seats_in_order`` but starting with the first seat *after* ``start``;
     ``start`` itself, if seated, comes last (the dealer last, DESIGN.md "Money")."""
+    check(direction in (CLOCKWISE, COUNTERCLOCKWISE), f"unknown direction {direction!r}")
     step = 1 if direction == CLOCKWISE else -1
     return seats_in_order(seats, (start + step) % seats_max, seats_max, direction)
 
@@ -283,7 +290,12 @@ class SettlementBuilder:
         return net
 
     def charge_fees(self, fee_bps: int, seats: Sequence[int], reason: str = "fee") -> dict[int, int]:
-        """Charge ``fee_bps`` on each seat's net positive result so far (RULES.md GEN-1)."""
+        """Charge ``fee_bps`` on each seat's net positive result so far (RULES.md GEN-1).
+
+        Each seat is charged once: a seat listed twice would pay a second fee on its
+        already reduced net.
+        """
+        check(len(set(seats)) == len(seats), "a seat is listed twice for fees")
         charged = {}
         for seat in seats:
             amount = fee(self.net_of(seat), fee_bps)
@@ -293,6 +305,9 @@ class SettlementBuilder:
         return charged
 
     def build(self) -> Settlement:
+        seat_accounts = {seat: self.account(seat) for seat in sorted(self.seat_players)}
+        # Two seats on one escrow would each be credited with the other's transfers.
+        check(len(set(seat_accounts.values())) == len(seat_accounts), "two seats share one escrow account")
         nets = {seat: self.net_of(seat) for seat in sorted(self.seat_players)}
         settlement = Settlement(
             game=self.game,
@@ -300,7 +315,7 @@ class SettlementBuilder:
             hand_id=self.hand_id,
             transfers=tuple(self.transfers),
             nets=nets,
-            seat_accounts={seat: self.account(seat) for seat in sorted(self.seat_players)},
+            seat_accounts=seat_accounts,
             shortfalls=tuple(self.shortfalls),
             pot_carry_gold=self.pot_carry_gold,
         )
@@ -308,26 +323,28 @@ class SettlementBuilder:
         return settlement
 
 
-def match_flows(
-    payers: Sequence[tuple[str, int]], receivers: Sequence[tuple[str, int]]
-) -> list[tuple[str, str, int]]:
+def match_flows(payers: Sequence[tuple[str, int]], receivers: Sequence[tuple[str, int]]) -> list[tuple[str, str, int]]:
     """Turn what each payer owes and each receiver is due into transfers, greedily in order.
 
-    Both sides must total the same; the result is deterministic for the given orders.
+    Both sides must total the same and no amount may be negative; the result is
+    deterministic for the given orders. Where the greedy order matches an account with
+    itself (it stands on both sides), no transfer is written for that part.
     """
+    check(all(a >= 0 for _, a in payers) and all(a >= 0 for _, a in receivers), "negative flow")
     check(sum(a for _, a in payers) == sum(a for _, a in receivers), "flows do not balance")
     out = []
-    due = [[acct, amount] for acct, amount in receivers if amount > 0]
+    due_accounts = [acct for acct, amount in receivers if amount > 0]
+    due_gold = [amount for _, amount in receivers if amount > 0]
     i = 0
     for payer, owed in payers:
         left = owed
         while left > 0:
-            check(i < len(due), "ran out of receivers")
-            take = min(left, due[i][1])
-            if payer != due[i][0]:
-                out.append((payer, str(due[i][0]), int(take)))
+            check(i < len(due_gold), "ran out of receivers")
+            take = min(left, due_gold[i])
+            if payer != due_accounts[i]:
+                out.append((payer, due_accounts[i], take))
             left -= take
-            due[i][1] -= take
-            if due[i][1] == 0:
+            due_gold[i] -= take
+            if due_gold[i] == 0:
                 i += 1
     return out

@@ -35,6 +35,7 @@ def build_pots(contributions: Mapping[int, int], live: Sequence[int]) -> list[Po
     keep the order of ``live``.
     """
     check(all(v >= 0 for v in contributions.values()), "negative contribution")
+    check(len(set(live)) == len(live), "a live seat is listed twice")
     levels = sorted({contributions.get(s, 0) for s in live if contributions.get(s, 0) > 0})
     top = max(contributions.values(), default=0)
     if not levels or levels[-1] < top:

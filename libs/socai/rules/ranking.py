@@ -14,7 +14,17 @@ from typing import Final
 from socai.cards import Card
 from socai.errors import check
 
-HIGH_CARD, PAIR, TWO_PAIR, THREE_OF_A_KIND, STRAIGHT, FLUSH, FULL_HOUSE, FOUR_OF_A_KIND, STRAIGHT_FLUSH = range(9)
+(
+    HIGH_CARD,
+    PAIR,
+    TWO_PAIR,
+    THREE_OF_A_KIND,
+    STRAIGHT,
+    FLUSH,
+    FULL_HOUSE,
+    FOUR_OF_A_KIND,
+    STRAIGHT_FLUSH,
+) = range(9)
 CATEGORY_NAMES: Final = (
     "high_card",
     "pair",
@@ -32,6 +42,7 @@ CATEGORY_NAMES: Final = (
 WHEEL_LOWEST: Final = "lowest"
 WHEEL_SECOND_HIGHEST: Final = "second_highest"
 WHEEL_NONE: Final = "none"
+WHEELS: Final = (WHEEL_LOWEST, WHEEL_SECOND_HIGHEST, WHEEL_NONE)
 
 
 def straight_key(ranks: Sequence[int], wheel: str = WHEEL_LOWEST) -> int | None:
@@ -40,6 +51,8 @@ def straight_key(ranks: Sequence[int], wheel: str = WHEEL_LOWEST) -> int | None:
     The key is the top card, except the wheel: 5 when lowest; under ``second_highest``
     the wheel is 14 and broadway (10-A) becomes 15.
     """
+    # An unknown wheel would silently behave like WHEEL_NONE for A-2-3-4-5 only.
+    check(wheel in WHEELS, f"unknown wheel rule {wheel!r}")
     distinct = sorted(set(ranks))
     if len(distinct) != 5 or len(ranks) != 5:
         return None
@@ -64,6 +77,8 @@ def rank_cards(cards: Sequence[Card], wheel: str = WHEEL_LOWEST) -> tuple[int, t
     pairs high to low then kicker, high cards from the top.
     """
     check(len(cards) in (3, 5), "a poker hand here has 3 or 5 cards")
+    # A repeated card would make impossible shapes (five of a kind ranks as high card).
+    check(len(set(cards)) == len(cards), "a card appears twice in one hand")
     counts = Counter(c.rank for c in cards)
     groups = sorted(counts.items(), key=lambda rc: (rc[1], rc[0]), reverse=True)
     key = tuple(r for r, _ in groups)

@@ -1,0 +1,160 @@
+"""The ``socai`` command.
+
+    socai up            run NATS, PostgreSQL and the services in the foreground (Ctrl-C stops all)
+    socai status        each component's health; exit status 1 if any is down
+    socai migrate       run every service's database migrations (the deploy/ migration job)
+
+Further commands (ledger, simulate, events, audit, demo) come with their services.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+
+from socai import errors
+from socai.infra import logging as slog
+from socai.infra.config import Settings
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+_COMMANDS: dict[str, Handler] = {}
+
+
+def command(name: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        _COMMANDS[name] = fn
+        return fn
+
+    return register
+
+
+@command("up")
+def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
+    from socai.infra.stack import Stack
+
+    stack = Stack(settings)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        started = stack.start()
+        s = stack.resolved_settings()
+        print("socai is up (Ctrl-C stops everything)")
+        print(f"  NATS        {s.nats_url}{'  (embedded, var/nats)' if stack.nats else ''}")
+        print(f"  PostgreSQL  {s.database_url}{'  (embedded, var/pg)' if stack.postgres else ''}")
+        for name in started:
+            from socai.infra.stack import service_address
+
+            print(f"  {name:<11} grpc://{service_address(s, name)}  (log: {s.var_dir / 'log' / name}.log)")
+        missing = [n for n in ("ledger", "table", "settlement") if n not in started]
+        if missing:
+            print(f"  not built yet: {', '.join(missing)}")
+        sys.stdout.flush()
+        while not stop.is_set():
+            for name, proc in list(stack.procs.items()):
+                if proc.poll() is not None:
+                    print(f"{name} exited with {proc.returncode}; stopping", file=sys.stderr)
+                    stop.set()
+            stop.wait(0.5)
+    except errors.SocaiError as exc:
+        print(f"socai up: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+    finally:
+        print("stopping…", flush=True)
+        stack.stop()
+        print("stopped", flush=True)
+    return 0
+
+
+@command("status")
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from socai.infra.stack import default_database_url, default_nats_url, running_services
+
+    rows: list[tuple[str, bool, str]] = []
+    nats_url = default_nats_url(settings)
+    rows.append(("nats", *asyncio.run(_nats_status(nats_url, settings))))
+    db_url = default_database_url(settings)
+    rows.append(("postgres", *_pg_status(db_url)))
+    for name, status in running_services(settings).items():
+        rows.append((name, status == "SERVING", status))
+    width = max(len(r[0]) for r in rows)
+    for name, ok, detail in rows:
+        print(f"{name:<{width}}  {'up  ' if ok else 'DOWN'}  {detail}")
+    return 0 if all(ok for _, ok, _ in rows) else 1
+
+
+async def _nats_status(url: str, settings: Settings) -> tuple[bool, str]:
+    from socai.infra.nats import connect
+
+    try:
+        nc = await connect(url, name="socai-status", connect_timeout=2, max_reconnect_attempts=0)
+    except errors.SocaiError as exc:
+        return False, f"{url}: {exc.message}"
+    try:
+        js = nc.jetstream()
+        try:
+            info = await js.stream_info(settings.events_stream)
+            return True, f"{url} stream {settings.events_stream}: {info.state.messages} events"
+        except Exception as exc:
+            return False, f"{url}: stream {settings.events_stream}: {exc}"
+    finally:
+        await nc.close()
+
+
+def _pg_status(url: str) -> tuple[bool, str]:
+    import psycopg
+
+    from socai.infra.db import SERVICE_SCHEMAS, libpq_url
+
+    try:
+        with psycopg.connect(libpq_url(url), connect_timeout=2) as conn:
+            version = conn.execute("show server_version").fetchone()
+            heads = []
+            for schema in SERVICE_SCHEMAS.values():
+                row = conn.execute(
+                    "select 1 from information_schema.tables where table_schema=%s and table_name='alembic_version'",
+                    (schema,),
+                ).fetchone()
+                rev = conn.execute(f'select version_num from "{schema}".alembic_version').fetchone() if row else None
+                heads.append(f"{schema}@{rev[0] if rev else 'none'}")
+            return True, f"PostgreSQL {version[0] if version else '?'}; {' '.join(heads)}"
+    except Exception as exc:
+        return False, f"{url}: {exc}"
+
+
+@command("migrate")
+def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    from socai.infra import migrate
+    from socai.infra.stack import default_database_url
+
+    migrate.upgrade_all(default_database_url(settings))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="socai", description="socai: tables, settlement and the ledger")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up", help="run NATS, PostgreSQL and the services in the foreground")
+    sub.add_parser("status", help="show each component's health")
+    sub.add_parser("migrate", help="run every service's database migrations")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    settings = Settings.from_env()
+    slog.configure(fmt="console", level=settings.log_level)
+    try:
+        return _COMMANDS[args.command](args, settings)
+    except errors.SocaiError as exc:
+        print(f"socai {args.command}: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Domain events ↔ protobuf ↔ JSON, generically.
+
+Each domain body class in ``socai.events.model`` has a protobuf message of the same name
+with the same field names; this module converts between them by reflection, so adding a
+body means adding it in both places and nothing here. Conventions: ``Card`` ↔ ``"As"``;
+``tuple`` ↔ ``repeated``; ``StrEnum`` ↔ proto enum ``{ENUM}_{VALUE}``; ``Mapping`` ↔ ``map``;
+``datetime`` ↔ ``Timestamp``. JSON is the protobuf JSON mapping (int64 as strings), used by
+``socai events export`` and read back by the auditor.
+
+This is the only module where event protobufs meet the domain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from socai.cards import Card, parse_card
+from socai.errors import InvalidArgument
+from socai.events import model
+from socai.gen.events.v1 import events_pb2
+
+ALL_BODY_TYPES: tuple[type, ...] = model.BODY_TYPES + model.TABLE_BODY_TYPES
+_BY_NAME: dict[str, type] = {cls.__name__: cls for cls in ALL_BODY_TYPES}
+_NESTED: dict[str, type] = {"SeatInfo": model.SeatInfo, "DealtCard": model.DealtCard, "Meld": model.Meld}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+BODY_FIELD: dict[type, str] = {cls: _snake(cls.__name__) for cls in ALL_BODY_TYPES}
+_FIELD_BODY: dict[str, type] = {v: k for k, v in BODY_FIELD.items()}
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
+
+
+def _enum_prefix(enum_cls: type[StrEnum]) -> str:
+    return _snake(enum_cls.__name__).upper() + "_"
+
+
+def _value_to_proto(value: Any, hint: Any, target: Message, name: str) -> None:
+    origin = typing.get_origin(hint)
+    if hint is Card:
+        setattr(target, name, str(value))
+    elif isinstance(hint, type) and issubclass(hint, StrEnum):
+        setattr(target, name, getattr(events_pb2, _enum_prefix(hint) + value.name))
+    elif origin in (tuple, list):
+        (item_hint, *_) = typing.get_args(hint)
+        container = getattr(target, name)
+        for item in value:
+            if item_hint is Card:
+                container.append(str(item))
+            elif dataclasses.is_dataclass(item_hint):
+                _fill(container.add(), item)
+            else:
+                container.append(item)
+    elif origin in (Mapping, dict) or hint is Mapping:
+        getattr(target, name).update(dict(value))
+    elif dataclasses.is_dataclass(hint):
+        _fill(getattr(target, name), value)
+    else:
+        setattr(target, name, value)
+
+
+def _fill(target: Message, obj: Any) -> Message:
+    hints = _hints(type(obj))
+    for f in dataclasses.fields(obj):
+        _value_to_proto(getattr(obj, f.name), hints[f.name], target, f.name)
+    return target
+
+
+def _value_from_proto(raw: Any, hint: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if hint is Card:
+        return parse_card(raw)
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        name = events_pb2.ActionKind.Name(raw) if hint is model.ActionKind else str(raw)
+        prefix = _enum_prefix(hint)
+        if not name.startswith(prefix) or name == prefix + "UNSPECIFIED":
+            raise InvalidArgument("BAD_EVENT", f"{hint.__name__} is unspecified")
+        return hint[name[len(prefix) :]]
+    if origin in (tuple, list):
+        (item_hint, *_) = typing.get_args(hint)
+        return tuple(_value_from_proto(item, item_hint) for item in raw)
+    if origin in (Mapping, dict) or hint is Mapping:
+        return dict(raw)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, raw)  # type: ignore[arg-type]
+    if hint is int:
+        return int(raw)
+    return raw
+
+
+def _build(cls: type, msg: Message) -> Any:
+    hints = _hints(cls)
+    kwargs = {f.name: _value_from_proto(getattr(msg, f.name), hints[f.name]) for f in dataclasses.fields(cls)}
+    return cls(**kwargs)
+
+
+def body_to_proto(body: Any) -> Message:
+    """The protobuf message of a domain body."""
+    msg_cls = getattr(events_pb2, type(body).__name__)
+    return _fill(msg_cls(), body)
+
+
+def body_from_proto(msg: Message) -> Any:
+    """The domain body of a protobuf body message (cards parsed, enums checked)."""
+    cls = _BY_NAME.get(type(msg).__name__) or _NESTED.get(type(msg).__name__)
+    if cls is None:
+        raise InvalidArgument("BAD_EVENT", f"no domain body for {type(msg).__name__}")
+    return _build(cls, msg)
+
+
+def to_proto(event: model.Event) -> events_pb2.Event:
+    msg = events_pb2.Event(
+        event_id=event.event_id,
+        table_id=event.table_id,
+        hand_id=event.hand_id,
+        seq=event.seq,
+        game=event.game,
+    )
+    msg.occurred_at.FromDatetime(event.occurred_at.astimezone(UTC))
+    getattr(msg, BODY_FIELD[type(event.body)]).CopyFrom(body_to_proto(event.body))
+    return msg
+
+
+def from_proto(msg: events_pb2.Event) -> model.Event:
+    """The domain event of an envelope. Raises InvalidArgument("BAD_EVENT") when the
+    envelope has no body, an unparseable card, or an event_id that disagrees with hand/seq."""
+    which = msg.WhichOneof("body")
+    if which is None:
+        raise InvalidArgument("BAD_EVENT", f"event {msg.event_id!r} has no body")
+    event = model.Event(
+        table_id=msg.table_id,
+        hand_id=msg.hand_id,
+        seq=msg.seq,
+        game=msg.game,
+        occurred_at=msg.occurred_at.ToDatetime(tzinfo=UTC),
+        body=body_from_proto(getattr(msg, which)),
+    )
+    if msg.event_id != event.event_id:
+        raise InvalidArgument("BAD_EVENT", f"event_id {msg.event_id!r} is not {event.event_id!r}")
+    return event
+
+
+def encode(event: model.Event) -> bytes:
+    return to_proto(event).SerializeToString(deterministic=True)
+
+
+def decode(data: bytes) -> model.Event:
+    msg = events_pb2.Event()
+    try:
+        msg.ParseFromString(data)
+    except Exception as exc:  # protobuf raises DecodeError, a bare Exception subclass
+        raise InvalidArgument("BAD_EVENT", f"not an Event message: {exc}") from exc
+    return from_proto(msg)
+
+
+def to_json(event: model.Event | events_pb2.Event) -> dict[str, Any]:
+    """The protobuf JSON mapping (what ``socai events export`` writes, one object a line)."""
+    msg = to_proto(event) if isinstance(event, model.Event) else event
+    return json_format.MessageToDict(msg, preserving_proto_field_name=True)
+
+
+def from_json(obj: Mapping[str, Any]) -> model.Event:
+    msg = events_pb2.Event()
+    try:
+        json_format.ParseDict(dict(obj), msg)
+    except json_format.ParseError as exc:
+        raise InvalidArgument("BAD_EVENT", f"not an Event: {exc}") from exc
+    return from_proto(msg)
+
+
+def now() -> datetime:
+    return datetime.now(UTC)

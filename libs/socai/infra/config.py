@@ -1,0 +1,130 @@
+"""Settings from the environment, with embedded defaults.
+
+| variable | default | meaning |
+|---|---|---|
+| ``SOCAI_NATS_URL`` | (embedded) | NATS server; unset → ``socai up`` starts nats-server under var/ |
+| ``SOCAI_DATABASE_URL`` | (embedded) | PostgreSQL (``postgresql://…``); unset → embedded PostgreSQL under var/ |
+| ``SOCAI_VAR_DIR`` | ``./var`` | runtime data: NATS store, PostgreSQL data, reports |
+| ``SOCAI_NATS_PORT`` / ``SOCAI_PG_PORT`` | 4222 / 5433 | ports of the embedded servers |
+| ``SOCAI_LEDGER_ADDR`` | ``127.0.0.1:50051`` | ledger gRPC address (listen and dial) |
+| ``SOCAI_TABLE_ADDR`` | ``127.0.0.1:50052`` | table gRPC address |
+| ``SOCAI_SETTLEMENT_ADDR`` | ``127.0.0.1:50053`` | settlement gRPC address |
+| ``SOCAI_METRICS_PORT_BASE`` | ``9460`` | Prometheus ports: ledger +0, table +1, settlement +2 |
+| ``SOCAI_TOKENS`` | dev tokens | ``caller=token,…`` bearer tokens of calling services |
+| ``SOCAI_SERVICE_TOKEN`` | dev token of the caller | the token this process presents when it calls others |
+| ``SOCAI_PLAYER_TOKEN_KEY`` | dev key | HMAC key of player tokens (table service) |
+| ``SOCAI_EVENTS_STREAM`` | ``SOCAI_EVENTS`` | JetStream stream name |
+| ``SOCAI_EVENTS_PREFIX`` | ``socai.events`` | subject prefix of events |
+| ``SOCAI_LOG_FORMAT`` | ``json`` in services | ``json`` or ``console`` |
+| ``SOCAI_LOG_LEVEL`` | ``info`` | |
+
+The development tokens are public and printed in the README; every deployment sets its own
+(deploy/ puts them in Secrets). ``Settings`` is immutable; build it once in ``main`` and pass it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+# Development tokens: well known on purpose, replaced in every real deployment.
+DEV_TOKENS: dict[str, str] = {
+    "table": "dev-table-token",
+    "settlement": "dev-settlement-token",
+    "cashier": "dev-cashier-token",
+    "auditor": "dev-auditor-token",
+    "backend": "dev-backend-token",
+    "operator": "dev-operator-token",
+}
+DEV_PLAYER_TOKEN_KEY = "dev-player-token-key"
+
+
+def _parse_tokens(text: str) -> dict[str, str]:
+    tokens = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        caller, sep, token = item.partition("=")
+        if not sep or not caller or not token:
+            raise ValueError(f"SOCAI_TOKENS item {item!r} is not caller=token")
+        tokens[caller.strip()] = token.strip()
+    return tokens
+
+
+@dataclass(frozen=True)
+class Settings:
+    var_dir: Path = Path("var")
+    nats_url: str | None = None
+    database_url: str | None = None
+    nats_port: int = 4222
+    pg_port: int = 5433
+    ledger_addr: str = "127.0.0.1:50051"
+    table_addr: str = "127.0.0.1:50052"
+    settlement_addr: str = "127.0.0.1:50053"
+    metrics_port_base: int = 9460
+    tokens: Mapping[str, str] = field(default_factory=lambda: dict(DEV_TOKENS))
+    service_token: str | None = None
+    player_token_key: str = DEV_PLAYER_TOKEN_KEY
+    events_stream: str = "SOCAI_EVENTS"
+    events_prefix: str = "socai.events"
+    log_format: str = "json"
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        e = os.environ if env is None else env
+        s = cls()
+        return replace(
+            s,
+            var_dir=Path(e.get("SOCAI_VAR_DIR", str(s.var_dir))),
+            nats_url=e.get("SOCAI_NATS_URL") or None,
+            database_url=e.get("SOCAI_DATABASE_URL") or None,
+            nats_port=int(e.get("SOCAI_NATS_PORT", s.nats_port)),
+            pg_port=int(e.get("SOCAI_PG_PORT", s.pg_port)),
+            ledger_addr=e.get("SOCAI_LEDGER_ADDR", s.ledger_addr),
+            table_addr=e.get("SOCAI_TABLE_ADDR", s.table_addr),
+            settlement_addr=e.get("SOCAI_SETTLEMENT_ADDR", s.settlement_addr),
+            metrics_port_base=int(e.get("SOCAI_METRICS_PORT_BASE", s.metrics_port_base)),
+            tokens=_parse_tokens(e["SOCAI_TOKENS"]) if e.get("SOCAI_TOKENS") else dict(DEV_TOKENS),
+            service_token=e.get("SOCAI_SERVICE_TOKEN") or None,
+            player_token_key=e.get("SOCAI_PLAYER_TOKEN_KEY", s.player_token_key),
+            events_stream=e.get("SOCAI_EVENTS_STREAM", s.events_stream),
+            events_prefix=e.get("SOCAI_EVENTS_PREFIX", s.events_prefix),
+            log_format=e.get("SOCAI_LOG_FORMAT", s.log_format),
+            log_level=e.get("SOCAI_LOG_LEVEL", s.log_level),
+        )
+
+    def token_of(self, caller: str) -> str:
+        """The token this process presents as ``caller`` (SOCAI_SERVICE_TOKEN wins)."""
+        if self.service_token:
+            return self.service_token
+        token = self.tokens.get(caller)
+        if token is None:
+            raise KeyError(f"no token for caller {caller!r}; set SOCAI_SERVICE_TOKEN or SOCAI_TOKENS")
+        return token
+
+    def as_env(self) -> dict[str, str]:
+        """The environment that reproduces these settings in a child process."""
+        env = {
+            "SOCAI_VAR_DIR": str(self.var_dir),
+            "SOCAI_NATS_PORT": str(self.nats_port),
+            "SOCAI_PG_PORT": str(self.pg_port),
+            "SOCAI_LEDGER_ADDR": self.ledger_addr,
+            "SOCAI_TABLE_ADDR": self.table_addr,
+            "SOCAI_SETTLEMENT_ADDR": self.settlement_addr,
+            "SOCAI_METRICS_PORT_BASE": str(self.metrics_port_base),
+            "SOCAI_TOKENS": ",".join(f"{k}={v}" for k, v in self.tokens.items()),
+            "SOCAI_PLAYER_TOKEN_KEY": self.player_token_key,
+            "SOCAI_EVENTS_STREAM": self.events_stream,
+            "SOCAI_EVENTS_PREFIX": self.events_prefix,
+            "SOCAI_LOG_FORMAT": self.log_format,
+            "SOCAI_LOG_LEVEL": self.log_level,
+        }
+        if self.nats_url:
+            env["SOCAI_NATS_URL"] = self.nats_url
+        if self.database_url:
+            env["SOCAI_DATABASE_URL"] = self.database_url
+        return env

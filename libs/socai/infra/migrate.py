@@ -1,0 +1,67 @@
+"""Alembic migrations, one schema per service, run programmatically.
+
+Each service package has ``migrations/`` (``env.py`` calls ``run_env`` here) and keeps its
+version table inside its own schema, so services migrate independently.
+``upgrade(url, "ledger")`` / ``downgrade(url, "ledger", "base")``; ``socai migrate``
+runs all of them (the migration job of deploy/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from importlib import resources
+
+from alembic import command
+from alembic.config import Config
+
+from socai.infra.db import SERVICE_SCHEMAS, sqlalchemy_url
+from socai.infra.logging import get_logger
+
+log = get_logger("socai.migrate")
+
+
+def alembic_config(url: str, service: str) -> Config:
+    schema = SERVICE_SCHEMAS[service]
+    location = resources.files(f"socai_{service}") / "migrations"
+    cfg = Config()
+    cfg.set_main_option("script_location", str(location))
+    cfg.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
+    cfg.attributes["schema"] = schema
+    return cfg
+
+
+def upgrade(url: str, service: str, revision: str = "head") -> None:
+    command.upgrade(alembic_config(url, service), revision)
+    log.info("migrated", service=service, revision=revision)
+
+
+def downgrade(url: str, service: str, revision: str = "base") -> None:
+    command.downgrade(alembic_config(url, service), revision)
+    log.info("downgraded", service=service, revision=revision)
+
+
+def upgrade_all(url: str, services: Iterable[str] = tuple(SERVICE_SCHEMAS)) -> None:
+    for service in services:
+        upgrade(url, service)
+
+
+def run_env() -> None:
+    """The body of every service's ``migrations/env.py`` (online mode only)."""
+    from alembic import context
+    from sqlalchemy import create_engine, pool, text
+
+    cfg = context.config
+    schema = cfg.attributes["schema"]
+    engine = create_engine(cfg.get_main_option("sqlalchemy.url") or "", poolclass=pool.NullPool)
+    with engine.connect() as conn:
+        conn.execute(text(f'create schema if not exists "{schema}"'))
+        conn.commit()
+        context.configure(
+            connection=conn,
+            version_table_schema=schema,
+            include_schemas=False,
+            transaction_per_migration=True,
+        )
+        with context.begin_transaction():
+            context.run_migrations(schema=schema)
+    engine.dispose()

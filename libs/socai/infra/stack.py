@@ -1,0 +1,176 @@
+"""Bring up and tear down the whole stack: NATS, PostgreSQL, migrations, the services.
+
+Used by ``socai up`` (foreground, Ctrl-C stops everything), ``socai demo`` and the
+end-to-end tests. Embedded servers start only when their URL is not configured. Each
+service runs as its own process (``python -m socai_<name>``), as in production, so a
+test can kill one with SIGKILL and start it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from typing import IO
+
+from socai import errors
+from socai.infra import migrate
+from socai.infra.config import Settings
+from socai.infra.embedded import EmbeddedNats, EmbeddedPostgres
+from socai.infra.logging import get_logger
+
+log = get_logger("socai.stack")
+
+SERVICES = ("ledger", "table", "settlement")  # start order: each depends on the ones before
+
+
+def service_exists(name: str) -> bool:
+    return importlib.util.find_spec(f"socai_{name}.__main__") is not None
+
+
+def service_address(settings: Settings, name: str) -> str:
+    return {"ledger": settings.ledger_addr, "table": settings.table_addr, "settlement": settings.settlement_addr}[name]
+
+
+async def grpc_health(address: str, timeout_s: float = 2.0) -> str:
+    """The grpc.health.v1 status of ``address`` ("SERVING", "NOT_SERVING", or "DOWN: …")."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    try:
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            reply = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
+            return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
+    except grpc.aio.AioRpcError as exc:
+        return f"DOWN: {exc.code().name}"
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    nats: EmbeddedNats | None = None
+    postgres: EmbeddedPostgres | None = None
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    log_files: dict[str, IO[bytes]] = field(default_factory=dict)
+
+    @property
+    def nats_url(self) -> str:
+        url = self.settings.nats_url or (self.nats.url if self.nats else None)
+        if not url:
+            raise errors.PreconditionFailed("NATS_NOT_STARTED", "the stack's NATS is not started")
+        return url
+
+    @property
+    def database_url(self) -> str:
+        url = self.settings.database_url or (self.postgres.url if self.postgres else None)
+        if not url:
+            raise errors.PreconditionFailed("POSTGRES_NOT_STARTED", "the stack's PostgreSQL is not started")
+        return url
+
+    def resolved_settings(self) -> Settings:
+        """Settings with the URLs of whatever this stack runs (embedded or configured)."""
+        return replace(self.settings, nats_url=self.nats_url, database_url=self.database_url)
+
+    def start_infra(self) -> None:
+        var = self.settings.var_dir
+        if not self.settings.nats_url:
+            self.nats = EmbeddedNats(var / "nats", port=self.settings.nats_port)
+            self.nats.start()
+        if not self.settings.database_url:
+            self.postgres = EmbeddedPostgres(var / "pg", port=self.settings.pg_port)
+            self.postgres.start()
+        migrate.upgrade_all(self.database_url)
+        asyncio.run(self._provision_stream())
+
+    async def _provision_stream(self) -> None:
+        from socai.infra.nats import connect, ensure_stream, events_stream_spec
+
+        nc = await connect(self.nats_url, name="socai-up")
+        try:
+            await ensure_stream(
+                nc.jetstream(), events_stream_spec(self.settings.events_stream, self.settings.events_prefix)
+            )
+        finally:
+            await nc.close()
+
+    def start_service(self, name: str, timeout_s: float = 30.0) -> None:
+        env = {**os.environ, **self.resolved_settings().as_env()}
+        log_dir = self.settings.var_dir / "log"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        out = (log_dir / f"{name}.log").open("ab")
+        self.log_files[name] = out
+        proc = subprocess.Popen([sys.executable, "-m", f"socai_{name}"], env=env, stdout=out, stderr=subprocess.STDOUT)
+        self.procs[name] = proc
+        self.wait_serving(name, timeout_s)
+
+    def wait_serving(self, name: str, timeout_s: float = 30.0) -> None:
+        address = service_address(self.settings, name)
+        deadline = time.monotonic() + timeout_s
+        status = ""
+        while time.monotonic() < deadline:
+            proc = self.procs.get(name)
+            if proc is not None and proc.poll() is not None:
+                raise errors.Unavailable(
+                    "SERVICE_START_FAILED",
+                    f"{name} exited with {proc.returncode}; see {self.settings.var_dir / 'log' / (name + '.log')}",
+                )
+            status = asyncio.run(grpc_health(address, 1.0))
+            if status == "SERVING":
+                log.info("service_serving", service=name, address=address)
+                return
+            time.sleep(0.2)
+        raise errors.Unavailable(
+            "SERVICE_START_FAILED", f"{name} not serving at {address} after {timeout_s}s: {status}"
+        )
+
+    def start(self, services: tuple[str, ...] = SERVICES) -> list[str]:
+        """Start the infrastructure and every service of ``services`` that exists."""
+        self.start_infra()
+        started = []
+        for name in services:
+            if service_exists(name):
+                self.start_service(name)
+                started.append(name)
+        return started
+
+    def stop_service(self, name: str, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> int | None:
+        proc = self.procs.pop(name, None)
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        out = self.log_files.pop(name, None)
+        if out:
+            out.close()
+        return proc.returncode
+
+    def stop(self) -> None:
+        for name in reversed(list(self.procs)):
+            self.stop_service(name)
+        if self.postgres:
+            self.postgres.stop()
+        if self.nats:
+            self.nats.stop()
+
+
+def running_services(settings: Settings) -> dict[str, str]:
+    return {name: asyncio.run(grpc_health(service_address(settings, name))) for name in SERVICES}
+
+
+def default_nats_url(settings: Settings) -> str:
+    return settings.nats_url or f"nats://127.0.0.1:{settings.nats_port}"
+
+
+def default_database_url(settings: Settings) -> str:
+    return settings.database_url or f"postgresql://postgres@127.0.0.1:{settings.pg_port}/socai"

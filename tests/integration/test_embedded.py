@@ -1,0 +1,86 @@
+"""The embedded nats-server and PostgreSQL: data reused across runs, clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from socai import errors
+from socai.infra.embedded import EmbeddedNats, EmbeddedPostgres, free_port, port_is_free
+from socai.infra.nats import StreamSpec, connect, ensure_stream, publish
+
+pytestmark = pytest.mark.integration
+
+
+def test_postgres_keeps_its_data_across_restarts(tmp_path: Path):
+    server = EmbeddedPostgres(tmp_path / "pg", port=free_port())
+    server.start()
+    try:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute("create table kept (n int)")
+            conn.execute("insert into kept values (42)")
+    finally:
+        server.stop()
+    assert port_is_free(server.port)
+    server.start()
+    try:
+        with psycopg.connect(server.url) as conn:
+            assert conn.execute("select n from kept").fetchone() == (42,)
+    finally:
+        server.stop()
+
+
+def test_nats_keeps_its_streams_across_restarts(tmp_path: Path):
+    server = EmbeddedNats(tmp_path / "nats", port=free_port())
+    spec = StreamSpec(name="KEPT", subjects=("kept.>",))
+
+    async def write() -> None:
+        nc = await connect(server.url, name="t")
+        js = nc.jetstream()
+        await ensure_stream(js, spec)
+        await publish(js, "kept.a", b"1", msg_id="a1")
+        await nc.close()
+
+    async def count() -> int:
+        nc = await connect(server.url, name="t")
+        info = await nc.jetstream().stream_info("KEPT")
+        await nc.close()
+        return int(info.state.messages)
+
+    server.start()
+    try:
+        asyncio.run(write())
+    finally:
+        server.stop()
+    server.start()
+    try:
+        assert asyncio.run(count()) == 1
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("kind", ["nats", "postgres"])
+def test_a_taken_port_is_a_clear_error(tmp_path: Path, kind: str):
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        server = EmbeddedNats(tmp_path, port=port) if kind == "nats" else EmbeddedPostgres(tmp_path, port=port)
+        with pytest.raises(errors.Unavailable) as caught:
+            server.start()
+    assert caught.value.code == "PORT_IN_USE"
+    assert str(port) in caught.value.message
+
+
+def test_a_data_directory_of_another_postgres_version_is_refused(tmp_path: Path):
+    data = tmp_path / "pg" / "data"
+    data.mkdir(parents=True)
+    (data / "PG_VERSION").write_text("9\n")
+    with pytest.raises(errors.PreconditionFailed) as caught:
+        EmbeddedPostgres(tmp_path / "pg", port=free_port()).start()
+    assert caught.value.code == "POSTGRES_DATA_INCOMPATIBLE"
+    assert (data / "PG_VERSION").read_text() == "9\n"  # nothing was touched

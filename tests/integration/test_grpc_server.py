@@ -1,0 +1,183 @@
+"""The gRPC server builder on a real grpc.aio server: health, reflection, auth, error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from socai import errors
+from socai.gen.settlement.v1 import settlement_pb2 as pb
+from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
+from socai.infra.grpc_client import channel
+from socai.infra.grpc_errors import error_reason, from_rpc_error
+from socai.infra.grpc_server import AccessPolicy, build_server, current_caller
+
+pytestmark = pytest.mark.integration
+
+TOKENS = {"table": "table-secret", "auditor": "auditor-secret"}
+POLICY = AccessPolicy(
+    tokens=TOKENS,
+    allow={
+        "GetSettlement": frozenset({"*"}),
+        "ReplayHand": frozenset({"auditor", "table"}),
+        "ListDeadLetters": frozenset({"auditor"}),
+        "RetryDeadLetter": frozenset({"auditor"}),
+    },
+)
+
+
+class ExampleSettlement(pb_grpc.SettlementServiceServicer):
+    """A small real servicer: each method shows one path through the interceptor."""
+
+    async def GetSettlement(self, request: pb.GetSettlementRequest, context: Any) -> pb.GetSettlementResponse:
+        if request.hand_id != "h1":
+            raise errors.NotFound(
+                "SETTLEMENT_NOT_FOUND", f"no settlement for {request.hand_id}", hand_id=request.hand_id
+            )
+        return pb.GetSettlementResponse(settlement=pb.Settlement(hand_id="h1", table_id=current_caller.get()))
+
+    async def ReplayHand(self, request: pb.ReplayHandRequest, context: Any) -> pb.ReplayHandResponse:
+        raise errors.RuleViolation("NOT_YOUR_TURN", "seat 2 acted out of turn")
+
+    async def ListDeadLetters(self, request: Any, context: Any) -> pb.ListDeadLettersResponse:
+        return pb.ListDeadLettersResponse()
+
+    async def RetryDeadLetter(self, request: Any, context: Any) -> pb.RetryDeadLetterResponse:
+        raise ValueError("database password is hunter2")  # must not leak to the caller
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[str]:
+    app = build_server(
+        service="example",
+        address="127.0.0.1:0",
+        registrations=[lambda s: pb_grpc.add_SettlementServiceServicer_to_server(ExampleSettlement(), s)],
+        service_names=[pb.DESCRIPTOR.services_by_name["SettlementService"].full_name],
+        policy=POLICY,
+    )
+    stop = asyncio.Event()
+    await app.server.start()
+    await app.set_serving(True)
+    try:
+        yield f"127.0.0.1:{app.port}"
+    finally:
+        stop.set()
+        await app.server.stop(0)
+
+
+async def test_health_answers_without_a_token(server: str):
+    async with channel(server, None) as ch:
+        reply = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        named = await health_pb2_grpc.HealthStub(ch).Check(
+            health_pb2.HealthCheckRequest(service="socai.settlement.v1.SettlementService")
+        )
+        assert named.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_reflection_lists_the_service(server: str):
+    async with channel(server, None) as ch:
+        stub = reflection_pb2_grpc.ServerReflectionStub(ch)
+        request = reflection_pb2.ServerReflectionRequest(list_services="")
+        replies = [r async for r in stub.ServerReflectionInfo(iter([request]))]
+        names = {s.name for s in replies[0].list_services_response.service}
+        assert "socai.settlement.v1.SettlementService" in names
+
+
+@pytest.mark.parametrize("token", [None, "wrong-secret"])
+async def test_a_missing_or_wrong_token_is_unauthenticated(server: str, token: str | None):
+    async with channel(server, token) as ch:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await pb_grpc.SettlementServiceStub(ch).GetSettlement(pb.GetSettlementRequest(hand_id="h1"))
+    assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert error_reason(caught.value) == "UNAUTHENTICATED"
+
+
+async def test_a_method_outside_the_callers_allow_list_is_permission_denied(server: str):
+    async with channel(server, TOKENS["table"]) as ch:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await pb_grpc.SettlementServiceStub(ch).ListDeadLetters(pb.ListDeadLettersRequest())
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    async with channel(server, TOKENS["auditor"]) as ch:
+        await pb_grpc.SettlementServiceStub(ch).ListDeadLetters(pb.ListDeadLettersRequest())
+
+
+async def test_an_allowed_caller_is_served_and_known_to_the_servicer(server: str):
+    async with channel(server, TOKENS["table"]) as ch:
+        reply = await pb_grpc.SettlementServiceStub(ch).GetSettlement(pb.GetSettlementRequest(hand_id="h1"))
+    assert reply.settlement.hand_id == "h1"
+    assert reply.settlement.table_id == "table"  # the servicer saw who called
+
+
+@pytest.mark.parametrize(
+    ("method", "request_msg", "code", "reason"),
+    [
+        ("GetSettlement", pb.GetSettlementRequest(hand_id="nope"), grpc.StatusCode.NOT_FOUND, "SETTLEMENT_NOT_FOUND"),
+        ("ReplayHand", pb.ReplayHandRequest(hand_id="h1"), grpc.StatusCode.FAILED_PRECONDITION, "NOT_YOUR_TURN"),
+    ],
+)
+async def test_a_domain_error_gets_its_mapped_status_and_reason(
+    server: str, method: str, request_msg: Any, code: grpc.StatusCode, reason: str
+):
+    async with channel(server, TOKENS["auditor"]) as ch:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await getattr(pb_grpc.SettlementServiceStub(ch), method)(request_msg)
+    assert caught.value.code() == code
+    assert error_reason(caught.value) == reason
+    assert (
+        type(from_rpc_error(caught.value))
+        is {
+            grpc.StatusCode.NOT_FOUND: errors.NotFound,
+            grpc.StatusCode.FAILED_PRECONDITION: errors.PreconditionFailed,
+        }[code]
+    )
+
+
+async def test_an_unexpected_error_is_internal_with_a_generic_message(server: str):
+    async with channel(server, TOKENS["auditor"]) as ch:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await pb_grpc.SettlementServiceStub(ch).RetryDeadLetter(pb.RetryDeadLetterRequest(hand_id="h1"))
+    assert caught.value.code() == grpc.StatusCode.INTERNAL
+    assert "hunter2" not in (caught.value.details() or "")
+    assert error_reason(caught.value) == "INTERNAL"
+
+
+async def test_a_port_already_taken_is_a_clear_error(server: str):
+    with pytest.raises(errors.Unavailable) as caught:
+        build_server(service="x", address=server, registrations=[], service_names=[], policy=POLICY)
+    assert caught.value.code == "PORT_IN_USE"
+
+
+async def test_every_rpc_writes_one_log_line_with_method_status_and_latency(server: str):
+    import logging
+
+    import structlog
+    from structlog.testing import capture_logs
+
+    previous = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    try:
+        with capture_logs() as logs:
+            await _two_calls(server)
+    finally:
+        structlog.configure(wrapper_class=previous)
+    lines = [entry for entry in logs if entry["event"] == "rpc"]
+    assert [line["status"] for line in lines] == ["OK", "NOT_FOUND"]
+    assert all(line["method"] == "/socai.settlement.v1.SettlementService/GetSettlement" for line in lines)
+    assert all(isinstance(line["latency_ms"], float) and line["latency_ms"] >= 0 for line in lines)
+    assert lines[1]["reason"] == "SETTLEMENT_NOT_FOUND"
+    assert all(line["caller"] == "auditor" for line in lines)
+
+
+async def _two_calls(server: str) -> None:
+    async with channel(server, TOKENS["auditor"]) as ch:
+        stub = pb_grpc.SettlementServiceStub(ch)
+        await stub.GetSettlement(pb.GetSettlementRequest(hand_id="h1"))
+        with pytest.raises(grpc.aio.AioRpcError):
+            await stub.GetSettlement(pb.GetSettlementRequest(hand_id="missing"))

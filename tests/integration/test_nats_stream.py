@@ -1,0 +1,90 @@
+"""The event stream on a real nats-server: provisioning, deduplication, optimistic concurrency."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import pytest
+from nats.js import JetStreamContext
+
+from socai import errors
+from socai.infra.nats import StreamSpec, ensure_stream, publish
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def js(nats_client: object, stream_spec: StreamSpec) -> AsyncIterator[JetStreamContext]:
+    context = nats_client.jetstream()  # type: ignore[attr-defined]
+    yield context
+    try:
+        await context.delete_stream(stream_spec.name)
+    except Exception:
+        pass
+
+
+def subject_of(spec: StreamSpec, hand: str) -> str:
+    return spec.subjects[0].replace(">", f"table1.{hand}")
+
+
+async def test_provisioning_is_idempotent_and_keeps_existing_data(js: JetStreamContext, stream_spec: StreamSpec):
+    first = await ensure_stream(js, stream_spec)
+    assert first.config.storage == "file"
+    assert first.config.deny_delete and first.config.deny_purge
+    subject = subject_of(stream_spec, "h1")
+    for seq in (1, 2, 3):
+        await publish(js, subject, b"event", msg_id=f"h1/{seq}")
+
+    again = await ensure_stream(js, stream_spec)
+    assert again.state.messages == 3
+    assert again.config.duplicate_window == first.config.duplicate_window
+
+    # A changed mutable setting is applied in place, still keeping the data.
+    changed = await ensure_stream(js, replace(stream_spec, duplicate_window_s=300.0))
+    assert changed.state.messages == 3
+    assert changed.config.duplicate_window == 300.0
+
+
+async def test_an_event_published_twice_with_the_same_msg_id_is_stored_once(
+    js: JetStreamContext, stream_spec: StreamSpec
+):
+    await ensure_stream(js, stream_spec)
+    subject = subject_of(stream_spec, "h2")
+    first = await publish(js, subject, b"bet 100", msg_id="h2/1", expected_last_subject_seq=0)
+    retry = await publish(js, subject, b"bet 100", msg_id="h2/1")
+    assert not first.duplicate
+    assert retry.duplicate
+    assert retry.seq == first.seq
+    info = await js.stream_info(stream_spec.name)
+    assert info.state.messages == 1
+
+
+async def test_a_stale_expected_last_subject_sequence_is_rejected_and_stores_nothing(
+    js: JetStreamContext, stream_spec: StreamSpec
+):
+    await ensure_stream(js, stream_spec)
+    subject = subject_of(stream_spec, "h3")
+    a1 = await publish(js, subject, b"e1", msg_id="h3/1", expected_last_subject_seq=0)
+    await publish(js, subject, b"e2", msg_id="h3/2", expected_last_subject_seq=a1.seq)
+
+    # A second writer still believes the hand is at event 1.
+    with pytest.raises(errors.Conflict) as caught:
+        await publish(js, subject, b"e2-other", msg_id="h3/2-other", expected_last_subject_seq=a1.seq)
+    assert caught.value.code == "WRONG_LAST_SEQUENCE"
+    info = await js.stream_info(stream_spec.name)
+    assert info.state.messages == 2
+    last = await js.get_last_msg(stream_spec.name, subject)
+    assert last.data == b"e2"
+
+
+async def test_an_incompatible_existing_stream_is_refused_not_recreated(js: JetStreamContext, stream_spec: StreamSpec):
+    from nats.js import api
+
+    memory = api.StreamConfig(
+        name=stream_spec.name, subjects=list(stream_spec.subjects), storage=api.StorageType.MEMORY
+    )
+    await js.add_stream(memory)
+    with pytest.raises(errors.PreconditionFailed) as caught:
+        await ensure_stream(js, stream_spec)
+    assert caught.value.code == "STREAM_INCOMPATIBLE"
