@@ -288,9 +288,7 @@ def total_odds(total: int, options: Options = Options()) -> int:
     return odds
 
 
-def bet_odds(
-    kind: str, selection: tuple[int, ...], dice: tuple[int, ...], options: Options = Options()
-) -> int:
+def bet_odds(kind: str, selection: tuple[int, ...], dice: tuple[int, ...], options: Options = Options()) -> int:
     """The net multiple N a bet wins on ``dice`` ("1:N", TX-3), or 0 when it loses.
 
     ``kind`` and ``selection`` must already be valid (``validate_selection``).
@@ -524,9 +522,7 @@ def validate_bet(state: State, body: WagerPlaced) -> Bet:
     reserve = max_odds(body.kind, selection, state.options) * amount
     available = banker_available(state)
     if available is not None and reserve > available:
-        raise RuleViolation(
-            "BANKER_CAPACITY", f"the bet may pay {reserve}; the banker has {available} unreserved"
-        )
+        raise RuleViolation("BANKER_CAPACITY", f"the bet may pay {reserve}; the banker has {available} unreserved")
     if not is_gold(state.reserved_gold + reserve):
         # The round's total possible payout must fit the ledger's int64 (house:bank has no cap).
         raise RuleViolation("BET_TOO_LARGE", "the round's possible payouts would not fit in int64 gold")
@@ -537,9 +533,7 @@ def pending(state: State) -> Pending:
     """While betting: the seats still betting, on the ``betting`` timer; then roll the dice;
     then finished (HandEnded comes next)."""
     if state.phase == BETTING:
-        return Pending(
-            to_act=betting_seats(state), timer=TIMER_BETTING, timeout_s=state.options.betting_window_s
-        )
+        return Pending(to_act=betting_seats(state), timer=TIMER_BETTING, timeout_s=state.options.betting_window_s)
     if state.phase == ROLLING:
         return Pending(roll_dice=True)
     return Pending(finished=True)

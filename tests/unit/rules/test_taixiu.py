@@ -232,9 +232,7 @@ def test_total_6_loses_on_2_2_2_when_totals_lose_on_triples() -> None:
         ("any_triple", (), (5, 5, 4), 0),
     ],
 )
-def test_each_payout_of_the_table(
-    kind: str, selection: tuple[int, ...], dice: tuple[int, int, int], odds: int
-) -> None:
+def test_each_payout_of_the_table(kind: str, selection: tuple[int, ...], dice: tuple[int, int, int], odds: int) -> None:
     assert odds_of(kind, selection, dice) == odds
 
 
@@ -310,9 +308,7 @@ def test_hedged_tai_and_xiu_at_equal_stakes_pay_no_fee() -> None:
 
 def test_fee_is_on_the_net_result_not_the_gross_win_tx4() -> None:
     # Pair 1-2 wins 5 × 1,000; Tài 1,000 loses: net 4,000, fee 5 % of 4,000 (not of 5,000).
-    settlement = settle(
-        started(), [wager(0, "pair", 1, 2, gold=1_000), wager(0, "tai", gold=1_000)], (1, 2, 5)
-    )
+    settlement = settle(started(), [wager(0, "pair", 1, 2, gold=1_000), wager(0, "tai", gold=1_000)], (1, 2, 5))
     assert paid(settlement, escrow("an"), accounts.HOUSE_FEES, "fee") == 200
     assert settlement.nets[0] == 3_800
 
@@ -780,12 +776,8 @@ ILLEGAL_EVENTS: list[tuple[str, list[Body], Body, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("why", "before", "body", "code"), ILLEGAL_EVENTS, ids=[case[0] for case in ILLEGAL_EVENTS]
-)
-def test_illegal_event_is_rejected_and_changes_nothing(
-    why: str, before: list[Body], body: Body, code: str
-) -> None:
+@pytest.mark.parametrize(("why", "before", "body", "code"), ILLEGAL_EVENTS, ids=[case[0] for case in ILLEGAL_EVENTS])
+def test_illegal_event_is_rejected_and_changes_nothing(why: str, before: list[Body], body: Body, code: str) -> None:
     bodies, _ = _betting_state()
     bodies = bodies + before
     state = replay(taixiu, bodies)
@@ -815,9 +807,7 @@ def test_settle_before_the_end_is_rejected() -> None:
 def test_a_carved_out_guild_share_never_exceeds_the_fee() -> None:
     # guild 2 % out of a 1 % fee: the guild gets the whole 1 % fee and the house nothing.
     seats = (SeatInfo(0, "an", 100_000, guild_id="rong"),)
-    hs = started(
-        fee_bps=100, seats=seats, guild_bps="200", guild_threshold_gold="0", guild_stacks_with_fee="false"
-    )
+    hs = started(fee_bps=100, seats=seats, guild_bps="200", guild_threshold_gold="0", guild_stacks_with_fee="false")
     settlement = settle(hs, [wager(0, "tai", gold=10_000)], (6, 5, 4))
     assert paid(settlement, escrow("an"), accounts.guild("rong"), "guild_fee") == 100
     assert settlement.fees_gold() == 0

@@ -174,9 +174,7 @@ def run(r: Round) -> tuple[list[Body], taixiu.State]:
 
 
 def outflow(settlement: Settlement, account: str, to_account: str) -> int:
-    return sum(
-        t.amount_gold for t in settlement.transfers if (t.from_account, t.to_account) == (account, to_account)
-    )
+    return sum(t.amount_gold for t in settlement.transfers if (t.from_account, t.to_account) == (account, to_account))
 
 
 @settings(max_examples=400, deadline=None)
@@ -207,9 +205,7 @@ def test_random_rounds_settle_within_the_rules(r: Round) -> None:
         account = settlement.seat_accounts[seat]
         fee_paid = outflow(settlement, account, accounts.HOUSE_FEES)
         guild_paid = sum(
-            t.amount_gold
-            for t in settlement.transfers
-            if t.from_account == account and t.reason == "guild_fee"
+            t.amount_gold for t in settlement.transfers if t.from_account == account and t.reason == "guild_fee"
         )
         # Nobody loses more than they staked, and what they staked fits their stack.
         assert staked[seat] <= stacks[seat]
@@ -226,9 +222,7 @@ def test_random_rounds_settle_within_the_rules(r: Round) -> None:
         assert settlement.nets[banker] >= -stacks[banker]
         assert state.reserved_gold <= stacks[banker]
         banker_account = settlement.seat_accounts[banker]
-        assert not any(
-            t.from_account == banker_account and t.reason == "guild_fee" for t in settlement.transfers
-        )
+        assert not any(t.from_account == banker_account and t.reason == "guild_fee" for t in settlement.transfers)
         banker_win = -sum(before_fees.values())
         banker_fee = outflow(settlement, banker_account, accounts.HOUSE_FEES)
         assert banker_fee <= max(0, banker_win) * fee_bps // 10_000
@@ -278,9 +272,7 @@ def test_rounds_played_by_bots_balance_and_replay_identically(
         stake_gold=0,
         fee_bps=taixiu.DEFAULT_FEE_BPS[mode],
         seats_max=6,
-        seats=tuple(
-            SeatInfo(i, f"p{i}", gold, guild_id="rong" if i % 2 else "") for i, gold in enumerate(stacks)
-        ),
+        seats=tuple(SeatInfo(i, f"p{i}", gold, guild_id="rong" if i % 2 else "") for i, gold in enumerate(stacks)),
         dealer_seat=0,
         deck_commitment="c",
         options={"mode": mode, "guild_threshold_gold": "100"},

@@ -1,0 +1,783 @@
+"""Xì Tố ("Poker Hồng Kông"): five-card stud with a 28-card deck (RULES.md §3).
+
+A hand, as this module plays it:
+
+1. Card 1 face up, card 2 face down (the hole card, lá tẩy; XT-3), one card at a time to
+   every seat counterclockwise from ``HandStarted.dealer_seat`` (the seat dealt first: the
+   table owner in the first hand, then the previous winner; see ``first_seat_next_hand``).
+2. Betting round 1: a forced bet of ``round1_bet_bps`` of S (5 %). With ``auto_follow_2``
+   the engine posts it for everyone at once; otherwise each seat, starting with the highest
+   face-up card, confirms it with a ``BetAction(CALL, amount)`` within the turn timer, and
+   declining or letting the timer run out is a fold (XT-13).
+3. Cards 3, 4 and 5 face up (card 5 face down under ``hidden_5th``), each dealt first to
+   the seat ranked first after the previous card, then counterclockwise (XT-4, XT-18); the
+   same ranking picks who opens betting rounds 2, 3 and 4 (round 4 uses the ranking after
+   card 4 when card 5 is hidden). Folded seats get no more cards; all-in seats still do.
+4. Round 2 bets and raises are exactly ``round2_bet_bps`` of S (10 %); rounds 3 and 4
+   take free amounts of 1 gold up to ``round3_4_max_bet_stakes`` × S each, or up to all
+   chips under ``tay_max`` (XT-8). Raises are unlimited (XT-11). A round ends when every
+   seat that is neither folded nor all-in has acted and matched the highest contribution.
+5. Showdown after round 4: the best five cards by ``hand_value`` take each pot they are
+   eligible for (main pot and side pots, ``socai.rules.pots``); a single player left wins
+   everything they matched without a showdown.
+
+Money: the S fractions are integer gold rounded down, ``stake_gold * bps // 10000`` (5 %
+of a 30-gold stake is 1 gold). A fraction that rounds to 0 means there is nothing to post:
+a zero forced bet skips round 1, and a zero round-2 size leaves round 2 to checks and
+folds. The house fee is ``HandStarted.fee_bps`` (0 to 1000) on each seat's net win (GEN-1,
+XT-17: default 0).
+
+Voluntary all-in (XT-10): any bet or raise that would leave the seat with no chips is a
+voluntary all-in, allowed only under ``tay_max`` in rounds 3 and 4. Calling with a short
+stack, which puts in everything, is always allowed (as ``CALL`` or ``ALL_IN``).
+
+Timers and leaving (XT-14, GEN-5, GEN-6): ``TimerExpired`` for the seat to act checks
+when checking is free and folds otherwise (in round 1 it always folds, XT-13); a
+disconnected seat is treated the same way when its timer runs out. ``PlayerLeft`` folds the
+seat at once, in or out of turn; chips already in the pot are forfeited.
+
+Ties: with distinct cards two showdown hands can never be equal under ``hand_value``
+(the deciding card of XT-1 is a different physical card in each hand), so there is never a
+split pot. ``_best_seat`` checks this invariant always; if it were ever broken the hand
+would stop with an AssertionError (a bug), never split silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from socai.cards import CLUBS, DIAMONDS, HEARTS, SPADES, Card
+from socai.cards import deck as canonical_deck
+from socai.errors import RuleViolation, check
+from socai.events.model import (
+    ActionKind,
+    BetAction,
+    Body,
+    CardsDealt,
+    DealtCard,
+    HandEnded,
+    HandStarted,
+    PlayerDisconnected,
+    PlayerLeft,
+    PlayerReconnected,
+    TimerExpired,
+)
+from socai.money import BPS_DENOMINATOR
+from socai.rules import pots, ranking
+from socai.rules.base import (
+    COUNTERCLOCKWISE,
+    DealSlot,
+    GameSpec,
+    LegalAction,
+    Pending,
+    Settlement,
+    SettlementBuilder,
+    parse_options,
+    seats_after,
+    seats_in_order,
+)
+
+SPEC: Final = GameSpec("xito", "Xì Tố", 2, 5, "xito", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+
+# Xì Tố's own suit strength, ♥ > ♦ > ♣ > ♠ (RULES.md 0.5 and XT-1). Never share it with
+# another game: Liêng and Ba Cây put ♦ first.
+SUIT_STRENGTH: Final[Mapping[int, int]] = {HEARTS: 3, DIAMONDS: 2, CLUBS: 1, SPADES: 0}
+
+DECK: Final[frozenset[Card]] = frozenset(canonical_deck("xito"))
+CARDS_PER_SEAT: Final = 5
+FEE_BPS_MAX: Final = 1000  # GEN-1: a table's fee is 0 to 1000 basis points
+TURN_TIMER: Final = "turn"
+
+DEAL_ORDER_COMBO: Final = "combo"
+DEAL_ORDER_EXPOSED: Final = "exposed"
+
+# Phases of a hand.
+DEALING: Final = "dealing"  # the table must deal pending(state).deal
+BETTING: Final = "betting"  # waiting for ``to_act``
+PLAY_OVER: Final = "play_over"  # the result is decided; only HandEnded is expected
+ENDED: Final = "ended"  # HandEnded applied; settle() may run
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Xì Tố's table rules and [Proposed XT-n] decisions, defaults as in RULES.md §3.
+
+    - ``auto_follow_2``: "Tự động theo 2 lá", the engine posts the round-1 bet (XT-13).
+    - ``hidden_5th``: "Tẩy lá bài thứ 5", card 5 is dealt face down.
+    - ``tay_max``: "Tẩy Max", from card 4 on a seat may bet all its chips (XT-8, XT-10).
+    - ``straight_flush_lower_wins``: the LOWER straight flush wins (XT-2).
+    - ``deal_order``: ``combo`` ranks seats by the best 2-card combination of the newest
+      face-up card with each earlier face-up card (XT-4, XT-18); ``exposed`` by the best
+      exposed hand (conventional stud, the alternative XT-4 names).
+    - ``round3_4_max_bet_stakes``: cap on each bet or raise in rounds 3-4, in multiples of
+      S (XT-8); ignored under ``tay_max``.
+    - ``round1_bet_bps``: the forced round-1 bet, basis points of S (5 %).
+    - ``round2_bet_bps``: the fixed round-2 bet and raise size, basis points of S (XT-8).
+    - ``turn_timeout_s``: the action timer (GEN-5: configurable, not in the source).
+    """
+
+    auto_follow_2: bool = False
+    hidden_5th: bool = False
+    tay_max: bool = False
+    straight_flush_lower_wins: bool = True
+    deal_order: str = DEAL_ORDER_COMBO
+    round3_4_max_bet_stakes: int = 1
+    round1_bet_bps: int = 500
+    round2_bet_bps: int = 1000
+    turn_timeout_s: int = 15
+
+    def validate(self) -> None:
+        """Raises RuleViolation("BAD_OPTION") for a value the rules cannot run with."""
+        if self.deal_order not in (DEAL_ORDER_COMBO, DEAL_ORDER_EXPOSED):
+            raise RuleViolation("BAD_OPTION", f"deal_order {self.deal_order!r}", option="deal_order")
+        if self.round3_4_max_bet_stakes < 1:
+            raise RuleViolation("BAD_OPTION", "round3_4_max_bet_stakes must be >= 1")
+        for name in ("round1_bet_bps", "round2_bet_bps"):
+            if not 0 <= getattr(self, name) <= BPS_DENOMINATOR:
+                raise RuleViolation("BAD_OPTION", f"{name} must be 0..10000", option=name)
+        if self.turn_timeout_s < 1:
+            raise RuleViolation("BAD_OPTION", "turn_timeout_s must be >= 1", option="turn_timeout_s")
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """One hand of Xì Tố. Never mutated: ``apply`` returns a new State.
+
+    ``order`` lists the dealt seats counterclockwise from the first-dealt seat.
+    ``put_in_gold`` is each seat's total in the pot this hand, ``round_put_in_gold`` its
+    part in the current betting round. ``acted`` are the seats that acted since the last
+    raise of this round.
+    """
+
+    started: HandStarted
+    options: Options
+    order: tuple[int, ...]
+    stacks_gold: Mapping[int, int]
+    hands: Mapping[int, tuple[DealtCard, ...]]
+    put_in_gold: Mapping[int, int]
+    round_put_in_gold: Mapping[int, int]
+    folded: frozenset[int] = frozenset()
+    acted: frozenset[int] = frozenset()
+    disconnected: frozenset[int] = frozenset()
+    phase: str = DEALING
+    betting_round: int = 0
+    round_order: tuple[int, ...] = ()
+    to_act: int | None = None
+    deck_seed: str = ""
+
+
+# --- hand values -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class HandValue:
+    """A 5-card Xì Tố hand, totally ordered by ``key`` (category, ranks, deciding suit).
+
+    ``category`` is a ``socai.rules.ranking.CATEGORY_NAMES`` id. Two values are equal only
+    when the categories, all five ranks and the deciding card's suit are equal, which two
+    hands dealt from one deck never are.
+    """
+
+    key: tuple[int, ...]
+    category: str = field(compare=False)
+    cards: tuple[Card, ...] = field(compare=False)
+
+
+def hand_value(cards: Sequence[Card], straight_flush_lower_wins: bool = True) -> HandValue:
+    """The Xì Tố value of five cards of the 28-card deck (RULES.md 3.2).
+
+    Categories as in poker with full house above flush (XT-15); A is high only and the only
+    straights are 8-Q, 9-K and 10-A (XT-5); ranks and kickers compare as D1 (XT-6, XT-12);
+    a straight flush ranks LOWER-is-better when ``straight_flush_lower_wins`` (XT-2). Only
+    when all five ranks are equal, the suit (♥ > ♦ > ♣ > ♠) of the deciding card decides
+    (XT-1, XT-19): the best-suited card of the highest group for hands with a group (pair,
+    two pair, trips, full house, quads), else the highest card.
+
+    Raises RuleViolation("BAD_HAND") unless given five distinct cards ranked 8 to A.
+    """
+    hand = tuple(cards)
+    if len(hand) != CARDS_PER_SEAT or len(set(hand)) != CARDS_PER_SEAT or not set(hand) <= DECK:
+        raise RuleViolation("BAD_HAND", "a Xì Tố hand is five distinct cards from 8 to A")
+    category, ranks_key = ranking.rank_cards(hand, ranking.WHEEL_NONE)
+    counts = Counter(c.rank for c in hand)
+    top_rank = max(counts, key=lambda r: (counts[r], r))
+    deciding_suit = max(SUIT_STRENGTH[c.suit] for c in hand if c.rank == top_rank)
+    if category == ranking.STRAIGHT_FLUSH and straight_flush_lower_wins:
+        ranks_key = tuple(-r for r in ranks_key)
+    return HandValue((category, *ranks_key, deciding_suit), ranking.CATEGORY_NAMES[category], hand)
+
+
+def _combo_key(newest: Card, earlier: Card) -> tuple[int, int, int, int]:
+    """XT-4/XT-18: a pair beats no pair; then the higher rank; then the other card's rank;
+    then the suit of the (best-suited) highest-ranked card."""
+    high_rank = max(newest.rank, earlier.rank)
+    low_rank = min(newest.rank, earlier.rank)
+    suit = max(SUIT_STRENGTH[c.suit] for c in (newest, earlier) if c.rank == high_rank)
+    return (int(newest.rank == earlier.rank), high_rank, low_rank, suit)
+
+
+def _exposed_key(face_up: Sequence[Card]) -> tuple[int, ...]:
+    """The conventional stud order of up to four exposed cards: quads, trips, two pair,
+    pair, high card; then ranks by group; then the suit of the highest group's best card."""
+    counts = Counter(c.rank for c in face_up)
+    groups = sorted(counts.items(), key=lambda rc: (rc[1], rc[0]), reverse=True)
+    shape = tuple(n for _, n in groups)
+    if shape[0] == 4:
+        category = ranking.FOUR_OF_A_KIND
+    elif shape[0] == 3:
+        category = ranking.THREE_OF_A_KIND
+    elif shape[:2] == (2, 2):
+        category = ranking.TWO_PAIR
+    elif shape[0] == 2:
+        category = ranking.PAIR
+    else:
+        category = ranking.HIGH_CARD
+    top_rank = groups[0][0]
+    suit = max(SUIT_STRENGTH[c.suit] for c in face_up if c.rank == top_rank)
+    return (category, *(r for r, _ in groups), suit)
+
+
+def show_key(cards: Sequence[DealtCard], cards_count: int, deal_order: str) -> tuple[int, ...]:
+    """A seat's rank for dealing and opening after its first ``cards_count`` cards.
+
+    After card 2 it is the single face-up card (rank, then suit). After card k = 3, 4, 5 it
+    is the best combination of card k with each earlier face-up card (``combo``, XT-4) or
+    the best exposed hand (``exposed``). Keys of different seats are never equal.
+    """
+    first = cards[:cards_count]
+    face_up = [d.card for d in first if d.face_up]
+    check(len(face_up) > 0, "a seat ranked for dealing has a face-up card")
+    if cards_count <= 2:
+        card = face_up[0]
+        return (card.rank, SUIT_STRENGTH[card.suit])
+    if deal_order == DEAL_ORDER_EXPOSED:
+        return _exposed_key(face_up)
+    newest = first[cards_count - 1]
+    check(newest.face_up, "the newest card of a combination is face up")
+    earlier = [d.card for d in first[: cards_count - 1] if d.face_up]
+    return max(_combo_key(newest.card, e) for e in earlier)
+
+
+# --- reading the state ------------------------------------------------------------------
+
+
+def _remaining(state: State, seat: int) -> int:
+    return state.stacks_gold[seat] - state.put_in_gold[seat]
+
+
+def _live(state: State) -> list[int]:
+    return [s for s in state.order if s not in state.folded]
+
+
+def _cards_each(state: State) -> int:
+    return max(len(state.hands[s]) for s in _live(state))
+
+
+def _forced_bet_gold(state: State) -> int:
+    """Round 1: ``round1_bet_bps`` of S, rounded down (5 % of S)."""
+    return state.started.stake_gold * state.options.round1_bet_bps // BPS_DENOMINATOR
+
+
+def _round2_size_gold(state: State) -> int:
+    """Round 2: every bet and raise is exactly ``round2_bet_bps`` of S, rounded down (10 %)."""
+    return state.started.stake_gold * state.options.round2_bet_bps // BPS_DENOMINATOR
+
+
+def _round3_4_cap_gold(state: State) -> int:
+    """Rounds 3-4 without Tẩy Max: each bet or raise at most ``round3_4_max_bet_stakes`` × S."""
+    return state.started.stake_gold * state.options.round3_4_max_bet_stakes
+
+
+def _to_call(state: State, seat: int) -> int:
+    return max(state.round_put_in_gold.values()) - state.round_put_in_gold[seat]
+
+
+def _leader(state: State, cards_count: int) -> int:
+    """The live seat ranked first after ``cards_count`` cards (XT-4, XT-18)."""
+    keys = {s: show_key(state.hands[s], cards_count, state.options.deal_order) for s in _live(state)}
+    leader = max(keys, key=keys.__getitem__)
+    check(sum(1 for k in keys.values() if k == keys[leader]) == 1, "dealing ranks never tie")
+    return leader
+
+
+def _ccw(state: State, seats: Iterable[int], start: int) -> list[int]:
+    return seats_in_order(seats, start, state.started.seats_max, COUNTERCLOCKWISE)
+
+
+def _may_go_all_in(state: State) -> bool:
+    """XT-10: a voluntary all-in only under Tẩy Max, from card 4 on (rounds 3 and 4)."""
+    return state.options.tay_max and state.betting_round >= 3
+
+
+def _waiting(state: State) -> list[int]:
+    """Seats that still owe a decision this round, in betting order."""
+    highest = max(state.round_put_in_gold.values())
+    out = []
+    for s in state.round_order:
+        if s in state.folded or _remaining(state, s) == 0:
+            continue
+        if state.betting_round == 1:
+            if s not in state.acted:
+                out.append(s)
+        elif s not in state.acted or state.round_put_in_gold[s] < highest:
+            out.append(s)
+    return out
+
+
+# --- the contract -----------------------------------------------------------------------
+
+
+def initial_state(started: HandStarted) -> State:
+    """The state before any card is dealt.
+
+    Raises RuleViolation: WRONG_GAME, BAD_SEAT_COUNT, BAD_SEAT, DUPLICATE_PLAYER, BAD_STAKE,
+    BAD_STACK, BAD_FEE, BAD_DEALER, BAD_OPTION.
+    """
+    if started.game != SPEC.game_id:
+        raise RuleViolation("WRONG_GAME", f"hand is {started.game!r}, not xito")
+    seats = [info.seat for info in started.seats]
+    if not SPEC.players_min <= len(seats) <= SPEC.players_max:
+        raise RuleViolation("BAD_SEAT_COUNT", f"Xì Tố needs 2 to 5 players, got {len(seats)}")
+    if len(set(seats)) != len(seats) or not all(0 <= s < started.seats_max for s in seats):
+        raise RuleViolation("BAD_SEAT", "seats must be distinct and within the table")
+    if len({info.player_id for info in started.seats}) != len(seats):
+        raise RuleViolation("DUPLICATE_PLAYER", "a player holds two seats")
+    if started.stake_gold <= 0:
+        raise RuleViolation("BAD_STAKE", "the stake must be positive")
+    if any(info.stack_gold <= 0 for info in started.seats):
+        raise RuleViolation("BAD_STACK", "every seat dealt in brings chips")
+    if not 0 <= started.fee_bps <= FEE_BPS_MAX:
+        raise RuleViolation("BAD_FEE", f"fee_bps {started.fee_bps} is not 0..{FEE_BPS_MAX}")
+    if not 0 <= started.dealer_seat < started.seats_max:
+        raise RuleViolation("BAD_DEALER", f"dealer seat {started.dealer_seat} is not at the table")
+    options = parse_options(Options, started.options)
+    order = tuple(seats_in_order(seats, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE))
+    return State(
+        started=started,
+        options=options,
+        order=order,
+        stacks_gold={info.seat: info.stack_gold for info in started.seats},
+        hands={s: () for s in order},
+        put_in_gold={s: 0 for s in order},
+        round_put_in_gold={s: 0 for s in order},
+    )
+
+
+def apply(state: State, body: Body) -> State:
+    """The state after ``body``; ``state`` itself is never changed.
+
+    Raises RuleViolation with a stable code (HAND_FINISHED, UNKNOWN_SEAT, SEAT_FOLDED,
+    NOT_YOUR_TURN, BAD_BET_KIND, BAD_AMOUNT, BET_TOO_SMALL, BET_TOO_LARGE, RAISE_TOO_SMALL,
+    RAISE_TOO_LARGE, BET_ABOVE_STACK, ALL_IN_NOT_ALLOWED, WRONG_DEAL, BAD_CARD,
+    DUPLICATE_CARD, WRONG_TIMER, HAND_NOT_OVER, UNEXPECTED_EVENT).
+    """
+    if state.phase == ENDED:
+        raise RuleViolation("HAND_FINISHED", "the hand has ended")
+    if isinstance(body, CardsDealt):
+        return _apply_deal(state, body)
+    if isinstance(body, BetAction):
+        return _apply_bet(state, body)
+    if isinstance(body, TimerExpired):
+        return _apply_timer(state, body)
+    if isinstance(body, PlayerLeft):
+        return _apply_left(state, body.seat)
+    if isinstance(body, PlayerDisconnected):
+        _known_seat(state, body.seat)
+        return dataclasses.replace(state, disconnected=state.disconnected | {body.seat})
+    if isinstance(body, PlayerReconnected):
+        _known_seat(state, body.seat)
+        return dataclasses.replace(state, disconnected=state.disconnected - {body.seat})
+    if isinstance(body, HandEnded):
+        if state.phase != PLAY_OVER:
+            raise RuleViolation("HAND_NOT_OVER", "HandEnded before the hand's result is decided")
+        return dataclasses.replace(state, phase=ENDED, deck_seed=body.deck_seed)
+    raise RuleViolation("UNEXPECTED_EVENT", f"{type(body).__name__} is not part of a Xì Tố hand")
+
+
+def pending(state: State) -> Pending:
+    """What the hand waits for: cards to deal, a seat's decision, or nothing (finished)."""
+    if state.phase in (PLAY_OVER, ENDED):
+        return Pending(finished=True)
+    if state.phase == DEALING:
+        return Pending(deal=_deal_slots(state))
+    check(state.to_act is not None, "a betting hand has a seat to act")
+    return Pending(
+        to_act=(state.to_act,) if state.to_act is not None else (),
+        timer=TURN_TIMER,
+        timeout_s=state.options.turn_timeout_s,
+    )
+
+
+def is_finished(state: State) -> bool:
+    """True once HandEnded has been applied (settle may run)."""
+    return state.phase == ENDED
+
+
+def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
+    """The moves ``seat`` may make now, with amounts (chips added) allowed, inclusive.
+
+    Empty unless it is ``seat``'s turn. A short stack's call appears as CALL (and ALL_IN)
+    for everything it has.
+    """
+    if state.phase != BETTING or state.to_act != seat:
+        return ()
+    remaining = _remaining(state, seat)
+    fold = LegalAction(ActionKind.FOLD.value)
+    if state.betting_round == 1:
+        due = min(_forced_bet_gold(state), remaining)
+        actions = [LegalAction(ActionKind.CALL.value, due, due)]
+        if due == remaining:
+            actions.append(LegalAction(ActionKind.ALL_IN.value, due, due))
+        return (*actions, fold)
+    to_call = _to_call(state, seat)
+    actions = []
+    if to_call == 0:
+        actions.append(LegalAction(ActionKind.CHECK.value))
+    else:
+        call = min(to_call, remaining)
+        actions.append(LegalAction(ActionKind.CALL.value, call, call))
+    bounds = _wager_bounds(state, seat)
+    if bounds is not None:
+        kind = ActionKind.BET if to_call == 0 else ActionKind.RAISE
+        actions.append(LegalAction(kind.value, bounds[0], bounds[1]))
+    if remaining <= to_call or (_may_go_all_in(state) and remaining > to_call):
+        actions.append(LegalAction(ActionKind.ALL_IN.value, remaining, remaining))
+    actions.append(fold)
+    return tuple(actions)
+
+
+def candidate_actions(state: State, seat: int) -> list[Body]:
+    """A small finite set of legal BetActions for ``seat`` (bots, property tests).
+
+    Bets and raises are offered at their smallest and largest legal sizes and at 10 % and
+    50 % of S above the call, when those are legal.
+    """
+    out: list[Body] = []
+    legal = legal_actions(state, seat)
+    calls = {a.min_gold for a in legal if a.kind == ActionKind.CALL.value}
+    for action in legal:
+        kind = ActionKind(action.kind)
+        if kind in (ActionKind.CHECK, ActionKind.FOLD):
+            out.append(BetAction(seat, kind, 0))
+        elif kind == ActionKind.CALL:
+            out.append(BetAction(seat, kind, action.min_gold))
+        elif kind == ActionKind.ALL_IN:
+            if action.min_gold not in calls:  # a short call is already offered as CALL
+                out.append(BetAction(seat, kind, action.min_gold))
+        else:
+            stake = state.started.stake_gold
+            to_call = _to_call(state, seat)
+            amounts = {action.min_gold, action.max_gold, to_call + stake // 10, to_call + stake // 2}
+            for amount in sorted(amounts):
+                if action.min_gold <= amount <= action.max_gold:
+                    out.append(BetAction(seat, kind, amount))
+    return out
+
+
+def settle(state: State) -> Settlement:
+    """The hand's transfers: each pot to its best eligible hand, unmatched chips back,
+    then the fee on each net win (GEN-1). Reasons: ``pot``, ``side_pot``, ``uncalled``,
+    ``fee``.
+
+    Raises RuleViolation("HAND_NOT_OVER") before HandEnded.
+    """
+    if state.phase != ENDED:
+        raise RuleViolation("HAND_NOT_OVER", "settle needs a finished hand")
+    started = state.started
+    builder = SettlementBuilder(
+        SPEC.game_id, started.table_id, started.hand_id, {info.seat: info.player_id for info in started.seats}
+    )
+    live = _live(state)
+    layers = pots.build_pots(state.put_in_gold, live)
+    payout_order = seats_after(state.order, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE)
+    pots.award_pots(builder, layers, lambda eligible: [_best_seat(state, eligible)], payout_order)
+    builder.charge_fees(started.fee_bps, payout_order)
+    settlement = builder.build()
+    for seat, net in settlement.nets.items():
+        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought")
+    check(sum(settlement.nets.values()) + settlement.fees_gold() == 0, "gold is conserved")
+    return settlement
+
+
+def winner(state: State) -> int:
+    """The seat that won the hand: the last seat standing, or the best hand at showdown
+    (which always wins the main pot). Raises RuleViolation("HAND_NOT_OVER") before that."""
+    if state.phase not in (PLAY_OVER, ENDED):
+        raise RuleViolation("HAND_NOT_OVER", "the hand has no winner yet")
+    live = _live(state)
+    if len(live) == 1:
+        return live[0]
+    return _best_seat(state, live)
+
+
+def first_seat_next_hand(result: State | Settlement) -> int:
+    """The seat dealt first in the next hand: the previous hand's winner (RULES.md 3.1).
+
+    Given a state, its ``winner``. Given a Settlement, the seat credited with the main pot
+    (reason ``pot``), or else the only seat with a positive net. Raises
+    RuleViolation("NO_WINNER") when a settlement does not show one (nobody put chips in);
+    pass the state then.
+    """
+    if isinstance(result, State):
+        return winner(result)
+    for seat, account in sorted(result.seat_accounts.items()):
+        if any(t.reason == "pot" and t.to_account == account for t in result.transfers):
+            return seat
+    positive = [seat for seat, net in result.nets.items() if net > 0]
+    if len(positive) == 1:
+        return positive[0]
+    raise RuleViolation("NO_WINNER", "this settlement does not show the hand's winner")
+
+
+# --- applying events ----------------------------------------------------------------------
+
+
+def _known_seat(state: State, seat: int) -> None:
+    if seat not in state.stacks_gold:
+        raise RuleViolation("UNKNOWN_SEAT", f"seat {seat} is not in this hand", seat=seat)
+
+
+def _deal_slots(state: State) -> tuple[DealSlot, ...]:
+    live = _live(state)
+    dealt = _cards_each(state)
+    if dealt == 0:
+        # Cards 1 and 2 (XT-3): one card at a time, from the first-dealt seat on.
+        return tuple(DealSlot(s, True) for s in live) + tuple(DealSlot(s, False) for s in live)
+    card_number = dealt + 1
+    face_up = not (card_number == CARDS_PER_SEAT and state.options.hidden_5th)
+    first = _leader(state, dealt)
+    return tuple(DealSlot(s, face_up) for s in _ccw(state, live, first))
+
+
+def _apply_deal(state: State, body: CardsDealt) -> State:
+    if state.phase != DEALING:
+        raise RuleViolation("WRONG_DEAL", "no cards are due now")
+    slots = _deal_slots(state)
+    got = tuple(DealSlot(d.seat, d.face_up) for d in body.cards)
+    if got != slots:
+        raise RuleViolation("WRONG_DEAL", f"expected slots {slots}, got {got}")
+    seen = {d.card for cards in state.hands.values() for d in cards}
+    for d in body.cards:
+        if d.card not in DECK:
+            raise RuleViolation("BAD_CARD", f"{d.card} is not in the 28-card deck")
+        if d.card in seen:
+            raise RuleViolation("DUPLICATE_CARD", f"{d.card} was dealt twice")
+        seen.add(d.card)
+    hands = dict(state.hands)
+    for d in body.cards:
+        hands[d.seat] = (*hands[d.seat], d)
+    state = dataclasses.replace(state, hands=hands)
+    return _start_round(state, _cards_each(state) - 1)
+
+
+def _start_round(state: State, betting_round: int) -> State:
+    """Open betting round ``betting_round`` (1 after card 2, …, 4 after card 5)."""
+    state = dataclasses.replace(
+        state,
+        betting_round=betting_round,
+        round_put_in_gold={s: 0 for s in state.order},
+        acted=frozenset(),
+        to_act=None,
+    )
+    live = _live(state)
+    if betting_round == 1:
+        forced = _forced_bet_gold(state)
+        if forced == 0:
+            return _close_round(state)
+        if state.options.auto_follow_2:
+            posted = {s: min(forced, _remaining(state, s)) for s in live}
+            put_in = {s: state.put_in_gold[s] + posted.get(s, 0) for s in state.order}
+            round_put_in = {s: posted.get(s, 0) for s in state.order}
+            state = dataclasses.replace(state, put_in_gold=put_in, round_put_in_gold=round_put_in)
+            return _close_round(state)
+    # With a hidden 5th card, round 4 keeps the ranking after card 4 (XT-4).
+    ranked_after = betting_round + 1
+    if betting_round == 4 and state.options.hidden_5th:
+        ranked_after = 4
+    opener = _leader(state, ranked_after)
+    state = dataclasses.replace(state, round_order=tuple(_ccw(state, live, opener)))
+    can_act = [s for s in live if _remaining(state, s) > 0]
+    if betting_round >= 2 and len(can_act) <= 1:
+        return _close_round(state)  # nobody left to bet against
+    return _next_turn(dataclasses.replace(state, phase=BETTING), after=None)
+
+
+def _close_round(state: State) -> State:
+    if len(_live(state)) <= 1 or _cards_each(state) >= CARDS_PER_SEAT:
+        return dataclasses.replace(state, phase=PLAY_OVER, to_act=None)
+    return dataclasses.replace(state, phase=DEALING, to_act=None)
+
+
+def _next_turn(state: State, after: int | None) -> State:
+    """Hand the turn on after ``after`` acted (None: keep the current seat if it still
+    owes a decision), or close the round, or end the play when one seat is left."""
+    if len(_live(state)) <= 1:
+        return dataclasses.replace(state, phase=PLAY_OVER, to_act=None)
+    if state.phase != BETTING:
+        return state
+    waiting = _waiting(state)
+    if not waiting:
+        return _close_round(state)
+    if after is None:
+        seat = state.to_act if state.to_act in waiting else waiting[0]
+    else:
+        order = state.round_order
+        start = order.index(after)
+        rotated = order[start + 1 :] + order[: start + 1]
+        seat = next(s for s in rotated if s in waiting)
+    return dataclasses.replace(state, to_act=seat)
+
+
+def _check_turn(state: State, seat: int) -> None:
+    if state.phase == PLAY_OVER:
+        raise RuleViolation("HAND_FINISHED", "the hand's result is already decided")
+    _known_seat(state, seat)
+    if seat in state.folded:
+        raise RuleViolation("SEAT_FOLDED", f"seat {seat} has folded", seat=seat)
+    if state.phase != BETTING or state.to_act != seat:
+        raise RuleViolation("NOT_YOUR_TURN", f"seat {seat} is not to act", seat=seat)
+
+
+def _wager_bounds(state: State, seat: int) -> tuple[int, int] | None:
+    """Smallest and largest legal BET/RAISE (chips added, the call included), or None."""
+    to_call = _to_call(state, seat)
+    remaining = _remaining(state, seat)
+    if state.betting_round == 2:
+        size = _round2_size_gold(state)
+        if size == 0 or to_call + size >= remaining:  # round 2 never goes all-in (XT-10)
+            return None
+        return (to_call + size, to_call + size)
+    # Without Tẩy Max, keep at least one chip back: betting everything is an all-in (XT-10).
+    capped = to_call + min(_round3_4_cap_gold(state), remaining - to_call - 1)
+    top = remaining if _may_go_all_in(state) else capped
+    low = to_call + 1
+    return (low, top) if top >= low else None
+
+
+def _check_wager(state: State, seat: int, kind: ActionKind, amount: int, to_call: int) -> None:
+    """A BET or RAISE of ``amount`` chips (the call included): size, stack, all-in."""
+    word = "BET" if kind == ActionKind.BET else "RAISE"
+    remaining = _remaining(state, seat)
+    increment = amount - to_call
+    top: int | None
+    if state.betting_round == 2:
+        size = _round2_size_gold(state)
+        if size == 0:
+            raise RuleViolation("BAD_BET_KIND", "at this stake round 2 has no bets")
+        low, top = size, size
+    else:
+        low = 1
+        top = None if state.options.tay_max else _round3_4_cap_gold(state)
+    if increment < low:
+        raise RuleViolation(f"{word}_TOO_SMALL", f"{word.lower()} of {increment} above the call; least {low}")
+    if amount > remaining:
+        raise RuleViolation("BET_ABOVE_STACK", f"{amount} is more than the {remaining} chips left")
+    if top is not None and increment > top:
+        raise RuleViolation(f"{word}_TOO_LARGE", f"{word.lower()} of {increment} above the call; most {top}")
+    if amount == remaining and not _may_go_all_in(state):
+        raise RuleViolation("ALL_IN_NOT_ALLOWED", "a voluntary all-in needs Tẩy Max, from card 4 (XT-10)")
+
+
+def _apply_bet(state: State, action: BetAction) -> State:
+    seat, amount = action.seat, action.amount_gold
+    _check_turn(state, seat)
+    try:
+        kind = ActionKind(action.kind)
+    except ValueError as exc:
+        raise RuleViolation("BAD_BET_KIND", f"unknown action {action.kind!r}") from exc
+    if amount < 0:
+        raise RuleViolation("BAD_AMOUNT", "a negative amount")
+    remaining = _remaining(state, seat)
+    if kind == ActionKind.FOLD:
+        if amount != 0:
+            raise RuleViolation("BAD_AMOUNT", "a fold adds nothing")
+        return _fold(state, seat)
+    if state.betting_round == 1:
+        due = min(_forced_bet_gold(state), remaining)
+        if kind == ActionKind.ALL_IN and due == remaining:
+            kind = ActionKind.CALL
+        if kind != ActionKind.CALL:
+            raise RuleViolation("BAD_BET_KIND", "round 1 is the forced bet: CALL it or FOLD (XT-13)")
+        if amount != due:
+            raise RuleViolation("BAD_AMOUNT", f"the forced bet is {due}")
+        return _put_in(state, seat, amount)
+    to_call = _to_call(state, seat)
+    if kind == ActionKind.CHECK:
+        if to_call != 0:
+            raise RuleViolation("BAD_BET_KIND", f"cannot check facing {to_call}")
+        if amount != 0:
+            raise RuleViolation("BAD_AMOUNT", "a check adds nothing")
+    elif kind == ActionKind.CALL:
+        if to_call == 0:
+            raise RuleViolation("BAD_BET_KIND", "nothing to call: check or bet")
+        if amount != min(to_call, remaining):
+            raise RuleViolation("BAD_AMOUNT", f"the call is {min(to_call, remaining)}")
+    elif kind == ActionKind.BET:
+        if to_call != 0:
+            raise RuleViolation("BAD_BET_KIND", "there is a bet already: call or raise")
+        _check_wager(state, seat, kind, amount, to_call)
+    elif kind == ActionKind.RAISE:
+        if to_call == 0:
+            raise RuleViolation("BAD_BET_KIND", "nothing to raise: bet")
+        _check_wager(state, seat, kind, amount, to_call)
+    else:  # ALL_IN
+        if amount != remaining:
+            raise RuleViolation("BAD_AMOUNT", f"all-in is all {remaining} chips left")
+        if remaining > to_call and not _may_go_all_in(state):
+            raise RuleViolation("ALL_IN_NOT_ALLOWED", "a voluntary all-in needs Tẩy Max, from card 4 (XT-10)")
+    return _put_in(state, seat, amount)
+
+
+def _put_in(state: State, seat: int, amount: int) -> State:
+    highest = max(state.round_put_in_gold.values())
+    round_put_in = {**state.round_put_in_gold, seat: state.round_put_in_gold[seat] + amount}
+    put_in = {**state.put_in_gold, seat: state.put_in_gold[seat] + amount}
+    check(put_in[seat] <= state.stacks_gold[seat], "a seat put in more than its stack")
+    # A raise reopens the round: everyone else must answer it (XT-11).
+    raised = state.betting_round >= 2 and round_put_in[seat] > highest
+    acted = frozenset({seat}) if raised else state.acted | {seat}
+    state = dataclasses.replace(state, put_in_gold=put_in, round_put_in_gold=round_put_in, acted=acted)
+    return _next_turn(state, after=seat)
+
+
+def _fold(state: State, seat: int) -> State:
+    state = dataclasses.replace(state, folded=state.folded | {seat}, acted=state.acted | {seat})
+    return _next_turn(state, after=seat)
+
+
+def _apply_timer(state: State, body: TimerExpired) -> State:
+    """XT-13, XT-14: check when free, otherwise fold; round 1's forced bet is never free."""
+    if body.timer != TURN_TIMER:
+        raise RuleViolation("WRONG_TIMER", f"Xì Tố has no {body.timer!r} timer")
+    _check_turn(state, body.seat)
+    if state.betting_round >= 2 and _to_call(state, body.seat) == 0:
+        return _put_in(state, body.seat, 0)
+    return _fold(state, body.seat)
+
+
+def _apply_left(state: State, seat: int) -> State:
+    """Leaving is a fold at once; chips in the pot are forfeited (XT-14, GEN-6)."""
+    _known_seat(state, seat)
+    if state.phase == PLAY_OVER or seat in state.folded:
+        return state
+    state = dataclasses.replace(state, folded=state.folded | {seat})
+    if state.phase == BETTING and state.to_act == seat:
+        return _next_turn(state, after=seat)
+    return _next_turn(state, after=None)
+
+
+def _best_seat(state: State, seats: Sequence[int]) -> int:
+    """The seat with the best five cards among ``seats``; never a tie (see module doc)."""
+    lower = state.options.straight_flush_lower_wins
+    values = {}
+    for s in seats:
+        cards = state.hands[s]
+        check(len(cards) == CARDS_PER_SEAT, "a showdown hand has five cards")
+        values[s] = hand_value([d.card for d in cards], lower)
+    best = max(seats, key=values.__getitem__)
+    check(sum(1 for s in seats if values[s] == values[best]) == 1, "two Xì Tố hands of distinct cards tied")
+    return best
