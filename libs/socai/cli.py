@@ -4,13 +4,16 @@
     socai status        each component's health; exit status 1 if any is down
     socai migrate       run every service's database migrations (the deploy/ migration job)
 
-Further commands (ledger, simulate, events, audit, demo) come with their services.
+Each service package adds its own subcommands: a module listed in ``PLUGINS`` defines
+``add_commands(subparsers, command)``, which adds its parsers and registers their handlers
+with ``command(name)``. A plugin that is not installed yet is skipped.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import signal
 import sys
 import threading
@@ -22,6 +25,9 @@ from socai.infra.config import Settings
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 _COMMANDS: dict[str, Handler] = {}
+
+# Modules that add subcommands (``add_commands(subparsers, command)``), in help order.
+PLUGINS = ("socai_ledger.cli", "socai_table.cli", "socai.audit.cli", "socai_settlement.cli", "socai.demo")
 
 
 def command(name: str) -> Callable[[Handler], Handler]:
@@ -141,6 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("up", help="run NATS, PostgreSQL and the services in the foreground")
     sub.add_parser("status", help="show each component's health")
     sub.add_parser("migrate", help="run every service's database migrations")
+    for name in PLUGINS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and name.startswith(exc.name):
+                continue  # not built yet
+            raise
+        module.add_commands(sub, command)
     return parser
 
 

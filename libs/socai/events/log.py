@@ -1,0 +1,119 @@
+"""The event log on JetStream: append a hand's events in order, read them back by subject.
+
+Writers (the table service) append with ``Nats-Msg-Id = event_id`` and the expected last
+subject sequence, so a hand has exactly one writer and a retried append is harmless.
+JetStream checks the expected sequence *before* duplicates, so a retry after a lost ack is
+refused as ``WRONG_LAST_SEQUENCE`` even though the first attempt was stored; ``append``
+resolves that by looking at the subject's last message: if it is byte for byte our event, the
+earlier attempt succeeded and its sequence is returned; a different event under the same id
+is another writer's, and the conflict stands.
+
+Readers (settlement, the auditor, a restarting table) read one subject's messages in order
+with batched direct gets (``$JS.API.DIRECT.GET``, one request per 256 messages), which is
+far cheaper than a consumer per hand.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from socai import errors
+from socai.events import codec
+from socai.events.model import Event, subject
+from socai.infra.nats import publish
+
+DIRECT_BATCH = 256
+READ_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """An event as stored: its stream sequence and the decoded event."""
+
+    stream_seq: int
+    event: Event
+
+
+class EventLog:
+    def __init__(self, nc: NatsClient, stream: str = "SOCAI_EVENTS", prefix: str = "socai.events") -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream()
+        self.stream = stream
+        self.prefix = prefix
+
+    def subject_of(self, table_id: str, hand_id: str) -> str:
+        return subject(table_id, hand_id, self.prefix)
+
+    async def append(self, event: Event, expected_last_subject_seq: int) -> int:
+        """Publish ``event``; returns its stream sequence.
+
+        Raises Conflict("WRONG_LAST_SEQUENCE") when another writer appended to the hand
+        first, Unavailable when NATS does not acknowledge.
+        """
+        subj = self.subject_of(event.table_id, event.hand_id)
+        payload = codec.encode(event)
+        try:
+            ack = await publish(
+                self.js,
+                subj,
+                payload,
+                msg_id=event.event_id,
+                expected_last_subject_seq=expected_last_subject_seq,
+                stream=self.stream,
+            )
+        except errors.Conflict:
+            last = await self.last(subj)
+            if last is not None and last[1] == payload:
+                return last[0]  # our own earlier attempt was stored; its ack was lost
+            raise
+        return int(ack.seq)
+
+    async def last(self, subj: str) -> tuple[int, bytes] | None:
+        """The (stream sequence, payload) of the subject's last message, or None."""
+        try:
+            msg = await self.js.get_last_msg(self.stream, subj, direct=True)
+        except NotFoundError:
+            return None
+        return int(msg.seq or 0), bytes(msg.data or b"")
+
+    async def read(self, subj: str, from_seq: int = 1) -> AsyncIterator[Stored]:
+        """Every message of ``subj`` (a subject or a wildcard) from stream sequence
+        ``from_seq`` on, in order, as of the moment of reading.
+
+        Raises InvalidArgument("BAD_EVENT") for a message that does not decode.
+        """
+        seq = from_seq
+        while True:
+            inbox = self.nc.new_inbox()
+            sub = await self.nc.subscribe(inbox)
+            try:
+                request = {"seq": seq, "next_by_subj": subj, "batch": DIRECT_BATCH}
+                await self.nc.publish(f"$JS.API.DIRECT.GET.{self.stream}", json.dumps(request).encode(), reply=inbox)
+                more = False
+                while True:
+                    msg = await sub.next_msg(timeout=READ_TIMEOUT_S)
+                    headers = msg.headers or {}
+                    status = headers.get("Status")
+                    if status == "404":
+                        return
+                    if status == "204":  # end of batch
+                        more = headers.get("Nats-Num-Pending", "0") != "0"
+                        break
+                    if status:
+                        raise errors.Unavailable("NATS_UNAVAILABLE", f"direct get {subj}: status {status}")
+                    stream_seq = int(headers["Nats-Sequence"])
+                    yield Stored(stream_seq, codec.decode(msg.data))
+                    seq = stream_seq + 1
+            finally:
+                await sub.unsubscribe()
+            if not more:
+                return
+
+    async def read_hand(self, table_id: str, hand_id: str) -> list[Stored]:
+        return [s async for s in self.read(self.subject_of(table_id, hand_id))]
