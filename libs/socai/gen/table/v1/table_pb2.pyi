@@ -82,6 +82,7 @@ class TableConfig(_message.Message):
     AUTO_START_PLAYERS_FIELD_NUMBER: _builtins.int
     TURN_TIMEOUT_S_FIELD_NUMBER: _builtins.int
     OWNER_PLAYER_ID_FIELD_NUMBER: _builtins.int
+    BETWEEN_HANDS_MS_FIELD_NUMBER: _builtins.int
     game: _builtins.str
     """One of the rules registry's game ids: holdem xito maubinh lieng lieng_sanh bacay_ga
     bacay_chuong taixiu tienlen samloc phom.
@@ -97,6 +98,8 @@ class TableConfig(_message.Message):
     turn_timeout_s: _builtins.int
     """Per-turn timer; 0 means the game's default."""
     owner_player_id: _builtins.str
+    between_hands_ms: _builtins.int
+    """Pause between two hands when starting automatically (0: 1000 ms)."""
     @_builtins.property
     def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """The game's named rule options (RULES.md flags), validated by the rules engine."""
@@ -114,10 +117,11 @@ class TableConfig(_message.Message):
         auto_start_players: _builtins.int = ...,
         turn_timeout_s: _builtins.int = ...,
         owner_player_id: _builtins.str = ...,
+        between_hands_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_start_players", b"auto_start_players", "buy_in_max_gold", b"buy_in_max_gold", "buy_in_min_gold", b"buy_in_min_gold", "fee_bps", b"fee_bps", "game", b"game", "options", b"options", "owner_player_id", b"owner_player_id", "seats_max", b"seats_max", "stake_gold", b"stake_gold", "turn_timeout_s", b"turn_timeout_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_start_players", b"auto_start_players", "between_hands_ms", b"between_hands_ms", "buy_in_max_gold", b"buy_in_max_gold", "buy_in_min_gold", b"buy_in_min_gold", "fee_bps", b"fee_bps", "game", b"game", "options", b"options", "owner_player_id", b"owner_player_id", "seats_max", b"seats_max", "stake_gold", b"stake_gold", "turn_timeout_s", b"turn_timeout_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -621,9 +625,13 @@ class TableState(_message.Message):
     TIMER_FIELD_NUMBER: _builtins.int
     DEADLINE_FIELD_NUMBER: _builtins.int
     LEGAL_ACTIONS_FIELD_NUMBER: _builtins.int
+    CANDIDATE_ACTIONS_FIELD_NUMBER: _builtins.int
+    VIEWER_SEAT_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
     last_seq: _builtins.int
     timer: _builtins.str
+    viewer_seat: _builtins.int
+    """The viewer's seat, or -1 for a spectator."""
     @_builtins.property
     def table(self) -> Global___Table: ...
     @_builtins.property
@@ -638,6 +646,10 @@ class TableState(_message.Message):
     def legal_actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___LegalAction]:
         """The viewer's own legal actions now (empty when it is not their decision)."""
 
+    @_builtins.property
+    def candidate_actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlayerAction]:
+        """A finite sample of the viewer's own legal moves, ready to send (bots, simple clients)."""
+
     def __init__(
         self,
         *,
@@ -649,10 +661,12 @@ class TableState(_message.Message):
         timer: _builtins.str = ...,
         deadline: _timestamp_pb2.Timestamp | None = ...,
         legal_actions: _abc.Iterable[Global___LegalAction] | None = ...,
+        candidate_actions: _abc.Iterable[Global___PlayerAction] | None = ...,
+        viewer_seat: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "table", b"table"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "events", b"events", "hand_id", b"hand_id", "last_seq", b"last_seq", "legal_actions", b"legal_actions", "table", b"table", "timer", b"timer", "to_act", b"to_act"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_actions", b"candidate_actions", "deadline", b"deadline", "events", b"events", "hand_id", b"hand_id", "last_seq", b"last_seq", "legal_actions", b"legal_actions", "table", b"table", "timer", b"timer", "to_act", b"to_act", "viewer_seat", b"viewer_seat"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -830,3 +844,49 @@ class ReconnectResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReconnectResponse: _TypeAlias = ReconnectResponse  # noqa: Y015
+
+@_typing.final
+class IssuePlayerTokenRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PLAYER_ID_FIELD_NUMBER: _builtins.int
+    TTL_S_FIELD_NUMBER: _builtins.int
+    player_id: _builtins.str
+    ttl_s: _builtins.int
+    """0 means 24 hours; at most 7 days."""
+    def __init__(
+        self,
+        *,
+        player_id: _builtins.str = ...,
+        ttl_s: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["player_id", b"player_id", "ttl_s", b"ttl_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IssuePlayerTokenRequest: _TypeAlias = IssuePlayerTokenRequest  # noqa: Y015
+
+@_typing.final
+class IssuePlayerTokenResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    player_token: _builtins.str
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        player_token: _builtins.str = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "player_token", b"player_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IssuePlayerTokenResponse: _TypeAlias = IssuePlayerTokenResponse  # noqa: Y015

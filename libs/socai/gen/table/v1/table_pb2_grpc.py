@@ -89,6 +89,11 @@ class TableServiceStub:
                 request_serializer=socai_dot_table_dot_v1_dot_table__pb2.ReconnectRequest.SerializeToString,
                 response_deserializer=socai_dot_table_dot_v1_dot_table__pb2.ReconnectResponse.FromString,
                 _registered_method=True)
+        self.IssuePlayerToken = channel.unary_unary(
+                '/socai.table.v1.TableService/IssuePlayerToken',
+                request_serializer=socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenRequest.SerializeToString,
+                response_deserializer=socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenResponse.FromString,
+                _registered_method=True)
 
 
 class TableServiceServicer:
@@ -165,6 +170,13 @@ class TableServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def IssuePlayerToken(self, request, context):
+        """For a trusted backend (caller "backend"): a signed player token for Join, Act, Leave …
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TableServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -222,6 +234,11 @@ def add_TableServiceServicer_to_server(servicer, server):
                     servicer.Reconnect,
                     request_deserializer=socai_dot_table_dot_v1_dot_table__pb2.ReconnectRequest.FromString,
                     response_serializer=socai_dot_table_dot_v1_dot_table__pb2.ReconnectResponse.SerializeToString,
+            ),
+            'IssuePlayerToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.IssuePlayerToken,
+                    request_deserializer=socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenRequest.FromString,
+                    response_serializer=socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -521,6 +538,33 @@ class TableService:
             '/socai.table.v1.TableService/Reconnect',
             socai_dot_table_dot_v1_dot_table__pb2.ReconnectRequest.SerializeToString,
             socai_dot_table_dot_v1_dot_table__pb2.ReconnectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IssuePlayerToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socai.table.v1.TableService/IssuePlayerToken',
+            socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenRequest.SerializeToString,
+            socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenResponse.FromString,
             options,
             channel_credentials,
             insecure,

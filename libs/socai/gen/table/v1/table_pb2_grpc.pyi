@@ -55,6 +55,8 @@ class TableServiceStub:
     """A stream of what that viewer may see, from a sequence on."""
     Heartbeat: _grpc.UnaryUnaryMultiCallable[_table_pb2.HeartbeatRequest, _table_pb2.HeartbeatResponse]
     Reconnect: _grpc.UnaryUnaryMultiCallable[_table_pb2.ReconnectRequest, _table_pb2.ReconnectResponse]
+    IssuePlayerToken: _grpc.UnaryUnaryMultiCallable[_table_pb2.IssuePlayerTokenRequest, _table_pb2.IssuePlayerTokenResponse]
+    """For a trusted backend (caller "backend"): a signed player token for Join, Act, Leave …"""
 
 @_typing.type_check_only
 class TableServiceAsyncStub(TableServiceStub):
@@ -75,6 +77,8 @@ class TableServiceAsyncStub(TableServiceStub):
     """A stream of what that viewer may see, from a sequence on."""
     Heartbeat: _aio.UnaryUnaryMultiCallable[_table_pb2.HeartbeatRequest, _table_pb2.HeartbeatResponse]  # type: ignore[assignment]
     Reconnect: _aio.UnaryUnaryMultiCallable[_table_pb2.ReconnectRequest, _table_pb2.ReconnectResponse]  # type: ignore[assignment]
+    IssuePlayerToken: _aio.UnaryUnaryMultiCallable[_table_pb2.IssuePlayerTokenRequest, _table_pb2.IssuePlayerTokenResponse]  # type: ignore[assignment]
+    """For a trusted backend (caller "backend"): a signed player token for Join, Act, Leave …"""
 
 class TableServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -158,5 +162,13 @@ class TableServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _table_pb2.ReconnectRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_table_pb2.ReconnectResponse, _abc.Awaitable[_table_pb2.ReconnectResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def IssuePlayerToken(
+        self,
+        request: _table_pb2.IssuePlayerTokenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_table_pb2.IssuePlayerTokenResponse, _abc.Awaitable[_table_pb2.IssuePlayerTokenResponse]]:
+        """For a trusted backend (caller "backend"): a signed player token for Join, Act, Leave …"""
 
 def add_TableServiceServicer_to_server(servicer: TableServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
