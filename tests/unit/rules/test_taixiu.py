@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 import pytest
+
 from socai import accounts
 from socai.errors import RuleViolation
 from socai.events.model import (

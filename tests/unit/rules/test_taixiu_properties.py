@@ -11,6 +11,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from socai import accounts
 from socai.errors import RuleViolation
 from socai.events.model import (
