@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Final
 
 from socai.errors import InvalidArgument
@@ -41,6 +42,7 @@ def player(player_id: str) -> str:
     return f"player:{_part(player_id, 'player_id')}"
 
 
+@lru_cache(maxsize=65_536)  # pure, and on the settlement hot path (a few calls per hand)
 def escrow(table_id: str, player_id: str) -> str:
     return f"escrow:{_part(table_id, 'table_id')}:{_part(player_id, 'player_id')}"
 

@@ -12,6 +12,9 @@ Every game module (``socai.rules.holdem``, ``socai.rules.xito`` …) has the sam
     is_finished(state) -> bool
     settle(state) -> Settlement              # only when finished
     hand_value(cards) -> value               # games that compare hands
+    next_hand_dealer(previous_state, previous_dealer, participants, seats_max, owner_seat) -> int
+                                             # optional: who deals/banks next (default: the owner,
+                                             # then the button moves clockwise, RULES.md HE-9)
 
 The engine is pure: no I/O, no clock, no randomness. ``state = apply(state, event)`` is
 the only way state changes, and a rejected event leaves the caller's state untouched.
@@ -23,7 +26,7 @@ import dataclasses
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from socai import accounts
@@ -252,42 +255,48 @@ PENALTY_REASONS: Final = frozenset(
 )
 
 
-@dataclass
 class SettlementBuilder:
     """Collects transfers for one hand and builds a checked ``Settlement``.
 
-    Seats are mapped to escrow accounts ``escrow:{table_id}:{player_id}``.
+    Seats are mapped to escrow accounts ``escrow:{table_id}:{player_id}`` once, and each
+    account's running net is kept as transfers are added: settlement sits on the replay
+    hot path (every hand of every audit), so nothing here is quadratic.
     """
 
-    game: str
-    table_id: str
-    hand_id: str
-    seat_players: Mapping[int, str]
-    transfers: list[Transfer] = field(default_factory=list)
-    shortfalls: list[Shortfall] = field(default_factory=list)
-    pot_carry_gold: int = 0
+    def __init__(
+        self,
+        game: str,
+        table_id: str,
+        hand_id: str,
+        seat_players: Mapping[int, str],
+        pot_carry_gold: int = 0,
+    ) -> None:
+        self.game = game
+        self.table_id = table_id
+        self.hand_id = hand_id
+        self.seat_players = seat_players
+        self.transfers: list[Transfer] = []
+        self.shortfalls: list[Shortfall] = []
+        self.pot_carry_gold = pot_carry_gold
+        self._accounts = {seat: accounts.escrow(table_id, player) for seat, player in seat_players.items()}
+        self._nets: dict[str, int] = defaultdict(int)
 
     def account(self, seat: int) -> str:
-        return accounts.escrow(self.table_id, self.seat_players[seat])
+        return self._accounts[seat]
 
     def pay(self, from_account: str, to_account: str, amount_gold: int, reason: str) -> None:
         check(type(amount_gold) is int and amount_gold >= 0, f"transfer of {amount_gold!r}")
         check(from_account != to_account, "transfer to the same account")
         if amount_gold:
             self.transfers.append(Transfer(from_account, to_account, amount_gold, reason))
+            self._nets[from_account] -= amount_gold
+            self._nets[to_account] += amount_gold
 
     def pay_seat(self, from_seat: int, to_seat: int, amount_gold: int, reason: str) -> None:
-        self.pay(self.account(from_seat), self.account(to_seat), amount_gold, reason)
+        self.pay(self._accounts[from_seat], self._accounts[to_seat], amount_gold, reason)
 
     def net_of(self, seat: int) -> int:
-        acct = self.account(seat)
-        net = 0
-        for t in self.transfers:
-            if t.from_account == acct:
-                net -= t.amount_gold
-            if t.to_account == acct:
-                net += t.amount_gold
-        return net
+        return self._nets.get(self._accounts[seat], 0)
 
     def charge_fees(self, fee_bps: int, seats: Sequence[int], reason: str = "fee") -> dict[int, int]:
         """Charge ``fee_bps`` on each seat's net positive result so far (RULES.md GEN-1).
@@ -300,12 +309,12 @@ class SettlementBuilder:
         for seat in seats:
             amount = fee(self.net_of(seat), fee_bps)
             if amount:
-                self.pay(self.account(seat), accounts.HOUSE_FEES, amount, reason)
+                self.pay(self._accounts[seat], accounts.HOUSE_FEES, amount, reason)
                 charged[seat] = amount
         return charged
 
     def build(self) -> Settlement:
-        seat_accounts = {seat: self.account(seat) for seat in sorted(self.seat_players)}
+        seat_accounts = {seat: self._accounts[seat] for seat in sorted(self.seat_players)}
         # Two seats on one escrow would each be credited with the other's transfers.
         check(len(set(seat_accounts.values())) == len(seat_accounts), "two seats share one escrow account")
         nets = {seat: self.net_of(seat) for seat in sorted(self.seat_players)}

@@ -82,7 +82,6 @@ from socai.rules.base import (
     Pending,
     Settlement,
     SettlementBuilder,
-    Transfer,
     parse_options,
     seats_after,
 )
@@ -663,7 +662,7 @@ def settle(state: HoldemState) -> Settlement:
     h = state.hand
     started = h.started
     seats = h.seats
-    builder = _HandBuilder(
+    builder = SettlementBuilder(
         game=SPEC.game_id,
         table_id=started.table_id,
         hand_id=started.hand_id,
@@ -697,38 +696,6 @@ def settle(state: HoldemState) -> Settlement:
 @lru_cache(maxsize=65536)
 def _valid_id(text: str) -> bool:
     return accounts.is_valid_part(text)
-
-
-@lru_cache(maxsize=65536)
-def _escrow(table_id: str, player_id: str) -> str:
-    return accounts.escrow(table_id, player_id)
-
-
-class _HandBuilder(SettlementBuilder):
-    """``SettlementBuilder`` that builds each seat's escrow account once and keeps every
-    account's net as transfers are recorded, where the base class rebuilds and rescans on
-    each call. Same transfers, same Settlement; it keeps settling cheap enough to replay
-    ten thousand hands a second."""
-
-    def __init__(self, game: str, table_id: str, hand_id: str, seat_players: dict[int, str]) -> None:
-        super().__init__(game=game, table_id=table_id, hand_id=hand_id, seat_players=seat_players)
-        self._accounts = {seat: _escrow(table_id, player) for seat, player in seat_players.items()}
-        self._nets: dict[str, int] = {}
-
-    def account(self, seat: int) -> str:
-        return self._accounts[seat]
-
-    def pay(self, from_account: str, to_account: str, amount_gold: int, reason: str) -> None:
-        if type(amount_gold) is not int or amount_gold <= 0 or from_account == to_account:
-            super().pay(from_account, to_account, amount_gold, reason)  # checks; records nothing for 0
-            return
-        self.transfers.append(Transfer(from_account, to_account, amount_gold, reason))
-        nets = self._nets
-        nets[from_account] = nets.get(from_account, 0) - amount_gold
-        nets[to_account] = nets.get(to_account, 0) + amount_gold
-
-    def net_of(self, seat: int) -> int:
-        return self._nets.get(self._accounts[seat], 0)
 
 
 # --- betting ----------------------------------------------------------------------------

@@ -73,6 +73,7 @@ def award_pots(
     """
     won: dict[int, int] = {}
     main_done = False
+    order_key = _order_key(payout_order)
     for pot in pots:
         if not pot.eligible:
             recipients = {seat: amount for seat, amount in pot.shares.items()}
@@ -87,7 +88,7 @@ def award_pots(
             main_done = True
         for seat, amount in recipients.items():
             won[seat] = won.get(seat, 0) + amount
-        seats = sorted(set(pot.shares) | set(recipients), key=_order_key(payout_order))
+        seats = sorted(set(pot.shares) | set(recipients), key=order_key)
         net = {s: recipients.get(s, 0) - pot.shares.get(s, 0) for s in seats}
         payers = [(builder.account(s), -v) for s, v in net.items() if v < 0]
         receivers = [(builder.account(s), v) for s, v in net.items() if v > 0]

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
@@ -736,3 +736,15 @@ def _close_if_all_done(state: State) -> State:
     if state.phase == BETTING and not betting_seats(state):
         return dataclasses.replace(state, phase=ROLLING)
     return state
+
+
+def next_hand_dealer(
+    previous_state: State | None,
+    previous_dealer: int | None,
+    participants: Sequence[int],
+    seats_max: int,
+    owner_seat: int,
+) -> int:
+    """The banker seat of the next round: always the table owner (RULES.md 2.1, mode
+    ``p2p``); against the house the seat is only a reference, the owner or the first seat."""
+    return owner_seat if owner_seat in participants else participants[0]

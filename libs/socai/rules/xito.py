@@ -781,3 +781,20 @@ def _best_seat(state: State, seats: Sequence[int]) -> int:
     best = max(seats, key=values.__getitem__)
     check(sum(1 for s in seats if values[s] == values[best]) == 1, "two Xì Tố hands of distinct cards tied")
     return best
+
+
+def next_hand_dealer(
+    previous_state: State | None,
+    previous_dealer: int | None,
+    participants: Sequence[int],
+    seats_max: int,
+    owner_seat: int,
+) -> int:
+    """The seat dealt first in the next hand (RULES.md 3.1): the table owner in the first
+    hand, then the previous hand's winner; when that seat no longer plays, the owner, else
+    the first participating seat."""
+    if previous_state is not None and previous_state.phase in (PLAY_OVER, ENDED):
+        champion = winner(previous_state)
+        if champion in participants:
+            return champion
+    return owner_seat if owner_seat in participants else participants[0]

@@ -1,0 +1,103 @@
+"""The table service's pure parts: configuration checks, redaction, dealer choice."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from socai import errors
+from socai.cards import parse_card
+from socai.events.model import COMMUNITY, CardsDealt, DealtCard, Event
+from socai.rules import registry
+from socai_table.model import TableConfig, facts_id_of, hand_id_of
+from socai_table.table import choose_dealer, redact
+
+AT = datetime(2026, 11, 29, tzinfo=UTC)
+
+
+def test_defaults_are_filled_from_the_game():
+    c = TableConfig(game="holdem", stake_gold=100, fee_bps=0, seats_max=0).normalized()
+    assert c.seats_max == 9
+    assert c.buy_in_min_gold == 100 and c.buy_in_max_gold == 10_000
+    assert c.turn_timeout_s == 15
+    taixiu = TableConfig(game="taixiu", stake_gold=10, fee_bps=0, seats_max=10).normalized()
+    assert taixiu.fee_bps == 500  # the game's default fee (RULES.md 0.6)
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"game": "chess"}, "UNKNOWN_GAME"),
+        ({"stake_gold": 0}, "BAD_STAKE"),
+        ({"stake_gold": -5}, "BAD_AMOUNT"),
+        ({"fee_bps": 1001}, "BAD_FEE"),
+        ({"seats_max": 10}, "BAD_SEATS"),
+        ({"seats_max": 1}, "BAD_SEATS"),
+        ({"buy_in_min_gold": 500, "buy_in_max_gold": 100}, "BAD_BUY_IN"),
+        ({"turn_timeout_s": 601}, "BAD_TIMEOUT"),
+        ({"auto_start_players": 7}, "BAD_AUTO_START"),
+    ],
+)
+def test_bad_configurations_are_refused_with_a_reason(changes: dict, reason: str):
+    base = {"game": "holdem", "stake_gold": 100, "fee_bps": 0, "seats_max": 6}
+    with pytest.raises(errors.InvalidArgument) as caught:
+        TableConfig(**{**base, **changes}).normalized()
+    assert caught.value.code == reason
+
+
+def test_an_unknown_rule_option_is_refused_by_the_rules_engine():
+    with pytest.raises(errors.RuleViolation) as caught:
+        TableConfig(game="xito", stake_gold=100, fee_bps=0, seats_max=4, options={"no_such": "1"}).normalized()
+    assert caught.value.code == "BAD_OPTION"
+
+
+def test_hand_and_fact_ids_never_collide():
+    ids = {hand_id_of(t, n) for t in ("a", "ah1", "a1") for n in (1, 11)} | {facts_id_of(t) for t in ("a", "ah1")}
+    assert len(ids) == 8
+
+
+def test_a_face_down_card_is_hidden_from_everyone_but_its_owner_until_the_hand_ends():
+    dealt = CardsDealt(
+        (
+            DealtCard(0, parse_card("As"), False),
+            DealtCard(1, parse_card("Kd"), False),
+            DealtCard(COMMUNITY, parse_card("2c"), True),
+        )
+    )
+    event = Event("t", "t-h1", 2, "holdem", AT, dealt)
+    seen_by_0 = [c.card for c in redact(event, 0, hand_over=False).cards_dealt.cards]
+    seen_by_spectator = [c.card for c in redact(event, -2, hand_over=False).cards_dealt.cards]
+    assert seen_by_0 == ["As", "", "2c"]
+    assert seen_by_spectator == ["", "", "2c"]
+    assert [c.card for c in redact(event, -2, hand_over=True).cards_dealt.cards] == ["As", "Kd", "2c"]
+
+
+def test_the_button_starts_with_the_owner_and_moves_clockwise_to_the_next_player():
+    holdem = registry.get("holdem")
+    assert choose_dealer("holdem", holdem, None, None, [1, 3, 5], 6, 3) in (3,)
+    first = choose_dealer("holdem", holdem, None, None, [1, 3, 5], 6, -1)
+    assert first == 1
+
+
+def test_in_xito_the_previous_winner_is_dealt_first_and_in_taixiu_the_owner_banks():
+    from socai.rules import taixiu, xito
+
+    assert xito.next_hand_dealer(None, None, (0, 2, 4), 5, 2) == 2
+    assert xito.next_hand_dealer(None, None, (0, 2, 4), 5, -1) == 0
+    assert taixiu.next_hand_dealer(None, 3, (0, 3, 5), 6, 5) == 5
+
+
+def test_the_xito_winner_of_a_played_hand_is_dealt_first_next():
+    import random
+
+    from socai.events.model import HandStarted, SeatInfo
+    from socai.rules import xito
+    from socai.rules.autoplay import play_hand
+
+    started = HandStarted(
+        "t", "t-h1", "xito", 1, 100, 0, 5, tuple(SeatInfo(s, f"p{s}", 2000) for s in (0, 2, 4)), 0, "00" * 32
+    )
+    rng = random.Random(7)
+    _, state = play_hand(xito, started, bytes(range(32)), lambda st, seat, options: rng.choice(options))
+    assert xito.next_hand_dealer(state, 0, (0, 2, 4), 5, 0) == xito.winner(state)
