@@ -135,9 +135,11 @@ def _pg_status(url: str) -> tuple[bool, str]:
 @command("migrate")
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     from socai.infra import migrate
-    from socai.infra.stack import default_database_url
+    from socai.infra.stack import default_database_url, provision_streams
 
     migrate.upgrade_all(default_database_url(settings))
+    if settings.nats_url:  # the deploy/ migration job also provisions the streams
+        asyncio.run(provision_streams(settings))
     return 0
 
 
@@ -146,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("up", help="run NATS, PostgreSQL and the services in the foreground")
     sub.add_parser("status", help="show each component's health")
-    sub.add_parser("migrate", help="run every service's database migrations")
+    sub.add_parser("migrate", help="run every service's database migrations (and provision the streams)")
     for name in PLUGINS:
         try:
             module = importlib.import_module(name)

@@ -181,3 +181,11 @@ async def _two_calls(server: str) -> None:
         await stub.GetSettlement(pb.GetSettlementRequest(hand_id="h1"))
         with pytest.raises(grpc.aio.AioRpcError):
             await stub.GetSettlement(pb.GetSettlementRequest(hand_id="missing"))
+
+
+async def test_during_a_rotation_both_the_new_and_the_old_token_are_accepted():
+    rotating = AccessPolicy(tokens={"auditor": "new-secret|old-secret"}, allow=POLICY.allow)
+    assert rotating.caller_of({"authorization": "Bearer new-secret"}) == "auditor"
+    assert rotating.caller_of({"authorization": "Bearer old-secret"}) == "auditor"
+    with pytest.raises(errors.Unauthenticated):
+        rotating.caller_of({"authorization": "Bearer new-secret|old-secret"})

@@ -40,3 +40,14 @@ def test_settings_survive_the_trip_through_a_child_environment():
 def test_a_malformed_token_list_is_refused():
     with pytest.raises(ValueError):
         Settings.from_env({"SOCAI_TOKENS": "table"})
+
+
+def test_the_first_of_two_rotating_tokens_is_the_one_presented():
+    s = Settings.from_env({"SOCAI_TOKENS": "table=new|old"})
+    assert s.token_of("table") == "new"
+
+
+def test_stream_replicas_reach_the_stream_spec():
+    s = Settings.from_env({"SOCAI_STREAM_REPLICAS": "3", "SOCAI_EVENTS_STREAM": "EV", "SOCAI_EVENTS_PREFIX": "ev"})
+    spec = s.events_stream_spec()
+    assert (spec.name, spec.subjects, spec.replicas) == ("EV", ("ev.>",), 3)

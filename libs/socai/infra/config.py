@@ -9,12 +9,15 @@
 | ``SOCAI_LEDGER_ADDR`` | ``127.0.0.1:50051`` | ledger gRPC address (listen and dial) |
 | ``SOCAI_TABLE_ADDR`` | ``127.0.0.1:50052`` | table gRPC address |
 | ``SOCAI_SETTLEMENT_ADDR`` | ``127.0.0.1:50053`` | settlement gRPC address |
+| ``SOCAI_LISTEN_ADDR`` | the service's own address | where this service process listens (``0.0.0.0:50051`` in a container) |
+| ``SOCAI_TABLE_INSTANCE`` | ``table-0`` | this table-service instance's name; tables are owned by one instance |
 | ``SOCAI_METRICS_PORT_BASE`` | ``9460`` | Prometheus ports: ledger +0, table +1, settlement +2 |
-| ``SOCAI_TOKENS`` | dev tokens | ``caller=token,…`` bearer tokens of calling services |
+| ``SOCAI_TOKENS`` | dev tokens | ``caller=token,…`` bearer tokens of calling services; ``caller=new|old`` accepts both during a rotation |
 | ``SOCAI_SERVICE_TOKEN`` | dev token of the caller | the token this process presents when it calls others |
 | ``SOCAI_PLAYER_TOKEN_KEY`` | dev key | HMAC key of player tokens (table service) |
 | ``SOCAI_EVENTS_STREAM`` | ``SOCAI_EVENTS`` | JetStream stream name |
 | ``SOCAI_EVENTS_PREFIX`` | ``socai.events`` | subject prefix of events |
+| ``SOCAI_STREAM_REPLICAS`` | ``1`` | JetStream replicas of the streams socai provisions (3 in a cluster) |
 | ``SOCAI_LOG_FORMAT`` | ``json`` in services | ``json`` or ``console`` |
 | ``SOCAI_LOG_LEVEL`` | ``info`` | |
 
@@ -28,6 +31,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from socai.infra.nats import StreamSpec
 
 # Development tokens: well known on purpose, replaced in every real deployment.
 DEV_TOKENS: dict[str, str] = {
@@ -64,12 +71,15 @@ class Settings:
     ledger_addr: str = "127.0.0.1:50051"
     table_addr: str = "127.0.0.1:50052"
     settlement_addr: str = "127.0.0.1:50053"
+    listen_addr: str | None = None
+    table_instance: str = "table-0"
     metrics_port_base: int = 9460
     tokens: Mapping[str, str] = field(default_factory=lambda: dict(DEV_TOKENS))
     service_token: str | None = None
     player_token_key: str = DEV_PLAYER_TOKEN_KEY
     events_stream: str = "SOCAI_EVENTS"
     events_prefix: str = "socai.events"
+    stream_replicas: int = 1
     log_format: str = "json"
     log_level: str = "info"
 
@@ -87,15 +97,22 @@ class Settings:
             ledger_addr=e.get("SOCAI_LEDGER_ADDR", s.ledger_addr),
             table_addr=e.get("SOCAI_TABLE_ADDR", s.table_addr),
             settlement_addr=e.get("SOCAI_SETTLEMENT_ADDR", s.settlement_addr),
+            listen_addr=e.get("SOCAI_LISTEN_ADDR") or None,
+            table_instance=e.get("SOCAI_TABLE_INSTANCE", s.table_instance),
             metrics_port_base=int(e.get("SOCAI_METRICS_PORT_BASE", s.metrics_port_base)),
             tokens=_parse_tokens(e["SOCAI_TOKENS"]) if e.get("SOCAI_TOKENS") else dict(DEV_TOKENS),
             service_token=e.get("SOCAI_SERVICE_TOKEN") or None,
             player_token_key=e.get("SOCAI_PLAYER_TOKEN_KEY", s.player_token_key),
             events_stream=e.get("SOCAI_EVENTS_STREAM", s.events_stream),
             events_prefix=e.get("SOCAI_EVENTS_PREFIX", s.events_prefix),
+            stream_replicas=int(e.get("SOCAI_STREAM_REPLICAS", s.stream_replicas)),
             log_format=e.get("SOCAI_LOG_FORMAT", s.log_format),
             log_level=e.get("SOCAI_LOG_LEVEL", s.log_level),
         )
+
+    def listen_address(self, own_address: str) -> str:
+        """Where a service listens: SOCAI_LISTEN_ADDR, else the address others dial."""
+        return self.listen_addr or own_address
 
     def token_of(self, caller: str) -> str:
         """The token this process presents as ``caller`` (SOCAI_SERVICE_TOKEN wins)."""
@@ -104,7 +121,13 @@ class Settings:
         token = self.tokens.get(caller)
         if token is None:
             raise KeyError(f"no token for caller {caller!r}; set SOCAI_SERVICE_TOKEN or SOCAI_TOKENS")
-        return token
+        return token.split("|", 1)[0]  # during a rotation the first token is the new one
+
+    def events_stream_spec(self) -> StreamSpec:
+        """The event stream as these settings describe it (name, subjects, replicas)."""
+        from socai.infra.nats import events_stream_spec
+
+        return events_stream_spec(self.events_stream, self.events_prefix, self.stream_replicas)
 
     def as_env(self) -> dict[str, str]:
         """The environment that reproduces these settings in a child process."""
@@ -115,14 +138,18 @@ class Settings:
             "SOCAI_LEDGER_ADDR": self.ledger_addr,
             "SOCAI_TABLE_ADDR": self.table_addr,
             "SOCAI_SETTLEMENT_ADDR": self.settlement_addr,
+            "SOCAI_TABLE_INSTANCE": self.table_instance,
             "SOCAI_METRICS_PORT_BASE": str(self.metrics_port_base),
             "SOCAI_TOKENS": ",".join(f"{k}={v}" for k, v in self.tokens.items()),
             "SOCAI_PLAYER_TOKEN_KEY": self.player_token_key,
             "SOCAI_EVENTS_STREAM": self.events_stream,
             "SOCAI_EVENTS_PREFIX": self.events_prefix,
+            "SOCAI_STREAM_REPLICAS": str(self.stream_replicas),
             "SOCAI_LOG_FORMAT": self.log_format,
             "SOCAI_LOG_LEVEL": self.log_level,
         }
+        if self.listen_addr:
+            env["SOCAI_LISTEN_ADDR"] = self.listen_addr
         if self.nats_url:
             env["SOCAI_NATS_URL"] = self.nats_url
         if self.database_url:

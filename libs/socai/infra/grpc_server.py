@@ -53,7 +53,8 @@ ANY_CALLER = "*"
 
 @dataclass(frozen=True)
 class AccessPolicy:
-    """Who may call what: ``tokens`` maps caller name → bearer token; ``allow`` maps a method
+    """Who may call what: ``tokens`` maps caller name → bearer token (``new|old`` during a
+    rotation); ``allow`` maps a method
     name (``PostTransaction``) to the callers allowed (``{"settlement", "table"}`` or
     ``{"*"}``). Methods not listed are refused to everyone (deny by default)."""
 
@@ -67,9 +68,11 @@ class AccessPolicy:
             raise errors.Unauthenticated("UNAUTHENTICATED", "missing bearer token")
         found = ""
         for caller, expected in self.tokens.items():
-            # Compare against every token so timing does not reveal which one matched.
-            if hmac.compare_digest(expected.encode(), token.encode()):
-                found = caller
+            # "new|old" accepts either during a rotation. Compare against every token so
+            # timing does not reveal which one matched.
+            for candidate in expected.split("|"):
+                if hmac.compare_digest(candidate.encode(), token.encode()):
+                    found = caller
         if not found:
             raise errors.Unauthenticated("UNAUTHENTICATED", "unknown token")
         return found

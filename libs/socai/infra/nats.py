@@ -67,8 +67,8 @@ class StreamSpec:
         )
 
 
-def events_stream_spec(name: str = "SOCAI_EVENTS", prefix: str = "socai.events") -> StreamSpec:
-    return StreamSpec(name=name, subjects=(f"{prefix}.>",))
+def events_stream_spec(name: str = "SOCAI_EVENTS", prefix: str = "socai.events", replicas: int = 1) -> StreamSpec:
+    return StreamSpec(name=name, subjects=(f"{prefix}.>",), replicas=replicas)
 
 
 async def connect(url: str, name: str, **options: Any) -> NatsClient:
@@ -167,6 +167,7 @@ async def publish(
     expected_last_subject_seq: int | None = None,
     stream: str | None = None,
     timeout_s: float = 5.0,
+    headers: dict[str, str] | None = None,
 ) -> js_api.PubAck:
     """Publish with ``Nats-Msg-Id`` and (optionally) the expected last subject sequence.
 
@@ -174,7 +175,7 @@ async def publish(
     stored) and Unavailable("NATS_UNAVAILABLE") when no ack arrives in time (the caller may
     retry with the same msg_id: the duplicate window makes that safe).
     """
-    headers = {"Nats-Msg-Id": msg_id}
+    headers = {**(headers or {}), "Nats-Msg-Id": msg_id}
     if expected_last_subject_seq is not None:
         headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_last_subject_seq)
     try:

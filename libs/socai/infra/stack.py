@@ -89,15 +89,7 @@ class Stack:
         asyncio.run(self._provision_stream())
 
     async def _provision_stream(self) -> None:
-        from socai.infra.nats import connect, ensure_stream, events_stream_spec
-
-        nc = await connect(self.nats_url, name="socai-up")
-        try:
-            await ensure_stream(
-                nc.jetstream(), events_stream_spec(self.settings.events_stream, self.settings.events_prefix)
-            )
-        finally:
-            await nc.close()
+        await provision_streams(self.resolved_settings())
 
     def start_service(self, name: str, timeout_s: float = 30.0) -> None:
         env = {**os.environ, **self.resolved_settings().as_env()}
@@ -162,6 +154,23 @@ class Stack:
             self.postgres.stop()
         if self.nats:
             self.nats.stop()
+
+
+async def provision_streams(settings: Settings) -> None:
+    """Create or update every stream socai owns (idempotent; keeps their data): the event
+    log, and the ledger's outbox stream when the ledger provides its spec."""
+    from socai.infra.nats import connect, ensure_stream
+
+    nc = await connect(default_nats_url(settings), name="socai-provision")
+    try:
+        js = nc.jetstream()
+        await ensure_stream(js, settings.events_stream_spec())
+        if service_exists("ledger"):
+            from socai_ledger import streams
+
+            await ensure_stream(js, streams.outbox_stream_spec(settings))
+    finally:
+        await nc.close()
 
 
 def running_services(settings: Settings) -> dict[str, str]:

