@@ -1,0 +1,70 @@
+"""``socai simulate``: bots playing through the table service (see socai_table.simulate)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from socai.infra.config import Settings
+from socai.rules import registry
+
+
+def add_commands(sub: Any, command: Any) -> None:
+    p = sub.add_parser("simulate", help="bots play random legal moves through the table service")
+    p.add_argument("--tables", type=int, default=3, help="tables to open (default 3)")
+    p.add_argument("--hands", type=int, default=5, help="hands per table (default 5)")
+    p.add_argument("--games", default="all", help="comma-separated game ids, or 'all' available games")
+    p.add_argument("--stake", type=int, default=100, help="table stake in gold (default 100)")
+    p.add_argument("--players", type=int, default=0, help="bots per table (default: per game)")
+    p.add_argument("--timeout-rate", type=float, default=0.02, help="chance a bot lets its timer run out")
+    p.add_argument("--leave-rate", type=float, default=0.0, help="chance a bot leaves mid-hand")
+    p.add_argument("--seed", type=int, default=None, help="seed of the bots' choices (not of the cards)")
+    command("simulate")(cmd_simulate)
+
+
+def parse_games(text: str) -> tuple[str, ...]:
+    if text in ("", "all"):
+        return registry.available()
+    games = tuple(g.strip() for g in text.split(",") if g.strip())
+    for game in games:
+        registry.get(game)  # raises a clear error for an unknown or unavailable game
+    return games
+
+
+def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from socai_table.simulate import SimConfig, Simulator
+
+    config = SimConfig(
+        tables=args.tables,
+        hands=args.hands,
+        games=parse_games(args.games),
+        stake_gold=args.stake,
+        players=args.players,
+        timeout_rate=args.timeout_rate,
+        leave_rate=args.leave_rate,
+        seed=args.seed,
+    )
+    total = config.tables * config.hands
+    with Progress(
+        TextColumn("[bold]hands"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=False
+    ) as progress:
+        task = progress.add_task("hands", total=total)
+
+        async def main() -> Any:
+            sim = Simulator(settings, config, on_hand=lambda game: progress.advance(task))
+            try:
+                return await sim.run()
+            finally:
+                await sim.close()
+
+        result = asyncio.run(main())
+    print(f"played {result.hands} hands on {len(result.tables)} tables in {result.elapsed_s:.1f}s")
+    for game, hands in result.by_game().items():
+        print(f"  {game:<14} {hands:>6} hands")
+    actions = sum(t.actions for t in result.tables)
+    rejected = sum(sum(t.rejected.values()) for t in result.tables)
+    print(f"  actions accepted {actions}, rejected {rejected} (races with timers are expected)")
+    return 0

@@ -1,0 +1,172 @@
+"""The tables this instance owns, and the background work that keeps them going.
+
+Each table belongs to exactly one table-service instance (the ``tables.instance`` row):
+that instance is the table's only writer. A request for a table owned elsewhere is refused
+with FAILED_PRECONDITION ``TABLE_NOT_OWNED`` (the router sends it to the owner).
+Background tasks: a heartbeat watchdog (missed heartbeats become PlayerDisconnected) and
+the cash-out worker (escrow → wallet once the player's last hand is settled, after
+checking that the ledger's escrow equals the table's stack).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+
+from socai import accounts, errors
+from socai.infra.logging import get_logger
+from socai_table import metrics
+from socai_table.model import TABLE_ID, TableConfig
+from socai_table.store import Cashout
+from socai_table.table import Deps, Table
+
+log = get_logger("socai.table.manager")
+
+CASHOUT_POLL_S = 0.25
+CASHOUT_ALARM_AFTER_S = 120.0
+WATCHDOG_PERIOD_S = 1.0
+LIST_PAGE_MAX = 500
+
+
+class TableManager:
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.deps.on_cashout = self.kick_cashouts
+        self.tables: dict[str, Table] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._cashout_wakeup = asyncio.Event()
+        self._first_seen: dict[str, float] = {}
+
+    async def start(self) -> None:
+        """Load and rebuild every table this instance owns, then start background work."""
+        for table_id, config in await self.deps.store.tables_of(self.deps.instance):
+            table = Table(table_id, config, self.deps)
+            await table.open()
+            await table.repair_joins()
+            self.tables[table_id] = table
+        metrics.TABLES.set(len(self.tables))
+        log.info("tables_loaded", count=len(self.tables), instance=self.deps.instance)
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._watchdog()), loop.create_task(self._cashout_worker())]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for table in self.tables.values():
+            await table.stop()
+
+    async def create(self, config: TableConfig, table_id: str = "") -> Table:
+        """Create a table (idempotent for the same id and config)."""
+        normalized = config.normalized()
+        table_id = table_id or uuid.uuid4().hex[:16]
+        if not TABLE_ID.fullmatch(table_id):
+            raise errors.InvalidArgument("BAD_TABLE_ID", "table_id must be 1-32 letters and digits")
+        stored = await self.deps.store.create_table(table_id, normalized, self.deps.instance)
+        if stored != normalized:
+            raise errors.AlreadyExists("TABLE_EXISTS", f"{table_id} exists with another configuration")
+        owner = await self.deps.store.owner_of(table_id)
+        if owner != self.deps.instance:
+            raise errors.PreconditionFailed("TABLE_NOT_OWNED", f"{table_id} is owned by {owner}", owner=owner)
+        table = self.tables.get(table_id)
+        if table is None:
+            table = Table(table_id, normalized, self.deps)
+            await table.open()
+            self.tables[table_id] = table
+            metrics.TABLES.set(len(self.tables))
+            log.info("table_created", table_id=table_id, game=normalized.game)
+        return table
+
+    async def get(self, table_id: str) -> Table:
+        table = self.tables.get(table_id)
+        if table is not None:
+            return table
+        if not TABLE_ID.fullmatch(table_id or ""):
+            raise errors.InvalidArgument("BAD_TABLE_ID", "table_id must be 1-32 letters and digits")
+        owner = await self.deps.store.owner_of(table_id)
+        if owner is None:
+            raise errors.NotFound("TABLE_NOT_FOUND", f"no table {table_id}")
+        raise errors.PreconditionFailed("TABLE_NOT_OWNED", f"{table_id} is owned by {owner}", owner=owner)
+
+    def list(self, game: str = "", after: str = "", limit: int = 100) -> tuple[list[Table], str]:
+        limit = max(1, min(limit or 100, LIST_PAGE_MAX))
+        ids = sorted(t for t, table in self.tables.items() if (not game or table.config.game == game) and t > after)
+        page = ids[:limit]
+        next_token = page[-1] if len(ids) > limit else ""
+        return [self.tables[t] for t in page], next_token
+
+    # --- background work ---------------------------------------------------------------
+
+    async def _watchdog(self) -> None:
+        while True:
+            await asyncio.sleep(WATCHDOG_PERIOD_S)
+            now = time.monotonic()
+            for table in list(self.tables.values()):
+                try:
+                    await table.check_heartbeats(now)
+                except errors.SocaiError as exc:
+                    log.warning("watchdog_failed", table_id=table.table_id, code=exc.code)
+
+    def kick_cashouts(self) -> None:
+        self._cashout_wakeup.set()
+
+    async def _cashout_worker(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._cashout_wakeup.wait(), CASHOUT_POLL_S)
+            self._cashout_wakeup.clear()
+            try:
+                pending = await self.deps.store.pending_cashouts(list(self.tables))
+                metrics.CASHOUTS_PENDING.set(len(pending))
+                for cashout in pending:
+                    await self.process_cashout(cashout)
+            except errors.SocaiError as exc:
+                log.warning("cashout_worker", code=exc.code, error=exc.message)
+            except Exception as exc:
+                log.error("cashout_worker_crashed", error=str(exc), exc_info=exc)
+
+    async def process_cashout(self, cashout: Cashout) -> bool:
+        """Try to complete one cash-out; True when done."""
+        money = self.deps.money
+        first = self._first_seen.setdefault(cashout.cashout_id, time.monotonic())
+        if cashout.last_hand_id and not await money.is_settled(cashout.last_hand_id):
+            return False
+        escrow = accounts.escrow(cashout.table_id, cashout.player_id)
+        balance = await money.balance(escrow)
+        if balance != cashout.amount_gold:
+            # An earlier hand may still be settling; past the grace period it is an alarm,
+            # never a silent correction (DESIGN.md "Accounts").
+            if time.monotonic() - first > CASHOUT_ALARM_AFTER_S:
+                detail = f"ledger escrow {balance} != table stack {cashout.amount_gold}"
+                await self.deps.store.finish_cashout(cashout.cashout_id, "alarm", detail=detail)
+                metrics.ESCROW_MISMATCH.inc()
+                log.error("escrow_mismatch", table_id=cashout.table_id, player_id=cashout.player_id, detail=detail)
+            return False
+        tx = ""
+        if cashout.amount_gold > 0:
+            tx = await money.transfer(
+                f"cashout:{cashout.cashout_id}",
+                escrow,
+                accounts.player(cashout.player_id),
+                cashout.amount_gold,
+                "cash_out",
+                cashout.table_id,
+            )
+        await self.deps.store.finish_cashout(cashout.cashout_id, "done", tx)
+        self._first_seen.pop(cashout.cashout_id, None)
+        log.info("cashed_out", table_id=cashout.table_id, player_id=cashout.player_id, amount=cashout.amount_gold)
+        return True
+
+    async def wait_cashout(self, table_id: str, player_id: str, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the player's cash-out at the table to complete."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not await self.deps.store.has_pending_cashout(table_id, player_id):
+                return True
+            self.kick_cashouts()
+            await asyncio.sleep(0.05)
+        return False

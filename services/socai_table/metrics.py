@@ -1,0 +1,14 @@
+"""Prometheus series of the table service."""
+
+from prometheus_client import Counter, Gauge
+
+EVENTS_PUBLISHED = Counter("socai_events_published_total", "Events appended to JetStream", ["game", "type"])
+HANDS_STARTED = Counter("socai_table_hands_started_total", "Hands started", ["game"])
+HANDS_ENDED = Counter("socai_table_hands_ended_total", "Hands ended", ["game"])
+ACTIONS = Counter("socai_table_actions_total", "Player actions accepted", ["game"])
+TIMEOUTS = Counter("socai_table_timeouts_total", "Timers that ran out", ["game", "timer"])
+TABLES = Gauge("socai_table_tables", "Open tables owned by this instance")
+CASHOUTS_PENDING = Gauge("socai_table_cashouts_pending", "Cash-outs waiting for settlement")
+ESCROW_MISMATCH = Counter(
+    "socai_table_escrow_mismatch_total", "Cash-outs where the ledger escrow differs from the table's stack"
+)

@@ -1,0 +1,153 @@
+"""The table service's own rows in PostgreSQL (schema ``socai_table``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from socai.infra.db import libpq_url
+from socai_table.model import TableConfig
+
+SCHEMA = "socai_table"
+
+
+@dataclass(frozen=True)
+class Cashout:
+    cashout_id: str
+    table_id: str
+    player_id: str
+    amount_gold: int
+    last_hand_id: str
+    status: str
+
+
+class TableStore:
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self.pool = pool
+
+    @classmethod
+    async def open(cls, url: str, max_size: int = 10) -> TableStore:
+        pool = AsyncConnectionPool(
+            libpq_url(url),
+            min_size=1,
+            max_size=max_size,
+            open=False,
+            kwargs={"autocommit": True, "application_name": "socai-table"},
+        )
+        await pool.open(wait=True, timeout=30)
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(sql, params)
+            return await cur.fetchall() if cur.description else []
+
+    # tables ----------------------------------------------------------------------------
+
+    async def create_table(self, table_id: str, config: TableConfig, instance: str) -> TableConfig:
+        """Insert the table (idempotent for the same config); returns the stored config.
+
+        The caller compares the returned config with its own to detect an id reused with
+        different settings.
+        """
+        rows = await self._exec(
+            f"insert into {SCHEMA}.tables (table_id, game, instance, config) values (%s, %s, %s, %s) "
+            f"on conflict (table_id) do update set table_id = excluded.table_id returning config",
+            (table_id, config.game, instance, json.dumps(asdict(config))),
+        )
+        return TableConfig.from_json(rows[0]["config"])
+
+    async def tables_of(self, instance: str) -> list[tuple[str, TableConfig]]:
+        rows = await self._exec(
+            f"select table_id, config from {SCHEMA}.tables where instance = %s and closed_at is null "
+            f"order by created_at, table_id",
+            (instance,),
+        )
+        return [(r["table_id"], TableConfig.from_json(r["config"])) for r in rows]
+
+    async def owner_of(self, table_id: str) -> str | None:
+        rows = await self._exec(f"select instance from {SCHEMA}.tables where table_id = %s", (table_id,))
+        return rows[0]["instance"] if rows else None
+
+    # seeds -----------------------------------------------------------------------------
+
+    async def save_seed(self, table_id: str, hand_id: str, hand_number: int, seed: bytes) -> bytes:
+        """Store the hand's seed before HandStarted is published; an existing row wins
+        (a restart re-uses the seed it already committed to)."""
+        rows = await self._exec(
+            f"insert into {SCHEMA}.hand_seeds (hand_id, table_id, hand_number, seed) values (%s, %s, %s, %s) "
+            f"on conflict (hand_id) do update set hand_id = excluded.hand_id returning seed",
+            (hand_id, table_id, hand_number, seed),
+        )
+        return bytes(rows[0]["seed"])
+
+    async def last_hands(self, table_id: str, limit: int = 2) -> list[tuple[int, str, bytes]]:
+        rows = await self._exec(
+            f"select hand_number, hand_id, seed from {SCHEMA}.hand_seeds where table_id = %s "
+            f"order by hand_number desc limit %s",
+            (table_id, limit),
+        )
+        return [(int(r["hand_number"]), r["hand_id"], bytes(r["seed"])) for r in rows]
+
+    # joins -----------------------------------------------------------------------------
+
+    async def begin_join(self, key: str, table_id: str, player_id: str, seat: int, amount: int) -> dict[str, Any]:
+        rows = await self._exec(
+            f"insert into {SCHEMA}.joins (idempotency_key, table_id, player_id, seat, amount_gold, status) "
+            f"values (%s, %s, %s, %s, %s, 'pending') "
+            f"on conflict (idempotency_key) do update set idempotency_key = excluded.idempotency_key "
+            f"returning table_id, player_id, seat, amount_gold, status, ledger_transaction_id, error",
+            (key, table_id, player_id, seat, amount),
+        )
+        return rows[0]
+
+    async def finish_join(self, key: str, status: str, ledger_tx: str = "", error: str = "") -> None:
+        await self._exec(
+            f"update {SCHEMA}.joins set status = %s, ledger_transaction_id = %s, error = %s where idempotency_key = %s",
+            (status, ledger_tx, error, key),
+        )
+
+    async def pending_joins(self, table_id: str) -> list[dict[str, Any]]:
+        return await self._exec(
+            f"select idempotency_key, player_id, seat, amount_gold from {SCHEMA}.joins "
+            f"where table_id = %s and status = 'pending' order by created_at",
+            (table_id,),
+        )
+
+    # cash-outs -------------------------------------------------------------------------
+
+    async def add_cashout(self, c: Cashout) -> None:
+        await self._exec(
+            f"insert into {SCHEMA}.cashouts (cashout_id, table_id, player_id, amount_gold, last_hand_id, status) "
+            f"values (%s, %s, %s, %s, %s, 'pending') on conflict (cashout_id) do nothing",
+            (c.cashout_id, c.table_id, c.player_id, c.amount_gold, c.last_hand_id),
+        )
+
+    async def pending_cashouts(self, table_ids: list[str]) -> list[Cashout]:
+        rows = await self._exec(
+            f"select cashout_id, table_id, player_id, amount_gold, last_hand_id, status from {SCHEMA}.cashouts "
+            f"where status = 'pending' and table_id = any(%s) order by created_at",
+            (table_ids,),
+        )
+        return [Cashout(**r) for r in rows]
+
+    async def has_pending_cashout(self, table_id: str, player_id: str) -> bool:
+        rows = await self._exec(
+            f"select 1 from {SCHEMA}.cashouts where table_id = %s and player_id = %s and status <> 'done' limit 1",
+            (table_id, player_id),
+        )
+        return bool(rows)
+
+    async def finish_cashout(self, cashout_id: str, status: str, ledger_tx: str = "", detail: str = "") -> None:
+        await self._exec(
+            f"update {SCHEMA}.cashouts set status = %s, ledger_transaction_id = %s, detail = %s, done_at = now() "
+            f"where cashout_id = %s",
+            (status, ledger_tx, detail, cashout_id),
+        )

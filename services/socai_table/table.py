@@ -1,0 +1,800 @@
+"""One table, run authoritatively: seats, buy-ins, dealing, turn order, timers, disconnects.
+
+A ``Table`` is the single writer of its events. Every command runs under the table's lock:
+the rules engine validates it against the current state first (a rejected command writes
+nothing), then the event is appended to JetStream with the expected last subject sequence,
+and only after the append is acknowledged does the in-memory state move on. The table then
+drives what needs no player (dealing, dice, the end of the hand) and arms the timer of
+whatever the hand waits for.
+
+Everything here can be rebuilt from the event log plus the service's own rows (the table
+directory and the hand seeds): ``rebuild`` reads the table's facts and its last hand and
+carries on, so a table service killed at any moment resumes without a duplicate or a
+missing event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from socai import accounts, errors, fairness
+from socai.cards import Card
+from socai.cards import deck as canonical_deck
+from socai.events import codec
+from socai.events.log import EventLog
+from socai.events.model import (
+    COMMUNITY,
+    Body,
+    CardsDealt,
+    DealtCard,
+    DiceRolled,
+    Event,
+    HandEnded,
+    HandStarted,
+    PlayerDisconnected,
+    PlayerLeft,
+    PlayerReconnected,
+    PlayerSeated,
+    PlayerStoodUp,
+    SeatInfo,
+    TableOpened,
+    TimerExpired,
+)
+from socai.gen.events.v1 import events_pb2
+from socai.infra.logging import bound, get_logger
+from socai.rules import registry
+from socai.rules.base import CLOCKWISE, LegalAction, Pending, Settlement, seats_after
+from socai_table import metrics
+from socai_table.ledger_client import Money, buy_in_key
+from socai_table.model import Seat, TableConfig, facts_id_of, hand_id_of
+from socai_table.store import Cashout, TableStore
+
+log = get_logger("socai.table")
+
+HEARTBEAT_TIMEOUT_S = 10.0
+ACT_KEY_MAX_CHARS = 200
+WATCH_QUEUE_MAX = 2000
+IDEMPOTENCY_HEADER = "Socai-Idempotency-Key"
+
+
+@dataclass(frozen=True)
+class ActResult:
+    seq: int
+    event_id: str
+
+
+@dataclass
+class Hand:
+    """The hand in play: the rules state, the deck, and the events so far."""
+
+    hand_id: str
+    number: int
+    started: HandStarted
+    seed: bytes
+    deck: list[Card]
+    state: Any
+    events: list[Event] = field(default_factory=list)
+    subject_seq: int = 0  # stream sequence of the hand's last event
+    started_stream_seq: int = 0
+    next_card: int = 0
+    ended: bool = False
+    act_keys: dict[str, tuple[ActResult, Any]] = field(default_factory=dict)
+
+    @property
+    def seq(self) -> int:
+        return len(self.events)
+
+    @property
+    def dealt_seats(self) -> set[int]:
+        return {s.seat for s in self.started.seats}
+
+
+@dataclass(eq=False)  # identity semantics: watchers live in a set
+class Watcher:
+    viewer_seat: int
+    queue: asyncio.Queue[events_pb2.Event | None]
+    overflowed: bool = False
+
+
+@dataclass
+class Deps:
+    log: EventLog
+    store: TableStore
+    money: Money
+    instance: str
+    on_cashout: Callable[[], None] = lambda: None
+
+
+def redact(event: Event, viewer_seat: int, hand_over: bool) -> events_pb2.Event:
+    """The event as ``viewer_seat`` may see it: face-down cards of other seats are blank
+    until the hand is over (then the revealed seed makes every card public anyway)."""
+    msg = codec.to_proto(event)
+    if not hand_over and msg.WhichOneof("body") == "cards_dealt":
+        for card in msg.cards_dealt.cards:
+            if not card.face_up and card.seat != viewer_seat:
+                card.card = ""
+    return msg
+
+
+def choose_dealer(
+    game: str,
+    module: ModuleType,
+    previous_state: Any,
+    previous_dealer: int | None,
+    participants: Sequence[int],
+    seats_max: int,
+    owner_seat: int,
+) -> int:
+    """The reference seat of the next hand (dealer, first dealt, or banker).
+
+    A game module may define ``next_hand_dealer(previous_state, previous_dealer,
+    participants, seats_max, owner_seat)`` (Xì Tố: the previous winner deals first; Tài
+    Xỉu: the owner banks); otherwise: the owner (or the first seat) in the first hand, then
+    the button moves clockwise to the next participating seat (RULES.md HE-9).
+    """
+    custom = getattr(module, "next_hand_dealer", None)
+    if custom is not None:
+        return int(custom(previous_state, previous_dealer, tuple(participants), seats_max, owner_seat))
+    if previous_dealer is None or previous_state is None:
+        return owner_seat if owner_seat in participants else participants[0]
+    return seats_after(participants, previous_dealer, seats_max, CLOCKWISE)[0]
+
+
+class Table:
+    def __init__(self, table_id: str, config: TableConfig, deps: Deps) -> None:
+        self.table_id = table_id
+        self.config = config
+        self.module = registry.get(config.game)
+        self.deps = deps
+        self.lock = asyncio.Lock()
+        self.seats: dict[int, Seat] = {}
+        self.facts_seq = 0
+        self.facts_subject_seq = 0
+        self.seated_at: dict[int, int] = {}  # seat -> stream seq of its PlayerSeated
+        self.hands_played = 0
+        self.hand: Hand | None = None
+        self.last_hand: Hand | None = None
+        self.pot_gold = 0
+        self.watchers: set[Watcher] = set()
+        self.timer_task: asyncio.Task[None] | None = None
+        self.timer_gen = 0
+        self.deadline: float = 0.0
+        self.start_task: asyncio.Task[None] | None = None
+        self.dirty = False
+        self.closed = False
+        self.created_at = time.time()
+
+    # --- event plumbing ------------------------------------------------------------------
+
+    @property
+    def facts_id(self) -> str:
+        return facts_id_of(self.table_id)
+
+    def _envelope(self, hand_id: str, seq: int, body: Any) -> Event:
+        return Event(self.table_id, hand_id, seq, self.config.game, codec.now(), body)
+
+    async def _fact(self, body: Any) -> Event:
+        event = self._envelope(self.facts_id, self.facts_seq + 1, body)
+        stream_seq = await self._append(event, self.facts_subject_seq)
+        self.facts_seq = event.seq
+        self.facts_subject_seq = stream_seq
+        self._apply_fact(event.body, stream_seq)
+        self._broadcast(event)
+        return event
+
+    async def _hand_event(self, body: Body, new_state: Any, key: str = "") -> Event:
+        hand = self._require_hand()
+        event = self._envelope(hand.hand_id, hand.seq + 1, body)
+        headers = {IDEMPOTENCY_HEADER: key} if key else None
+        stream_seq = await self._append(event, hand.subject_seq, headers)
+        hand.events.append(event)
+        hand.subject_seq = stream_seq
+        hand.state = new_state
+        if isinstance(body, CardsDealt):
+            hand.next_card += len(body.cards)
+        self._broadcast(event)
+        return event
+
+    async def _append(self, event: Event, expected: int, headers: dict[str, str] | None = None) -> int:
+        try:
+            seq = await self.deps.log.append(event, expected, headers)
+        except (errors.Conflict, errors.Unavailable):
+            # The log may hold more than we know (a lost ack, another writer): re-read it
+            # before the next command instead of guessing.
+            self.dirty = True
+            raise
+        metrics.EVENTS_PUBLISHED.labels(self.config.game, type(event.body).__name__).inc()
+        return seq
+
+    def _broadcast(self, event: Event) -> None:
+        hand_over = isinstance(event.body, HandEnded) or event.hand_id == self.facts_id
+        for watcher in list(self.watchers):
+            if watcher.overflowed:
+                continue
+            try:
+                watcher.queue.put_nowait(redact(event, watcher.viewer_seat, hand_over))
+            except asyncio.QueueFull:
+                watcher.overflowed = True
+                with contextlib.suppress(asyncio.QueueFull):
+                    watcher.queue.get_nowait()
+                    watcher.queue.put_nowait(None)
+
+    def _apply_fact(self, body: Any, stream_seq: int) -> None:
+        if isinstance(body, PlayerSeated):
+            self.seats[body.seat] = Seat(body.seat, body.player_id, body.buy_in_gold, body.guild_id)
+            self.seated_at[body.seat] = stream_seq
+        elif isinstance(body, PlayerStoodUp):
+            self.seats.pop(body.seat, None)
+            self.seated_at.pop(body.seat, None)
+
+    def _require_hand(self) -> Hand:
+        if self.hand is None:
+            raise errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {self.table_id}")
+        return self.hand
+
+    # --- opening and rebuilding ----------------------------------------------------------
+
+    async def open(self) -> None:
+        """Publish TableOpened unless the table's facts already exist."""
+        async with self.lock:
+            await self._rebuild()
+            if self.facts_seq == 0:
+                c = self.config
+                await self._fact(
+                    TableOpened(
+                        self.table_id,
+                        c.game,
+                        c.stake_gold,
+                        c.fee_bps,
+                        c.seats_max,
+                        c.owner_player_id,
+                        dict(c.options),
+                        c.buy_in_min_gold,
+                        c.buy_in_max_gold,
+                    )
+                )
+
+    async def rebuild(self) -> None:
+        async with self.lock:
+            await self._rebuild()
+
+    async def _rebuild(self) -> None:
+        """Rebuild seats and the hand in play from the stream (and the seeds in the DB)."""
+        self._cancel_timer()
+        self.seats.clear()
+        self.seated_at.clear()
+        self.facts_seq = self.facts_subject_seq = 0
+        self.hand = None
+        async for stored in self.deps.log.read(self.deps.log.subject_of(self.table_id, self.facts_id)):
+            self.facts_seq = stored.event.seq
+            self.facts_subject_seq = stored.stream_seq
+            self._apply_fact(stored.event.body, stored.stream_seq)
+        hand = None
+        for number, hand_id, seed in await self.deps.store.last_hands(self.table_id, 2):
+            stored_events = await self.deps.log.read_hand(self.table_id, hand_id)
+            if stored_events:
+                hand = self._replay_hand(number, hand_id, seed, stored_events)
+                break
+        self.dirty = False
+        if hand is None:
+            return
+        self.hands_played = hand.number
+        for info in hand.started.seats:
+            seat = self.seats.get(info.seat)
+            if (
+                seat is not None
+                and seat.player_id == info.player_id
+                and self.seated_at[info.seat] < (hand.started_stream_seq)
+            ):
+                seat.stack_gold = info.stack_gold
+                seat.last_hand_id = hand.hand_id
+        for event in hand.events:
+            if isinstance(event.body, PlayerLeft) and event.body.seat in self.seats:
+                self.seats[event.body.seat].leaving = True
+        if hand.ended:
+            self.hand = hand
+            await self._after_hand()
+        else:
+            self.hand = hand
+            log.info("hand_resumed", table_id=self.table_id, hand_id=hand.hand_id, seq=hand.seq)
+            await self._advance()
+
+    def _replay_hand(self, number: int, hand_id: str, seed: bytes, stored: list[Any]) -> Hand:
+        started = stored[0].event.body
+        if not isinstance(started, HandStarted):
+            raise errors.PreconditionFailed("CORRUPT_HAND", f"{hand_id} does not start with HandStarted")
+        deck = fairness.shuffle(seed, canonical_deck(self.config.game)) if self.module.SPEC.deck else []
+        hand = Hand(hand_id, number, started, seed, deck, self.module.initial_state(started))
+        hand.started_stream_seq = stored[0].stream_seq
+        hand.events.append(stored[0].event)
+        for s in stored[1:]:
+            body = s.event.body
+            if isinstance(body, HandEnded):
+                hand.state = self.module.apply(hand.state, body)
+                hand.ended = True
+            else:
+                hand.state = self.module.apply(hand.state, body)
+            if isinstance(body, CardsDealt):
+                hand.next_card += len(body.cards)
+            hand.events.append(s.event)
+            key = s.headers.get(IDEMPOTENCY_HEADER)
+            if key:
+                hand.act_keys[key] = (ActResult(s.event.seq, s.event.event_id), body)
+        hand.subject_seq = stored[-1].stream_seq
+        return hand
+
+    async def _ensure_synced(self) -> None:
+        if self.dirty:
+            log.warning("table_resync", table_id=self.table_id)
+            await self._rebuild()
+
+    # --- seats -------------------------------------------------------------------------
+
+    def seat_of(self, player_id: str) -> Seat | None:
+        return next((s for s in self.seats.values() if s.player_id == player_id), None)
+
+    async def join(self, player_id: str, buy_in_gold: int, seat_wanted: int, key: str, guild_id: str = "") -> int:
+        """Buy in (wallet → escrow in the ledger), then take a seat; returns the seat.
+
+        Idempotent by ``key``. Raises InvalidArgument for a buy-in outside the table's
+        range, AlreadyExists when seated, InsufficientFunds when the wallet is short.
+        """
+        c = self.config
+        if not c.buy_in_min_gold <= buy_in_gold <= c.buy_in_max_gold:
+            raise errors.InvalidArgument(
+                "BAD_BUY_IN", f"buy-in must be {c.buy_in_min_gold}..{c.buy_in_max_gold} gold, not {buy_in_gold}"
+            )
+        async with self.lock:
+            await self._ensure_synced()
+            self._check_open()
+            store = self.deps.store
+            existing = self.seat_of(player_id)
+            row = await store.begin_join(key, self.table_id, player_id, seat_wanted, buy_in_gold)
+            if (row["table_id"], row["player_id"], row["amount_gold"]) != (self.table_id, player_id, buy_in_gold):
+                raise errors.PreconditionFailed("IDEMPOTENCY_KEY_REUSED", "this join key was used for another join")
+            if row["status"] == "seated" and existing is not None:
+                return existing.seat
+            if row["status"] in ("failed", "refunded"):
+                raise errors.PreconditionFailed("JOIN_FAILED", f"this join already failed: {row['error']}")
+            if existing is not None:
+                await store.finish_join(key, "failed", error="already seated")
+                raise errors.AlreadyExists("ALREADY_SEATED", f"{player_id} is already at seat {existing.seat}")
+            if await store.has_pending_cashout(self.table_id, player_id):
+                await store.finish_join(key, "failed", error="cash-out pending")
+                raise errors.PreconditionFailed("CASHOUT_PENDING", "the previous cash-out at this table is not done")
+            seat = self._free_seat(seat_wanted)
+            try:
+                tx = await self.deps.money.transfer(
+                    buy_in_key(key, self.table_id),
+                    accounts.player(player_id),
+                    accounts.escrow(self.table_id, player_id),
+                    buy_in_gold,
+                    "buy_in",
+                    self.table_id,
+                )
+            except (
+                errors.InsufficientFunds,
+                errors.NotFound,
+                errors.InvalidArgument,
+                errors.PreconditionFailed,
+            ) as exc:
+                await store.finish_join(key, "failed", error=exc.code)
+                raise
+            await self._fact(PlayerSeated(seat, player_id, buy_in_gold, guild_id, tx))
+            await store.finish_join(key, "seated", tx)
+            log.info("player_seated", table_id=self.table_id, player_id=player_id, seat=seat, buy_in=buy_in_gold)
+            self._maybe_autostart()
+            return seat
+
+    def _free_seat(self, wanted: int) -> int:
+        if wanted >= 0:
+            if wanted >= self.config.seats_max:
+                raise errors.InvalidArgument("BAD_SEAT", f"seat {wanted} is not 0..{self.config.seats_max - 1}")
+            if wanted in self.seats:
+                raise errors.PreconditionFailed("SEAT_TAKEN", f"seat {wanted} is taken")
+            return wanted
+        for seat in range(self.config.seats_max):
+            if seat not in self.seats:
+                return seat
+        raise errors.PreconditionFailed("TABLE_FULL", f"all {self.config.seats_max} seats are taken")
+
+    async def repair_joins(self) -> None:
+        """Finish buy-ins a crash interrupted: seat nobody twice, refund what was not seated."""
+        for row in await self.deps.store.pending_joins(self.table_id):
+            key = row["idempotency_key"]
+            tx = await self.deps.money.transaction_of(buy_in_key(key, self.table_id))
+            seated = self.seat_of(row["player_id"])
+            if tx is None:
+                await self.deps.store.finish_join(key, "failed", error="no ledger transfer")
+            elif seated is not None:
+                await self.deps.store.finish_join(key, "seated", tx)
+            else:
+                refund = await self.deps.money.transfer(
+                    f"refund:{self.table_id}:{key}",
+                    accounts.escrow(self.table_id, row["player_id"]),
+                    accounts.player(row["player_id"]),
+                    int(row["amount_gold"]),
+                    "buy_in_refund",
+                    self.table_id,
+                )
+                await self.deps.store.finish_join(key, "refunded", refund, "seat not taken before a restart")
+                log.warning("join_refunded", table_id=self.table_id, player_id=row["player_id"], key=key)
+
+    async def leave(self, player_id: str) -> tuple[bool, int]:
+        """Stand up now, or at the end of the hand the player is in.
+
+        Returns (stood up now, chips to cash out). The cash-out itself (escrow → wallet)
+        happens once the player's last hand is settled.
+        """
+        async with self.lock:
+            await self._ensure_synced()
+            seat = self.seat_of(player_id)
+            if seat is None:
+                raise errors.NotFound("NOT_SEATED", f"{player_id} is not seated at {self.table_id}")
+            hand = self.hand
+            if hand is not None and not hand.ended and seat.seat in hand.dealt_seats:
+                if not seat.leaving:
+                    body = PlayerLeft(seat.seat)
+                    new_state = self.module.apply(hand.state, body)
+                    seat.leaving = True
+                    await self._hand_event(body, new_state)
+                    await self._advance()
+                return False, seat.stack_gold
+            amount = seat.stack_gold
+            await self._stand_up(seat)
+            return True, amount
+
+    async def _stand_up(self, seat: Seat) -> None:
+        cashout = Cashout(
+            cashout_id=f"{self.table_id}:{seat.player_id}:{self.facts_seq + 1}",
+            table_id=self.table_id,
+            player_id=seat.player_id,
+            amount_gold=seat.stack_gold,
+            last_hand_id=seat.last_hand_id,
+            status="pending",
+        )
+        await self.deps.store.add_cashout(cashout)  # first: a crash now leaves a row, never a lost cash-out
+        await self._fact(PlayerStoodUp(seat.seat, seat.player_id, seat.stack_gold))
+        log.info("player_stood_up", table_id=self.table_id, player_id=seat.player_id, cash_out=seat.stack_gold)
+        self.deps.on_cashout()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise errors.PreconditionFailed("TABLE_CLOSED", f"{self.table_id} is closed")
+
+    # --- hands -------------------------------------------------------------------------
+
+    def participants(self) -> list[int]:
+        return sorted(s.seat for s in self.seats.values() if s.stack_gold > 0 and not s.leaving)
+
+    async def start_hand(self) -> str:
+        async with self.lock:
+            await self._ensure_synced()
+            return await self._start_hand()
+
+    async def _start_hand(self) -> str:
+        self._check_open()
+        if self.hand is not None and not self.hand.ended:
+            raise errors.PreconditionFailed("HAND_IN_PLAY", f"{self.hand.hand_id} is still in play")
+        spec = self.module.SPEC
+        participants = self.participants()
+        if len(participants) < spec.players_min:
+            raise errors.PreconditionFailed(
+                "NOT_ENOUGH_PLAYERS",
+                f"{spec.name} needs {spec.players_min} players with chips, {len(participants)} seated",
+            )
+        number = self.hands_played + 1
+        hand_id = hand_id_of(self.table_id, number)
+        owner_seat = next(
+            (
+                s.seat
+                for s in self.seats.values()
+                if s.player_id == self.config.owner_player_id and s.seat in participants
+            ),
+            -1,
+        )
+        previous = self.last_hand
+        dealer = choose_dealer(
+            self.config.game,
+            self.module,
+            previous.state if previous else None,
+            previous.started.dealer_seat if previous else None,
+            participants,
+            self.config.seats_max,
+            owner_seat,
+        )
+        seed = await self.deps.store.save_seed(self.table_id, hand_id, number, fairness.new_seed())
+        started = HandStarted(
+            table_id=self.table_id,
+            hand_id=hand_id,
+            game=self.config.game,
+            hand_number=number,
+            stake_gold=self.config.stake_gold,
+            fee_bps=self.config.fee_bps,
+            seats_max=self.config.seats_max,
+            seats=tuple(
+                SeatInfo(s, self.seats[s].player_id, self.seats[s].stack_gold, self.seats[s].guild_id)
+                for s in participants
+            ),
+            dealer_seat=dealer,
+            deck_commitment=fairness.commitment(seed),
+            owner_seat=owner_seat,
+            pot_gold=self.pot_gold,
+            options=dict(self.config.options),
+        )
+        try:
+            state = self.module.initial_state(started)
+        except errors.RuleViolation as exc:
+            raise errors.PreconditionFailed(exc.code, exc.message) from exc
+        deck = fairness.shuffle(seed, canonical_deck(self.config.game)) if self.module.SPEC.deck else []
+        self.hand = Hand(hand_id, number, started, seed, deck, state)
+        try:
+            event = self._envelope(hand_id, 1, started)
+            stream_seq = await self._append(event, 0)
+        except BaseException:
+            self.hand = None
+            raise
+        self.hand.events.append(event)
+        self.hand.subject_seq = self.hand.started_stream_seq = stream_seq
+        self.hands_played = number
+        for s in participants:
+            self.seats[s].last_hand_id = hand_id
+        self._broadcast(event)
+        metrics.HANDS_STARTED.labels(self.config.game).inc()
+        with bound(table_id=self.table_id, hand_id=hand_id):
+            log.info("hand_started", players=len(participants), dealer=dealer)
+            await self._advance()
+        return hand_id
+
+    async def act(self, player_id: str, hand_id: str, seat_no: int, body: Body, key: str) -> ActResult:
+        """Apply one player decision. Raises PermissionDenied("NOT_YOUR_SEAT") when the
+        seat is not the caller's, RuleViolation (code from the rules engine) when the move
+        is illegal; in both cases nothing is written."""
+        if not key or len(key) > ACT_KEY_MAX_CHARS:
+            raise errors.InvalidArgument("BAD_IDEMPOTENCY_KEY", f"idempotency_key must be 1..{ACT_KEY_MAX_CHARS} chars")
+        async with self.lock:
+            await self._ensure_synced()
+            hand = self.hand
+            if hand is None or hand.ended:
+                raise errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {self.table_id}")
+            if hand_id != hand.hand_id:
+                raise errors.PreconditionFailed("STALE_HAND", f"{hand_id} is not the hand in play ({hand.hand_id})")
+            if key in hand.act_keys:
+                previous, previous_body = hand.act_keys[key]
+                if previous_body != body:
+                    raise errors.PreconditionFailed("IDEMPOTENCY_KEY_REUSED", "this key was used for another action")
+                return previous
+            seat = self.seats.get(seat_no)
+            if seat is None or seat.player_id != player_id:
+                raise errors.PermissionDenied("NOT_YOUR_SEAT", f"seat {seat_no} is not {player_id}'s")
+            if getattr(body, "seat", seat_no) != seat_no:
+                raise errors.InvalidArgument("SEAT_MISMATCH", "the action's seat differs from the request's seat")
+            with bound(table_id=self.table_id, hand_id=hand.hand_id):
+                new_state = self.module.apply(hand.state, body)
+                event = await self._hand_event(body, new_state, key)
+                result = ActResult(event.seq, event.event_id)
+                hand.act_keys[key] = (result, body)
+                metrics.ACTIONS.labels(self.config.game).inc()
+                await self._advance()
+            return result
+
+    async def _advance(self) -> None:
+        """Drive the hand through everything that needs no player, then arm its timer."""
+        hand = self.hand
+        if hand is None or hand.ended:
+            return
+        for _ in range(10_000):
+            pending: Pending = self.module.pending(hand.state)
+            if pending.finished:
+                body: Body = HandEnded(hand.seed.hex())
+            elif pending.deal:
+                cards = tuple(
+                    DealtCard(slot.seat, hand.deck[hand.next_card + i], slot.face_up)
+                    for i, slot in enumerate(pending.deal)
+                )
+                body = CardsDealt(cards)
+            elif pending.roll_dice:
+                body = DiceRolled(fairness.roll_dice(hand.seed))
+            else:
+                self._arm_timer(pending)
+                return
+            await self._hand_event(body, self.module.apply(hand.state, body))
+            if isinstance(body, HandEnded):
+                hand.ended = True
+                await self._after_hand()
+                return
+        raise errors.PreconditionFailed("HAND_RUNAWAY", f"{hand.hand_id} did not settle into a decision")
+
+    async def _after_hand(self) -> None:
+        """Apply the hand's nets to the stacks, stand up leavers and busted players, and
+        schedule the next hand. Safe to run twice (rebuild after a crash)."""
+        hand = self._require_hand()
+        self._cancel_timer()
+        settlement: Settlement = self.module.settle(hand.state)
+        for info in hand.started.seats:
+            seat = self.seats.get(info.seat)
+            # Only the seat's occupant of that hand: someone who sat down later starts fresh.
+            if (
+                seat is not None
+                and seat.player_id == info.player_id
+                and self.seated_at.get(info.seat, 0) < hand.started_stream_seq
+            ):
+                seat.stack_gold = info.stack_gold + settlement.nets.get(info.seat, 0)
+                seat.last_hand_id = hand.hand_id
+        self.pot_gold = settlement.pot_carry_gold
+        self.last_hand = hand
+        self.hand = None
+        metrics.HANDS_ENDED.labels(self.config.game).inc()
+        log.info("hand_ended", table_id=self.table_id, hand_id=hand.hand_id, nets=dict(settlement.nets))
+        for seat in sorted(self.seats.values(), key=lambda s: s.seat):
+            if seat.leaving or seat.stack_gold <= 0:
+                await self._stand_up(seat)
+        self._maybe_autostart()
+
+    # --- timers, disconnects -------------------------------------------------------------
+
+    def _arm_timer(self, pending: Pending) -> None:
+        self._cancel_timer()
+        if not pending.to_act:
+            return
+        timeout = pending.timeout_s or self.config.turn_timeout_s
+        self.timer_gen += 1
+        self.deadline = time.time() + timeout
+        self.timer_task = asyncio.get_running_loop().create_task(self._timer_fires(self.timer_gen, timeout))
+
+    def _cancel_timer(self) -> None:
+        task = self.timer_task
+        self.timer_task = None
+        self.deadline = 0.0
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+
+    async def _timer_fires(self, generation: int, timeout_s: float) -> None:
+        await asyncio.sleep(timeout_s)
+        async with self.lock:
+            hand = self.hand
+            if generation != self.timer_gen or hand is None or hand.ended or self.dirty:
+                return
+            pending = self.module.pending(hand.state)
+            with bound(table_id=self.table_id, hand_id=hand.hand_id):
+                try:
+                    for seat in pending.to_act:
+                        now = self.module.pending(hand.state)
+                        if now.finished or now.deal or now.roll_dice or now.timer != pending.timer:
+                            break  # an expiry moved the hand on to something else
+                        if seat not in now.to_act:
+                            continue
+                        body = TimerExpired(seat, pending.timer)
+                        await self._hand_event(body, self.module.apply(hand.state, body))
+                    metrics.TIMEOUTS.labels(self.config.game, pending.timer or "turn").inc()
+                    await self._advance()
+                except errors.SocaiError as exc:
+                    log.error("timer_failed", code=exc.code, error=exc.message)
+                    self.dirty = True
+
+    async def heartbeat(self, player_id: str) -> None:
+        async with self.lock:
+            seat = self.seat_of(player_id)
+            if seat is None:
+                raise errors.NotFound("NOT_SEATED", f"{player_id} is not seated at {self.table_id}")
+            seat.last_heartbeat = time.monotonic()
+            if not seat.connected:
+                await self._set_connected(seat, True)
+
+    async def reconnect(self, player_id: str) -> None:
+        async with self.lock:
+            await self._ensure_synced()
+            seat = self.seat_of(player_id)
+            if seat is None:
+                raise errors.NotFound("NOT_SEATED", f"{player_id} is not seated at {self.table_id}")
+            seat.last_heartbeat = time.monotonic()
+            if not seat.connected:
+                await self._set_connected(seat, True)
+
+    async def check_heartbeats(self, now: float) -> None:
+        """Turn missed heartbeats into PlayerDisconnected (the game's forfeit rules follow)."""
+        async with self.lock:
+            for seat in list(self.seats.values()):
+                if seat.connected and seat.last_heartbeat and now - seat.last_heartbeat > HEARTBEAT_TIMEOUT_S:
+                    await self._set_connected(seat, False)
+
+    async def _set_connected(self, seat: Seat, connected: bool) -> None:
+        seat.connected = connected
+        hand = self.hand
+        if hand is None or hand.ended or seat.seat not in hand.dealt_seats:
+            return
+        body: Body = PlayerReconnected(seat.seat) if connected else PlayerDisconnected(seat.seat)
+        try:
+            new_state = self.module.apply(hand.state, body)
+        except errors.RuleViolation as exc:
+            log.info("connection_change_ignored", seat=seat.seat, code=exc.code)
+            return
+        await self._hand_event(body, new_state)
+        await self._advance()
+
+    # --- automatic start ---------------------------------------------------------------
+
+    def _maybe_autostart(self) -> None:
+        wanted = self.config.auto_start_players
+        if wanted <= 0 or self.closed or (self.hand is not None and not self.hand.ended):
+            return
+        if len(self.participants()) < max(wanted, self.module.SPEC.players_min):
+            return
+        if self.start_task is not None and not self.start_task.done():
+            return
+        self.start_task = asyncio.get_running_loop().create_task(self._autostart())
+
+    async def _autostart(self) -> None:
+        await asyncio.sleep(self.config.between_hands_ms / 1000)
+        async with self.lock:
+            if self.hand is not None or self.closed:
+                return
+            if len(self.participants()) < max(self.config.auto_start_players, self.module.SPEC.players_min):
+                return
+            try:
+                await self._start_hand()
+            except errors.SocaiError as exc:
+                log.warning("autostart_failed", table_id=self.table_id, code=exc.code, error=exc.message)
+
+    # --- views -------------------------------------------------------------------------
+
+    def viewer_seat(self, player_id: str | None) -> int:
+        if not player_id:
+            return COMMUNITY - 1  # a spectator: no seat, sees no hidden card
+        seat = self.seat_of(player_id)
+        return seat.seat if seat is not None else COMMUNITY - 1
+
+    def view(self, player_id: str | None) -> dict[str, Any]:
+        """What ``player_id`` (None: a spectator) may see of the table right now."""
+        viewer = self.viewer_seat(player_id)
+        hand = self.hand or self.last_hand
+        result: dict[str, Any] = {
+            "viewer_seat": viewer if viewer >= 0 else -1,
+            "hand_id": "",
+            "last_seq": 0,
+            "events": [],
+            "to_act": [],
+            "timer": "",
+            "deadline": 0.0,
+            "legal_actions": [],
+            "candidate_actions": [],
+        }
+        if hand is None:
+            return result
+        over = hand.ended
+        result.update(
+            hand_id=hand.hand_id,
+            last_seq=hand.seq,
+            events=[redact(e, viewer, over) for e in hand.events],
+        )
+        if not over:
+            pending = self.module.pending(hand.state)
+            result.update(to_act=list(pending.to_act), timer=pending.timer, deadline=self.deadline)
+            if viewer in pending.to_act:
+                legal: tuple[LegalAction, ...] = self.module.legal_actions(hand.state, viewer)
+                result["legal_actions"] = list(legal)
+                result["candidate_actions"] = list(self.module.candidate_actions(hand.state, viewer))
+        return result
+
+    def watch(self, player_id: str | None) -> Watcher:
+        watcher = Watcher(self.viewer_seat(player_id), asyncio.Queue(maxsize=WATCH_QUEUE_MAX))
+        self.watchers.add(watcher)
+        return watcher
+
+    def unwatch(self, watcher: Watcher) -> None:
+        self.watchers.discard(watcher)
+
+    async def stop(self) -> None:
+        self._cancel_timer()
+        for task in (self.start_task,):
+            if task is not None and not task.done():
+                task.cancel()
+        for watcher in list(self.watchers):
+            with contextlib.suppress(asyncio.QueueFull):
+                watcher.queue.put_nowait(None)

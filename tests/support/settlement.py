@@ -1,0 +1,169 @@
+"""Settlement on real NATS, real PostgreSQL and the real ledger service, in this process.
+
+Each test gets its own database (every service's schema migrated), its own stream and
+subject prefix, a ledger and a settlement service on free ports. ``Harness`` bundles what a
+test needs: the event log to publish on, ledger and settlement stubs (with the tokens of
+the callers that use them), and waits. ``harness_for`` is the fixture body shared by the
+integration, fault and end-to-end suites.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import grpc
+from nats.aio.client import Client as NatsClient
+from nats.js.errors import NotFoundError
+
+from socai.events.log import EventLog
+from socai.gen.ledger.v1 import ledger_pb2, ledger_pb2_grpc
+from socai.gen.settlement.v1 import settlement_pb2_grpc
+from socai.infra.config import Settings
+from socai.infra.embedded import free_port
+from socai.infra.grpc_client import channel
+from socai.infra.nats import StreamSpec, ensure_stream
+from socai_settlement.app import App, build_app
+from socai_settlement.config import SettlementConfig
+
+
+async def start_service(app: Any) -> None:
+    """What ``socai.infra.service.serve`` does before it waits for SIGTERM."""
+    await app.grpc.server.start()
+    await app.grpc.set_serving(True)
+    await app.start()
+
+
+async def stop_service(app: Any) -> None:
+    await app.grpc.set_serving(False)
+    await app.stop()
+    await app.grpc.server.stop(0)
+
+
+async def start_ledger(settings: Settings) -> Any:
+    from socai_ledger.app import build_app as build_ledger
+
+    app = await build_ledger(settings)
+    await start_service(app)
+    return app
+
+
+@dataclass
+class Harness:
+    settings: Settings
+    log: EventLog
+    nc: NatsClient
+    config: SettlementConfig
+    ledger_app: Any = None
+    settlement: App | None = None
+    _channels: list[Any] = field(default_factory=list)
+
+    def _channel(self, address: str, caller: str) -> Any:
+        ch = channel(address, self.settings.tokens[caller])
+        self._channels.append(ch)
+        return ch
+
+    def ledger(self, caller: str = "cashier") -> Any:
+        return ledger_pb2_grpc.LedgerServiceStub(self._channel(self.settings.ledger_addr, caller))
+
+    def api(self, caller: str = "operator") -> Any:
+        return settlement_pb2_grpc.SettlementServiceStub(self._channel(self.settings.settlement_addr, caller))
+
+    async def start_ledger(self) -> None:
+        self.ledger_app = await start_ledger(self.settings)
+
+    async def stop_ledger(self) -> None:
+        if self.ledger_app is not None:
+            await stop_service(self.ledger_app)
+            self.ledger_app = None
+
+    async def start_settlement(self, config: SettlementConfig | None = None) -> App:
+        self.settlement = await build_app(self.settings, config or self.config)
+        await start_service(self.settlement)
+        return self.settlement
+
+    async def stop_settlement(self) -> None:
+        if self.settlement is not None:
+            await stop_service(self.settlement)
+            self.settlement = None
+
+    async def close(self) -> None:
+        await self.stop_settlement()
+        await self.stop_ledger()
+        for ch in self._channels:
+            await ch.close()
+
+    async def counts(self) -> tuple[int, int]:
+        """(settled hands, open dead letters) in the settlement database."""
+        assert self.settlement is not None
+        return await self.settlement.store.counts()
+
+    async def transaction(self, key: str) -> Any:
+        """The ledger transaction under ``key``, or None."""
+        try:
+            reply = await self.ledger("auditor").GetTransaction(ledger_pb2.GetTransactionRequest(idempotency_key=key))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise
+        return reply.transaction
+
+    async def balance(self, account_id: str) -> int:
+        try:
+            reply = await self.ledger("auditor").GetAccount(ledger_pb2.GetAccountRequest(account_id=account_id))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                return 0
+            raise
+        return int(reply.account.balance_gold)
+
+
+async def wait_for(check: Callable[[], Awaitable[bool]], timeout_s: float = 60.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what or check}")
+        await asyncio.sleep(0.05)
+
+
+def test_settings(nats_url: str, database_url: str, stream_spec: StreamSpec) -> Settings:
+    return replace(
+        Settings(),
+        nats_url=nats_url,
+        database_url=database_url,
+        ledger_addr=f"127.0.0.1:{free_port()}",
+        settlement_addr=f"127.0.0.1:{free_port()}",
+        table_addr=f"127.0.0.1:{free_port()}",
+        metrics_port_base=free_port(),
+        events_stream=stream_spec.name,
+        events_prefix=stream_spec.subjects[0].removesuffix(".>"),
+        # The ledger's outbox stream of this test alone (its subjects beside the events').
+        ledger_stream=f"{stream_spec.name}_LEDGER",
+        ledger_prefix=stream_spec.subjects[0].removesuffix(".events.>") + ".ledger",
+        log_format="console",
+    )
+
+
+FAST = SettlementConfig(fetch_timeout_s=0.2, backoff_initial_s=0.05, backoff_max_s=0.5, lag_interval_s=0.5)
+
+
+@asynccontextmanager
+async def harness_for(
+    nats_url: str, database_url: str, stream_spec: StreamSpec, nats_client: NatsClient
+) -> AsyncIterator[Harness]:
+    settings = test_settings(nats_url, database_url, stream_spec)
+    log = EventLog(nats_client, settings.events_stream, settings.events_prefix)
+    await ensure_stream(log.js, stream_spec)
+    h = Harness(settings, log, nats_client, FAST)
+    try:
+        yield h
+    finally:
+        await h.close()
+        await log.js.delete_stream(stream_spec.name)
+        with contextlib.suppress(NotFoundError):
+            await log.js.delete_stream(settings.ledger_stream)
