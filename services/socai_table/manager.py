@@ -25,6 +25,7 @@ from socai_table.table import Deps, Table
 log = get_logger("socai.table.manager")
 
 CASHOUT_POLL_S = 0.25
+CASHOUT_BACKOFF_MAX_S = 5.0
 CASHOUT_ALARM_AFTER_S = 120.0
 WATCHDOG_PERIOD_S = 1.0
 LIST_PAGE_MAX = 500
@@ -115,18 +116,26 @@ class TableManager:
         self._cashout_wakeup.set()
 
     async def _cashout_worker(self) -> None:
+        failures = 0
         while True:
+            # Back off while the ledger or settlement is unreachable; a kick (a new
+            # cash-out) still wakes the worker at once.
+            wait_s = min(CASHOUT_BACKOFF_MAX_S, CASHOUT_POLL_S * 2**failures)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._cashout_wakeup.wait(), CASHOUT_POLL_S)
+                await asyncio.wait_for(self._cashout_wakeup.wait(), wait_s)
             self._cashout_wakeup.clear()
             try:
                 pending = await self.deps.store.pending_cashouts(list(self.tables))
                 metrics.CASHOUTS_PENDING.set(len(pending))
                 for cashout in pending:
                     await self.process_cashout(cashout)
+                failures = 0
             except errors.SocaiError as exc:
-                log.warning("cashout_worker", code=exc.code, error=exc.message)
+                failures = min(failures + 1, 8)
+                if failures in (1, 8):
+                    log.warning("cashout_worker_waiting", code=exc.code, error=exc.message)
             except Exception as exc:
+                failures = min(failures + 1, 8)
                 log.error("cashout_worker_crashed", error=str(exc), exc_info=exc)
 
     async def process_cashout(self, cashout: Cashout) -> bool:

@@ -35,6 +35,7 @@ log = get_logger("socai.simulate")
 
 WALLET_MULTIPLE = 3  # each bot's wallet holds this many buy-ins
 SIMULTANEOUS_ACTIONS_MAX = 2
+IDLE_LIMIT_S = 30.0  # a table with no event for this long is reported and left
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class TableResult:
     actions: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     act_latency_ms: list[float] = field(default_factory=list)
+    ended_early: bool = False
 
 
 @dataclass
@@ -151,7 +153,8 @@ class Simulator:
             options=options,
             buy_in_min_gold=buy_in,
             buy_in_max_gold=buy_in * 5,
-            auto_start_players=n,
+            # Go on with fewer players when some bust: a hand needs only the game's minimum.
+            auto_start_players=registry.get(game).SPEC.players_min,
             turn_timeout_s=c.turn_timeout_s,
             owner_player_id=owner,
             between_hands_ms=c.between_hands_ms,
@@ -182,13 +185,25 @@ class Simulator:
         stream = self.tables.WatchTable(pb.WatchTableRequest(table_id=table_id))
         acted: set[tuple[str, int]] = set()
         per_hand: Counter[tuple[str, int]] = Counter()
+        minimum = registry.get(result.game).SPEC.players_min
+        messages = stream.__aiter__()
         try:
-            async for message in stream:
+            while True:
+                try:
+                    message = await asyncio.wait_for(messages.__anext__(), IDLE_LIMIT_S)
+                except (StopAsyncIteration, TimeoutError):
+                    log.warning("table_idle", table_id=table_id, hands=result.hands)
+                    break
                 body = message.event.WhichOneof("body")
                 if body == "hand_ended":
                     result.hands += 1
                     self.on_hand(result.game)
                     if result.hands >= self.config.hands:
+                        break
+                if body == "player_stood_up":
+                    bots.pop(message.event.player_stood_up.seat, None)
+                    if len(bots) < minimum:
+                        result.ended_early = True  # the others went broke: the table cannot go on
                         break
                 if body in ("hand_ended", "player_stood_up", "table_opened", "player_seated"):
                     continue

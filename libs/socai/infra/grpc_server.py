@@ -226,6 +226,10 @@ def build_server(
             ("grpc.so_reuseport", 0),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
             ("grpc.max_send_message_length", 16 * 1024 * 1024),
+            # Clients keep long watch streams open with a ping every 30 s; accept that.
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ("grpc.http2.max_ping_strikes", 0),
         ],
     )
     for register in registrations:
