@@ -85,6 +85,15 @@ def players_for(game: str, wanted: int) -> int:
     return max(spec.players_min, min(wanted or default, spec.players_max, 9))
 
 
+def fee_for(game: str, index: int, options: dict[str, str]) -> int:
+    """The games' own fees (Tài Xỉu 5 % against the house, 3 % against a player); half the
+    tables of games without a stated fee charge 3 % (GEN-1), half charge none."""
+    if game == "taixiu":
+        return 300 if options.get("mode") == "p2p" else 500
+    spec = registry.get(game).SPEC
+    return spec.default_fee_bps or (0 if index % 2 else 300)
+
+
 def options_for(game: str, index: int) -> dict[str, str]:
     """Vary the options across tables so every mode is played (Tài Xỉu: house and banker)."""
     if game == "taixiu":
@@ -149,6 +158,7 @@ class Simulator:
         config = pb.TableConfig(
             game=game,
             stake_gold=c.stake_gold,
+            fee_bps=fee_for(game, index, options),
             seats_max=max(n, registry.get(game).SPEC.players_min),
             options=options,
             buy_in_min_gold=buy_in,

@@ -33,16 +33,13 @@ from socai_settlement.config import SettlementConfig
 
 
 async def start_service(app: Any) -> None:
-    """What ``socai.infra.service.serve`` does before it waits for SIGTERM."""
-    await app.grpc.server.start()
-    await app.grpc.set_serving(True)
+    """What ``socai.infra.service.serve`` does before it waits for SIGTERM (``start``
+    serves gRPC and starts the background work)."""
     await app.start()
 
 
 async def stop_service(app: Any) -> None:
-    await app.grpc.set_serving(False)
     await app.stop()
-    await app.grpc.server.stop(0)
 
 
 async def start_ledger(settings: Settings) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from socai.cards import Card, parse_card
+from socai.cards import ALL_CARDS, Card, parse_card
 from socai.errors import InvalidArgument
 from socai.events import model
 from socai.gen.events.v1 import events_pb2
@@ -87,31 +87,90 @@ def _fill(target: Message, obj: Any) -> Message:
 
 
 def _value_from_proto(raw: Any, hint: Any) -> Any:
-    origin = typing.get_origin(hint)
-    if hint is Card:
-        return parse_card(raw)
-    if isinstance(hint, type) and issubclass(hint, StrEnum):
-        name = events_pb2.ActionKind.Name(raw) if hint is model.ActionKind else str(raw)
-        prefix = _enum_prefix(hint)
+    conv = _converter(hint)
+    return raw if conv is None else conv(raw)
+
+
+# Decoding is compiled once per class into a list of (field, converter) pairs: reflecting
+# over type hints for every field of every event made decoding the largest cost of a
+# replay (settlement and the auditor decode every event of every hand).
+_DECODERS: dict[type, Callable[[Any], Any]] = {}
+_CARD_BY_TEXT: dict[str, Card] = {str(c): c for c in ALL_CARDS}
+
+
+def _card(raw: Any) -> Card:
+    card = _CARD_BY_TEXT.get(raw) if isinstance(raw, str) else None
+    return card if card is not None else parse_card(raw)
+
+
+def _enum_converter(hint: type[StrEnum]) -> Callable[[Any], Any]:
+    prefix = _enum_prefix(hint)
+    if hint is model.ActionKind:
+        members: dict[int, Any] = {}
+        for number in events_pb2.ActionKind.values():
+            name = events_pb2.ActionKind.Name(number)
+            if name.startswith(prefix) and name != prefix + "UNSPECIFIED":
+                members[number] = hint[name[len(prefix) :]]
+
+        def action_kind(raw: Any) -> Any:
+            member = members.get(raw)
+            if member is None:
+                raise InvalidArgument("BAD_EVENT", f"{hint.__name__} is unspecified")
+            return member
+
+        return action_kind
+
+    def by_name(raw: Any) -> Any:
+        name = str(raw)
         if not name.startswith(prefix) or name == prefix + "UNSPECIFIED":
             raise InvalidArgument("BAD_EVENT", f"{hint.__name__} is unspecified")
         return hint[name[len(prefix) :]]
+
+    return by_name
+
+
+def _converter(hint: Any) -> Callable[[Any], Any] | None:
+    """How to turn a protobuf value into the domain value of ``hint`` (None: as it is)."""
+    origin = typing.get_origin(hint)
+    if hint is Card:
+        return _card
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        return _enum_converter(hint)
     if origin in (tuple, list):
         (item_hint, *_) = typing.get_args(hint)
-        return tuple(_value_from_proto(item, item_hint) for item in raw)
+        item = _converter(item_hint)
+        if item is None:
+            return tuple
+        convert_item = item
+        return lambda raw: tuple([convert_item(x) for x in raw])
     if origin in (Mapping, dict) or hint is Mapping:
-        return dict(raw)
+        return dict
     if dataclasses.is_dataclass(hint):
-        return _build(hint, raw)  # type: ignore[arg-type]
+        return _decoder(hint)  # type: ignore[arg-type]
     if hint is int:
-        return int(raw)
-    return raw
+        return int
+    return None
+
+
+def _decoder(cls: type) -> Callable[[Any], Any]:
+    decode_msg = _DECODERS.get(cls)
+    if decode_msg is None:
+        hints = _hints(cls)
+        plan = tuple((f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls))
+
+        def decode_msg(msg: Any) -> Any:
+            values = {name: getattr(msg, name) for name, _ in plan}
+            for name, conv in plan:
+                if conv is not None:
+                    values[name] = conv(values[name])
+            return cls(**values)
+
+        _DECODERS[cls] = decode_msg
+    return decode_msg
 
 
 def _build(cls: type, msg: Message) -> Any:
-    hints = _hints(cls)
-    kwargs = {f.name: _value_from_proto(getattr(msg, f.name), hints[f.name]) for f in dataclasses.fields(cls)}
-    return cls(**kwargs)
+    return _decoder(cls)(msg)
 
 
 def body_to_proto(body: Any) -> Message:

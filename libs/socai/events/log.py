@@ -38,6 +38,7 @@ class Stored:
 
     stream_seq: int
     event: Event
+    headers: dict[str, str]
 
 
 class EventLog:
@@ -50,7 +51,7 @@ class EventLog:
     def subject_of(self, table_id: str, hand_id: str) -> str:
         return subject(table_id, hand_id, self.prefix)
 
-    async def append(self, event: Event, expected_last_subject_seq: int) -> int:
+    async def append(self, event: Event, expected_last_subject_seq: int, headers: dict[str, str] | None = None) -> int:
         """Publish ``event``; returns its stream sequence.
 
         Raises Conflict("WRONG_LAST_SEQUENCE") when another writer appended to the hand
@@ -66,6 +67,7 @@ class EventLog:
                 msg_id=event.event_id,
                 expected_last_subject_seq=expected_last_subject_seq,
                 stream=self.stream,
+                headers=headers,
             )
         except errors.Conflict:
             last = await self.last(subj)
@@ -108,7 +110,8 @@ class EventLog:
                     if status:
                         raise errors.Unavailable("NATS_UNAVAILABLE", f"direct get {subj}: status {status}")
                     stream_seq = int(headers["Nats-Sequence"])
-                    yield Stored(stream_seq, codec.decode(msg.data))
+                    extra = {k: v for k, v in headers.items() if isinstance(k, str) and not k.startswith("Nats-")}
+                    yield Stored(stream_seq, codec.decode(msg.data), extra)
                     seq = stream_seq + 1
             finally:
                 await sub.unsubscribe()

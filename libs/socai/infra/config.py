@@ -17,6 +17,8 @@
 | ``SOCAI_PLAYER_TOKEN_KEY`` | dev key | HMAC key of player tokens (table service) |
 | ``SOCAI_EVENTS_STREAM`` | ``SOCAI_EVENTS`` | JetStream stream name |
 | ``SOCAI_EVENTS_PREFIX`` | ``socai.events`` | subject prefix of events |
+| ``SOCAI_LEDGER_STREAM`` | ``SOCAI_LEDGER`` | JetStream stream the ledger's outbox publishes to |
+| ``SOCAI_LEDGER_PREFIX`` | ``socai.ledger`` | its subject prefix (``<prefix>.posted.<account kind>``) |
 | ``SOCAI_STREAM_REPLICAS`` | ``1`` | JetStream replicas of the streams socai provisions (3 in a cluster) |
 | ``SOCAI_LOG_FORMAT`` | ``json`` in services | ``json`` or ``console`` |
 | ``SOCAI_LOG_LEVEL`` | ``info`` | |
@@ -79,6 +81,8 @@ class Settings:
     player_token_key: str = DEV_PLAYER_TOKEN_KEY
     events_stream: str = "SOCAI_EVENTS"
     events_prefix: str = "socai.events"
+    ledger_stream: str = "SOCAI_LEDGER"
+    ledger_prefix: str = "socai.ledger"
     stream_replicas: int = 1
     log_format: str = "json"
     log_level: str = "info"
@@ -105,6 +109,8 @@ class Settings:
             player_token_key=e.get("SOCAI_PLAYER_TOKEN_KEY", s.player_token_key),
             events_stream=e.get("SOCAI_EVENTS_STREAM", s.events_stream),
             events_prefix=e.get("SOCAI_EVENTS_PREFIX", s.events_prefix),
+            ledger_stream=e.get("SOCAI_LEDGER_STREAM", s.ledger_stream),
+            ledger_prefix=e.get("SOCAI_LEDGER_PREFIX", s.ledger_prefix),
             stream_replicas=int(e.get("SOCAI_STREAM_REPLICAS", s.stream_replicas)),
             log_format=e.get("SOCAI_LOG_FORMAT", s.log_format),
             log_level=e.get("SOCAI_LOG_LEVEL", s.log_level),
@@ -144,6 +150,8 @@ class Settings:
             "SOCAI_PLAYER_TOKEN_KEY": self.player_token_key,
             "SOCAI_EVENTS_STREAM": self.events_stream,
             "SOCAI_EVENTS_PREFIX": self.events_prefix,
+            "SOCAI_LEDGER_STREAM": self.ledger_stream,
+            "SOCAI_LEDGER_PREFIX": self.ledger_prefix,
             "SOCAI_STREAM_REPLICAS": str(self.stream_replicas),
             "SOCAI_LOG_FORMAT": self.log_format,
             "SOCAI_LOG_LEVEL": self.log_level,

@@ -46,11 +46,12 @@ class StreamSpec:
     subjects: tuple[str, ...] = ("socai.events.>",)
     duplicate_window_s: float = DUPLICATE_WINDOW_S
     replicas: int = 1
+    description: str = "socai event log: every accepted table and hand fact"
 
     def config(self) -> js_api.StreamConfig:
         return js_api.StreamConfig(
             name=self.name,
-            description="socai event log: every accepted table and hand fact",
+            description=self.description,
             subjects=list(self.subjects),
             retention=js_api.RetentionPolicy.LIMITS,
             storage=js_api.StorageType.FILE,

@@ -73,30 +73,31 @@ def award_pots(
     """
     won: dict[int, int] = {}
     main_done = False
-    order_key = _order_key(payout_order)
+    position = {s: i for i, s in enumerate(payout_order)}
+    account = builder.account
     for pot in pots:
+        shares = pot.shares
         if not pot.eligible:
-            recipients = {seat: amount for seat, amount in pot.shares.items()}
+            recipients = dict(shares)
             reason = "uncalled"
         else:
-            winners = list(winners_of(pot.eligible)) if len(pot.eligible) > 1 else list(pot.eligible)
-            check(len(winners) > 0 and set(winners) <= set(pot.eligible), "pot winners must be eligible")
-            ordered = [s for s in payout_order if s in winners]
-            check(len(ordered) == len(winners), "a winner is missing from the payout order")
-            recipients = split_evenly(pot.amount_gold, ordered)
+            eligible = pot.eligible
+            winners = winners_of(eligible) if len(eligible) > 1 else eligible
+            check(len(winners) > 0 and all(w in eligible and w in position for w in winners), "bad pot winners")
+            recipients = split_evenly(pot.amount_gold, sorted(winners, key=position.__getitem__))
             reason = "side_pot" if main_done else "pot"
             main_done = True
-        for seat, amount in recipients.items():
-            won[seat] = won.get(seat, 0) + amount
-        seats = sorted(set(pot.shares) | set(recipients), key=order_key)
-        net = {s: recipients.get(s, 0) - pot.shares.get(s, 0) for s in seats}
-        payers = [(builder.account(s), -v) for s, v in net.items() if v < 0]
-        receivers = [(builder.account(s), v) for s, v in net.items() if v > 0]
+        payers = []
+        receivers = []
+        for seat in sorted(shares.keys() | recipients.keys(), key=lambda s: position.get(s, len(position) + s)):
+            got = recipients.get(seat, 0)
+            if got:
+                won[seat] = won.get(seat, 0) + got
+            net = got - shares.get(seat, 0)
+            if net < 0:
+                payers.append((account(seat), -net))
+            elif net > 0:
+                receivers.append((account(seat), net))
         for src, dst, amount in match_flows(payers, receivers):
             builder.pay(src, dst, amount, reason)
     return won
-
-
-def _order_key(order: Sequence[int]) -> Callable[[int], int]:
-    position = {s: i for i, s in enumerate(order)}
-    return lambda s: position.get(s, len(position) + s)

@@ -143,6 +143,7 @@ class Settlement(_message.Message):
     STREAM_SEQ_FIELD_NUMBER: _builtins.int
     SETTLED_AT_FIELD_NUMBER: _builtins.int
     POT_CARRY_GOLD_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
     table_id: _builtins.str
     game: _builtins.str
@@ -151,6 +152,10 @@ class Settlement(_message.Message):
     stream_seq: _builtins.int
     """JetStream sequence of the HandEnded event."""
     pot_carry_gold: _builtins.int
+    idempotency_key: _builtins.str
+    """The ledger key the hand was posted under: "settle:{hand_id}", or
+    "settle:{hand_id}:retryN" when earlier keys were refused and the hand was retried.
+    """
     @_builtins.property
     def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatResult]: ...
     @_builtins.property
@@ -178,10 +183,11 @@ class Settlement(_message.Message):
         stream_seq: _builtins.int = ...,
         settled_at: _timestamp_pb2.Timestamp | None = ...,
         pot_carry_gold: _builtins.int = ...,
+        idempotency_key: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["settled_at", b"settled_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["fees_gold", b"fees_gold", "game", b"game", "hand_id", b"hand_id", "ledger_transaction_id", b"ledger_transaction_id", "penalties_gold", b"penalties_gold", "pot_carry_gold", b"pot_carry_gold", "seats", b"seats", "settled_at", b"settled_at", "shortfalls", b"shortfalls", "stream_seq", b"stream_seq", "table_id", b"table_id", "transfers", b"transfers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fees_gold", b"fees_gold", "game", b"game", "hand_id", b"hand_id", "idempotency_key", b"idempotency_key", "ledger_transaction_id", b"ledger_transaction_id", "penalties_gold", b"penalties_gold", "pot_carry_gold", b"pot_carry_gold", "seats", b"seats", "settled_at", b"settled_at", "shortfalls", b"shortfalls", "stream_seq", b"stream_seq", "table_id", b"table_id", "transfers", b"transfers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

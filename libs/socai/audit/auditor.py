@@ -1,0 +1,235 @@
+"""The audit itself: verify every hand of an event log, then reconcile with the ledger.
+
+``verify(raw_events)`` groups the events by hand (keeping their order), replays each hand
+through ``socai.audit.replay`` (commitment, every card and die, the rules engine) and
+fills an ``AuditReport``; a hand that does not replay is a mismatch with the replay's
+reason and message. ``reconcile(audit, ledger)`` then looks up each hand's transaction by
+its idempotency key ``settle:{hand_id}`` (or the retry key it was settled under after a
+refusal, ``socai.audit.keys``) and compares its entries with the replay, sums
+the entries per account on both sides, and, for tables whose whole history is in the
+input, checks each escrow's balance against buy-ins, cash-outs and hands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from socai import accounts, errors
+from socai.audit.export import RawEvent
+from socai.audit.keys import find_settlement, settlement_key
+from socai.audit.replay import MISSING_END, ReplayError, ReplayResult, diff_entries, replay
+from socai.audit.report import AuditReport
+
+SETTLEMENT_KIND: Final = "settlement"
+LEDGER_CALLS_IN_FLIGHT: Final = 32
+LEDGER_DEADLINE_S: Final = 10.0
+
+# Reasons of reconciliation mismatches (replay mismatches use socai.audit.replay.REASONS).
+LEDGER_MISSING: Final = "LEDGER_MISSING"
+LEDGER_MISMATCH: Final = "LEDGER_MISMATCH"
+LEDGER_UNEXPECTED: Final = "LEDGER_UNEXPECTED"
+ACCOUNT_TOTAL: Final = "ACCOUNT_TOTAL"
+ESCROW_BALANCE: Final = "ESCROW_BALANCE"
+
+
+@dataclass
+class TableFacts:
+    """What a table's own facts say about money: buy-ins and cash-outs per player."""
+
+    opened: bool = False
+    buy_ins_gold: dict[str, int] = field(default_factory=dict)
+    cash_outs_gold: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Audit:
+    report: AuditReport
+    results: list[ReplayResult] = field(default_factory=list)
+    facts: dict[str, TableFacts] = field(default_factory=dict)
+    failed_tables: set[str] = field(default_factory=set)
+    open_tables: set[str] = field(default_factory=set)
+    complete: bool = True  # the input is the whole log (no filter): escrow balances can be checked
+
+
+def verify(raws: Iterable[RawEvent], *, source: str, allow_open: bool = False, complete: bool = True) -> Audit:
+    """Replay every hand of ``raws``. With ``allow_open`` a table's last hand may lack its
+    HandEnded (a live log); any other hand without one is a MISSING_END mismatch."""
+    report = AuditReport(source=source)
+    audit = Audit(report, complete=complete)
+    hands: dict[tuple[str, str], list[RawEvent]] = {}
+    last_hand: dict[str, tuple[str, str]] = {}
+    for raw in raws:
+        report.events += 1
+        if raw.is_table_fact:
+            report.table_facts += 1
+            _note_fact(audit.facts.setdefault(raw.table_id, TableFacts()), raw)
+            continue
+        key = (raw.table_id, raw.hand_id)
+        if not raw.hand_id:
+            report.mismatch("BAD_EVENT", raw.error or "an event of no hand", table_id=raw.table_id)
+            continue
+        hands.setdefault(key, []).append(raw)
+        last_hand[raw.table_id] = key
+    for key, items in hands.items():
+        table_id, hand_id = key
+        broken = next((r for r in items if r.message is None), None)
+        if broken is not None:
+            report.mismatch("BAD_EVENT", broken.error, hand_id=hand_id, table_id=table_id)
+            audit.failed_tables.add(table_id)
+            continue
+        try:
+            result = replay([r.message for r in items])
+        except ReplayError as exc:
+            if exc.code == MISSING_END and allow_open and last_hand.get(table_id) == key:
+                report.open_hands.append(hand_id)
+                audit.open_tables.add(table_id)
+                continue
+            report.mismatch(exc.code, exc.message, hand_id=hand_id, table_id=table_id)
+            audit.failed_tables.add(table_id)
+            continue
+        audit.results.append(result)
+        report.add_hand(result)
+    return audit
+
+
+def _note_fact(facts: TableFacts, raw: RawEvent) -> None:
+    msg = raw.message
+    assert msg is not None
+    which = msg.WhichOneof("body")
+    if which == "table_opened":
+        facts.opened = True
+    elif which == "player_seated":
+        body = msg.player_seated
+        facts.buy_ins_gold[body.player_id] = facts.buy_ins_gold.get(body.player_id, 0) + body.buy_in_gold
+    elif which == "player_stood_up":
+        body_out = msg.player_stood_up
+        facts.cash_outs_gold[body_out.player_id] = (
+            facts.cash_outs_gold.get(body_out.player_id, 0) + body_out.cash_out_gold
+        )
+
+
+async def reconcile(audit: Audit, ledger: Any, *, ledger_name: str) -> None:
+    """Check the ledger against the replayed hands (``ledger`` is a LedgerServiceStub).
+
+    Raises Unavailable when the ledger does not answer.
+    """
+
+    report = audit.report
+    report.ledger = ledger_name
+    gate = asyncio.Semaphore(LEDGER_CALLS_IN_FLIGHT)
+    ledger_totals: dict[str, int] = {}
+    replay_totals: dict[str, int] = {}
+
+    async def one(result: ReplayResult) -> None:
+        hand_id, table_id = result.hand_id, result.table_id
+        want = result.settlement.entries()
+        async with gate:
+            found = await find_settlement(ledger, hand_id)
+        report.transactions_checked += 1
+        _add(replay_totals, want)
+        tx = found.transaction
+        if tx is None:
+            if want:
+                refused = "".join(f"; {key} was refused ({reason})" for key, reason in found.refused)
+                report.mismatch(
+                    LEDGER_MISSING,
+                    f"no ledger transaction under {settlement_key(hand_id)}{refused}; "
+                    f"the replay moves {_moved(want)} gold",
+                    hand_id=hand_id,
+                    table_id=table_id,
+                )
+            return
+        have = found.entries
+        _add(ledger_totals, have)
+        if not want:
+            report.mismatch(
+                LEDGER_UNEXPECTED,
+                f"{found.key} is transaction {tx.transaction_id}, but the replay moves no gold",
+                hand_id=hand_id,
+                table_id=table_id,
+            )
+            return
+        diffs = diff_entries(want, have, want="replay", have="ledger")
+        if tx.kind != SETTLEMENT_KIND or tx.reference != hand_id:
+            diffs.append(f"kind {tx.kind!r} reference {tx.reference!r}, expected {SETTLEMENT_KIND!r} {hand_id!r}")
+        if diffs:
+            report.mismatch(
+                LEDGER_MISMATCH,
+                f"{found.key} (transaction {tx.transaction_id}) differs from the replay: " + "; ".join(diffs),
+                hand_id=hand_id,
+                table_id=table_id,
+            )
+
+    await asyncio.gather(*(one(r) for r in audit.results))
+    for account in sorted(set(ledger_totals) | set(replay_totals)):
+        report.accounts_checked += 1
+        a, b = replay_totals.get(account, 0), ledger_totals.get(account, 0)
+        if a != b:
+            report.mismatch(
+                ACCOUNT_TOTAL,
+                f"{account}: the hands' transactions total {b:+,} in the ledger, {a:+,} in the replay",
+            )
+    if audit.complete:
+        await _check_escrows(audit, ledger)
+
+
+async def _check_escrows(audit: Audit, ledger: Any) -> None:
+    """Each escrow of a table whose whole history was audited holds buy-ins − cash-outs +
+    its hands' nets (DESIGN.md: a difference is an alarm, never silently corrected)."""
+    from socai.gen.ledger.v1 import ledger_pb2
+
+    report = audit.report
+    expected: dict[str, tuple[str, int, int, int]] = {}
+    for table_id, facts in audit.facts.items():
+        if not facts.opened or table_id in audit.failed_tables or table_id in audit.open_tables:
+            continue
+        for player in set(facts.buy_ins_gold) | set(facts.cash_outs_gold):
+            acct = accounts.escrow(table_id, player)
+            expected[acct] = (table_id, facts.buy_ins_gold.get(player, 0), facts.cash_outs_gold.get(player, 0), 0)
+    for result in audit.results:
+        for acct, amount in result.settlement.entries().items():
+            if acct in expected:
+                table_id, bought, cashed, hands = expected[acct]
+                expected[acct] = (table_id, bought, cashed, hands + amount)
+    gate = asyncio.Semaphore(LEDGER_CALLS_IN_FLIGHT)
+
+    async def one(acct: str, table_id: str, bought: int, cashed: int, hands: int) -> None:
+        async with gate:
+            balance = await _balance(ledger, ledger_pb2.GetAccountRequest(account_id=acct))
+        report.escrows_checked += 1
+        want = bought - cashed + hands
+        if balance != want:
+            report.mismatch(
+                ESCROW_BALANCE,
+                f"{acct}: the ledger holds {balance:,}; the events say {bought:,} bought in − {cashed:,} cashed out "
+                f"{hands:+,} in hands = {want:,}",
+                table_id=table_id,
+            )
+
+    await asyncio.gather(*(one(acct, *v) for acct, v in sorted(expected.items())))
+
+
+async def _balance(ledger: Any, request: Any) -> int:
+    import grpc
+
+    try:
+        reply = await ledger.GetAccount(request, timeout=LEDGER_DEADLINE_S)
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() == grpc.StatusCode.NOT_FOUND:
+            return 0
+        raise errors.Unavailable(
+            "LEDGER_UNAVAILABLE", f"ledger GetAccount: {exc.code().name}: {exc.details()}"
+        ) from exc
+    return int(reply.account.balance_gold)
+
+
+def _add(totals: dict[str, int], entries: Mapping[str, int]) -> None:
+    for account, amount in entries.items():
+        totals[account] = totals.get(account, 0) + amount
+
+
+def _moved(entries: Mapping[str, int]) -> int:
+    return sum(v for v in entries.values() if v > 0)

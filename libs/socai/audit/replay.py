@@ -1,0 +1,462 @@
+"""Replay one hand from its events: the single code path of settlement and the auditor.
+
+``replay(events)`` checks, in this order, and raises ``ReplayError`` at the first problem:
+
+1. every envelope names the same table, hand and game, and HandStarted agrees with them
+   (``ENVELOPE_MISMATCH``); the game's rules exist (``UNKNOWN_GAME``);
+2. there is a HandStarted (``NOT_STARTED``); seq runs 1, 2, 3 … in the order given, with no
+   gap (``SEQ_GAP``: missing or repeated) and no swap (``OUT_OF_ORDER``); seq 1 is the one
+   HandStarted (``NOT_STARTED``);
+3. exactly one HandEnded (``MISSING_END``, ``DUPLICATE_END``), and it is the last event
+   (``ILLEGAL_EVENT``);
+4. the revealed seed is 64 hex digits whose sha256 is HandStarted's commitment
+   (``BAD_SEED``);
+5. every dealt card is the next card of ``fairness.shuffle(seed, cards.deck(game))``
+   (``DEAL_MISMATCH``), every roll is ``fairness.roll_dice(seed)`` (``DICE_MISMATCH``);
+6. the events fold through the game's rules module and settle (``ILLEGAL_EVENT`` with the
+   engine's own code in the message; ``ENGINE_INVARIANT`` if the engine reports a bug).
+
+A message names the event (``event_id``) and what differs, e.g.
+``h7/5: dealt Kd to seat 2, the seed deals Qs``. Events may be domain ``Event``s,
+protobuf ``Event`` messages, JSON dicts (the protobuf JSON mapping of an export) or
+``Stored`` records of the event log; an event that does not decode is ``BAD_EVENT``.
+
+Pure: no I/O, no clock. Settlement, ``socai audit`` and ``ReplayHand`` all call this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Final
+
+from socai import cards, fairness
+from socai.errors import InvalidArgument, NotFound, PreconditionFailed, RuleViolation
+from socai.events import codec
+from socai.events.model import (
+    COMMUNITY,
+    BetAction,
+    CardsDealt,
+    DiceRolled,
+    Event,
+    HandEnded,
+    HandStarted,
+    WagerPlaced,
+)
+from socai.gen.events.v1 import events_pb2
+from socai.rules import registry
+from socai.rules.base import PENALTY_REASONS, Settlement
+
+# Stable reason codes (dead letters, audit reports and gRPC ErrorInfo reasons).
+BAD_EVENT: Final = "BAD_EVENT"
+ENVELOPE_MISMATCH: Final = "ENVELOPE_MISMATCH"
+UNKNOWN_GAME: Final = "UNKNOWN_GAME"
+NOT_STARTED: Final = "NOT_STARTED"
+SEQ_GAP: Final = "SEQ_GAP"
+OUT_OF_ORDER: Final = "OUT_OF_ORDER"
+MISSING_END: Final = "MISSING_END"
+DUPLICATE_END: Final = "DUPLICATE_END"
+BAD_SEED: Final = "BAD_SEED"
+DEAL_MISMATCH: Final = "DEAL_MISMATCH"
+DICE_MISMATCH: Final = "DICE_MISMATCH"
+ILLEGAL_EVENT: Final = "ILLEGAL_EVENT"
+ENGINE_INVARIANT: Final = "ENGINE_INVARIANT"
+REASONS: Final = (
+    BAD_EVENT,
+    ENVELOPE_MISMATCH,
+    UNKNOWN_GAME,
+    NOT_STARTED,
+    SEQ_GAP,
+    OUT_OF_ORDER,
+    MISSING_END,
+    DUPLICATE_END,
+    BAD_SEED,
+    DEAL_MISMATCH,
+    DICE_MISMATCH,
+    ILLEGAL_EVENT,
+    ENGINE_INVARIANT,
+)
+EVENTS_PER_HAND_MAX: Final = 10_000  # the same bound as autoplay.MAX_STEPS: a limit on everything
+
+
+class ReplayError(PreconditionFailed):
+    """A hand that cannot be settled: ``code`` is one of ``REASONS``, ``message`` names the
+    event and what differs; ``hand_id`` and ``event_id`` (when one event is to blame) are
+    kept for reports and dead letters."""
+
+    def __init__(self, code: str, message: str, *, hand_id: str = "", event_id: str = "") -> None:
+        details = {"hand_id": hand_id} if hand_id else {}
+        if event_id:
+            details["event_id"] = event_id
+        super().__init__(code, message, **details)
+        self.hand_id = hand_id
+        self.event_id = event_id
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """A verified hand: its settlement and what was checked on the way."""
+
+    started: HandStarted
+    events: tuple[Event, ...]
+    settlement: Settlement
+    cards_verified: int
+    dice_verified: int
+
+    @property
+    def hand_id(self) -> str:
+        return self.started.hand_id
+
+    @property
+    def table_id(self) -> str:
+        return self.started.table_id
+
+    @property
+    def game(self) -> str:
+        return self.started.game
+
+
+# --- decoding ---------------------------------------------------------------------------
+
+
+def to_event(item: object) -> Event:
+    """One event from any of the accepted forms; raises ReplayError("BAD_EVENT")."""
+    if isinstance(item, Event):
+        return item
+    inner = getattr(item, "event", None)  # socai.events.log.Stored
+    if isinstance(inner, Event):
+        return inner
+    try:
+        if isinstance(item, events_pb2.Event):
+            return codec.from_proto(item)
+        if isinstance(item, Mapping):
+            return codec.from_json(item)
+    except InvalidArgument as exc:
+        where = _raw_event_id(item)
+        hand = where.split("/", 1)[0] if where else ""
+        raise ReplayError(BAD_EVENT, f"{where or 'an event'}: {exc.message}", hand_id=hand, event_id=where) from exc
+    raise ReplayError(BAD_EVENT, f"not an event: {type(item).__name__}")
+
+
+def _raw_event_id(item: object) -> str:
+    if isinstance(item, events_pb2.Event):
+        return item.event_id or f"{item.hand_id}/{item.seq}"
+    if isinstance(item, Mapping):
+        raw = item.get("event_id") or f"{item.get('hand_id', '?')}/{item.get('seq', '?')}"
+        return str(raw)
+    return ""
+
+
+# --- the checks -------------------------------------------------------------------------
+
+
+def replay(events: Iterable[object]) -> ReplayResult:
+    """Verify and settle one hand's events (in stream order). Raises ReplayError."""
+    evs = [to_event(e) for e in events]
+    if not evs:
+        raise ReplayError(NOT_STARTED, "no events: a hand starts with HandStarted")
+    if len(evs) > EVENTS_PER_HAND_MAX:
+        raise ReplayError(
+            ILLEGAL_EVENT, f"{evs[0].hand_id}: {len(evs)} events; a hand has at most {EVENTS_PER_HAND_MAX}"
+        )
+    started_at = next((i for i, e in enumerate(evs) if isinstance(e.body, HandStarted)), None)
+    hand_id = evs[0].hand_id if started_at is None else evs[started_at].hand_id
+    _check_envelopes(evs, started_at, hand_id)
+    if started_at is None:
+        raise ReplayError(
+            NOT_STARTED,
+            f"{hand_id}: no HandStarted; the first event is {evs[0].event_id} ({describe(evs[0].body)})",
+            hand_id=hand_id,
+            event_id=evs[0].event_id,
+        )
+    module = _module(evs[started_at], hand_id)
+    _check_sequence(evs, hand_id)
+    first = evs[0]
+    if not isinstance(first.body, HandStarted):
+        raise ReplayError(
+            NOT_STARTED,
+            f"{first.event_id}: the hand starts with {describe(first.body)}, not HandStarted",
+            hand_id=hand_id,
+            event_id=first.event_id,
+        )
+    started: HandStarted = first.body
+    for e in evs[1:]:
+        if isinstance(e.body, HandStarted):
+            raise ReplayError(
+                ILLEGAL_EVENT,
+                f"{e.event_id}: a second HandStarted (the hand started at {first.event_id})",
+                hand_id=hand_id,
+                event_id=e.event_id,
+            )
+    end = _check_end(evs, hand_id)
+    seed = _check_seed(started, first, end, hand_id)
+    cards_verified, dice_verified = _check_fairness(evs, seed, hand_id)
+    settlement = _fold(module, evs, hand_id)
+    return ReplayResult(started, tuple(evs), settlement, cards_verified, dice_verified)
+
+
+def replay_hand(events: Iterable[object]) -> Settlement:
+    """The settlement of one hand's events (DESIGN.md "Public Python API").
+
+    Accepts domain Events, protobuf Events, JSON dicts (the export format) or event-log
+    records, in stream order. Raises ReplayError (``.code`` in ``REASONS``) when the hand
+    cannot be settled: a gap, a missing or forged end, a wrong seed, a card or die the seed
+    does not deal, or an event the rules refuse.
+    """
+    return replay(events).settlement
+
+
+def _check_envelopes(evs: Sequence[Event], started_at: int | None, hand_id: str) -> None:
+    ref = evs[started_at if started_at is not None else 0]
+    for e in evs:
+        for name in ("table_id", "hand_id", "game"):
+            have, want = getattr(e, name), getattr(ref, name)
+            if have != want:
+                raise ReplayError(
+                    ENVELOPE_MISMATCH,
+                    f"{e.event_id}: {name} is {have!r}, the hand's is {want!r}",
+                    hand_id=hand_id,
+                    event_id=e.event_id,
+                )
+    if started_at is not None:
+        body = ref.body
+        assert isinstance(body, HandStarted)
+        for name in ("table_id", "hand_id", "game"):
+            have, want = getattr(body, name), getattr(ref, name)
+            if have != want:
+                raise ReplayError(
+                    ENVELOPE_MISMATCH,
+                    f"{ref.event_id}: HandStarted.{name} is {have!r}, the envelope's is {want!r}",
+                    hand_id=hand_id,
+                    event_id=ref.event_id,
+                )
+
+
+def _module(started: Event, hand_id: str) -> ModuleType:
+    try:
+        return registry.get(started.game)
+    except (InvalidArgument, NotFound) as exc:
+        raise ReplayError(
+            UNKNOWN_GAME, f"{started.event_id}: {exc.message}", hand_id=hand_id, event_id=started.event_id
+        ) from exc
+
+
+def _check_sequence(evs: Sequence[Event], hand_id: str) -> None:
+    seen: dict[int, str] = {}
+    for e in evs:
+        if e.seq in seen:
+            raise ReplayError(SEQ_GAP, f"{e.event_id} appears twice", hand_id=hand_id, event_id=e.event_id)
+        seen[e.seq] = e.event_id
+    missing = [seq for seq in range(1, len(evs) + 1) if seq not in seen]
+    if missing:
+        seq = missing[0]
+        before = seen.get(seq - 1)
+        after = min((s for s in seen if s > seq), default=None)
+        context = f" ({before} is followed by {hand_id}/{after})" if before and after else ""
+        raise ReplayError(SEQ_GAP, f"{hand_id}/{seq} is missing{context}", hand_id=hand_id, event_id=f"{hand_id}/{seq}")
+    for i, e in enumerate(evs, start=1):
+        if e.seq != i:
+            expected = seen[i]
+            raise ReplayError(
+                OUT_OF_ORDER,
+                f"{e.event_id} ({describe(e.body)}) comes where {expected} belongs: events are out of order",
+                hand_id=hand_id,
+                event_id=e.event_id,
+            )
+
+
+def _check_end(evs: Sequence[Event], hand_id: str) -> Event:
+    ends = [e for e in evs if isinstance(e.body, HandEnded)]
+    if not ends:
+        last = evs[-1]
+        raise ReplayError(
+            MISSING_END,
+            f"{hand_id}: no HandEnded after {last.event_id} ({describe(last.body)}); the hand has not ended",
+            hand_id=hand_id,
+        )
+    if len(ends) > 1:
+        raise ReplayError(
+            DUPLICATE_END,
+            f"{ends[1].event_id}: a second HandEnded (the first is {ends[0].event_id})",
+            hand_id=hand_id,
+            event_id=ends[1].event_id,
+        )
+    end = ends[0]
+    if end is not evs[-1]:
+        after = evs[evs.index(end) + 1]
+        raise ReplayError(
+            ILLEGAL_EVENT,
+            f"{after.event_id}: {describe(after.body)} after HandEnded ({end.event_id})",
+            hand_id=hand_id,
+            event_id=after.event_id,
+        )
+    return end
+
+
+def _check_seed(started: HandStarted, first: Event, end: Event, hand_id: str) -> bytes:
+    body = end.body
+    assert isinstance(body, HandEnded)
+    try:
+        seed = fairness.seed_from_hex(body.deck_seed)
+    except InvalidArgument as exc:
+        raise ReplayError(
+            BAD_SEED, f"{end.event_id}: the revealed {exc.message}", hand_id=hand_id, event_id=end.event_id
+        ) from exc
+    if not fairness.verify_commitment(seed, started.deck_commitment):
+        raise ReplayError(
+            BAD_SEED,
+            f"{end.event_id}: the revealed seed {_short(body.deck_seed)} hashes to "
+            f"{_short(fairness.commitment(seed))}, not the commitment {_short(started.deck_commitment)} "
+            f"of {first.event_id}",
+            hand_id=hand_id,
+            event_id=end.event_id,
+        )
+    return seed
+
+
+def _check_fairness(evs: Sequence[Event], seed: bytes, hand_id: str) -> tuple[int, int]:
+    game = evs[0].game
+    has_deck = game in cards.GAME_DECKS
+    deck = fairness.shuffle(seed, cards.deck(game)) if has_deck and _deals(evs) else []
+    dice: tuple[int, ...] | None = None
+    dealt = rolled = 0
+    for e in evs:
+        body = e.body
+        if isinstance(body, CardsDealt):
+            if not has_deck:
+                raise ReplayError(
+                    DEAL_MISMATCH, f"{e.event_id}: {game} is played without cards", hand_id=hand_id, event_id=e.event_id
+                )
+            for d in body.cards:
+                if dealt >= len(deck):
+                    raise ReplayError(
+                        DEAL_MISMATCH,
+                        f"{e.event_id}: deals card {dealt + 1} to {_to(d.seat)}; the {game} deck has {len(deck)}",
+                        hand_id=hand_id,
+                        event_id=e.event_id,
+                    )
+                if d.card != deck[dealt]:
+                    raise ReplayError(
+                        DEAL_MISMATCH,
+                        f"{e.event_id}: dealt {d.card} to {_to(d.seat)}, the seed deals {deck[dealt]}",
+                        hand_id=hand_id,
+                        event_id=e.event_id,
+                    )
+                dealt += 1
+        elif isinstance(body, DiceRolled):
+            if has_deck:
+                raise ReplayError(
+                    DICE_MISMATCH, f"{e.event_id}: {game} is played without dice", hand_id=hand_id, event_id=e.event_id
+                )
+            if dice is None:
+                dice = fairness.roll_dice(seed)
+            if tuple(body.dice) != dice:
+                raise ReplayError(
+                    DICE_MISMATCH,
+                    f"{e.event_id}: rolled {_dice(body.dice)}, the seed rolls {_dice(dice)}",
+                    hand_id=hand_id,
+                    event_id=e.event_id,
+                )
+            rolled += len(body.dice)
+    return dealt, rolled
+
+
+def _deals(evs: Sequence[Event]) -> bool:
+    return any(isinstance(e.body, CardsDealt) for e in evs)
+
+
+def _fold(module: ModuleType, evs: Sequence[Event], hand_id: str) -> Settlement:
+    current = evs[0]
+    try:
+        state = module.initial_state(current.body)
+        for current in evs[1:]:
+            state = module.apply(state, current.body)
+        if not module.is_finished(state):
+            raise RuleViolation("HAND_NOT_FINISHED", "the rules say the hand is not over")
+        settlement: Settlement = module.settle(state)
+    except RuleViolation as exc:
+        raise ReplayError(
+            ILLEGAL_EVENT,
+            f"{current.event_id}: {describe(current.body)}: {exc.code}: {exc.message}",
+            hand_id=hand_id,
+            event_id=current.event_id,
+        ) from exc
+    except AssertionError as exc:
+        raise ReplayError(
+            ENGINE_INVARIANT,
+            f"{current.event_id}: {describe(current.body)}: the rules engine broke an invariant: {exc}",
+            hand_id=hand_id,
+            event_id=current.event_id,
+        ) from exc
+    return settlement
+
+
+# --- descriptions -----------------------------------------------------------------------
+
+
+def describe(body: object) -> str:
+    """A short human description of an event body, for messages."""
+    name = type(body).__name__
+    if isinstance(body, BetAction):
+        amount = f" {body.amount_gold}" if body.amount_gold else ""
+        return f"{name} seat {body.seat} {body.kind.value}{amount}"
+    if isinstance(body, WagerPlaced):
+        selection = "-".join(str(v) for v in body.selection)
+        return f"{name} seat {body.seat} {body.kind}{' ' + selection if selection else ''} {body.amount_gold}"
+    if isinstance(body, CardsDealt):
+        return f"{name} " + " ".join(f"{d.card}>{_to(d.seat)}" for d in body.cards)
+    if isinstance(body, DiceRolled):
+        return f"{name} {_dice(body.dice)}"
+    seat = getattr(body, "seat", None)
+    return f"{name} seat {seat}" if isinstance(seat, int) else name
+
+
+def _to(seat: int) -> str:
+    return "the board" if seat == COMMUNITY else f"seat {seat}"
+
+
+def _dice(dice: Iterable[int]) -> str:
+    return "-".join(str(d) for d in dice)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 16 else text[:12] + "…"
+
+
+# --- comparing settlements ----------------------------------------------------------------
+
+
+def penalties(settlement: Settlement) -> dict[str, int]:
+    """Penalty transfers of a settlement by reason code (``PENALTY_REASONS``)."""
+    return {reason: gold for reason, gold in settlement.by_reason().items() if reason in PENALTY_REASONS}
+
+
+def gold_moved(settlement: Settlement) -> int:
+    """The gold that changed accounts: the sum of the positive entries."""
+    return sum(v for v in settlement.entries().values() if v > 0)
+
+
+def diff_entries(expected: Mapping[str, int], actual: Mapping[str, int], *, want: str, have: str) -> list[str]:
+    """One line per account whose amount differs, e.g.
+    ``escrow:t1:p2: replay -40, ledger -20``."""
+    out = []
+    for account in sorted(set(expected) | set(actual)):
+        a, b = expected.get(account, 0), actual.get(account, 0)
+        if a != b:
+            out.append(f"{account}: {want} {a:+d}, {have} {b:+d}")
+    return out
+
+
+__all__ = [
+    "REASONS",
+    "ReplayError",
+    "ReplayResult",
+    "describe",
+    "diff_entries",
+    "gold_moved",
+    "penalties",
+    "replay",
+    "replay_hand",
+    "to_event",
+]

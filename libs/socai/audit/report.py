@@ -1,0 +1,138 @@
+"""The audit report: per game totals, then every mismatch with the hand and what differs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from socai.audit.replay import ReplayResult, gold_moved, penalties
+
+
+@dataclass
+class GameTotals:
+    hands: int = 0
+    gold_moved: int = 0
+    fees_gold: int = 0
+    penalties_gold: Counter[str] = field(default_factory=Counter)
+    cards_verified: int = 0
+    dice_verified: int = 0
+
+    def add(self, result: ReplayResult) -> None:
+        s = result.settlement
+        self.hands += 1
+        self.gold_moved += gold_moved(s)
+        self.fees_gold += s.fees_gold()
+        self.penalties_gold.update(penalties(s))
+        self.cards_verified += result.cards_verified
+        self.dice_verified += result.dice_verified
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """One thing that does not add up. ``hand_id`` is empty for account-level findings."""
+
+    reason: str
+    detail: str
+    hand_id: str = ""
+    table_id: str = ""
+
+
+@dataclass
+class AuditReport:
+    source: str
+    ledger: str = ""  # the ledger reconciled against, "" when none
+    events: int = 0
+    table_facts: int = 0
+    games: dict[str, GameTotals] = field(default_factory=dict)
+    mismatches: list[Mismatch] = field(default_factory=list)
+    open_hands: list[str] = field(default_factory=list)
+    transactions_checked: int = 0
+    accounts_checked: int = 0
+    escrows_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def hands_verified(self) -> int:
+        return sum(g.hands for g in self.games.values())
+
+    def add_hand(self, result: ReplayResult) -> None:
+        self.games.setdefault(result.game, GameTotals()).add(result)
+
+    def mismatch(self, reason: str, detail: str, *, hand_id: str = "", table_id: str = "") -> None:
+        self.mismatches.append(Mismatch(reason, detail, hand_id, table_id))
+
+    # --- output -------------------------------------------------------------------------
+
+    def render(self) -> str:
+        lines = [f"socai audit: {self.source}" + (f"; ledger {self.ledger}" if self.ledger else "; no ledger")]
+        cards = sum(g.cards_verified for g in self.games.values())
+        dice = sum(g.dice_verified for g in self.games.values())
+        lines.append(
+            f"events {self.events:,} (table facts {self.table_facts:,}); hands verified {self.hands_verified:,}; "
+            f"cards checked against the seed {cards:,}; dice {dice:,}"
+        )
+        lines.append("")
+        header = f"{'game':<14}{'hands':>8}{'gold moved':>16}{'fees':>12}  penalties"
+        lines += [header, "-" * len(header)]
+        for game in sorted(self.games):
+            g = self.games[game]
+            pens = ", ".join(f"{r} {v:,}" for r, v in sorted(g.penalties_gold.items())) or "-"
+            lines.append(f"{game:<14}{g.hands:>8,}{g.gold_moved:>16,}{g.fees_gold:>12,}  {pens}")
+        total_pens: Counter[str] = Counter()
+        for g in self.games.values():
+            total_pens.update(g.penalties_gold)
+        lines.append(
+            f"{'total':<14}{self.hands_verified:>8,}{sum(g.gold_moved for g in self.games.values()):>16,}"
+            f"{sum(g.fees_gold for g in self.games.values()):>12,}  "
+            + (", ".join(f"{r} {v:,}" for r, v in sorted(total_pens.items())) or "-")
+        )
+        lines.append("")
+        if self.ledger:
+            lines.append(
+                f"ledger: {self.transactions_checked:,} hand transactions checked by idempotency key, "
+                f"{self.accounts_checked:,} account totals, {self.escrows_checked:,} escrow balances"
+            )
+        else:
+            lines.append("ledger: not reconciled (no ledger given)")
+        if self.open_hands:
+            lines.append(f"open hands (not ended yet, allowed): {', '.join(self.open_hands)}")
+        if self.ok:
+            lines.append("mismatches: none; the audit is clean")
+        else:
+            lines.append(f"MISMATCHES: {len(self.mismatches)}")
+            for m in self.mismatches:
+                where = m.hand_id or "-"
+                lines.append(f"  {where:<20} {m.reason:<18} {m.detail}")
+        return "\n".join(lines) + "\n"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "ledger": self.ledger,
+            "ok": self.ok,
+            "events": self.events,
+            "table_facts": self.table_facts,
+            "games": {
+                game: {
+                    "hands": g.hands,
+                    "gold_moved": g.gold_moved,
+                    "fees_gold": g.fees_gold,
+                    "penalties_gold": dict(sorted(g.penalties_gold.items())),
+                    "cards_verified": g.cards_verified,
+                    "dice_verified": g.dice_verified,
+                }
+                for game, g in sorted(self.games.items())
+            },
+            "open_hands": self.open_hands,
+            "transactions_checked": self.transactions_checked,
+            "accounts_checked": self.accounts_checked,
+            "escrows_checked": self.escrows_checked,
+            "mismatches": [
+                {"hand_id": m.hand_id, "table_id": m.table_id, "reason": m.reason, "detail": m.detail}
+                for m in self.mismatches
+            ],
+        }

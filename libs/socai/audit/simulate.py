@@ -1,0 +1,451 @@
+"""Simulated tables of bots: hands for tests, benchmarks and demos, published like the table does.
+
+``simulate(hands=300)`` plays whole tables of every available game with
+``socai.rules.autoplay.play_hand`` and deterministic random bots: each table seats a few
+players with a buy-in, plays hands one after another (stacks carry over, the dealer
+rotates) and records the events exactly as the table service will: HandStarted first,
+HandEnded last, seq from 1, one subject per hand. ``publish`` appends them through
+``socai.events.log.EventLog`` (``Nats-Msg-Id = event_id``, expected last subject sequence),
+tables concurrently and each table's hands in order, so that hand n+1 of a table is in the
+stream after hand n (its stacks depend on it). ``fund`` puts the buy-ins into the escrow
+accounts through the real ledger (deposit to ``player:X``, then ``player:X`` →
+``escrow:{table}:{X}``) and funds ``house:bank`` for Tài Xỉu against the house.
+
+Table-level facts (TableOpened, PlayerSeated) go on the table's own subject, with
+``hand_id = "{table_id}-t"`` and the table's own seq, as the table service writes them;
+hands are ``"{table_id}-h{n}"``.
+
+Everything is deterministic for a given ``seed`` (and ``at``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+from typing import Any, Final
+
+from socai import accounts, fairness
+from socai.events.log import EventLog
+from socai.events.model import (
+    ActionKind,
+    BetAction,
+    Body,
+    Event,
+    HandStarted,
+    PlayerLeft,
+    PlayerSeated,
+    SeatInfo,
+    TableOpened,
+    WagerPlaced,
+)
+from socai.rules import autoplay, registry
+from socai.rules.base import CLOCKWISE, Settlement, seats_after
+
+BANK_FUNDING_GOLD: Final = 10**12  # what ``fund`` deposits into house:bank (Tài Xỉu vs the house)
+HANDS_PER_TABLE: Final = 10
+EVENT_SPACING: Final = timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class GameSetup:
+    """How a simulated table of one game is set up."""
+
+    seats_max: int
+    players_min: int
+    players_max: int
+    stake_gold: int
+    buy_in_gold: int
+    fee_bps: int
+    options: Mapping[str, str] = field(default_factory=dict)
+    guilds: bool = False  # some players belong to guilds (guild fees)
+
+
+SETUPS: Final[Mapping[str, GameSetup]] = {
+    "holdem": GameSetup(seats_max=6, players_min=2, players_max=6, stake_gold=100, buy_in_gold=4_000, fee_bps=250),
+    "xito": GameSetup(seats_max=5, players_min=2, players_max=5, stake_gold=100, buy_in_gold=3_000, fee_bps=300),
+    "taixiu": GameSetup(
+        seats_max=8,
+        players_min=1,
+        players_max=5,
+        stake_gold=10,
+        buy_in_gold=2_000,
+        fee_bps=500,
+        options={"mode": "system", "guild_threshold_gold": "30"},
+        guilds=True,
+    ),
+}
+
+
+def setup_of(game: str) -> GameSetup:
+    """The setup of ``game``: a tuned one above, else a generic one from the game's SPEC."""
+    known = SETUPS.get(game)
+    if known is not None:
+        return known
+    spec = registry.get(game).SPEC
+    top = min(spec.players_max, 4)
+    return GameSetup(
+        seats_max=max(top, spec.players_min),
+        players_min=spec.players_min,
+        players_max=top,
+        stake_gold=100,
+        buy_in_gold=10_000,
+        fee_bps=spec.default_fee_bps,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SimSeat:
+    seat: int
+    player_id: str
+    buy_in_gold: int
+    guild_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SimHand:
+    """One finished hand: its events and the settlement the rules engine gave while playing."""
+
+    table_id: str
+    hand_id: str
+    game: str
+    events: tuple[Event, ...]
+    settlement: Settlement
+
+
+@dataclass(frozen=True, slots=True)
+class SimTable:
+    table_id: str
+    game: str
+    seats: tuple[SimSeat, ...]
+    table_events: tuple[Event, ...]
+    hands: tuple[SimHand, ...]
+
+    def final_stacks(self) -> dict[str, int]:
+        """Each player's chips after the last hand: buy-in plus every net."""
+        stacks = {s.player_id: s.buy_in_gold for s in self.seats}
+        for hand in self.hands:
+            for seat, net in hand.settlement.nets.items():
+                stacks[_player(self, seat)] += net
+        return stacks
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    tables: tuple[SimTable, ...]
+
+    @property
+    def hands(self) -> list[SimHand]:
+        return [h for t in self.tables for h in t.hands]
+
+    def events(self) -> list[Event]:
+        """Every event, table by table (table facts first, then the hands in order)."""
+        return [e for t in self.tables for e in (*t.table_events, *(e for h in t.hands for e in h.events))]
+
+    def expected_balances(self) -> dict[str, int]:
+        """What every account touched by the simulation holds once all hands are settled,
+        counting only the simulation's own money (buy-ins into escrows and settlements;
+        house:bank without its funding)."""
+        out: dict[str, int] = {}
+        for t in self.tables:
+            for s in t.seats:
+                acct = accounts.escrow(t.table_id, s.player_id)
+                out[acct] = out.get(acct, 0) + s.buy_in_gold
+            for h in t.hands:
+                for acct, amount in h.settlement.entries().items():
+                    out[acct] = out.get(acct, 0) + amount
+        return out
+
+
+def facts_id(table_id: str) -> str:
+    """The ``hand_id`` of a table's own facts (the table service's convention)."""
+    return f"{table_id}-t"
+
+
+def _player(table: SimTable, seat: int) -> str:
+    return next(s.player_id for s in table.seats if s.seat == seat)
+
+
+# --- bots -------------------------------------------------------------------------------
+
+
+def random_bot(module: ModuleType, rng: random.Random) -> autoplay.Chooser:
+    """Mostly checks and calls; sometimes bets, raises, folds, lets the timer run out or
+    leaves. Tài Xỉu bots place a few bets of 1-5 times the minimum, then stop."""
+    game = module.SPEC.game_id
+
+    def choose(state: Any, seat: int, candidates: Sequence[Body]) -> Body | None:
+        roll = rng.random()
+        if roll < 0.03 or not candidates:
+            return None
+        if roll < 0.04:
+            return PlayerLeft(seat)
+        if game == "taixiu":
+            if roll < 0.45:
+                return None  # done betting
+            body = rng.choice(list(candidates))
+            if isinstance(body, WagerPlaced):
+                bigger = WagerPlaced(body.seat, body.kind, body.selection, body.amount_gold * rng.choice((1, 2, 5)))
+                try:
+                    module.apply(state, bigger)
+                    return bigger
+                except Exception:
+                    return body
+            return body
+        passive = [b for b in candidates if isinstance(b, BetAction) and b.kind in (ActionKind.CHECK, ActionKind.CALL)]
+        if passive and roll < 0.7:
+            return rng.choice(passive)
+        return rng.choice(list(candidates))
+
+    return choose
+
+
+# --- simulation -------------------------------------------------------------------------
+
+
+def simulate(
+    hands: int,
+    games: Sequence[str] | None = None,
+    *,
+    seed: int = 0,
+    hands_per_table: int = HANDS_PER_TABLE,
+    table_prefix: str = "t",
+    at: datetime | None = None,
+    bot: Callable[[ModuleType, random.Random], autoplay.Chooser] = random_bot,
+) -> Simulation:
+    """``hands`` finished hands spread evenly over ``games`` (default: every available game),
+    at tables of ``hands_per_table`` hands each. Deterministic for ``seed`` and ``at``."""
+    chosen = tuple(games) if games is not None else registry.available()
+    if not chosen or hands < 0:
+        raise ValueError("simulate needs at least one game and hands >= 0")
+    rng = random.Random(seed)
+    clock = [at or datetime(2026, 11, 29, 12, 0, tzinfo=UTC)]
+    tables: list[SimTable] = []
+    per_game = [hands // len(chosen) + (1 if i < hands % len(chosen) else 0) for i in range(len(chosen))]
+    for game, want in zip(chosen, per_game, strict=True):
+        made = 0
+        while made < want:
+            table_id = f"{table_prefix}{len(tables) + 1:04d}"
+            table = _play_table(table_id, game, min(hands_per_table, want - made), rng, clock, bot)
+            if not table.hands:
+                continue  # nobody could play (cannot happen with the setups above)
+            tables.append(table)
+            made += len(table.hands)
+    return Simulation(tuple(tables))
+
+
+def _tick(clock: list[datetime]) -> datetime:
+    clock[0] += EVENT_SPACING
+    return clock[0]
+
+
+def _play_table(
+    table_id: str,
+    game: str,
+    hands: int,
+    rng: random.Random,
+    clock: list[datetime],
+    bot: Callable[[ModuleType, random.Random], autoplay.Chooser],
+) -> SimTable:
+    module = registry.get(game)
+    setup = setup_of(game)
+    count = rng.randint(setup.players_min, setup.players_max)
+    seat_numbers = sorted(rng.sample(range(setup.seats_max), count))
+    seats = tuple(
+        SimSeat(
+            seat=n,
+            player_id=f"{table_id}p{n}",
+            buy_in_gold=setup.buy_in_gold,
+            guild_id=f"g{rng.randint(1, 3)}" if setup.guilds and rng.random() < 0.5 else "",
+        )
+        for n in seat_numbers
+    )
+    table_events: list[Event] = []
+
+    def table_event(body: Any) -> None:
+        table_events.append(Event(table_id, facts_id(table_id), len(table_events) + 1, game, _tick(clock), body))
+
+    owner = seats[0]  # the first player seated owns the table
+    table_event(
+        TableOpened(
+            table_id,
+            game,
+            setup.stake_gold,
+            setup.fee_bps,
+            setup.seats_max,
+            owner_player_id=owner.player_id,
+            options=dict(setup.options),
+            buy_in_min_gold=setup.buy_in_gold,
+            buy_in_max_gold=setup.buy_in_gold,
+        )
+    )
+    for s in seats:
+        table_event(PlayerSeated(s.seat, s.player_id, s.buy_in_gold, s.guild_id))
+    stacks = {s.seat: s.buy_in_gold for s in seats}
+    played: list[SimHand] = []
+    previous: tuple[Any, int] | None = None  # the last hand's final state and dealer seat
+    pot_gold = 0
+    choose = bot(module, rng)
+    for number in range(1, hands + 1):
+        # As the table does: everyone with chips plays (a stack too small for a blind
+        # plays all-in); the table stops when too few are left.
+        playing = [s for s in seats if stacks[s.seat] > 0]
+        if len(playing) < setup.players_min:
+            break
+        participants = [s.seat for s in playing]
+        owner_seat = owner.seat if owner.seat in participants else -1
+        dealer = next_dealer(module, previous, participants, setup.seats_max, owner_seat)
+        hand_id = f"{table_id}-h{number}"
+        seed = bytes(rng.getrandbits(8) for _ in range(fairness.SEED_BYTES))
+        started = HandStarted(
+            table_id=table_id,
+            hand_id=hand_id,
+            game=game,
+            hand_number=number,
+            stake_gold=setup.stake_gold,
+            fee_bps=setup.fee_bps,
+            seats_max=setup.seats_max,
+            seats=tuple(SeatInfo(s.seat, s.player_id, stacks[s.seat], s.guild_id) for s in playing),
+            dealer_seat=dealer,
+            deck_commitment=fairness.commitment(seed),
+            owner_seat=owner_seat,
+            pot_gold=pot_gold,
+            options=dict(setup.options),
+        )
+        bodies, state = autoplay.play_hand(module, started, seed, choose)
+        settlement = module.settle(state)
+        previous = (state, dealer)
+        pot_gold = settlement.pot_carry_gold
+        events = tuple(Event(table_id, hand_id, i, game, _tick(clock), b) for i, b in enumerate(bodies, start=1))
+        for seat, net in settlement.nets.items():
+            stacks[seat] += net
+        played.append(SimHand(table_id, hand_id, game, events, settlement))
+    return SimTable(table_id, game, seats, tuple(table_events), tuple(played))
+
+
+def next_dealer(
+    module: ModuleType, previous: tuple[Any, int] | None, participants: Sequence[int], seats_max: int, owner_seat: int
+) -> int:
+    """The next hand's reference seat, as the table service chooses it: the game's own
+    ``next_hand_dealer`` when it has one (Xì Tố: the winner deals first; Tài Xỉu: the owner
+    banks), else the owner (or the first seat) first, then the button moves clockwise."""
+    state, dealer = previous if previous is not None else (None, None)
+    custom = getattr(module, "next_hand_dealer", None)
+    if custom is not None:
+        return int(custom(state, dealer, tuple(participants), seats_max, owner_seat))
+    if dealer is None:
+        return owner_seat if owner_seat in participants else participants[0]
+    return seats_after(participants, dealer, seats_max, CLOCKWISE)[0]
+
+
+# --- publishing and funding ---------------------------------------------------------------
+
+
+async def publish(
+    log: EventLog,
+    sim: Simulation | Sequence[SimTable],
+    *,
+    concurrency: int = 32,
+    table_events: bool = True,
+    on_hand: Callable[[SimHand, int], None] | None = None,
+) -> int:
+    """Append every table's events to the log; returns the number of events appended.
+
+    Tables go concurrently (at most ``concurrency`` at once); within a table, the table
+    facts first, then each hand's events in order, each append waiting for its ack with
+    the expected last subject sequence, exactly as the table service does.
+    ``on_hand(hand, stream_seq)`` is called after each HandEnded is stored (latency hooks).
+    """
+    tables = sim.tables if isinstance(sim, Simulation) else tuple(sim)
+    gate = asyncio.Semaphore(concurrency)
+    counts = [0]
+
+    async def one(table: SimTable) -> None:
+        async with gate:
+            if table_events:
+                await publish_hand(log, table.table_events)
+                counts[0] += len(table.table_events)
+            for hand in table.hands:
+                await publish_hand(log, hand, on_hand=on_hand)
+                counts[0] += len(hand.events)
+
+    await asyncio.gather(*(one(t) for t in tables))
+    return counts[0]
+
+
+async def publish_hand(
+    log: EventLog, hand: SimHand | Sequence[Event], *, on_hand: Callable[[SimHand, int], None] | None = None
+) -> int:
+    """Append one hand's events in order; returns the stream sequence of the last one."""
+    events = hand.events if isinstance(hand, SimHand) else tuple(hand)
+    last = 0
+    for e in events:
+        last = await log.append(e, last)
+    if on_hand is not None and isinstance(hand, SimHand):
+        on_hand(hand, last)
+    return last
+
+
+async def fund(ledger: Any, sim: Simulation | Sequence[SimTable], *, bank_gold: int = BANK_FUNDING_GOLD) -> None:
+    """Fund the simulation through the real ledger (``ledger`` is a LedgerServiceStub).
+
+    Each seat: Deposit ``buy_in`` to ``player:X``, then Transfer ``player:X`` →
+    ``escrow:{table}:{X}`` (kind ``buy_in``). When a Tài Xỉu table plays against the house,
+    Transfer ``bank_gold`` from ``external:cashier`` to ``house:bank`` once (kind
+    ``deposit``). Idempotency keys are derived from the table and player, so funding twice
+    is harmless. Raises the ledger's domain error when a posting is refused.
+    """
+    from socai.gen.ledger.v1 import ledger_pb2
+
+    tables = sim.tables if isinstance(sim, Simulation) else tuple(sim)
+    gate = asyncio.Semaphore(16)
+
+    async def seat(table: SimTable, s: SimSeat) -> None:
+        async with gate:
+            dep = await ledger.Deposit(
+                ledger_pb2.DepositRequest(
+                    idempotency_key=f"sim:deposit:{table.table_id}:{s.player_id}",
+                    player_id=s.player_id,
+                    amount_gold=s.buy_in_gold,
+                    reference=table.table_id,
+                )
+            )
+            _require_posted(dep.result, f"deposit for {s.player_id}")
+            move = await ledger.Transfer(
+                ledger_pb2.TransferRequest(
+                    idempotency_key=f"sim:buy_in:{table.table_id}:{s.player_id}",
+                    from_account_id=accounts.player(s.player_id),
+                    to_account_id=accounts.escrow(table.table_id, s.player_id),
+                    amount_gold=s.buy_in_gold,
+                    kind="buy_in",
+                    reference=table.table_id,
+                    open_accounts=True,
+                )
+            )
+            _require_posted(move.result, f"buy-in of {s.player_id} at {table.table_id}")
+
+    if any(t.game == "taixiu" for t in tables) and bank_gold > 0:
+        bank = await ledger.Transfer(
+            ledger_pb2.TransferRequest(
+                idempotency_key=f"sim:bank:{tables[0].table_id}",
+                from_account_id=accounts.EXTERNAL_CASHIER,
+                to_account_id=accounts.HOUSE_BANK,
+                amount_gold=bank_gold,
+                kind="deposit",
+                reference="simulation bankroll",
+                open_accounts=True,
+            )
+        )
+        _require_posted(bank.result, "house:bank funding")
+    await asyncio.gather(*(seat(t, s) for t in tables for s in t.seats))
+
+
+def _require_posted(result: Any, what: str) -> None:
+    from socai import errors
+    from socai.gen.ledger.v1 import ledger_pb2
+
+    if result.status not in (ledger_pb2.POST_STATUS_APPLIED, ledger_pb2.POST_STATUS_REPLAYED):
+        raise errors.PreconditionFailed(result.error_reason or "REJECTED", f"{what}: {result.error_message}")

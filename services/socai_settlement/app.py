@@ -1,0 +1,176 @@
+"""Wiring: ``build_app(settings, config) -> App`` creates the pools, clients and servers.
+
+Nothing here runs at import. The process shape is ``socai.infra.service.run``: it serves
+the metrics port, builds the app, calls ``App.start`` (the gRPC server, the consumer loop
+under a supervisor, the lag watcher), waits for SIGTERM, then calls ``App.stop``: health
+NOT_SERVING, in-flight calls finish, no new batch is taken and the current one finishes
+(or is cancelled after ``grace_s``; its messages come back by redelivery), and everything
+closes in reverse order. An unexpected error in the consumer loop is logged and the loop
+restarts after a pause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from socai.events.log import EventLog
+from socai.gen.ledger.v1 import ledger_pb2_grpc
+from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
+from socai.infra import db
+from socai.infra.config import Settings
+from socai.infra.grpc_client import channel
+from socai.infra.grpc_server import GrpcServer, build_server
+from socai.infra.logging import get_logger
+from socai.infra.nats import connect
+from socai_settlement.config import SettlementConfig
+from socai_settlement.consumer import Consumer
+from socai_settlement.poster import LedgerPoster
+from socai_settlement.replayer import Replayer
+from socai_settlement.server import SERVICE_NAME, SettlementServicer, access_policy
+from socai_settlement.settler import Settler
+from socai_settlement.store import Store
+
+log = get_logger("socai.settlement")
+
+RESTART_PAUSE_S = 1.0
+
+
+@dataclass
+class App:
+    settings: Settings
+    config: SettlementConfig
+    engine: AsyncEngine
+    nc: NatsClient
+    ledger_channel: Any
+    store: Store
+    event_log: EventLog
+    poster: LedgerPoster
+    settler: Settler
+    consumer: Consumer
+    grpc: GrpcServer
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        """``host:port`` the gRPC server listens on (the port resolved when it was 0)."""
+        host = self.settings.listen_address(self.settings.settlement_addr).rsplit(":", 1)[0]
+        return f"{host}:{self.grpc.port}"
+
+    async def start(self) -> None:
+        """Serve gRPC (health SERVING at once: reads are answered even while the ledger is
+        down) and start consuming.
+
+        The durable consumer is created by the consumer loop, which retries until the
+        stream exists: in a deployment the migration job provisions it, and the settlement
+        NATS user may not create or change streams. Starting twice starts nothing new.
+        """
+        if self._tasks:
+            return
+        await self.settler.replayer.start()
+        await self.grpc.server.start()
+        await self.grpc.set_serving(True)
+        self._tasks = [
+            asyncio.create_task(self._supervise(), name="settlement-consumer"),
+            asyncio.create_task(self.consumer.watch_lag(self._stop), name="settlement-lag"),
+        ]
+        log.info(
+            "settlement_started",
+            address=self.address,
+            durable=self.config.durable,
+            stream=self.settings.events_stream,
+            ledger=self.settings.ledger_addr,
+        )
+
+    async def _supervise(self) -> None:
+        while not self._stop.is_set():
+            try:
+                await self.consumer.run(self._stop)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("consumer_crashed", restart_in_s=RESTART_PAUSE_S)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), RESTART_PAUSE_S)
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Graceful: NOT_SERVING, in-flight calls finish, the batch in hand is committed (or
+        cancelled after ``grace_s``: its messages come back by redelivery), then close."""
+        with contextlib.suppress(Exception):
+            await self.grpc.set_serving(False)
+        await self.grpc.server.stop(min(grace_s, 5.0))
+        self._stop.set()
+        if self._tasks:
+            _, still = await asyncio.wait(self._tasks, timeout=grace_s)
+            for task in still:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.consumer.close()
+        await self.settler.replayer.close()
+        with contextlib.suppress(Exception):
+            await self.nc.close()
+        await self.ledger_channel.close()
+        await self.engine.dispose()
+        log.info("settlement_stopped")
+
+
+async def build_app(settings: Settings, config: SettlementConfig | None = None) -> App:
+    """Connect to NATS, create the PostgreSQL pool, open the ledger channel, build the
+    gRPC server.
+
+    Raises Unavailable("NATS_UNAVAILABLE") when NATS cannot be reached and
+    Unavailable("PORT_IN_USE") when the gRPC address is taken. The ledger need not be up.
+    """
+    from socai.infra.stack import default_database_url, default_nats_url
+
+    cfg = config or SettlementConfig.from_env()
+    engine = db.create_engine(
+        settings.database_url or default_database_url(settings), pool_size=5, max_overflow=5, app="socai-settlement"
+    )
+    nc = await connect(settings.nats_url or default_nats_url(settings), name="socai-settlement")
+    ledger_channel = channel(settings.ledger_addr, settings.token_of("settlement"))
+    store = Store(engine)
+    event_log = EventLog(nc, settings.events_stream, settings.events_prefix)
+    poster = LedgerPoster(
+        ledger_pb2_grpc.LedgerServiceStub(ledger_channel),
+        batch_max=cfg.post_batch_max,
+        deadline_s=cfg.ledger_deadline_s,
+        backoff_initial_s=cfg.backoff_initial_s,
+        backoff_max_s=cfg.backoff_max_s,
+    )
+    settler = Settler(
+        event_log,
+        store,
+        poster,
+        replayer=Replayer(cfg.replay_workers),
+        backoff_initial_s=cfg.backoff_initial_s,
+        backoff_max_s=cfg.backoff_max_s,
+    )
+    consumer = Consumer(nc, settler, cfg, stream=settings.events_stream, prefix=settings.events_prefix)
+    servicer = SettlementServicer(store, event_log, settler)
+    grpc_server = build_server(
+        service="settlement",
+        address=settings.listen_address(settings.settlement_addr),
+        registrations=[lambda s: pb_grpc.add_SettlementServiceServicer_to_server(servicer, s)],
+        service_names=[SERVICE_NAME],
+        policy=access_policy(dict(settings.tokens)),
+    )
+    return App(
+        settings=settings,
+        config=cfg,
+        engine=engine,
+        nc=nc,
+        ledger_channel=ledger_channel,
+        store=store,
+        event_log=event_log,
+        poster=poster,
+        settler=settler,
+        consumer=consumer,
+        grpc=grpc_server,
+    )

@@ -1,0 +1,70 @@
+"""The settlement service's own knobs (the shared ones are ``socai.infra.config.Settings``).
+
+| variable | default | meaning |
+|---|---|---|
+| ``SOCAI_SETTLEMENT_DURABLE`` | ``settlement`` | durable consumer name |
+| ``SOCAI_SETTLEMENT_FETCH_BATCH`` | 1000 | messages per pull |
+| ``SOCAI_SETTLEMENT_POST_BATCH`` | 200 | hands per PostTransactions call (and per store transaction) |
+| ``SOCAI_SETTLEMENT_MAX_ACK_PENDING`` | 20000 | the consumer's bound on unacknowledged messages |
+| ``SOCAI_SETTLEMENT_ACK_WAIT_S`` | 30 | redelivery after this long without an ack or a progress beat |
+| ``SOCAI_SETTLEMENT_MAX_DELIVER`` | 10 | the server stops redelivering after this many deliveries |
+| ``SOCAI_SETTLEMENT_REPLAY_WORKERS`` | 1 with 2+ CPUs, else 0 | processes that replay hands (0: in the service's own process) |
+| ``SOCAI_SETTLEMENT_POISON_AFTER`` | 5 | deliveries after which a HandEnded is dead-lettered (MAX_DELIVERIES) |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+def default_replay_workers() -> int:
+    """One replay process beside the service when there is a second core to run it."""
+    return 1 if (os.cpu_count() or 1) >= 2 else 0
+
+
+@dataclass(frozen=True)
+class SettlementConfig:
+    durable: str = "settlement"
+    fetch_batch: int = 1000
+    fetch_timeout_s: float = 1.0
+    post_batch_max: int = 200
+    replay_workers: int = 0
+    pipeline_depth: int = 2  # replayed chunks waiting for the ledger (a bound on memory and on held messages)
+    max_ack_pending: int = 20_000
+    ack_wait_s: float = 30.0
+    max_deliver: int = 10
+    poison_after_deliveries: int = 5
+    ledger_deadline_s: float = 10.0
+    backoff_initial_s: float = 0.1
+    backoff_max_s: float = 5.0
+    cache_events_max: int = 200_000
+    lag_interval_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.fetch_batch <= self.max_ack_pending:
+            raise ValueError("fetch_batch must be 1..max_ack_pending")
+        if not 1 <= self.post_batch_max <= 1000:
+            raise ValueError("post_batch_max must be 1..1000 (the ledger's limit)")
+        if not 0 <= self.replay_workers <= 32:
+            raise ValueError("replay_workers must be 0..32")
+        if not 1 <= self.poison_after_deliveries < self.max_deliver:
+            # The margin lets a dead letter be written even if the process dies while it
+            # holds the message: the server still has deliveries left to give it again.
+            raise ValueError("poison_after_deliveries must be 1..max_deliver-1")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SettlementConfig:
+        e = os.environ if env is None else env
+        d = cls()
+        return cls(
+            durable=e.get("SOCAI_SETTLEMENT_DURABLE", d.durable),
+            fetch_batch=int(e.get("SOCAI_SETTLEMENT_FETCH_BATCH", d.fetch_batch)),
+            post_batch_max=int(e.get("SOCAI_SETTLEMENT_POST_BATCH", d.post_batch_max)),
+            max_ack_pending=int(e.get("SOCAI_SETTLEMENT_MAX_ACK_PENDING", d.max_ack_pending)),
+            ack_wait_s=float(e.get("SOCAI_SETTLEMENT_ACK_WAIT_S", d.ack_wait_s)),
+            max_deliver=int(e.get("SOCAI_SETTLEMENT_MAX_DELIVER", d.max_deliver)),
+            poison_after_deliveries=int(e.get("SOCAI_SETTLEMENT_POISON_AFTER", d.poison_after_deliveries)),
+            replay_workers=int(e.get("SOCAI_SETTLEMENT_REPLAY_WORKERS", default_replay_workers())),
+        )

@@ -1,0 +1,161 @@
+"""Domain ↔ protobuf for the settlement service: the only module here that builds messages.
+
+- a replayed hand → the ledger ``TransactionInput`` (kind ``settlement``, reference the hand,
+  idempotency key ``settle:{hand_id}``, deterministic metadata so a retried post is the
+  *same* request and the ledger answers REPLAYED rather than IDEMPOTENCY_KEY_REUSED);
+- a replayed hand → the ``SettlementRecord`` the service stores;
+- records and dead letters → ``socai.settlement.v1`` messages;
+- two records → the list of their differences (``ReplayHand``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Final
+
+from socai.audit.keys import settlement_key
+from socai.audit.replay import ReplayResult, penalties
+from socai.gen.ledger.v1 import ledger_pb2
+from socai.gen.settlement.v1 import settlement_pb2 as pb
+from socai.rules.base import Settlement
+from socai_settlement.store import DeadLetter, SeatNet, SettlementRecord
+
+TRANSACTION_KIND: Final = "settlement"
+
+
+def reasons_summary(settlement: Settlement) -> str:
+    """``bet_loss=120,fee=6,pot=300``: gold by reason code, sorted (ledger metadata)."""
+    return ",".join(f"{reason}={gold}" for reason, gold in settlement.by_reason().items())
+
+
+def transaction_input(settlement: Settlement, key: str | None = None) -> ledger_pb2.TransactionInput:
+    """The hand's balanced transaction. Its entries are ``Settlement.entries()`` (net per
+    account, zeros left out); the caller skips hands whose entries are empty."""
+    return ledger_pb2.TransactionInput(
+        idempotency_key=key or settlement_key(settlement.hand_id),
+        kind=TRANSACTION_KIND,
+        reference=settlement.hand_id,
+        entries=[ledger_pb2.EntryInput(account_id=a, amount_gold=v) for a, v in settlement.entries().items()],
+        metadata={
+            "game": settlement.game,
+            "table_id": settlement.table_id,
+            "hand_id": settlement.hand_id,
+            "reasons": reasons_summary(settlement),
+        },
+        open_accounts=True,
+    )
+
+
+def record_of(result: ReplayResult, stream_seq: int, ledger_transaction_id: str, key: str) -> SettlementRecord:
+    s = result.settlement
+    players = {info.seat: info.player_id for info in result.started.seats}
+    seats = tuple(
+        SeatNet(seat, players.get(seat, ""), s.seat_accounts.get(seat, ""), net) for seat, net in sorted(s.nets.items())
+    )
+    return SettlementRecord(
+        hand_id=s.hand_id,
+        table_id=s.table_id,
+        game=s.game,
+        stream_seq=stream_seq,
+        seats=seats,
+        transfers=tuple(s.transfers),
+        fees_gold=s.fees_gold(),
+        penalties_gold=penalties(s),
+        shortfalls=tuple(s.shortfalls),
+        pot_carry_gold=s.pot_carry_gold,
+        ledger_transaction_id=ledger_transaction_id,
+        idempotency_key=key,
+    )
+
+
+def settlement_pb(record: SettlementRecord) -> pb.Settlement:
+    msg = pb.Settlement(
+        hand_id=record.hand_id,
+        table_id=record.table_id,
+        game=record.game,
+        seats=[
+            pb.SeatResult(seat=s.seat, player_id=s.player_id, account_id=s.account_id, net_gold=s.net_gold)
+            for s in record.seats
+        ],
+        transfers=[
+            pb.SettlementTransfer(
+                from_account_id=t.from_account, to_account_id=t.to_account, amount_gold=t.amount_gold, reason=t.reason
+            )
+            for t in record.transfers
+        ],
+        fees_gold=record.fees_gold,
+        penalties_gold=record.penalties_gold,
+        shortfalls=[
+            pb.Shortfall(seat=s.seat, owed_gold=s.owed_gold, paid_gold=s.paid_gold, reason=s.reason)
+            for s in record.shortfalls
+        ],
+        ledger_transaction_id=record.ledger_transaction_id,
+        stream_seq=record.stream_seq,
+        pot_carry_gold=record.pot_carry_gold,
+        idempotency_key=record.idempotency_key,
+    )
+    if record.settled_at is not None:
+        msg.settled_at.FromDatetime(record.settled_at.astimezone(UTC))
+    return msg
+
+
+def dead_letter_pb(d: DeadLetter) -> pb.DeadLetter:
+    msg = pb.DeadLetter(
+        hand_id=d.hand_id,
+        table_id=d.table_id,
+        reason=d.reason,
+        detail=d.detail,
+        stream_seq=d.stream_seq,
+        attempts=d.attempts,
+    )
+    msg.first_failed_at.FromDatetime(_utc(d.first_failed_at))
+    msg.last_failed_at.FromDatetime(_utc(d.last_failed_at))
+    return msg
+
+
+def _utc(at: datetime) -> datetime:
+    return at.astimezone(UTC)
+
+
+def differences(stored: SettlementRecord, recomputed: SettlementRecord) -> list[str]:
+    """What differs between the stored settlement and a recomputation, one line each:
+    identity, each seat's net, fees, penalties, shortfalls, pot carry and the transfers."""
+    out: list[str] = []
+    for name in ("table_id", "game"):
+        a, b = getattr(stored, name), getattr(recomputed, name)
+        if a != b:
+            out.append(f"{name}: stored {a!r}, recomputed {b!r}")
+    stored_seats = {s.seat: s for s in stored.seats}
+    new_seats = {s.seat: s for s in recomputed.seats}
+    for seat in sorted(set(stored_seats) | set(new_seats)):
+        a_seat, b_seat = stored_seats.get(seat), new_seats.get(seat)
+        if a_seat is None or b_seat is None:
+            out.append(
+                f"seat {seat}: {'missing from the stored settlement' if a_seat is None else 'not in the replay'}"
+            )
+        elif (a_seat.net_gold, a_seat.account_id) != (b_seat.net_gold, b_seat.account_id):
+            out.append(
+                f"seat {seat} ({a_seat.account_id}): stored net {a_seat.net_gold:+d}, "
+                f"recomputed {b_seat.net_gold:+d} ({b_seat.account_id})"
+            )
+    if stored.fees_gold != recomputed.fees_gold:
+        out.append(f"fees: stored {stored.fees_gold}, recomputed {recomputed.fees_gold}")
+    for reason in sorted(set(stored.penalties_gold) | set(recomputed.penalties_gold)):
+        a, b = stored.penalties_gold.get(reason, 0), recomputed.penalties_gold.get(reason, 0)
+        if a != b:
+            out.append(f"penalty {reason}: stored {a}, recomputed {b}")
+    if stored.shortfalls != recomputed.shortfalls:
+        out.append(f"shortfalls: stored {list(stored.shortfalls)}, recomputed {list(recomputed.shortfalls)}")
+    if stored.pot_carry_gold != recomputed.pot_carry_gold:
+        out.append(f"pot carry: stored {stored.pot_carry_gold}, recomputed {recomputed.pot_carry_gold}")
+    if stored.transfers != recomputed.transfers:
+        a_set, b_set = list(stored.transfers), list(recomputed.transfers)
+        for t in a_set:
+            if t not in b_set:
+                out.append(f"transfer only stored: {t.from_account} -> {t.to_account} {t.amount_gold} ({t.reason})")
+        for t in b_set:
+            if t not in a_set:
+                out.append(f"transfer only recomputed: {t.from_account} -> {t.to_account} {t.amount_gold} ({t.reason})")
+        if sorted(a_set, key=repr) == sorted(b_set, key=repr):
+            out.append("transfers: the same, in another order")
+    return out

@@ -1,0 +1,28 @@
+"""Prometheus metrics of the settlement service (served on ``metrics_port_base + 2``)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+HANDS_SETTLED = Counter("socai_settlement_hands_settled_total", "Hands settled (stored for the first time)", ["game"])
+DEAD_LETTERS = Counter("socai_settlement_dead_letters_total", "Hands dead-lettered, by reason", ["reason"])
+HANDS_READ = Counter(
+    "socai_settlement_hands_read_total",
+    "Hands whose events came from the consumer cache or a read by subject",
+    ["source"],
+)
+MESSAGES = Counter("socai_settlement_messages_total", "Stream messages handled, by kind", ["kind"])
+LATE_EVENTS = Counter("socai_settlement_late_events_total", "Events that arrived for a hand already settled")
+LAG = Gauge("socai_settlement_lag_messages", "Stream last sequence minus the consumer's ack floor")
+PENDING = Gauge("socai_settlement_pending_messages", "Messages the durable consumer has not delivered yet")
+LAST_SETTLED_SEQ = Gauge("socai_settlement_last_settled_stream_seq", "Stream sequence of the last settled HandEnded")
+BATCH_SECONDS = Histogram(
+    "socai_settlement_batch_seconds",
+    "Time to settle one batch of hands",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+
+# Label children used per message, looked up once (``labels()`` costs a lock and a dict).
+MESSAGES_EVENT = MESSAGES.labels("event")
+MESSAGES_TABLE = MESSAGES.labels("table")
+MESSAGES_HAND_ENDED = MESSAGES.labels("hand_ended")

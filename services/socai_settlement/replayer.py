@@ -1,0 +1,131 @@
+"""Running ``socai.audit.replay.replay`` over a batch of hands, here or in worker processes.
+
+Replaying is pure CPU (decoding, the seeded shuffle, the rules engine) and was about half
+of settlement's time per hand. With ``workers`` > 0 the batch goes to a process pool as
+raw event bytes, so the service's event loop keeps acking, posting and storing while
+another core replays. It is the same function either way: the worker decodes the bytes
+and calls ``replay`` (one code path, as for the auditor). Workers are spawned, not forked
+(a forked gRPC process is unsafe), and warmed up at start so the first batch does not
+pay for their imports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from socai.audit.replay import ReplayError, ReplayResult, replay
+from socai.events import codec
+from socai.events.model import Event
+from socai.gen.events.v1 import events_pb2
+
+PARENT_CHECK_S: Final = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """One hand's replay: a result, or a ReplayError's code and message, or a crash."""
+
+    hand_id: str
+    result: ReplayResult | None = None
+    error_code: str = ""
+    error_message: str = ""
+    crashed: str = ""  # "TypeError: …" when the replay raised something unexpected (a bug)
+
+
+def replay_here(hand_id: str, events: Sequence[object]) -> Replayed:
+    try:
+        return Replayed(hand_id, result=replay(events))
+    except ReplayError as exc:
+        return Replayed(hand_id, error_code=exc.code, error_message=exc.message)
+    except Exception as exc:  # a bug in the engine: the caller dead-letters the hand
+        return Replayed(hand_id, crashed=f"{type(exc).__name__}: {exc}")
+
+
+def _replay_payloads(batch: list[tuple[str, list[bytes]]]) -> list[Replayed]:
+    """In a worker: decode and replay; results without their events (smaller to send)."""
+    out = []
+    for hand_id, payloads in batch:
+        try:
+            events = [events_pb2.Event.FromString(p) for p in payloads]
+        except Exception as exc:  # protobuf's DecodeError
+            out.append(Replayed(hand_id, error_code="BAD_EVENT", error_message=f"{hand_id}: {exc}"))
+            continue
+        done = replay_here(hand_id, events)
+        if done.result is not None:
+            done = replace(done, result=replace(done.result, events=()))
+        out.append(done)
+    return out
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """In a worker: exit when the service process is gone (even killed with SIGKILL, which
+    runs no cleanup), instead of lingering as an orphan."""
+    import os
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _warm() -> bool:
+    from socai.rules import registry
+
+    registry.available()  # import every game module once
+    return True
+
+
+def _payload(item: object) -> bytes:
+    if isinstance(item, events_pb2.Event):
+        return item.SerializeToString()
+    inner = getattr(item, "event", item)  # socai.events.log.Stored
+    if isinstance(inner, Event):
+        return codec.encode(inner)
+    raise TypeError(f"cannot send a {type(item).__name__} to a replay worker")
+
+
+class Replayer:
+    def __init__(self, workers: int = 0) -> None:
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+
+    async def start(self) -> None:
+        if self.workers <= 0 or self._pool is not None:
+            return
+        self._pool = ProcessPoolExecutor(
+            self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_watch_parent,
+            initargs=(os.getpid(),),
+        )
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(self._pool, _warm) for _ in range(self.workers)))
+
+    async def close(self) -> None:
+        """Stop the workers and wait for them to exit (a batch in a worker is abandoned:
+        its messages were not acked and come back by redelivery)."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
+
+    async def replay(self, hands: Sequence[tuple[str, Sequence[object]]]) -> list[Replayed]:
+        """One ``Replayed`` per hand, in order."""
+        if self._pool is None or not hands:
+            return [replay_here(hand_id, events) for hand_id, events in hands]
+        batch = [(hand_id, [_payload(e) for e in events]) for hand_id, events in hands]
+        loop = asyncio.get_running_loop()
+        size = -(-len(batch) // self.workers)
+        parts: list[Any] = [
+            loop.run_in_executor(self._pool, _replay_payloads, batch[i : i + size]) for i in range(0, len(batch), size)
+        ]
+        return [r for part in await asyncio.gather(*parts) for r in part]

@@ -1,0 +1,295 @@
+"""Settle a batch of finished hands: read, replay, post to the ledger, store. One path for the
+consumer and for RetryDeadLetter.
+
+For each hand (in the order given, which is stream order):
+
+1. already settled (a redelivered HandEnded) → nothing to do;
+2. its events: the consumer's cached copy when it is complete, else read by subject (the
+   stream is the truth);
+3. ``socai.audit.replay.replay``: gapless seq, the seed against the commitment and every
+   card or die, the rules engine's fold and settlement. A ``ReplayError`` dead-letters the
+   hand with its reason;
+4. the hands whose settlement moves gold are posted together (``LedgerPoster``, key
+   ``settle:{hand_id}``); APPLIED and REPLAYED are success, REJECTED dead-letters the hand
+   with reason LEDGER_REJECTED; an unavailable ledger is waited for, never a dead letter;
+5. the settlement records and the dead letters are written in one database transaction.
+
+Only then may the caller acknowledge the HandEnded messages. Every step before 5 is
+either pure or idempotent, so a crash anywhere repeats work but never doubles money:
+the ledger answers a repeated ``settle:{hand_id}`` with the original transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+from nats.errors import Error as NatsError
+
+from socai import errors
+from socai.audit.keys import find_settlement, settlement_key
+from socai.audit.replay import ReplayResult, diff_entries
+from socai.events.log import EventLog
+from socai.infra.logging import get_logger
+from socai_settlement import convert, metrics
+from socai_settlement.poster import Backoff, LedgerPoster, Posted
+from socai_settlement.replayer import Replayer
+from socai_settlement.store import NewDeadLetter, SettlementRecord, Store
+
+log = get_logger("socai.settlement")
+
+LEDGER_REJECTED: Final = "LEDGER_REJECTED"
+LEDGER_CONFLICT: Final = "LEDGER_CONFLICT"  # the hand's key holds a transaction with other entries
+RETRY_LIMIT: Final = "RETRY_LIMIT"  # every key of the hand's chain was refused
+REPLAY_FAILED: Final = "REPLAY_FAILED"  # an unexpected error while replaying (a bug): details in the log
+READS_IN_FLIGHT_MAX: Final = 32
+
+T = TypeVar("T")
+OnWait = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class HandJob:
+    """A finished hand to settle: where its HandEnded is, and its events if the caller has
+    a complete copy (None: read them by subject)."""
+
+    table_id: str
+    hand_id: str
+    stream_seq: int
+    events: Sequence[object] | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    hand_id: str
+    settled: bool
+    already_settled: bool = False
+    record: SettlementRecord | None = None
+    dead: NewDeadLetter | None = None
+
+
+@dataclass
+class BatchStats:
+    hands: int = 0
+    settled: int = 0
+    already: int = 0
+    dead: int = 0
+    read_from_stream: int = 0
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Prepared:
+    """A batch replayed and ready to post: the distinct hands in order, those already
+    settled, the replays, and the hands that failed before reaching the ledger."""
+
+    hand_ids: list[str]
+    already: set[str]
+    replayed: list[tuple[HandJob, ReplayResult]]
+    dead: list[NewDeadLetter]
+    stats: BatchStats
+
+
+class Settler:
+    def __init__(
+        self,
+        event_log: EventLog,
+        store: Store,
+        poster: LedgerPoster,
+        *,
+        replayer: Replayer | None = None,
+        backoff_initial_s: float = 0.1,
+        backoff_max_s: float = 5.0,
+    ) -> None:
+        self.replayer = replayer or Replayer(0)
+        self.log = event_log
+        self.store = store
+        self.poster = poster
+        self.backoff_initial_s = backoff_initial_s
+        self.backoff_max_s = backoff_max_s
+        self.last = BatchStats()
+
+    async def settle(self, jobs: Sequence[HandJob], on_wait: OnWait | None = None) -> list[Outcome]:
+        """One Outcome per distinct hand, in order. Waits (with backoff, calling
+        ``on_wait``) while PostgreSQL, NATS or the ledger is unavailable."""
+        return await self.commit(await self.prepare(jobs, on_wait), on_wait)
+
+    async def prepare(self, jobs: Sequence[HandJob], on_wait: OnWait | None = None) -> Prepared:
+        """Steps 1-3: skip settled hands, get the events, replay. Writes nothing, so a
+        pipeline may prepare the next batch while the previous one is being posted."""
+        stats = BatchStats(hands=len(jobs))
+        clock = time.perf_counter()
+        unique: dict[str, HandJob] = {}
+        for job in jobs:
+            unique.setdefault(job.hand_id, job)
+        ids = list(unique)
+        done = await self.retrying(lambda: self.store.settled_among(ids), on_wait)
+        todo = [j for j in unique.values() if j.hand_id not in done]
+        stats.already = len(done)
+        events = await self._events(todo, on_wait, stats)
+        stats.timings_s["read"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        replayed: list[tuple[HandJob, ReplayResult]] = []
+        dead: list[NewDeadLetter] = []
+        readable = []
+        for job in todo:
+            got = events[job.hand_id]
+            if isinstance(got, NewDeadLetter):
+                dead.append(got)
+            else:
+                readable.append((job, got))
+        answers = await self.replayer.replay([(job.hand_id, got) for job, got in readable])
+        for (job, _), replay_answer in zip(readable, answers, strict=True):
+            if replay_answer.result is not None:
+                replayed.append((job, replay_answer.result))
+            elif replay_answer.error_code:
+                dead.append(
+                    NewDeadLetter(
+                        job.hand_id, job.table_id, replay_answer.error_code, replay_answer.error_message, job.stream_seq
+                    )
+                )
+            else:  # a bug in the engine or here: dead-letter it, keep going
+                log.error("replay_failed", hand_id=job.hand_id, error=replay_answer.crashed)
+                detail = f"{job.hand_id}: {replay_answer.crashed}"
+                dead.append(NewDeadLetter(job.hand_id, job.table_id, REPLAY_FAILED, detail, job.stream_seq))
+        stats.timings_s["replay"] = time.perf_counter() - clock
+        return Prepared(ids, done, replayed, dead, stats)
+
+    async def commit(
+        self, prepared: Prepared, on_wait: OnWait | None = None, keys: dict[str, str] | None = None
+    ) -> list[Outcome]:
+        """Steps 4-5: post the hands that move gold, then store records and dead letters
+        in one transaction. Call in stream order: a table's hands must reach the ledger in
+        the order they were played (each hand's stacks depend on the one before)."""
+        stats = prepared.stats
+        dead = list(prepared.dead)
+        clock = time.perf_counter()
+        moving = [(job, r) for job, r in prepared.replayed if r.settlement.entries()]
+        keys = {
+            job.hand_id: (keys or {}).get(job.hand_id) or settlement_key(job.hand_id) for job, _ in prepared.replayed
+        }
+        posted: list[Posted] = []
+        if moving:
+            inputs = [convert.transaction_input(r.settlement, keys[job.hand_id]) for job, r in moving]
+            posted = await self.poster.post(inputs, on_wait)
+        answer = {job.hand_id: p for (job, _), p in zip(moving, posted, strict=True)}
+        stats.timings_s["ledger"] = time.perf_counter() - clock
+
+        records: list[SettlementRecord] = []
+        for job, result in prepared.replayed:
+            p = answer.get(job.hand_id)
+            if p is not None and not p.ok:
+                detail = f"{job.hand_id}: the ledger refused {keys[job.hand_id]}: {p.reason}: {p.message}"
+                dead.append(NewDeadLetter(job.hand_id, job.table_id, LEDGER_REJECTED, detail, job.stream_seq))
+                continue
+            tx_id = p.transaction_id if p is not None else ""  # "" when the hand moved no gold
+            records.append(convert.record_of(result, job.stream_seq, tx_id, keys[job.hand_id]))
+
+        clock = time.perf_counter()
+        inserted = await self.retrying(lambda: self.store.commit(records, dead), on_wait)
+        stats.timings_s["store"] = time.perf_counter() - clock
+
+        outcomes = {h: Outcome(h, settled=True, already_settled=True) for h in prepared.already}
+        for rec in records:
+            fresh = rec.hand_id in inserted
+            outcomes[rec.hand_id] = Outcome(rec.hand_id, settled=True, already_settled=not fresh, record=rec)
+            if fresh:
+                metrics.HANDS_SETTLED.labels(rec.game).inc()
+        for d in dead:
+            outcomes[d.hand_id] = Outcome(d.hand_id, settled=False, dead=d)
+            metrics.DEAD_LETTERS.labels(d.reason).inc()
+            log.warning("hand_dead_lettered", hand_id=d.hand_id, table_id=d.table_id, reason=d.reason, detail=d.detail)
+        stats.settled = len(inserted)
+        stats.dead = len(dead)
+        self.last = stats
+        return [outcomes[h] for h in prepared.hand_ids]
+
+    async def retry(self, job: HandJob) -> Outcome:
+        """Settle one dead-lettered hand again (RetryDeadLetter): the same path, except that
+        the ledger key is found by walking the hand's key chain (``socai.audit.keys``).
+
+        The ledger remembers a refusal under its key, so once ``settle:{hand_id}`` was
+        refused (INSUFFICIENT_FUNDS …) the hand can only be posted under the next unused key
+        ``settle:{hand_id}:retryN``. A key already applied is adopted when its entries are the
+        replay's (a retry that crashed after posting), refused as LEDGER_CONFLICT otherwise.
+        Nothing is ever posted under a second key while one is applied: exactly once holds.
+        """
+        prepared = await self.prepare([job])
+        if prepared.already or prepared.dead or not prepared.replayed:
+            return (await self.commit(prepared))[0]
+        _, result = prepared.replayed[0]
+        want = result.settlement.entries()
+        if not want:
+            return (await self.commit(prepared))[0]
+        found = await self.retrying(lambda: find_settlement(self.poster.stub, job.hand_id), None)
+        if found.transaction is not None:
+            if found.entries != want:
+                diffs = "; ".join(diff_entries(want, found.entries, want="replay", have="ledger"))
+                detail = f"{found.key} is transaction {found.transaction.transaction_id}, not this hand's: {diffs}"
+                return await self._dead_one(job, LEDGER_CONFLICT, detail)
+            record = convert.record_of(result, job.stream_seq, found.transaction.transaction_id, found.key)
+            await self.retrying(lambda: self.store.commit([record], []), None)
+            metrics.HANDS_SETTLED.labels(record.game).inc()
+            return Outcome(job.hand_id, settled=True, record=record)
+        if not found.next_key:
+            tried = ", ".join(f"{key} ({reason})" for key, reason in found.refused)
+            return await self._dead_one(job, RETRY_LIMIT, f"{job.hand_id}: every key was refused: {tried}")
+        return (await self.commit(prepared, keys={job.hand_id: found.next_key}))[0]
+
+    async def _dead_one(self, job: HandJob, reason: str, detail: str) -> Outcome:
+        dead = NewDeadLetter(job.hand_id, job.table_id, reason, detail, job.stream_seq)
+        await self.retrying(lambda: self.store.commit([], [dead]), None)
+        metrics.DEAD_LETTERS.labels(reason).inc()
+        log.warning("hand_dead_lettered", hand_id=job.hand_id, table_id=job.table_id, reason=reason, detail=detail)
+        return Outcome(job.hand_id, settled=False, dead=dead)
+
+    async def _events(self, jobs: Sequence[HandJob], on_wait: OnWait | None, stats: BatchStats) -> dict[str, Any]:
+        """Each job's events, or a dead letter when they cannot be read (a message that is
+        not an Event). Reads by subject run concurrently, at most READS_IN_FLIGHT_MAX."""
+        out: dict[str, Any] = {}
+        gate = asyncio.Semaphore(READS_IN_FLIGHT_MAX)
+
+        async def read(job: HandJob) -> None:
+            async with gate:
+                try:
+                    stored = await self.retrying(lambda: self._read_hand(job), on_wait)
+                except errors.InvalidArgument as exc:
+                    out[job.hand_id] = NewDeadLetter(
+                        job.hand_id, job.table_id, exc.code, f"{job.hand_id}: {exc.message}", job.stream_seq
+                    )
+                    return
+                out[job.hand_id] = [s.event for s in stored]
+
+        to_read = []
+        for job in jobs:
+            if job.events is not None:
+                out[job.hand_id] = job.events
+            else:
+                to_read.append(job)
+        stats.read_from_stream = len(to_read)
+        metrics.HANDS_READ.labels("cache").inc(len(jobs) - len(to_read))
+        metrics.HANDS_READ.labels("stream").inc(len(to_read))
+        await asyncio.gather(*(read(j) for j in to_read))
+        return out
+
+    async def _read_hand(self, job: HandJob) -> list[Any]:
+        try:
+            return await self.log.read_hand(job.table_id, job.hand_id)
+        except (TimeoutError, NatsError) as exc:
+            raise errors.Unavailable("NATS_UNAVAILABLE", f"reading {job.hand_id}: {exc!r}") from exc
+
+    async def retrying(self, fn: Callable[[], Awaitable[T]], on_wait: OnWait | None) -> T:
+        backoff = Backoff(self.backoff_initial_s, self.backoff_max_s)
+        while True:
+            try:
+                return await fn()
+            except errors.Unavailable as exc:
+                delay = backoff.next_delay()
+                log.warning("dependency_unavailable", code=exc.code, error=exc.message, retry_in_s=round(delay, 3))
+                if on_wait is not None:
+                    await on_wait()
+                await asyncio.sleep(delay)
