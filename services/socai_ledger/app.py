@@ -1,0 +1,128 @@
+"""Wiring: ``await build_app(settings) -> App`` creates the read pool, the write batcher, the
+outbox relay and the gRPC server; ``App.start`` / ``App.stop`` run and drain them in order.
+
+The process shape (metrics port, signals) is ``socai.infra.service.run`` (``__main__``).
+Nothing here runs at import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from prometheus_client import Gauge
+
+from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
+from socai.infra.config import Settings
+from socai.infra.grpc_server import GrpcServer, build_server
+from socai.infra.logging import get_logger
+from socai.infra.stack import default_database_url, default_nats_url
+from socai_ledger import store
+from socai_ledger.batcher import WriteBatcher
+from socai_ledger.outbox import OutboxRelay
+from socai_ledger.server import SERVICE_NAME, LedgerServicer, access_policy
+from socai_ledger.streams import outbox_stream_spec
+
+log = get_logger("socai.ledger")
+
+TRIAL_BALANCE = Gauge("socai_ledger_trial_balance_gold", "The sum of all balances (must be 0)")
+TRIAL_BALANCE_INTERVAL_S: Final = 30.0
+
+
+@dataclass
+class App:
+    settings: Settings
+    grpc: GrpcServer
+    pool: Any
+    batcher: WriteBatcher
+    relay: OutboxRelay | None
+    trial_balance_interval_s: float = TRIAL_BALANCE_INTERVAL_S
+    _watch: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def address(self) -> str:
+        """``host:port`` the gRPC server listens on (the port resolved when it was 0)."""
+        host = self.settings.listen_address(self.settings.ledger_addr).rsplit(":", 1)[0]
+        return f"{host}:{self.grpc.port}"
+
+    async def start(self) -> None:
+        """Open the pool, start the writer and the relay, then serve (health SERVING last).
+
+        Starting the gRPC server is idempotent: a caller that started it already (as
+        ``socai.infra.service`` and the test harnesses may) loses nothing.
+        """
+        await self.pool.open(wait=True, timeout=30)
+        await self.batcher.start()
+        if self.relay is not None:
+            await self.relay.start()
+        self._watch = asyncio.create_task(self._watch_trial_balance(), name="ledger-trial-balance")
+        await self.grpc.server.start()
+        await self.grpc.set_serving(True)
+        log.info("ledger_serving", address=self.address, relay=self.relay is not None)
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Graceful: NOT_SERVING, stop accepting and let in-flight calls finish (their batches
+        commit), flush the batcher, let the relay finish its round, close the pool."""
+        with contextlib.suppress(Exception):
+            await self.grpc.set_serving(False)
+        await self.grpc.server.stop(grace_s)
+        await self.batcher.close()
+        if self.relay is not None:
+            await self.relay.stop()
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+            self._watch = None
+        await self.pool.close()
+        log.info("ledger_stopped")
+
+    async def _watch_trial_balance(self) -> None:
+        """Export the trial balance as a gauge (alerted on when it is not 0)."""
+        while True:
+            try:
+                TRIAL_BALANCE.set((await store.trial_balance(self.pool)).total_gold)
+            except Exception as exc:
+                log.warning("trial_balance_failed", error=str(exc))
+            await asyncio.sleep(self.trial_balance_interval_s)
+
+
+async def build_app(
+    settings: Settings,
+    *,
+    relay: bool = True,
+    linger_s: float = 0.002,
+    max_batch: int | None = None,
+) -> App:
+    """The ledger, listening on ``settings.listen_address(settings.ledger_addr)`` (port 0
+    picks a free one). ``relay=False`` runs without the outbox relay (the outbox keeps
+    filling; another replica's relay publishes it)."""
+    database_url = settings.database_url or default_database_url(settings)
+    pool = store.create_pool(database_url)
+    outbox = (
+        OutboxRelay(
+            database_url,
+            settings.nats_url or default_nats_url(settings),
+            stream=outbox_stream_spec(settings),
+            prefix=settings.ledger_prefix,
+        )
+        if relay
+        else None
+    )
+    batcher_options: dict[str, Any] = {"linger_s": linger_s}
+    if max_batch is not None:
+        batcher_options["max_batch"] = max_batch
+    batcher = WriteBatcher(database_url, on_commit=outbox.wake if outbox else None, **batcher_options)
+    if outbox is not None:
+        outbox.yield_to(batcher.busy)
+    servicer = LedgerServicer(pool, batcher)
+    grpc_server = build_server(
+        service="ledger",
+        address=settings.listen_address(settings.ledger_addr),
+        registrations=[lambda s: pb_grpc.add_LedgerServiceServicer_to_server(servicer, s)],
+        service_names=[SERVICE_NAME],
+        policy=access_policy(settings.tokens),
+    )
+    return App(settings=settings, grpc=grpc_server, pool=pool, batcher=batcher, relay=outbox)

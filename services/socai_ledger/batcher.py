@@ -1,0 +1,314 @@
+"""The write batcher: one per ledger process, the only path by which money moves.
+
+Why a batcher. Nearly every hand posts a fee to ``house:fees``; if each posting were its own
+database transaction, every one would queue on that row's lock and the ledger would run at
+one commit (one WAL flush) per posting. Instead, concurrent ``PostTransaction`` calls and
+``PostTransactions`` items are coalesced into one database transaction per batch (up to
+``max_batch`` transactions): the batch locks its accounts once, applies every item against
+running balances in memory (each item atomic on its own: a refused item is skipped without
+touching the others), writes the entries with COPY, updates each touched balance once, and
+commits once. A hot account then costs one row update per batch instead of one per
+transaction, and the commit's fsync is shared by the whole batch. Sharded balances (N
+sub-rows of house:fees summed on read) were the alternative; they only spread the row lock
+and still pay one commit per posting, and they make "balance after" and the never-negative
+check need every shard. Batching removes both costs and keeps one row per account.
+
+How batches form. Callers put units (the items of one RPC) on a bounded queue and wait for
+their futures. The single writer loop takes everything queued up to ``max_batch`` items and,
+when the batch is not full, keeps taking what arrives in steps of ``linger_s / 4`` for as
+long as each step brings something, ``linger_s`` (2 ms) at most; then it writes, commits,
+and only then resolves the futures. Under load, requests accumulate while the previous batch
+commits, so batches grow by themselves; the linger adds the requests still being parsed. The queue is
+bounded by ``max_pending`` items: when full, callers wait (backpressure, bounded by their
+RPC deadline) instead of piling up memory.
+
+Failures. Serialization failures and deadlocks (possible when something outside the
+ledger locks account rows) are retried with a short backoff. A lost database connection
+fails the batch's callers with UNAVAILABLE — the commit may or may not have happened, and
+a retry with the same idempotency key returns the original outcome either way. Any other
+database error on a multi-item batch re-runs its items one by one, so a poison item fails
+alone instead of taking the batch with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import psycopg
+from prometheus_client import Counter, Histogram
+from psycopg import errors as pg_errors
+
+from socai import errors
+from socai.infra.logging import get_logger
+from socai_ledger import domain, store
+from socai_ledger.domain import PostOutcome, PostStatus, PreparedTransaction
+
+log = get_logger("socai.ledger.batcher")
+
+POSTINGS = Counter("socai_ledger_postings_total", "Transactions handled by the write path", ["status"])
+BATCH_ITEMS = Histogram(
+    "socai_ledger_batch_items",
+    "Transactions per database transaction",
+    buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000),
+)
+BATCH_SECONDS = Histogram(
+    "socai_ledger_batch_seconds",
+    "Time to write and commit one batch",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+BATCH_RETRIES = Counter("socai_ledger_batch_retries_total", "Batches retried after a conflict", ["reason"])
+
+RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
+BUSY_WINDOW_S = 0.1  # a batch written this recently still counts as load
+LINGER_STEPS = 4  # the linger is spent in steps; a step in which nothing arrives ends it
+
+
+class UuidV7:
+    """Time-ordered transaction ids (RFC 9562 version 7): 48 bits of Unix milliseconds, then
+    74 random bits. Ordered ids keep the transactions primary key an append-mostly btree."""
+
+    def __init__(self) -> None:
+        self._random = random.Random(os.urandom(32))
+
+    def __call__(self) -> uuid.UUID:
+        value = (time.time_ns() // 1_000_000) << 80 | self._random.getrandbits(80)
+        value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+        value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 4122 variant
+        return uuid.UUID(int=value)
+
+
+@dataclass(eq=False)
+class _Unit:
+    items: Sequence[PreparedTransaction]
+    future: asyncio.Future[list[PostOutcome]] = field(repr=False)
+
+
+class WriteBatcher:
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        max_batch: int = domain.BATCH_MAX,
+        linger_s: float = 0.002,
+        max_pending: int = 20_000,
+        retries: int = 8,
+        on_commit: Callable[[int], None] | None = None,
+    ) -> None:
+        errors.check(max_batch >= 1 and max_pending >= max_batch, "batcher limits")
+        self._url = database_url
+        self.max_batch = max_batch
+        self.linger_s = linger_s
+        self.max_pending = max_pending
+        self.retries = retries
+        self._on_commit = on_commit
+        self._queue: deque[_Unit] = deque()
+        self._pending = 0
+        self._space = asyncio.Condition()
+        self._wakeup = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self._conn: store.AConn | None = None
+        self._new_id = UuidV7()
+        self._writing = False
+        self._last_write = 0.0
+
+    def busy(self) -> bool:
+        """Whether postings are waiting or were written in the last moment (the relay yields)."""
+        return bool(self._queue) or self._writing or time.monotonic() - self._last_write < BUSY_WINDOW_S
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="ledger-write-batcher")
+
+    async def submit(self, items: Sequence[PreparedTransaction]) -> list[PostOutcome]:
+        """Post ``items`` (validated) and wait for their outcomes, in order.
+
+        Raises Unavailable("LEDGER_STOPPING") once the batcher is closing and
+        Unavailable("DATABASE_UNAVAILABLE") when the outcome is unknown (retry with the same keys).
+        """
+        errors.check(0 < len(items) <= self.max_batch, "a unit holds 1..max_batch items")
+        if self._closing:
+            raise errors.Unavailable("LEDGER_STOPPING", "the ledger is shutting down; retry on another replica")
+        if self._pending + len(items) > self.max_pending:  # backpressure: wait for room
+            async with self._space:
+                await self._space.wait_for(lambda: self._pending + len(items) <= self.max_pending or self._closing)
+        if self._closing:
+            raise errors.Unavailable("LEDGER_STOPPING", "the ledger is shutting down; retry on another replica")
+        future: asyncio.Future[list[PostOutcome]] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Unit(items, future))
+        self._pending += len(items)
+        self._wakeup.set()
+        # A caller that goes away (deadline, cancel) cancels only this future: its items stay
+        # queued and are written all the same (the writer skips delivering to a done future),
+        # and the outcome is found again under its idempotency key.
+        return await future
+
+    async def close(self) -> None:
+        """Stop accepting, write everything already queued, then release the connection."""
+        self._closing = True
+        self._wakeup.set()
+        async with self._space:
+            self._space.notify_all()
+        if self._task is not None:
+            await self._task
+            self._task = None
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    # --- the writer loop --------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            if not self._queue:
+                if self._closing:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            units, count = self._take()
+            waited = 0.0
+            step = self.linger_s / LINGER_STEPS
+            while count < self.max_batch and waited < self.linger_s and not self._closing:
+                # Wait while requests keep arriving (a burst is still being parsed), and no
+                # longer than linger_s in all: one step that brings nothing ends the wait.
+                await asyncio.sleep(step)
+                waited += step
+                more, added = self._take(self.max_batch - count)
+                if not added:
+                    break
+                units += more
+                count += added
+            self._writing = True
+            try:
+                await self._write(units)
+            except Exception as exc:  # never let the writer die: fail this batch, keep serving
+                log.error("batch_failed", items=count, exc_info=exc)
+                self._fail(units, exc)
+            finally:
+                self._writing = False
+                self._last_write = time.monotonic()
+            self._pending -= count
+            async with self._space:
+                self._space.notify_all()
+
+    def _take(self, room: int | None = None) -> tuple[list[_Unit], int]:
+        """Queued units, oldest first, up to ``room`` items (a unit is never split)."""
+        room = self.max_batch if room is None else room
+        units: list[_Unit] = []
+        count = 0
+        while self._queue and count + len(self._queue[0].items) <= room:
+            unit = self._queue.popleft()
+            units.append(unit)
+            count += len(unit.items)
+        return units, count
+
+    async def _write(self, units: list[_Unit]) -> None:
+        items = [item for unit in units for item in unit.items]
+        started = time.perf_counter()
+        try:
+            result = await self._write_with_retries(items)
+        except psycopg.OperationalError as exc:
+            await self._drop_connection()
+            log.warning("batch_outcome_unknown", items=len(items), error=str(exc))
+            self._fail(
+                units,
+                errors.Unavailable(
+                    "DATABASE_UNAVAILABLE",
+                    "the ledger lost its database connection; the outcome is unknown: retry with the same idempotency key",
+                ),
+            )
+            return
+        except psycopg.Error as exc:
+            if len(items) == 1:
+                raise
+            log.error("batch_isolating_items", items=len(items), error=str(exc))
+            await self._write_one_by_one(units)
+            return
+        BATCH_ITEMS.observe(len(items))
+        BATCH_SECONDS.observe(time.perf_counter() - started)
+        self._deliver(units, result.outcomes)
+        if result.last_seq and self._on_commit is not None:
+            self._on_commit(result.last_seq)
+
+    async def _write_with_retries(self, items: list[PreparedTransaction]) -> store.BatchResult:
+        for attempt in range(1, self.retries + 1):
+            conn = await self._connection()
+            try:
+                return await store.write_batch(conn, items, self._new_id)
+            except RETRYABLE as exc:
+                if attempt == self.retries:
+                    raise
+                reason = type(exc).__name__
+                BATCH_RETRIES.labels(reason).inc()
+                log.warning("batch_retry", attempt=attempt, reason=reason, items=len(items))
+                await asyncio.sleep(min(0.002 * 2**attempt, 0.25) * (0.5 + random.random()))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _write_one_by_one(self, units: list[_Unit]) -> None:
+        """Each item in its own database transaction: a failing item fails alone."""
+        for unit in units:
+            outcomes: list[PostOutcome] = []
+            for item in unit.items:
+                try:
+                    result = await self._write_with_retries([item])
+                except psycopg.OperationalError:
+                    await self._drop_connection()
+                    outcomes.append(
+                        _failed("DATABASE_UNAVAILABLE", "database connection lost; retry with the same key")
+                    )
+                    continue
+                except psycopg.Error as exc:
+                    log.error("posting_failed", key=item.idempotency_key, exc_info=exc)
+                    outcomes.append(_failed("INTERNAL", "internal error"))
+                    continue
+                outcomes.extend(result.outcomes)
+                if result.last_seq and self._on_commit is not None:
+                    self._on_commit(result.last_seq)
+            self._deliver([unit], outcomes)
+
+    def _deliver(self, units: list[_Unit], outcomes: list[PostOutcome]) -> None:
+        errors.check(len(outcomes) == sum(len(u.items) for u in units), "one outcome per item")
+        position = 0
+        for unit in units:
+            mine = outcomes[position : position + len(unit.items)]
+            position += len(unit.items)
+            for outcome in mine:
+                POSTINGS.labels(outcome.status.name.lower()).inc()
+            if not unit.future.done():
+                unit.future.set_result(mine)
+
+    def _fail(self, units: list[_Unit], exc: BaseException) -> None:
+        for unit in units:
+            if not unit.future.done():
+                unit.future.set_exception(exc)
+
+    async def _connection(self) -> store.AConn:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = await store.connect(self._url)
+            # A statement stuck longer than this (a lock held by a stuck session) fails the batch
+            # with UNAVAILABLE instead of blocking every caller forever.
+            await self._conn.execute("set statement_timeout = '30s'")
+            await self._conn.commit()
+        return self._conn
+
+    async def _drop_connection(self) -> None:
+        if self._conn is not None:
+            try:
+                await self._conn.close()
+            finally:
+                self._conn = None
+
+
+def _failed(reason: str, message: str) -> PostOutcome:
+    error: errors.SocaiError = (
+        errors.Unavailable(reason, message) if reason == "DATABASE_UNAVAILABLE" else errors.SocaiError(reason, message)
+    )
+    return PostOutcome(PostStatus.REJECTED, error=error)

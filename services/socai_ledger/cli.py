@@ -1,0 +1,188 @@
+"""``socai ledger …``: balances, statements and audits for operators, and cashier deposits.
+
+    socai ledger balance player:42 [--at-transaction ID | --at 2026-11-29T12:00:00Z]
+    socai ledger statement player:42 [--limit 20] [--page-token T]
+    socai ledger verify                 exit 1 when any balance disagrees with its entries
+    socai ledger trial-balance          exit 1 when the balances do not sum to 0
+    socai ledger deposit 42 5000 --key ticket-981 [--reference "bank transfer 981"]
+    socai ledger deposit house:bank 1000000 --key fund-2026-11   (a transfer from external:cashier)
+
+Every command talks gRPC to ``SOCAI_LEDGER_ADDR`` (``--addr`` overrides). Reads present the
+operator's token, ``deposit`` the cashier's (``SOCAI_SERVICE_TOKEN`` overrides both). Add
+``--json`` for machine-readable output (protobuf JSON mapping).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from socai import accounts
+from socai.gen.ledger.v1 import ledger_pb2 as pb
+from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
+from socai.infra.config import Settings
+from socai.infra.grpc_client import channel
+from socai.infra.grpc_errors import from_rpc_error
+
+RPC_TIMEOUT_S = 30.0
+
+
+def add_commands(sub: Any, command: Any) -> None:
+    ledger = sub.add_parser("ledger", help="balances, statements, journal audits and deposits (ledger service)")
+    ledger.add_argument("--addr", default=None, help="ledger gRPC address (default SOCAI_LEDGER_ADDR)")
+    ledger.add_argument("--json", action="store_true", help="print protobuf JSON")
+    cmds = ledger.add_subparsers(dest="ledger_command", required=True)
+
+    p = cmds.add_parser("balance", help="an account's balance, now or as of a transaction or a time")
+    p.add_argument("account_id", help="e.g. player:42, house:fees")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--at-transaction", default=None, help="the balance right after this transaction")
+    when.add_argument("--at", default=None, help="the balance at this ISO 8601 time (e.g. 2026-11-29T12:00:00Z)")
+
+    p = cmds.add_parser("statement", help="an account's entries, newest first")
+    p.add_argument("account_id")
+    p.add_argument("--limit", type=int, default=20, help="entries per page (1-1000, default 20)")
+    p.add_argument("--page-token", default="", help="next_page_token of the previous page")
+
+    cmds.add_parser("verify", help="recompute every balance from the journal; exit 1 on any mismatch")
+    cmds.add_parser("trial-balance", help="the sum of all balances per kind; exit 1 unless it is 0")
+
+    p = cmds.add_parser("deposit", help="credit a player (or fund house:bank) from external:cashier")
+    p.add_argument("target", help="a player id (42) or an account id (house:bank)")
+    p.add_argument("amount_gold", type=int)
+    p.add_argument("--key", required=True, help="idempotency key (a retry with the same key deposits once)")
+    p.add_argument("--reference", default="", help="what the deposit is about (ticket, bank reference)")
+    command("ledger")(cmd_ledger)
+
+
+def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
+    handler = _HANDLERS[args.ledger_command]
+    caller = "cashier" if args.ledger_command == "deposit" else "operator"
+    address = args.addr or settings.ledger_addr
+
+    async def main() -> int:
+        async with channel(address, settings.token_of(caller)) as ch:
+            try:
+                return await handler(pb_grpc.LedgerServiceStub(ch), args)
+            except grpc.aio.AioRpcError as exc:
+                raise from_rpc_error(exc) from exc
+
+    return asyncio.run(main())
+
+
+def _print(args: argparse.Namespace, message: Any, text: str) -> None:
+    if args.json:
+        print(json_format.MessageToJson(message, preserving_proto_field_name=True))
+    else:
+        print(text)
+
+
+async def _balance(stub: Any, args: argparse.Namespace) -> int:
+    if args.at_transaction or args.at:
+        request = pb.GetBalanceAtRequest(account_id=args.account_id)
+        if args.at_transaction:
+            request.transaction_id = args.at_transaction
+        else:
+            request.time.FromDatetime(datetime.fromisoformat(args.at.replace("Z", "+00:00")))
+        reply = await stub.GetBalanceAt(request, timeout=RPC_TIMEOUT_S)
+        when = f"after {args.at_transaction}" if args.at_transaction else f"at {args.at}"
+        _print(args, reply, f"{args.account_id} {when}: {reply.balance_gold} gold (version {reply.account_version})")
+        return 0
+    account = (await stub.GetAccount(pb.GetAccountRequest(account_id=args.account_id), timeout=RPC_TIMEOUT_S)).account
+    _print(args, account, f"{account.account_id}: {account.balance_gold} gold (version {account.version})")
+    return 0
+
+
+async def _statement(stub: Any, args: argparse.Namespace) -> int:
+    reply = await stub.ListEntries(
+        pb.ListEntriesRequest(account_id=args.account_id, page_size=args.limit, page_token=args.page_token),
+        timeout=RPC_TIMEOUT_S,
+    )
+    lines = [f"{'journal':>9}  {'time (UTC)':<26}  {'amount':>15}  {'balance after':>15}  transaction"]
+    for e in reply.entries:
+        at = e.created_at.ToDatetime().isoformat(timespec="milliseconds")
+        lines.append(
+            f"{e.journal_seq:>9}  {at:<26}  {e.amount_gold:>+15}  {e.balance_after_gold:>15}  {e.transaction_id}"
+        )
+    if reply.next_page_token:
+        lines.append(f"more: --page-token {reply.next_page_token}")
+    _print(args, reply, "\n".join(lines))
+    return 0
+
+
+async def _verify(stub: Any, args: argparse.Namespace) -> int:
+    reply = await stub.VerifyJournal(pb.VerifyJournalRequest(), timeout=300)
+    lines = [
+        f"journal {'OK' if reply.ok else 'MISMATCHES'}: {reply.accounts_checked} accounts, "
+        f"{reply.entries_checked} entries checked"
+    ]
+    for m in reply.mismatches:
+        lines.append(
+            f"  {m.account_id or '-'}: stored {m.stored_balance_gold}, computed {m.computed_balance_gold}: {m.detail}"
+        )
+    _print(args, reply, "\n".join(lines))
+    return 0 if reply.ok else 1
+
+
+async def _trial_balance(stub: Any, args: argparse.Namespace) -> int:
+    reply = await stub.TrialBalance(pb.TrialBalanceRequest(), timeout=RPC_TIMEOUT_S)
+    lines = [f"{k.kind:<10} {k.balance_gold:>20} gold  ({k.accounts} accounts)" for k in reply.kinds]
+    lines.append(f"{'total':<10} {reply.total_gold:>20} gold  ({'balanced' if reply.total_gold == 0 else 'NOT 0'})")
+    _print(args, reply, "\n".join(lines))
+    return 0 if reply.total_gold == 0 else 1
+
+
+async def _deposit(stub: Any, args: argparse.Namespace) -> int:
+    if ":" in args.target:
+        reply = await stub.Transfer(
+            pb.TransferRequest(
+                idempotency_key=args.key,
+                from_account_id=accounts.EXTERNAL_CASHIER,
+                to_account_id=args.target,
+                amount_gold=args.amount_gold,
+                kind="deposit",
+                reference=args.reference,
+            ),
+            timeout=RPC_TIMEOUT_S,
+        )
+        target = args.target
+    else:
+        reply = await stub.Deposit(
+            pb.DepositRequest(
+                idempotency_key=args.key, player_id=args.target, amount_gold=args.amount_gold, reference=args.reference
+            ),
+            timeout=RPC_TIMEOUT_S,
+        )
+        target = accounts.player(args.target)
+    result = reply.result
+    status = pb.PostStatus.Name(result.status).removeprefix("POST_STATUS_").lower()
+    after = next((e.balance_after_gold for e in result.transaction.entries if e.account_id == target), None)
+    _print(
+        args,
+        reply,
+        f"{status}: {args.amount_gold} gold to {target} (transaction {result.transaction.transaction_id}, "
+        f"balance after {after})",
+    )
+    return 0
+
+
+_HANDLERS: dict[str, Callable[[Any, argparse.Namespace], Awaitable[int]]] = {
+    "balance": _balance,
+    "statement": _statement,
+    "verify": _verify,
+    "trial-balance": _trial_balance,
+    "deposit": _deposit,
+}
+
+
+if __name__ == "__main__":  # pragma: no cover - `socai ledger …` is the entry point
+    from socai.cli import main
+
+    sys.exit(main(["ledger", *sys.argv[1:]]))

@@ -1,0 +1,398 @@
+"""The outbox relay: publishes every committed transaction to NATS, in commit order, at least once.
+
+The transactional outbox: the batch that appends journal rows also inserts one ``outbox``
+row naming the journal range it appended ``[first_seq, last_seq]``, in the same database
+transaction. So a transaction is in the outbox if and only if it committed. This relay (a
+background task of the ledger process) reads the pending ranges in journal order, loads
+those transactions, publishes one message per transaction, and after the acks advances
+``outbox_progress.published_seq`` and deletes the ranges it covers.
+
+Messages (stream ``SOCAI_LEDGER``, subjects ``socai.ledger.>``, provisioned by ``socai
+migrate`` — or by this relay when it is missing, see ``socai_ledger.streams``):
+
+- subject ``socai.ledger.posted.<kind>``, where ``<kind>`` is the account kind of the
+  transaction's *first* entry (one message per transaction: JetStream fsyncs every message,
+  so one message per transaction rather than one per kind touched keeps the relay at the
+  journal's pace); consumers that follow other kinds subscribe to
+  ``socai.ledger.posted.>`` and read the ``Socai-Account-Kinds`` header;
+- body: the ``socai.ledger.v1.Transaction`` protobuf (entries with ``balance_after`` and
+  ``account_version``, so a follower can apply them idempotently);
+- headers ``Nats-Msg-Id`` = the transaction id (JetStream drops a re-publish within the
+  duplicate window), ``Socai-Journal-Seq``, ``Socai-Account-Kinds`` (sorted, comma separated).
+
+Order. Journal sequence numbers are assigned under the writers' advisory lock, so their
+order is the commit order, and the journal is gapless. The relay publishes pipelined (many
+messages in flight on one connection, which the server stores in the order sent), and each
+message carries ``Nats-Expected-Last-Msg-Id`` = the previous message's id: if one message
+is not stored, every later one in flight is refused too, and the relay starts again from
+its cursor, so the stream never holds a later transaction before an earlier one (the server
+checks duplicates before the expectation, so re-publishing after a crash is harmless).
+
+At least once. The cursor advances only after the acks. A crash between the acks and the
+cursor update re-publishes those messages on restart; within the duplicate window (10
+minutes) JetStream stores them once, after it a consumer may see a transaction twice and
+recognises it by its id or journal sequence.
+
+Postings first: while the write batcher is busy the relay publishes in small chunks with
+pauses between them (BUSY_CHUNK below), and at full speed when it idles.
+
+Several ledger replicas: only the replica holding the session advisory lock ``RELAY_LOCK``
+relays; the others stand by and take over when its connection goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any, Final
+
+from nats.aio.client import Client as NatsClient
+from nats.js.errors import NotFoundError
+from prometheus_client import Counter, Gauge
+
+from socai import errors
+from socai.infra.logging import get_logger
+from socai.infra.nats import StreamSpec, connect, ensure_stream
+from socai_ledger import convert, store
+from socai_ledger.domain import Transaction
+from socai_ledger.streams import posted_subject
+
+log = get_logger("socai.ledger.outbox")
+
+OUTBOX_LAG = Gauge("socai_ledger_outbox_lag", "Committed transactions not yet published to NATS")
+PUBLISHED = Counter("socai_ledger_outbox_published_total", "Transactions published by the outbox relay")
+RELAY_ERRORS = Counter("socai_ledger_outbox_errors_total", "Outbox relay failures (retried)", ["reason"])
+
+WRONG_LAST_MSG_ID_CODE: Final = 10070  # JSStreamWrongLastMsgIDErrF
+RANGES_PER_ROUND: Final = 100
+CHUNK_MAX: Final = 1000  # transactions loaded and in flight at once
+# POSTINGS FIRST. Publishing competes with the write path for the ledger's CPU, for
+# PostgreSQL (reading the journal) and for the disk (JetStream fsyncs every message, next to
+# PostgreSQL's commit fsyncs); unthrottled it cost a third of the posting throughput under
+# load. While the write batcher is busy the relay publishes at most BUSY_CHUNK transactions
+# per BUSY_PAUSE_S (~800 a second: more than the ledger's steady load; a burst above it is
+# absorbed by the outbox and visible as socai_ledger_outbox_lag), and at full speed otherwise.
+BUSY_CHUNK: Final = 200
+BUSY_PAUSE_S: Final = 0.25
+YIELD_EVERY: Final = 25  # messages built between two yields to the event loop (the writer goes first)
+
+
+def kind_of(account_id: str) -> str:
+    """The kind of an account id already in the journal (validated when it was posted)."""
+    return account_id.partition(":")[0]
+
+
+def subject_of(prefix: str, transaction: Transaction) -> str:
+    return posted_subject(prefix, kind_of(transaction.entries[0].account_id))
+
+
+class _ChainBroken(Exception):
+    """A message was refused because the stream's last message is not its predecessor."""
+
+
+class _Refused(Exception):
+    """JetStream answered a publish with an error (``err_code`` as in the server's API)."""
+
+    def __init__(self, code: int, err_code: int, description: str) -> None:
+        super().__init__(f"{code}/{err_code}: {description}")
+        self.err_code = err_code
+
+
+class _Publisher:
+    """Pipelined JetStream publishes on one connection, acks matched by reply subject.
+
+    Messages go out in call order (each ``publish`` appends to the connection's write
+    buffer before it returns) and the server stores them in that order. nats-py's own
+    ``publish_async`` is not used: it never resolves a publish the server refuses (its
+    error parser raises inside the reply callback), which would turn every refusal into a
+    timeout.
+    """
+
+    def __init__(self, nc: NatsClient, inbox: str) -> None:
+        self._nc = nc
+        self._inbox = inbox
+        self._futures: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._next = 0
+
+    @classmethod
+    async def start(cls, nc: NatsClient) -> _Publisher:
+        publisher = cls(nc, nc.new_inbox())
+        await nc.subscribe(f"{publisher._inbox}.*", cb=publisher._on_reply)
+        return publisher
+
+    async def publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> asyncio.Future[dict[str, Any]]:
+        self._next += 1
+        token = str(self._next)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._futures[token] = future
+        await self._nc.publish(subject, payload, reply=f"{self._inbox}.{token}", headers=headers)
+        return future
+
+    def forget(self, futures: list[asyncio.Future[dict[str, Any]]]) -> None:
+        pending = set(map(id, futures))
+        for token, future in list(self._futures.items()):
+            if id(future) in pending:
+                del self._futures[token]
+                if not future.done():
+                    future.cancel()
+
+    async def _on_reply(self, msg: Any) -> None:
+        future = self._futures.pop(msg.subject.rsplit(".", 1)[-1], None)
+        if future is None or future.done():
+            return
+        if msg.headers and msg.headers.get("Status") == "503":
+            future.set_exception(_Refused(503, 0, "no stream listens on this subject"))
+            return
+        try:
+            reply = json.loads(msg.data)
+        except ValueError as exc:
+            future.set_exception(exc)
+            return
+        error = reply.get("error")
+        if error:
+            future.set_exception(_Refused(error.get("code", 0), error.get("err_code", 0), error.get("description", "")))
+        else:
+            future.set_result(reply)
+
+
+class OutboxRelay:
+    def __init__(
+        self,
+        database_url: str,
+        nats_url: str,
+        *,
+        stream: StreamSpec,
+        prefix: str,
+        poll_s: float = 0.5,
+        gather_s: float = 0.1,
+        publish_timeout_s: float = 10.0,
+        chunk_max: int = CHUNK_MAX,
+        writer_busy: Callable[[], bool] | None = None,
+        busy_chunk: int = BUSY_CHUNK,
+        busy_pause_s: float = BUSY_PAUSE_S,
+    ) -> None:
+        self._db_url = database_url
+        self._nats_url = nats_url
+        self._stream = stream
+        self._prefix = prefix
+        self._poll_s = poll_s
+        self._gather_s = gather_s
+        self._publish_timeout_s = publish_timeout_s
+        self._chunk_max = chunk_max
+        self._writer_busy = writer_busy or (lambda: False)
+        self._busy_chunk = busy_chunk
+        self._busy_pause_s = busy_pause_s
+        self._wakeup = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._nc: NatsClient | None = None
+        self._publisher: _Publisher | None = None
+        self._conn: store.AConn | None = None
+        self._leader = False
+        self._last_msg_id: str | None = None  # the chain: the last message this relay had stored
+        self.published_seq = 0
+
+    def yield_to(self, writer_busy: Callable[[], bool]) -> None:
+        """Publish gently while ``writer_busy()`` says postings are waiting (POSTINGS FIRST)."""
+        self._writer_busy = writer_busy
+
+    def wake(self, last_seq: int = 0) -> None:
+        """Called after a batch commits: publish now instead of at the next poll."""
+        self._wakeup.set()
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="ledger-outbox-relay")
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Finish the chunk in progress (its acks and cursor), then disconnect. A relay still
+        busy after ``grace_s`` (NATS unreachable) is cancelled: its chunk is published again
+        by the next relay, which the duplicate window makes harmless."""
+        self._stopping.set()
+        self._wakeup.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), grace_s)
+            except TimeoutError:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+            self._task = None
+        await self._disconnect()
+
+    async def _run(self) -> None:
+        backoff_s = 0.1
+        while not self._stopping.is_set():
+            try:
+                published = await self._round()
+                backoff_s = 0.1
+                if published >= self._chunk_max:
+                    continue  # a backlog: keep going
+                if published:
+                    # Let commits gather for a moment: one round per few dozen batches costs
+                    # far fewer queries and publishes per transaction than one per commit.
+                    await asyncio.sleep(self._gather_s)
+                    continue
+                await self._sleep(self._poll_s)
+            except asyncio.CancelledError:
+                raise
+            except _ChainBroken as exc:
+                RELAY_ERRORS.labels("chain_broken").inc()
+                log.warning("outbox_chain_broken", error=str(exc))
+                self._last_msg_id = None  # start again from the cursor without an expectation
+            except Exception as exc:
+                reason = exc.code if isinstance(exc, errors.SocaiError) else type(exc).__name__
+                RELAY_ERRORS.labels(reason).inc()
+                log.warning("outbox_relay_retry", reason=reason, error=str(exc), backoff_s=round(backoff_s, 2))
+                self._last_msg_id = None
+                await self._disconnect()
+                await self._sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, 5.0)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), seconds)
+        self._wakeup.clear()
+
+    async def _round(self) -> int:
+        """Publish everything pending; the number of transactions published."""
+        conn = await self._database()
+        if not self._leader:
+            return 0
+        publisher = await self._jetstream()
+        head, cursor, ranges = await store.outbox_pending(conn, RANGES_PER_ROUND)
+        self.published_seq = cursor
+        OUTBOX_LAG.set(max(0, head - cursor))
+        published = 0
+        for first_seq, last_seq in ranges:
+            start = max(first_seq, cursor + 1)
+            while start <= last_seq:
+                if self._stopping.is_set():
+                    return published
+                busy = self._writer_busy()
+                end = min(last_seq, start + (self._busy_chunk if busy else self._chunk_max) - 1)
+                transactions = await store.load_journal(conn, start, end)
+                errors.check(
+                    [t.journal_seq for t in transactions] == list(range(start, end + 1)),
+                    f"the journal is gapless over the outbox range {start}..{end}",
+                )
+                stored, failure = await self._publish(publisher, transactions)
+                if stored:
+                    # Record the stored prefix even when a later message failed: a retry then
+                    # starts at the first message that is not in the stream.
+                    end = start + stored - 1
+                    await store.mark_published(conn, end)
+                    published += stored
+                    PUBLISHED.inc(stored)
+                    cursor = self.published_seq = end
+                    OUTBOX_LAG.set(max(0, head - cursor))
+                    start = end + 1
+                if failure is not None:
+                    raise failure
+                if busy:
+                    # Postings first: while batches are waiting, publish a small chunk and
+                    # step aside (see POSTINGS FIRST above); the backlog drains at full speed
+                    # as soon as the write path idles.
+                    with contextlib.suppress(TimeoutError):  # commits do not cut it short; a stop does
+                        await asyncio.wait_for(self._stopping.wait(), self._busy_pause_s)
+        if not ranges and head > cursor:
+            # Committed transactions without an outbox range would be a bug in the write path.
+            log.error("outbox_missing_ranges", head=head, published=cursor)
+        return published
+
+    async def _publish(self, publisher: _Publisher, transactions: list[Transaction]) -> tuple[int, Exception | None]:
+        """Publish in order; (how many leading messages the stream acknowledged, the first failure)."""
+        futures: list[asyncio.Future[dict[str, Any]]] = []
+        previous = self._last_msg_id
+        times = convert.TimestampCache()
+        built = 0
+        try:
+            for tx in transactions:
+                kinds = sorted({kind_of(e.account_id) for e in tx.entries})
+                headers = {
+                    "Nats-Msg-Id": tx.transaction_id,
+                    "Socai-Journal-Seq": str(tx.journal_seq),
+                    "Socai-Account-Kinds": ",".join(kinds),
+                }
+                if previous is not None:
+                    headers["Nats-Expected-Last-Msg-Id"] = previous
+                payload = convert.transaction(tx, times=times).SerializeToString()
+                futures.append(await publisher.publish(subject_of(self._prefix, tx), payload, headers))
+                previous = tx.transaction_id
+                built += 1
+                if built % YIELD_EVERY == 0:
+                    # Building and sending a chunk is CPU work; let the write path run between.
+                    await asyncio.sleep(0)
+            if futures:
+                await asyncio.wait(futures, timeout=self._publish_timeout_s)
+        finally:
+            publisher.forget(futures)
+        stored = 0
+        for tx, future in zip(transactions, futures, strict=False):
+            if future.cancelled():
+                failure: Exception = errors.Unavailable(
+                    "NATS_UNAVAILABLE", f"no ack within {self._publish_timeout_s}s for journal {tx.journal_seq}"
+                )
+            elif (cause := future.exception()) is None:
+                stored += 1
+                self._last_msg_id = tx.transaction_id
+                continue
+            elif isinstance(cause, _Refused) and cause.err_code == WRONG_LAST_MSG_ID_CODE:
+                failure = _ChainBroken(f"journal {tx.journal_seq}: {cause}")
+            else:
+                failure = errors.Unavailable("NATS_UNAVAILABLE", f"publish of journal {tx.journal_seq} failed: {cause}")
+            # Whatever the stream holds after the stored prefix is unknown: no expectation next time.
+            self._last_msg_id = None
+            return stored, failure
+        return stored, None
+
+    async def _database(self) -> store.AConn:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._leader = False
+            self._conn = await store.connect(self._db_url, autocommit=True)
+        if not self._leader:
+            row = await (await self._conn.execute("select pg_try_advisory_lock(%s)", (store.RELAY_LOCK,))).fetchone()
+            self._leader = bool(row and row[0])
+            if self._leader:
+                log.info("outbox_relay_leader")
+                self._last_msg_id = None
+        return self._conn
+
+    async def _jetstream(self) -> _Publisher:
+        if self._publisher is None:
+            # A few quick reconnects for a blip; past them the client gives up and this relay's
+            # own loop reconnects with backoff (an unreachable NATS must not hang the relay).
+            self._nc = await asyncio.wait_for(
+                connect(
+                    self._nats_url,
+                    name="socai-ledger-outbox",
+                    max_reconnect_attempts=3,
+                    reconnect_time_wait=1,
+                    connect_timeout=2,
+                ),
+                timeout=15,
+            )
+            js = self._nc.jetstream()
+            try:
+                await js.stream_info(self._stream.name)
+            except NotFoundError:
+                # Development and tests: the ledger provisions its own stream. In a deployment
+                # the migration job has (its NATS user may create streams; the ledger's may not),
+                # and the existing stream's configuration is the provisioner's to change.
+                await ensure_stream(js, self._stream)
+            self._publisher = await _Publisher.start(self._nc)
+        return self._publisher
+
+    async def _disconnect(self) -> None:
+        if self._nc is not None:
+            with contextlib.suppress(Exception):
+                await self._nc.close()
+        self._nc = None
+        self._publisher = None
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+        self._conn = None
+        self._leader = False

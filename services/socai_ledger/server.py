@@ -1,0 +1,297 @@
+"""The LedgerService servicer: protobuf at the edge, the domain and the store inside.
+
+Access policy (callers are the services named in ``Settings.tokens``):
+
+| methods | callers |
+|---|---|
+| GetAccount, ListAccounts, GetTransaction, ListEntries, GetBalanceAt | every authenticated caller |
+| PostTransaction, PostTransactions | table, settlement, backend |
+| Transfer | table, settlement, backend, cashier, operator |
+| OpenAccount | table, settlement, backend, cashier, operator |
+| Deposit, Withdraw | cashier, operator |
+| VerifyJournal, TrialBalance | auditor, operator, settlement, backend |
+
+Money enters and leaves through ``external:cashier`` only: a posting with an entry on an
+``external:`` account is refused (PERMISSION_DENIED, EXTERNAL_ACCOUNT_RESERVED) unless the
+caller is the cashier or an operator, so a table or a backend cannot mint gold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, Final
+
+from socai import accounts, errors
+from socai.gen.ledger.v1 import ledger_pb2 as pb
+from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
+from socai.infra.grpc_server import ANY_CALLER, AccessPolicy, current_caller
+from socai.money import INT64_MAX
+from socai_ledger import convert, domain, store
+from socai_ledger.batcher import WriteBatcher
+from socai_ledger.domain import PostStatus, PreparedTransaction
+
+SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["LedgerService"].full_name
+
+_EVERYONE = frozenset({ANY_CALLER})
+_WRITERS = frozenset({"table", "settlement", "backend"})
+_CASHIERS = frozenset({"cashier", "operator"})
+_AUDITORS = frozenset({"auditor", "operator", "settlement", "backend"})
+ALLOW: Final[Mapping[str, frozenset[str]]] = {
+    "OpenAccount": _WRITERS | _CASHIERS,
+    "GetAccount": _EVERYONE,
+    "ListAccounts": _EVERYONE,
+    "PostTransaction": _WRITERS,
+    "PostTransactions": _WRITERS,
+    "Deposit": _CASHIERS,
+    "Withdraw": _CASHIERS,
+    "Transfer": _WRITERS | _CASHIERS,
+    "GetTransaction": _EVERYONE,
+    "ListEntries": _EVERYONE,
+    "GetBalanceAt": _EVERYONE,
+    "VerifyJournal": _AUDITORS,
+    "TrialBalance": _AUDITORS,
+}
+ID_PREFIX_MAX_CHARS: Final = accounts.ACCOUNT_ID_MAX_CHARS
+# Items converted (or answers built) between two yields to the event loop: the single
+# write batcher shares the loop with the handlers, and the batch it is committing must not
+# wait for a 1,000-item request to be parsed from end to end.
+YIELD_EVERY: Final = 25
+
+
+def access_policy(tokens: Mapping[str, str]) -> AccessPolicy:
+    return AccessPolicy(tokens=tokens, allow=ALLOW)
+
+
+def _check_external(item: PreparedTransaction) -> None:
+    """Raises PermissionDenied("EXTERNAL_ACCOUNT_RESERVED") (see the module docstring)."""
+    if current_caller.get() in _CASHIERS:
+        return
+    for entry in item.entries:
+        if entry.account_id.startswith(domain.EXTERNAL_KIND + ":"):
+            raise errors.PermissionDenied(
+                "EXTERNAL_ACCOUNT_RESERVED",
+                f"only the cashier or an operator may post to {entry.account_id}",
+            )
+
+
+class LedgerServicer(pb_grpc.LedgerServiceServicer):
+    def __init__(self, pool: Any, batcher: WriteBatcher) -> None:
+        self.pool = pool
+        self.batcher = batcher
+
+    # --- accounts ---------------------------------------------------------------------------
+
+    async def OpenAccount(self, request: pb.OpenAccountRequest, context: Any) -> pb.OpenAccountResponse:
+        domain.check_account_id(request.account_id)
+        account, created = await store.open_account(self.pool, request.account_id)
+        return pb.OpenAccountResponse(account=convert.account(account), created=created)
+
+    async def GetAccount(self, request: pb.GetAccountRequest, context: Any) -> pb.GetAccountResponse:
+        domain.check_account_id(request.account_id)
+        return pb.GetAccountResponse(account=convert.account(await store.get_account(self.pool, request.account_id)))
+
+    async def ListAccounts(self, request: pb.ListAccountsRequest, context: Any) -> pb.ListAccountsResponse:
+        if request.kind and request.id_prefix:
+            raise errors.InvalidArgument("KIND_AND_PREFIX", "give kind or id_prefix, not both")
+        if request.kind and request.kind not in accounts.KINDS:
+            raise errors.InvalidArgument("BAD_KIND", f"kind must be one of {', '.join(accounts.KINDS)}")
+        if len(request.id_prefix) > ID_PREFIX_MAX_CHARS or not request.id_prefix.isprintable():
+            raise errors.InvalidArgument(
+                "BAD_ID_PREFIX", f"id_prefix: at most {ID_PREFIX_MAX_CHARS} printable characters"
+            )
+        limit = domain.check_page_size(request.page_size)
+        after = ""
+        if request.page_token:
+            after = store.decode_token(request.page_token, 1)[0]
+        found, more = await store.list_accounts(
+            self.pool, kind=request.kind, id_prefix=request.id_prefix, after=after, limit=limit
+        )
+        return pb.ListAccountsResponse(
+            accounts=[convert.account(a) for a in found],
+            next_page_token=store.encode_token(found[-1].account_id) if more and found else "",
+        )
+
+    # --- postings ---------------------------------------------------------------------------
+
+    async def _post_one(self, item: PreparedTransaction) -> pb.PostResult:
+        """Post one transaction; a refusal becomes the RPC's error status."""
+        _check_external(item)
+        outcome = (await self.batcher.submit([item]))[0]
+        if outcome.status is PostStatus.REJECTED:
+            errors.check(outcome.error is not None, "a refusal carries its error")
+            assert outcome.error is not None
+            raise outcome.error
+        return convert.post_result(outcome)
+
+    async def PostTransaction(self, request: pb.PostTransactionRequest, context: Any) -> pb.PostTransactionResponse:
+        return pb.PostTransactionResponse(result=await self._post_one(convert.prepared(request.transaction)))
+
+    async def PostTransactions(self, request: pb.PostTransactionsRequest, context: Any) -> pb.PostTransactionsResponse:
+        count = len(request.transactions)
+        if count == 0:
+            raise errors.InvalidArgument("EMPTY_BATCH", "PostTransactions needs at least one transaction")
+        if count > domain.BATCH_MAX:
+            raise errors.InvalidArgument(
+                "BATCH_TOO_LARGE", f"{count} transactions in one call; at most {domain.BATCH_MAX}"
+            )
+        response = pb.PostTransactionsResponse()
+        results = [response.results.add() for _ in range(count)]
+        valid: list[PreparedTransaction] = []
+        positions: list[int] = []
+        for position, msg in enumerate(request.transactions):
+            if position % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)  # a long request must not hold up the write batcher
+            try:
+                item = convert.prepared(msg)
+                _check_external(item)
+            except errors.SocaiError as exc:
+                # Malformed or forbidden items are refused on their own; nothing is written for them.
+                convert.rejected(exc, results[position])
+                continue
+            valid.append(item)
+            positions.append(position)
+        if valid:
+            outcomes = await self.batcher.submit(valid)
+            times = convert.TimestampCache()
+            for done, (position, outcome) in enumerate(zip(positions, outcomes, strict=True)):
+                if done % YIELD_EVERY == YIELD_EVERY - 1:
+                    await asyncio.sleep(0)
+                convert.post_result(outcome, results[position], times)
+        return response
+
+    async def Deposit(self, request: pb.DepositRequest, context: Any) -> pb.DepositResponse:
+        player = self._movement_checks(
+            request.idempotency_key, request.player_id, request.amount_gold, request.reference
+        )
+        raw = domain.TransactionInput(
+            idempotency_key=request.idempotency_key,
+            kind="deposit",
+            reference=request.reference,
+            entries=[
+                domain.EntryInput(accounts.EXTERNAL_CASHIER, -request.amount_gold),
+                domain.EntryInput(player, request.amount_gold),
+            ],
+            metadata={},
+            open_accounts=True,  # a first deposit opens the wallet
+        )
+        return pb.DepositResponse(result=await self._post_one(domain.prepare(raw)))
+
+    async def Withdraw(self, request: pb.WithdrawRequest, context: Any) -> pb.WithdrawResponse:
+        player = self._movement_checks(
+            request.idempotency_key, request.player_id, request.amount_gold, request.reference
+        )
+        raw = domain.TransactionInput(
+            idempotency_key=request.idempotency_key,
+            kind="withdrawal",
+            reference=request.reference,
+            entries=[
+                domain.EntryInput(player, -request.amount_gold),
+                domain.EntryInput(accounts.EXTERNAL_CASHIER, request.amount_gold),
+            ],
+            metadata={},
+            open_accounts=False,
+        )
+        return pb.WithdrawResponse(result=await self._post_one(domain.prepare(raw)))
+
+    @staticmethod
+    def _movement_checks(key: str, player_id: str, amount_gold: int, reference: str) -> str:
+        domain.check_idempotency_key(key)
+        player = accounts.player(player_id)
+        domain.check_positive_amount(amount_gold)
+        domain.check_reference(reference)
+        return player
+
+    async def Transfer(self, request: pb.TransferRequest, context: Any) -> pb.TransferResponse:
+        domain.check_idempotency_key(request.idempotency_key)
+        domain.check_account_id(request.from_account_id)
+        domain.check_account_id(request.to_account_id)
+        if request.from_account_id == request.to_account_id:
+            raise errors.InvalidArgument("SAME_ACCOUNT", "a transfer needs two different accounts")
+        domain.check_positive_amount(request.amount_gold)
+        raw = domain.TransactionInput(
+            idempotency_key=request.idempotency_key,
+            kind=request.kind or "transfer",
+            reference=request.reference,
+            entries=[
+                domain.EntryInput(request.from_account_id, -request.amount_gold),
+                domain.EntryInput(request.to_account_id, request.amount_gold),
+            ],
+            metadata=dict(request.metadata),
+            open_accounts=request.open_accounts,
+        )
+        return pb.TransferResponse(result=await self._post_one(domain.prepare(raw)))
+
+    # --- the journal ------------------------------------------------------------------------
+
+    async def GetTransaction(self, request: pb.GetTransactionRequest, context: Any) -> pb.GetTransactionResponse:
+        if bool(request.transaction_id) == bool(request.idempotency_key):
+            raise errors.InvalidArgument("ONE_OF_ID_OR_KEY", "give transaction_id or idempotency_key (exactly one)")
+        if request.transaction_id:
+            tx = await store.get_transaction(
+                self.pool, transaction_id=convert.parse_transaction_id(request.transaction_id), idempotency_key=""
+            )
+        else:
+            domain.check_idempotency_key(request.idempotency_key)
+            tx = await store.get_transaction(self.pool, transaction_id=None, idempotency_key=request.idempotency_key)
+        return pb.GetTransactionResponse(transaction=convert.transaction(tx))
+
+    async def ListEntries(self, request: pb.ListEntriesRequest, context: Any) -> pb.ListEntriesResponse:
+        domain.check_account_id(request.account_id)
+        limit = domain.check_page_size(request.page_size)
+        before = INT64_MAX
+        if request.page_token:
+            token_account, token_version = store.decode_token(request.page_token, 2)
+            if token_account != request.account_id or not token_version.isdigit():
+                raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token belongs to another statement")
+            before = int(token_version)
+        found, more = await store.list_entries(self.pool, request.account_id, before_version=before, limit=limit)
+        response = pb.ListEntriesResponse()
+        times = convert.TimestampCache()
+        for e in found:
+            convert.entry(e, response.entries.add(), times)
+        if more and found:
+            response.next_page_token = store.encode_token(request.account_id, str(found[-1].account_version))
+        return response
+
+    async def GetBalanceAt(self, request: pb.GetBalanceAtRequest, context: Any) -> pb.GetBalanceAtResponse:
+        domain.check_account_id(request.account_id)
+        which = request.WhichOneof("as_of")
+        if which is None:
+            raise errors.InvalidArgument("AS_OF_REQUIRED", "give transaction_id or time")
+        if which == "transaction_id":
+            balance, version = await store.balance_at(
+                self.pool,
+                request.account_id,
+                transaction_id=convert.parse_transaction_id(request.transaction_id),
+                at=None,
+            )
+        else:
+            balance, version = await store.balance_at(
+                self.pool, request.account_id, transaction_id=None, at=convert.from_timestamp(request.time)
+            )
+        return pb.GetBalanceAtResponse(balance_gold=balance, account_version=version)
+
+    async def VerifyJournal(self, request: pb.VerifyJournalRequest, context: Any) -> pb.VerifyJournalResponse:
+        report = await store.verify_journal(self.pool)
+        return pb.VerifyJournalResponse(
+            ok=report.ok,
+            accounts_checked=report.accounts_checked,
+            entries_checked=report.entries_checked,
+            mismatches=[
+                pb.Mismatch(
+                    account_id=m.account_id,
+                    stored_balance_gold=m.stored_balance_gold,
+                    computed_balance_gold=m.computed_balance_gold,
+                    detail=m.detail,
+                )
+                for m in report.mismatches
+            ],
+        )
+
+    async def TrialBalance(self, request: pb.TrialBalanceRequest, context: Any) -> pb.TrialBalanceResponse:
+        trial = await store.trial_balance(self.pool)
+        return pb.TrialBalanceResponse(
+            total_gold=trial.total_gold,
+            kinds=[pb.KindTotal(kind=k.kind, balance_gold=k.balance_gold, accounts=k.accounts) for k in trial.kinds],
+        )

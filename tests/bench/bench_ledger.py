@@ -1,0 +1,394 @@
+"""Ledger throughput through gRPC, against the raw ceiling of the same PostgreSQL.
+
+Setup (all under ``ctx.workdir``): an embedded PostgreSQL and nats-server, a real
+``python -m socai_ledger`` process (gRPC server, write batcher and outbox relay, as
+deployed), 10,000 funded player accounts. Every transaction moves gold between two players
+and credits ``house:fees`` (three entries), so every one of them touches the hot account.
+
+- ``ledger.post_single_32``: 32 concurrent callers, one ``PostTransaction`` per call.
+- ``ledger.post_batch_100`` / ``ledger.post_batch_1000``: ``PostTransactions`` of 100 and
+  1,000 items, 32 and 4 concurrent callers (the batcher coalesces concurrent calls into
+  database transactions of up to 1,000 items).
+- peer ``raw_postgres_copy``: the same transactions written by plain psycopg to a copy of the
+  ledger's ``entries`` and ``accounts`` tables (same columns, keys and indexes, no triggers):
+  balances computed in Python, a binary COPY of the entries and one ``UPDATE … FROM
+  unnest(…)`` per batch of 1,000, one commit per batch. No idempotency keys, no transactions
+  rows, no outbox, no gRPC: the ceiling the ledger is compared with (``params.ratio``).
+- ``ledger.outbox_drain``: how fast the relay publishes the backlog left by the 1,000-item
+  run to JetStream (which fsyncs every message), with no postings competing.
+
+Every case starts from a fresh journal (a new database, 10,000 funded players, a
+checkpoint), as the raw peer does. The ledger runs as deployed: production logging (a JSON
+line per RPC), the outbox relay publishing (gently while postings wait: outbox.py).
+Requests are serialised before the clock starts and responses parsed after it stops, so
+the figures measure the ledger, not the benchmark's client; client, ledger, PostgreSQL and
+NATS share the machine's cores. Medians of several rounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from socai.gen.ledger.v1 import ledger_pb2 as pb
+from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
+from socai.infra import migrate
+from socai.infra.config import Settings
+from socai.infra.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+from socai.infra.grpc_client import channel
+from socai.infra.stack import grpc_health
+from tests.bench.harness import BenchContext, Result
+
+PLAYERS = 10_000
+OPENING_GOLD = 10**12
+SERVICE = "/socai.ledger.v1.LedgerService/"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Transactions as (source, target, amount, fee): the same for the ledger and the raw peer."""
+
+    rng: random.Random
+
+    def next(self) -> tuple[str, str, int, int]:
+        a, b = self.rng.sample(range(PLAYERS), 2)
+        amount = self.rng.randint(20, 5_000)
+        return f"player:p{a}", f"player:p{b}", amount, amount // 20
+
+    def transactions(self, count: int, prefix: str) -> list[pb.TransactionInput]:
+        out = []
+        for n in range(count):
+            source, target, amount, fee = self.next()
+            out.append(
+                pb.TransactionInput(
+                    idempotency_key=f"{prefix}:{n}",
+                    kind="settlement",
+                    reference=f"hand-{prefix}-{n}",
+                    entries=[
+                        pb.EntryInput(account_id=source, amount_gold=-amount),
+                        pb.EntryInput(account_id=target, amount_gold=amount - fee),
+                        pb.EntryInput(account_id="house:fees", amount_gold=fee),
+                    ],
+                )
+            )
+        return out
+
+
+# --- the raw ceiling ----------------------------------------------------------------------------
+
+
+def raw_ceiling(url: str, rounds: int, batches_per_round: int) -> float:
+    """Transactions per second: binary COPY of the entries + one UPDATE … FROM per 1,000."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("create schema raw")
+        conn.execute("create table raw.accounts (like socai_ledger.accounts including all)")
+        conn.execute("create table raw.entries (like socai_ledger.entries including all)")
+        # LIKE copies columns, keys and indexes but not storage parameters: copy those too.
+        for table in ("accounts", "entries"):
+            row = conn.execute(
+                "select array_to_string(reloptions, ', ') from pg_class where oid = %s::regclass",
+                (f"socai_ledger.{table}",),
+            ).fetchone()
+            if row and row[0]:
+                conn.execute(f"alter table raw.{table} set ({row[0]})")
+        with conn.cursor().copy("copy raw.accounts (account_id, kind, balance_gold, version) from stdin") as copy:
+            for i in range(PLAYERS):
+                copy.write_row((f"player:p{i}", "player", OPENING_GOLD, 0))
+            copy.write_row(("house:fees", "house", 0, 0))
+    workload = Workload(random.Random(7))
+    balance = {f"player:p{i}": OPENING_GOLD for i in range(PLAYERS)} | {"house:fees": 0}
+    version = dict.fromkeys(balance, 0)
+    seq = 0
+    rates = []
+    with psycopg.connect(url) as conn:
+        for _ in range(rounds):
+            batches = [[workload.next() for _ in range(1000)] for _ in range(batches_per_round)]
+            started = time.perf_counter()
+            for batch in batches:
+                now = datetime.now(UTC)
+                rows = []
+                touched: set[str] = set()
+                for source, target, amount, fee in batch:
+                    seq += 1
+                    tx_id = uuid.uuid4()
+                    for index, (account, delta) in enumerate(
+                        ((source, -amount), (target, amount - fee), ("house:fees", fee))
+                    ):
+                        balance[account] += delta
+                        version[account] += 1
+                        touched.add(account)
+                        rows.append((account, version[account], seq, index, tx_id, delta, balance[account], now))
+                with conn.cursor() as cur:
+                    with cur.copy(
+                        "copy raw.entries (account_id, account_version, journal_seq, entry_index, transaction_id, "
+                        "amount_gold, balance_after_gold, created_at) from stdin (format binary)"
+                    ) as copy:
+                        copy.set_types(["text", "int8", "int8", "int2", "uuid", "int8", "int8", "timestamptz"])
+                        for row in rows:
+                            copy.write_row(row)
+                    ids = sorted(touched)
+                    cur.execute(
+                        "update raw.accounts a set balance_gold = u.b, version = u.v "
+                        "from unnest(%s::text[], %s::int8[], %s::int8[]) as u(id, b, v) where a.account_id = u.id",
+                        (ids, [balance[i] for i in ids], [version[i] for i in ids]),
+                    )
+                conn.commit()
+            rates.append(len(batches) * 1000 / (time.perf_counter() - started))
+    return statistics.median(rates)
+
+
+# --- the ledger ---------------------------------------------------------------------------------
+
+
+class LedgerProcess:
+    def __init__(self, settings: Settings, log_path: Path) -> None:
+        self.settings = settings
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> LedgerProcess:
+        env = {**os.environ, **self.settings.as_env()}  # production logging: a JSON line per RPC
+        env.pop("SOCAI_SERVICE_TOKEN", None)
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "socai_ledger"], env=env, stdout=log, stderr=log)
+        deadline = time.monotonic() + 60
+        while asyncio.run(grpc_health(self.settings.ledger_addr, 1.0)) != "SERVING":
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"ledger did not start: {self.log_path.read_text()[-2000:]}")
+            time.sleep(0.2)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def raw_call(ch: Any, method: str) -> Callable[..., Any]:
+    """A call that takes and returns serialised bytes (no client-side protobuf work)."""
+    return ch.unary_unary(SERVICE + method, request_serializer=None, response_deserializer=None)
+
+
+async def fund(address: str, token: str) -> None:
+    async with channel(address, token) as ch:
+        stub = pb_grpc.LedgerServiceStub(ch)
+        sem = asyncio.Semaphore(64)
+
+        async def one(i: int) -> None:
+            async with sem:
+                await stub.Deposit(
+                    pb.DepositRequest(idempotency_key=f"fund:{i}", player_id=f"p{i}", amount_gold=OPENING_GOLD),
+                    timeout=60,
+                )
+
+        await asyncio.gather(*(one(i) for i in range(PLAYERS)))
+
+
+async def post_rate(
+    address: str, token: str, method: str, payloads: list[bytes], callers: int
+) -> tuple[float, list[bytes]]:
+    """Send ``payloads`` with ``callers`` concurrent callers; (calls per second, replies)."""
+    async with channel(address, token) as ch:
+        call = raw_call(ch, method)
+        await call(payloads[0], timeout=120)  # warm the connection (and count it as work)
+        queue = iter(range(1, len(payloads)))
+        replies: list[bytes] = [b""] * len(payloads)
+
+        async def caller() -> None:
+            for i in queue:
+                replies[i] = await call(payloads[i], timeout=120)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(caller() for _ in range(callers)))
+        elapsed = time.perf_counter() - started
+    return (len(payloads) - 1) / elapsed, replies[1:]
+
+
+def count_applied(method: str, replies: list[bytes]) -> tuple[int, int]:
+    applied = total = 0
+    for reply in replies:
+        if method == "PostTransaction":
+            results = [pb.PostTransactionResponse.FromString(reply).result]
+        else:
+            results = list(pb.PostTransactionsResponse.FromString(reply).results)
+        total += len(results)
+        applied += sum(1 for r in results if r.status == pb.POST_STATUS_APPLIED)
+    return applied, total
+
+
+CASES = (
+    # name, method, transactions per call, concurrent callers, transactions per round (full, quick)
+    ("ledger.post_single_32", "PostTransaction", 1, 32, (12_000, 2_000)),
+    ("ledger.post_batch_100", "PostTransactions", 100, 32, (40_000, 10_000)),
+    ("ledger.post_batch_1000", "PostTransactions", 1000, 4, (40_000, 10_000)),
+)
+
+
+def run(ctx: BenchContext) -> list[Result]:
+    quick = ctx.quick
+    rounds = 2 if quick else 3
+    pg = EmbeddedPostgres(ctx.workdir / "pg", port=free_port(), database="postgres")
+    nats = EmbeddedNats(ctx.workdir / "nats", port=free_port())
+    pg.start()
+    nats.start()
+    run_id = uuid.uuid4().hex[:8]
+    base = pg.admin_url().rsplit("/", 1)[0]
+
+    def fresh_database(name: str) -> str:
+        with psycopg.connect(pg.admin_url(), autocommit=True) as conn:
+            conn.execute(f'create database "{name}_{run_id}"')
+        url = f"{base}/{name}_{run_id}"
+        migrate.upgrade(url, "ledger")  # the raw peer copies the ledger's table definitions
+        return url
+
+    try:
+        raw_url = fresh_database("raw")
+        checkpoint(pg.admin_url())
+        raw = raw_ceiling(raw_url, rounds=rounds + 2, batches_per_round=5 if quick else 20)
+        print(f"   raw_postgres_copy: {raw:,.0f} tx/s", flush=True)
+        results: list[Result] = []
+        for name, method, size, callers, volume in CASES:
+            # Every case starts from a fresh journal with the same funded accounts, as the raw
+            # peer does: a figure does not depend on the cases run before it.
+            url = fresh_database(name.rsplit(".", 1)[-1])
+            settings = Settings(
+                nats_url=nats.url,
+                database_url=url,
+                ledger_addr=f"127.0.0.1:{free_port()}",
+                metrics_port_base=free_port(),
+                ledger_stream=f"LEDGER_{name.rsplit('.', 1)[-1].upper()}",
+                ledger_prefix=f"bench.{name.rsplit('.', 1)[-1]}",
+                log_format="json",
+            )
+            with LedgerProcess(settings, ctx.workdir / f"{name}.log"):
+                asyncio.run(fund(settings.ledger_addr, settings.tokens["cashier"]))
+                checkpoint(pg.admin_url())
+                per_round = volume[1] if quick else volume[0]
+                value, rates = measure(settings, name, method, size, callers, per_round, rounds)
+                results.append(
+                    Result(
+                        name=name,
+                        value=value,
+                        unit="tx/s",
+                        peers={"raw_postgres_copy": raw},
+                        params={
+                            "ratio": round(value / raw, 3),
+                            "transactions_per_call": size,
+                            "concurrent_callers": callers,
+                            "transactions_per_round": per_round,
+                            "rounds": rounds,
+                            "rates": [round(x) for x in rates],
+                            "entries_per_transaction": 3,
+                            "hot_account": "house:fees credited by every transaction",
+                            "accounts": PLAYERS + 1,
+                            "fresh_journal": True,
+                            "outbox_relay": "running; publishes gently while postings wait (outbox.py)",
+                            "log_level": "info (a JSON line per RPC)",
+                            "cpus": os.cpu_count(),
+                        },
+                    )
+                )
+                print(f"   {name}: {value:,.0f} tx/s (ratio {value / raw:.2f}; rounds {[round(r) for r in rates]})")
+                if size == 1000:
+                    results.append(drain_rate(url))
+            verify(url)
+        return results
+    finally:
+        nats.stop()
+        pg.stop()
+
+
+def checkpoint(admin_url: str) -> None:
+    """Start every measurement from a fresh checkpoint: no earlier run's dirty pages or WAL
+    volume (which force a checkpoint mid-run) weigh on it."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute("checkpoint")
+
+
+def measure(
+    settings: Settings, name: str, method: str, size: int, callers: int, per_round: int, rounds: int
+) -> tuple[float, list[float]]:
+    """(median transactions per second, the rate of each round); every transaction must apply."""
+    workload = Workload(random.Random(11))
+    rates = []
+    applied = total = 0
+    for r in range(rounds):
+        txs = workload.transactions(per_round + size, f"{name}:{r}")
+        if size == 1:
+            payloads = [pb.PostTransactionRequest(transaction=t).SerializeToString() for t in txs]
+        else:
+            payloads = [
+                pb.PostTransactionsRequest(transactions=txs[i : i + size]).SerializeToString()
+                for i in range(0, len(txs), size)
+            ]
+        calls_per_s, replies = asyncio.run(
+            post_rate(settings.ledger_addr, settings.tokens["settlement"], method, payloads, callers)
+        )
+        rates.append(calls_per_s * size)
+        a, t = count_applied(method, replies)
+        applied, total = applied + a, total + t
+    if applied != total:
+        raise RuntimeError(f"{name}: only {applied} of {total} transactions applied")
+    return statistics.median(rates), rates
+
+
+def drain_rate(url: str, timeout_s: float = 600.0) -> Result:
+    """Publish rate of the relay while it drains the backlog (no postings competing)."""
+
+    def progress() -> tuple[int, int]:
+        with psycopg.connect(url) as conn:
+            row = conn.execute(
+                "select (select published_seq from socai_ledger.outbox_progress), "
+                "(select coalesce(max(journal_seq), 0) from socai_ledger.transactions)"
+            ).fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    published, head = progress()
+    start_published, started = published, time.perf_counter()
+    while published < head and time.perf_counter() - started < timeout_s:
+        time.sleep(0.5)
+        published, head = progress()
+    elapsed = time.perf_counter() - started
+    rate = (published - start_published) / elapsed if elapsed > 0 and published > start_published else 0.0
+    print(f"   ledger.outbox_drain: {rate:,.0f} tx/s ({published - start_published} published)", flush=True)
+    return Result(
+        name="ledger.outbox_drain",
+        value=rate,
+        unit="tx/s",
+        params={
+            "backlog_transactions": head - start_published,
+            "caught_up": published >= head,
+            "nats_sync": "sync_interval: always (fsync per message)",
+        },
+    )
+
+
+def verify(url: str) -> None:
+    """The benchmark's own sanity check: the books balance after everything it posted."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "select sum(balance_gold)::numeric, min(balance_gold) from socai_ledger.accounts "
+            "where account_id <> 'external:cashier'"
+        ).fetchone()
+        total = conn.execute("select sum(balance_gold)::numeric from socai_ledger.accounts").fetchone()
+    assert row is not None and total is not None
+    if int(total[0]) != 0 or int(row[1]) < 0:
+        raise RuntimeError(f"the books do not balance after the benchmark: total {total[0]}, min {row[1]}")

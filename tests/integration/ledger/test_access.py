@@ -1,0 +1,118 @@
+"""Who may call what, and who may move money in from the outside world."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import pytest
+
+from socai.gen.ledger.v1 import ledger_pb2 as pb
+from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
+from socai.infra.grpc_client import channel
+from socai.infra.grpc_errors import error_reason
+from socai_ledger.server import ALLOW
+from tests.integration.ledger.conftest import Ledger, balances, deposit, transaction
+
+pytestmark = pytest.mark.integration
+
+CALLERS = ("table", "settlement", "cashier", "auditor", "backend", "operator")
+# One harmless request per method; it may fail for other reasons (NOT_FOUND …) once allowed.
+REQUESTS: dict[str, Any] = {
+    "OpenAccount": pb.OpenAccountRequest(account_id="player:z"),
+    "GetAccount": pb.GetAccountRequest(account_id="house:fees"),
+    "ListAccounts": pb.ListAccountsRequest(),
+    "PostTransaction": pb.PostTransactionRequest(transaction=transaction("k", ("player:x", -1), ("player:y", 1))),
+    "PostTransactions": pb.PostTransactionsRequest(transactions=[transaction("k", ("player:x", -1), ("player:y", 1))]),
+    "Deposit": pb.DepositRequest(idempotency_key="k", player_id="z", amount_gold=1),
+    "Withdraw": pb.WithdrawRequest(idempotency_key="k2", player_id="nobody", amount_gold=1),
+    "Transfer": pb.TransferRequest(
+        idempotency_key="k3", from_account_id="player:x", to_account_id="player:y", amount_gold=1
+    ),
+    "GetTransaction": pb.GetTransactionRequest(idempotency_key="nothing"),
+    "ListEntries": pb.ListEntriesRequest(account_id="house:fees"),
+    "GetBalanceAt": pb.GetBalanceAtRequest(
+        account_id="house:fees", transaction_id="01900000-0000-7000-8000-000000000000"
+    ),
+    "VerifyJournal": pb.VerifyJournalRequest(),
+    "TrialBalance": pb.TrialBalanceRequest(),
+}
+
+
+def test_every_method_has_an_allow_list():
+    methods = {m.name for m in pb.DESCRIPTOR.services_by_name["LedgerService"].methods}
+    assert set(ALLOW) == methods == set(REQUESTS)
+
+
+async def test_each_caller_reaches_exactly_the_methods_of_its_allow_list(ledger: Ledger):
+    outcomes: dict[tuple[str, str], bool] = {}
+    for caller in CALLERS:
+        stub = ledger.stub(caller)
+        for method, request in REQUESTS.items():
+            try:
+                await getattr(stub, method)(request)
+                allowed = True
+            except grpc.aio.AioRpcError as exc:
+                allowed = exc.code() != grpc.StatusCode.PERMISSION_DENIED
+                if not allowed:
+                    assert error_reason(exc) == "PERMISSION_DENIED"
+            outcomes[(caller, method)] = allowed
+    expected = {
+        (caller, method): "*" in ALLOW[method] or caller in ALLOW[method] for caller in CALLERS for method in REQUESTS
+    }
+    assert outcomes == expected
+    # The documented policy, spelled out for the methods that move money.
+    assert {c for c in CALLERS if outcomes[(c, "PostTransactions")]} == {"table", "settlement", "backend"}
+    assert {c for c in CALLERS if outcomes[(c, "Deposit")]} == {"cashier", "operator"}
+    assert {c for c in CALLERS if outcomes[(c, "VerifyJournal")]} == {"auditor", "operator", "settlement", "backend"}
+    assert all(outcomes[(c, "GetAccount")] for c in CALLERS)
+
+
+@pytest.mark.parametrize("token", [None, "not-a-token"])
+async def test_no_token_or_a_wrong_token_is_unauthenticated(ledger: Ledger, token: str | None):
+    async with channel(ledger.address, token) as ch:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await pb_grpc.LedgerServiceStub(ch).GetAccount(pb.GetAccountRequest(account_id="house:fees"))
+    assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_only_the_cashier_or_an_operator_moves_money_through_external_accounts(ledger: Ledger):
+    await deposit(ledger, "alice", 100)
+    mint = transaction("mint", ("external:cashier", -1_000), ("player:alice", 1_000))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await ledger.stub("backend").PostTransaction(pb.PostTransactionRequest(transaction=mint))
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error_reason(caught.value) == "EXTERNAL_ACCOUNT_RESERVED"
+
+    batch = await ledger.stub("settlement").PostTransactions(pb.PostTransactionsRequest(transactions=[mint]))
+    assert (batch.results[0].status, batch.results[0].error_reason) == (
+        pb.POST_STATUS_REJECTED,
+        "EXTERNAL_ACCOUNT_RESERVED",
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await ledger.stub("table").Transfer(
+            pb.TransferRequest(
+                idempotency_key="cash-out",
+                from_account_id="player:alice",
+                to_account_id="external:cashier",
+                amount_gold=1,
+            )
+        )
+    assert error_reason(caught.value) == "EXTERNAL_ACCOUNT_RESERVED"
+
+    # An operator funds the house bankroll from the outside world.
+    funded = await ledger.stub("operator").Transfer(
+        pb.TransferRequest(
+            idempotency_key="fund-bank",
+            from_account_id="external:cashier",
+            to_account_id="house:bank",
+            amount_gold=50_000,
+            kind="deposit",
+        )
+    )
+    assert funded.result.status == pb.POST_STATUS_APPLIED
+    assert balances(ledger.settings.database_url or "", ["player:alice", "house:bank", "external:cashier"]) == {
+        "player:alice": 100,
+        "house:bank": 50_000,
+        "external:cashier": -50_100,
+    }

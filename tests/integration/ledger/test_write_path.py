@@ -1,0 +1,108 @@
+"""The write batcher under trouble: deadlocks, a poison item, a lost database connection."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+import psycopg
+import pytest
+from prometheus_client import REGISTRY
+
+from socai.gen.ledger.v1 import ledger_pb2 as pb
+from socai.infra.grpc_errors import error_reason
+from tests.integration.ledger.conftest import Ledger, balances, deposit, transaction
+
+pytestmark = pytest.mark.integration
+
+
+def retries(reason: str) -> float:
+    return REGISTRY.get_sample_value("socai_ledger_batch_retries_total", {"reason": reason}) or 0.0
+
+
+async def wait_until_blocked(url: str, timeout_s: float = 10.0) -> None:
+    """Until a ledger session waits on a row lock."""
+    deadline = time.monotonic() + timeout_s
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = await (
+                await conn.execute(
+                    "select count(*) from pg_stat_activity where application_name = 'socai-ledger' "
+                    "and wait_event_type = 'Lock' and datname = current_database()"
+                )
+            ).fetchone()
+            if row and row[0]:
+                return
+            await asyncio.sleep(0.02)
+    raise AssertionError("the ledger never waited on the lock")
+
+
+async def test_a_deadlock_with_an_outside_session_is_retried_and_the_transfer_applies(ledger: Ledger):
+    await deposit(ledger, "a", 100)
+    await deposit(ledger, "b", 100)
+    url = ledger.settings.database_url or ""
+    before = retries("DeadlockDetected")
+    async with await psycopg.AsyncConnection.connect(url) as outsider:
+        # The outsider gives up later than the ledger, so the ledger is the one PostgreSQL picks.
+        await outsider.execute("set deadlock_timeout = '10s'")
+        await outsider.execute("select 1 from socai_ledger.accounts where account_id = 'player:b' for update")
+        transfer = asyncio.ensure_future(
+            ledger.stub("backend").Transfer(
+                pb.TransferRequest(
+                    idempotency_key="x1", from_account_id="player:a", to_account_id="player:b", amount_gold=60
+                )
+            )
+        )
+        await wait_until_blocked(url)  # the batch holds player:a and waits for player:b
+        await outsider.execute("select 1 from socai_ledger.accounts where account_id = 'player:a' for update")
+        await outsider.commit()
+        reply = await asyncio.wait_for(transfer, 30)
+    assert reply.result.status == pb.POST_STATUS_APPLIED
+    assert retries("DeadlockDetected") == before + 1
+    assert balances(url, ["player:a", "player:b"]) == {"player:a": 40, "player:b": 160}
+
+
+async def test_a_poison_item_fails_alone_and_the_rest_of_its_batch_commits(ledger: Ledger):
+    await deposit(ledger, "alice", 1_000)
+    url = ledger.settings.database_url or ""
+    with psycopg.connect(url) as conn:  # a rule the planner does not know: the database refuses the item
+        conn.execute("alter table socai_ledger.transactions add constraint no_poison check (reference <> 'poison')")
+        conn.commit()
+    items = [
+        transaction("p1", ("player:alice", -10), ("house:fees", 10)),
+        transaction("p2", ("player:alice", -20), ("house:fees", 20), reference="poison"),
+        transaction("p3", ("player:alice", -30), ("house:fees", 30)),
+    ]
+    reply = await ledger.stub("settlement").PostTransactions(pb.PostTransactionsRequest(transactions=items))
+    assert [(r.status, r.error_reason) for r in reply.results] == [
+        (pb.POST_STATUS_APPLIED, ""),
+        (pb.POST_STATUS_REJECTED, "INTERNAL"),
+        (pb.POST_STATUS_APPLIED, ""),
+    ]
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await ledger.stub("settlement").PostTransaction(pb.PostTransactionRequest(transaction=items[1]))
+    assert caught.value.code() == grpc.StatusCode.INTERNAL
+    assert balances(url, ["player:alice", "house:fees"]) == {"player:alice": 960, "house:fees": 40}
+    report = await ledger.stub("auditor").VerifyJournal(pb.VerifyJournalRequest())
+    assert report.ok
+
+
+async def test_a_lost_database_connection_is_unavailable_then_the_same_key_applies_once(ledger: Ledger):
+    await deposit(ledger, "alice", 100)
+    url = ledger.settings.database_url or ""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "select pg_terminate_backend(pid) from pg_stat_activity "
+            "where application_name = 'socai-ledger' and datname = current_database()"
+        )
+    request = pb.PostTransactionRequest(transaction=transaction("after-crash", ("player:alice", -5), ("house:fees", 5)))
+    stub = ledger.stub("settlement")
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.PostTransaction(request)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert error_reason(caught.value) == "DATABASE_UNAVAILABLE"
+    first = await stub.PostTransaction(request)  # the writer reconnects
+    again = await stub.PostTransaction(request)
+    assert (first.result.status, again.result.status) == (pb.POST_STATUS_APPLIED, pb.POST_STATUS_REPLAYED)
+    assert balances(url, ["player:alice"]) == {"player:alice": 95}
