@@ -187,34 +187,37 @@ class BenchEnv:
         return ch, ledger_pb2_grpc.LedgerServiceStub(ch)
 
     async def hand_latencies_ms(self) -> list[float]:
-        """For every hand in the stream: its ledger transaction's ``created_at`` minus its
-        HandEnded ``occurred_at``, in ms (the e2e hook; hands that move no gold are skipped)."""
-        nc = await connect(self.settings.nats_url or "", name="bench-latency")
-        log = EventLog(nc, self.settings.events_stream, self.settings.events_prefix)
-        ended: dict[str, datetime] = {}
-        try:
-            async for stored in log.read(f"{log.prefix}.>"):
-                if isinstance(stored.event.body, HandEnded):
-                    ended[stored.event.hand_id] = stored.event.occurred_at
-        finally:
-            await nc.close()
-        ch, ledger = self.ledger("auditor")
-        out: list[float] = []
-        try:
-            for hand_id, at in ended.items():
-                try:
-                    reply = await ledger.GetTransaction(
-                        ledger_pb2.GetTransactionRequest(idempotency_key=f"settle:{hand_id}")
-                    )
-                except grpc.aio.AioRpcError as exc:
-                    if exc.code() == grpc.StatusCode.NOT_FOUND:
-                        continue
-                    raise
-                committed = reply.transaction.created_at.ToDatetime(tzinfo=UTC)
-                out.append((committed - at).total_seconds() * 1000)
-        finally:
-            await ch.close()
-        return out
+        return await hand_latencies_ms(self.settings)
+
+
+async def hand_latencies_ms(settings: Settings) -> list[float]:
+    """For every hand in the stream: its ledger transaction's ``created_at`` minus its
+    HandEnded ``occurred_at``, in ms (hands that move no gold are skipped). The table
+    stamps ``occurred_at`` when it publishes, and both clocks are this machine's."""
+    nc = await connect(settings.nats_url or "", name="bench-latency")
+    log = EventLog(nc, settings.events_stream, settings.events_prefix)
+    ended: dict[str, datetime] = {}
+    try:
+        async for stored in log.read(f"{log.prefix}.>"):
+            if isinstance(stored.event.body, HandEnded):
+                ended[stored.event.hand_id] = stored.event.occurred_at
+    finally:
+        await nc.close()
+    out: list[float] = []
+    async with channel(settings.ledger_addr, settings.tokens["auditor"]) as ch:
+        ledger = ledger_pb2_grpc.LedgerServiceStub(ch)
+        for hand_id, at in ended.items():
+            try:
+                reply = await ledger.GetTransaction(
+                    ledger_pb2.GetTransactionRequest(idempotency_key=f"settle:{hand_id}")
+                )
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.NOT_FOUND:
+                    continue
+                raise
+            committed = reply.transaction.created_at.ToDatetime(tzinfo=UTC)
+            out.append((committed - at).total_seconds() * 1000)
+    return out
 
 
 async def _load(env: BenchEnv, sim: Simulation) -> None:

@@ -10,6 +10,7 @@ calls finish, background work drains).
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -40,6 +41,21 @@ async def serve(app: App, stop: asyncio.Event) -> None:
         await app.stop()
 
 
+# Services allocate short-lived objects by the thousand per batch or hand (rows, events,
+# states). With CPython's default threshold (700 allocations) the collector runs every few
+# requests and rescans the long-lived heap; measured on the ledger it cost 20-40 % of the
+# throughput. Objects alive after start-up are frozen out of the scans and young
+# collections run every 50,000 allocations (reference counting frees almost everything;
+# the collector is only for cycles, so memory stays bounded).
+GC_GEN0_THRESHOLD = 50_000
+
+
+def tune_gc() -> None:
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, 50, 100)
+
+
 def run(name: str, build: Callable[[Settings], Awaitable[App]]) -> None:
     settings = Settings.from_env()
     configure(fmt=settings.log_format, level=settings.log_level)
@@ -49,6 +65,7 @@ def run(name: str, build: Callable[[Settings], Awaitable[App]]) -> None:
         stop = asyncio.Event()
         install_stop_signals(stop)
         app = await build(settings)
+        tune_gc()
         log.info("service_starting", service=name, grpc_port=app.grpc.port)
         await serve(app, stop)
         log.info("service_stopped", service=name)
