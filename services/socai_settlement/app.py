@@ -28,6 +28,7 @@ from socai.infra.grpc_client import channel
 from socai.infra.grpc_server import GrpcServer, build_server
 from socai.infra.logging import get_logger
 from socai.infra.nats import connect
+from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig
 from socai_settlement.consumer import Consumer
 from socai_settlement.poster import LedgerPoster
@@ -79,6 +80,7 @@ class App:
         self._tasks = [
             asyncio.create_task(self._supervise(), name="settlement-consumer"),
             asyncio.create_task(self.consumer.watch_lag(self._stop), name="settlement-lag"),
+            asyncio.create_task(self._watch_dead_letters(), name="settlement-dead-letters"),
         ]
         log.info(
             "settlement_started",
@@ -87,6 +89,18 @@ class App:
             stream=self.settings.events_stream,
             ledger=self.settings.ledger_addr,
         )
+
+    async def _watch_dead_letters(self) -> None:
+        """Keep ``socai_settlement_dead_letters_open`` current (the alert's series: a
+        counter only says how many ever happened, not how many still wait)."""
+        while not self._stop.is_set():
+            try:
+                _, open_dead = await self.store.counts()
+                metrics.DEAD_LETTERS_OPEN.set(open_dead)
+            except Exception as exc:
+                log.debug("dead_letter_count_unavailable", error=str(exc))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.config.lag_interval_s)
 
     async def _supervise(self) -> None:
         while not self._stop.is_set():

@@ -6,6 +6,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 HANDS_SETTLED = Counter("socai_settlement_hands_settled_total", "Hands settled (stored for the first time)", ["game"])
 DEAD_LETTERS = Counter("socai_settlement_dead_letters_total", "Hands dead-lettered, by reason", ["reason"])
+DEAD_LETTERS_OPEN = Gauge("socai_settlement_dead_letters_open", "Dead-lettered hands not resolved yet")
 HANDS_READ = Counter(
     "socai_settlement_hands_read_total",
     "Hands whose events came from the consumer cache or a read by subject",

@@ -28,6 +28,7 @@ SERIES = {
         "socai_settlement_lag_messages",
         "socai_settlement_hands_settled_total",
         "socai_settlement_dead_letters_total",
+        "socai_settlement_dead_letters_open",
     ],
 }
 OFFSET = {"ledger": 0, "table": 1, "settlement": 2}

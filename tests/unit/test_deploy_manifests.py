@@ -74,16 +74,15 @@ EXISTING_METRICS = {
     "socai_settlement_hands_settled_total",
     "socai_settlement_dead_letters_total",
     "socai_settlement_lag_messages",
-}
-PROPOSED_METRICS = {
     "socai_settlement_dead_letters_open",
     "socai_ledger_postings_total",
     "socai_ledger_outbox_lag",
     "socai_ledger_trial_balance_gold",
 }
+PROPOSED_METRICS: set[str] = set()
 KNOWN_METRICS = EXISTING_METRICS | PROPOSED_METRICS
 # Settings the manifests set that libs/socai/infra/config.py does not read yet (see deploy/README.md).
-PROPOSED_SETTINGS = {"SOCAI_STREAM_REPLICAS"}
+PROPOSED_SETTINGS: set[str] = set()
 
 
 # --------------------------------------------------------------------------- fixtures
