@@ -50,7 +50,13 @@ async def build_app(settings: Settings) -> TableApp:
     await socai_nats.ensure_stream(nc.jetstream(), settings.events_stream_spec())
     store = await TableStore.open(default_database_url(settings))
     money = Money(settings.ledger_addr, settings.settlement_addr, settings.token_of("table"))
-    deps = Deps(EventLog(nc, settings.events_stream, settings.events_prefix), store, money, settings.table_instance)
+    deps = Deps(
+        EventLog(nc, settings.events_stream, settings.events_prefix),
+        store,
+        money,
+        settings.table_instance,
+        heartbeat_timeout_s=settings.heartbeat_timeout_s,
+    )
     manager = TableManager(deps)
     servicer = TableServicer(manager, settings.player_token_key)
     server = build_server(

@@ -103,8 +103,9 @@ class TableManager:
     # --- background work ---------------------------------------------------------------
 
     async def _watchdog(self) -> None:
+        period = min(WATCHDOG_PERIOD_S, self.deps.heartbeat_timeout_s / 4)
         while True:
-            await asyncio.sleep(WATCHDOG_PERIOD_S)
+            await asyncio.sleep(period)
             now = time.monotonic()
             for table in list(self.tables.values()):
                 try:

@@ -89,7 +89,7 @@ class TableConfig:
             buy_in_min_gold=buy_in_min,
             buy_in_max_gold=buy_in_max,
             auto_start_players=self.auto_start_players,
-            turn_timeout_s=self.turn_timeout_s or TURN_TIMEOUT_DEFAULT_S,
+            turn_timeout_s=self.turn_timeout_s,  # 0: the game's own turn timer
             owner_player_id=self.owner_player_id,
             between_hands_ms=self.between_hands_ms or BETWEEN_HANDS_DEFAULT_MS,
         )

@@ -139,7 +139,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def Reconnect(self, request: pb.ReconnectRequest, context: Any) -> pb.ReconnectResponse:
         player = self._player(request.player_token)
         table = await self.manager.get(request.table_id)
-        await table.reconnect(player)
+        await table.heartbeat(player)
         async with table.lock:
             return pb.ReconnectResponse(state=convert.state_to_proto(table, table.view(player)))
 

@@ -52,7 +52,7 @@ from socai.rules import registry
 from socai.rules.base import CLOCKWISE, LegalAction, Pending, Settlement, seats_after
 from socai_table import metrics
 from socai_table.ledger_client import Money, buy_in_key
-from socai_table.model import Seat, TableConfig, facts_id_of, hand_id_of
+from socai_table.model import TURN_TIMEOUT_DEFAULT_S, Seat, TableConfig, facts_id_of, hand_id_of
 from socai_table.store import Cashout, TableStore
 
 log = get_logger("socai.table")
@@ -109,6 +109,7 @@ class Deps:
     money: Money
     instance: str
     on_cashout: Callable[[], None] = lambda: None
+    heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
 
 
 def redact(event: Event, viewer_seat: int, hand_over: bool) -> events_pb2.Event:
@@ -643,7 +644,12 @@ class Table:
         self._cancel_timer()
         if not pending.to_act:
             return
-        timeout = pending.timeout_s or self.config.turn_timeout_s
+        # The table's turn timer overrides the game's default turn timer; the game's other
+        # timers (Mậu Binh's arrangement, Ba Cây's flip, a betting window) are its own rules.
+        if pending.timer in ("", "turn") and self.config.turn_timeout_s:
+            timeout: float = self.config.turn_timeout_s
+        else:
+            timeout = pending.timeout_s or TURN_TIMEOUT_DEFAULT_S
         self.timer_gen += 1
         self.deadline = time.time() + timeout
         self.timer_task = asyncio.get_running_loop().create_task(self._timer_fires(self.timer_gen, timeout))
@@ -679,15 +685,10 @@ class Table:
                     self.dirty = True
 
     async def heartbeat(self, player_id: str) -> None:
-        async with self.lock:
-            seat = self.seat_of(player_id)
-            if seat is None:
-                raise errors.NotFound("NOT_SEATED", f"{player_id} is not seated at {self.table_id}")
-            seat.last_heartbeat = time.monotonic()
-            if not seat.connected:
-                await self._set_connected(seat, True)
+        """The player is here: a disconnected player is reconnected (``Reconnect`` too).
 
-    async def reconnect(self, player_id: str) -> None:
+        Raises NotFound("NOT_SEATED") when the player has no seat at this table.
+        """
         async with self.lock:
             await self._ensure_synced()
             seat = self.seat_of(player_id)
@@ -701,7 +702,7 @@ class Table:
         """Turn missed heartbeats into PlayerDisconnected (the game's forfeit rules follow)."""
         async with self.lock:
             for seat in list(self.seats.values()):
-                if seat.connected and seat.last_heartbeat and now - seat.last_heartbeat > HEARTBEAT_TIMEOUT_S:
+                if seat.connected and seat.last_heartbeat and now - seat.last_heartbeat > self.deps.heartbeat_timeout_s:
                     await self._set_connected(seat, False)
 
     async def _set_connected(self, seat: Seat, connected: bool) -> None:

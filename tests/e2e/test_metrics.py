@@ -11,7 +11,7 @@ import pytest
 from socai.infra.config import Settings
 from socai.infra.stack import Stack
 from socai_table.simulate import SimConfig, Simulator
-from tests.e2e.test_demo import stack_env
+from tests.support.stack import stack_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

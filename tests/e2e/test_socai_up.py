@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -11,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from socai.infra.embedded import free_port, port_is_free
+from socai.infra.embedded import port_is_free
+from tests.support.stack import stack_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -19,19 +19,8 @@ SOCAI = [sys.executable, "-m", "socai.cli"]
 
 
 def test_socai_up_starts_everything_and_stops_cleanly_on_sigint(tmp_path: Path):
-    ports = {name: free_port() for name in ("nats", "pg", "ledger", "table", "settlement", "metrics")}
-    env = {
-        **os.environ,
-        "SOCAI_VAR_DIR": str(tmp_path / "var"),
-        "SOCAI_NATS_PORT": str(ports["nats"]),
-        "SOCAI_PG_PORT": str(ports["pg"]),
-        "SOCAI_LEDGER_ADDR": f"127.0.0.1:{ports['ledger']}",
-        "SOCAI_TABLE_ADDR": f"127.0.0.1:{ports['table']}",
-        "SOCAI_SETTLEMENT_ADDR": f"127.0.0.1:{ports['settlement']}",
-        "SOCAI_METRICS_PORT_BASE": str(ports["metrics"]),
-    }
-    for key in ("SOCAI_NATS_URL", "SOCAI_DATABASE_URL"):
-        env.pop(key, None)
+    env = stack_env(tmp_path / "var", log_level="info")
+    ports = {k: int(v.rsplit(":", 1)[-1]) for k, v in env.items() if k.endswith(("_PORT", "_ADDR"))}
     up = subprocess.Popen([*SOCAI, "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output: list[str] = []
     try:

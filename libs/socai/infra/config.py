@@ -11,6 +11,7 @@
 | ``SOCAI_SETTLEMENT_ADDR`` | ``127.0.0.1:50053`` | settlement gRPC address |
 | ``SOCAI_LISTEN_ADDR`` | the service's own address | where this service process listens (``0.0.0.0:50051`` in a container) |
 | ``SOCAI_TABLE_INSTANCE`` | ``table-0`` | this table-service instance's name; tables are owned by one instance |
+| ``SOCAI_HEARTBEAT_TIMEOUT_S`` | ``10`` | a player who sent heartbeats and then misses them this long is disconnected |
 | ``SOCAI_METRICS_PORT_BASE`` | ``9460`` | Prometheus ports: ledger +0, table +1, settlement +2 |
 | ``SOCAI_TOKENS`` | dev tokens | ``caller=token,…`` bearer tokens of calling services; ``caller=new|old`` accepts both during a rotation |
 | ``SOCAI_SERVICE_TOKEN`` | dev token of the caller | the token this process presents when it calls others |
@@ -75,6 +76,7 @@ class Settings:
     settlement_addr: str = "127.0.0.1:50053"
     listen_addr: str | None = None
     table_instance: str = "table-0"
+    heartbeat_timeout_s: float = 10.0
     metrics_port_base: int = 9460
     tokens: Mapping[str, str] = field(default_factory=lambda: dict(DEV_TOKENS))
     service_token: str | None = None
@@ -103,6 +105,7 @@ class Settings:
             settlement_addr=e.get("SOCAI_SETTLEMENT_ADDR", s.settlement_addr),
             listen_addr=e.get("SOCAI_LISTEN_ADDR") or None,
             table_instance=e.get("SOCAI_TABLE_INSTANCE", s.table_instance),
+            heartbeat_timeout_s=float(e.get("SOCAI_HEARTBEAT_TIMEOUT_S", s.heartbeat_timeout_s)),
             metrics_port_base=int(e.get("SOCAI_METRICS_PORT_BASE", s.metrics_port_base)),
             tokens=_parse_tokens(e["SOCAI_TOKENS"]) if e.get("SOCAI_TOKENS") else dict(DEV_TOKENS),
             service_token=e.get("SOCAI_SERVICE_TOKEN") or None,
@@ -145,6 +148,7 @@ class Settings:
             "SOCAI_TABLE_ADDR": self.table_addr,
             "SOCAI_SETTLEMENT_ADDR": self.settlement_addr,
             "SOCAI_TABLE_INSTANCE": self.table_instance,
+            "SOCAI_HEARTBEAT_TIMEOUT_S": str(self.heartbeat_timeout_s),
             "SOCAI_METRICS_PORT_BASE": str(self.metrics_port_base),
             "SOCAI_TOKENS": ",".join(f"{k}={v}" for k, v in self.tokens.items()),
             "SOCAI_PLAYER_TOKEN_KEY": self.player_token_key,

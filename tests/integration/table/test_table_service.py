@@ -34,7 +34,7 @@ class World:
 
 @pytest.fixture
 async def world(nats_url: str, migrated_database_url: str, stream_spec: StreamSpec) -> AsyncIterator[World]:
-    settings = service_settings(nats_url, migrated_database_url, stream_spec)
+    settings = service_settings(nats_url, migrated_database_url, stream_spec, heartbeat_timeout_s=0.5)
     async with running(settings, ("ledger", "table")) as r:
         backend = Backend(r.settings)
         table_app = r.apps["table"]
@@ -253,3 +253,32 @@ async def test_leaving_cashes_out_after_the_hand_is_settled(world: World):
     assert reply.cash_out_gold == 1010
     assert not reply.cashed_out
     assert await w.backend.balance(accounts.player(b)) == 1000
+
+
+async def test_missed_heartbeats_disconnect_a_player_whose_timer_then_folds_and_reconnect_brings_them_back(
+    world: World,
+):
+    w = world
+    table_id, (a, _b) = await seat_players(w, "holdem", [1000, 1000], stake_gold=100, seats_max=2, turn_timeout_s=2)
+    token_a = await w.backend.token(a)
+    await w.backend.table.Heartbeat(pb.HeartbeatRequest(table_id=table_id, player_token=token_a))
+    hand_id = (await w.backend.table.StartHand(pb.StartHandRequest(table_id=table_id))).hand_id
+    # a (the small blind, first to act heads-up) goes silent: after 0.5 s it is disconnected,
+    # then its turn timer runs out and the game's rule folds it (HE-10: a check is not free).
+    for _ in range(60):
+        names = [type(s.event.body).__name__ for s in await w.log.read_hand(table_id, hand_id)]
+        if "HandEnded" in names:
+            break
+        await asyncio.sleep(0.1)
+    stored = await w.log.read_hand(table_id, hand_id)
+    bodies = [s.event.body for s in stored]
+    names = [type(b).__name__ for b in bodies]
+    assert "PlayerDisconnected" in names and bodies[names.index("PlayerDisconnected")].seat == 0
+    assert names.index("TimerExpired") > names.index("PlayerDisconnected"), names
+    assert bodies[names.index("TimerExpired")].seat == 0
+    state = await w.backend.state(table_id)
+    stacks = {s.seat: s.stack_gold for s in state.table.seats}
+    assert stacks == {0: 990, 1: 1010}  # the folded small blind's 10 went to b
+    assert not next(s for s in state.table.seats if s.seat == 0).connected
+    reply = await w.backend.table.Reconnect(pb.ReconnectRequest(table_id=table_id, player_token=token_a))
+    assert next(s for s in reply.state.table.seats if s.seat == 0).connected

@@ -20,7 +20,7 @@ def test_defaults_are_filled_from_the_game():
     c = TableConfig(game="holdem", stake_gold=100, fee_bps=0, seats_max=0).normalized()
     assert c.seats_max == 9
     assert c.buy_in_min_gold == 100 and c.buy_in_max_gold == 10_000
-    assert c.turn_timeout_s == 15
+    assert c.turn_timeout_s == 0  # the game's own turn timer
     taixiu = TableConfig(game="taixiu", stake_gold=10, fee_bps=0, seats_max=10).normalized()
     assert taixiu.fee_bps == 500  # the game's default fee (RULES.md 0.6)
 
