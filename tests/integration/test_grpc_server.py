@@ -189,3 +189,14 @@ async def test_during_a_rotation_both_the_new_and_the_old_token_are_accepted():
     assert rotating.caller_of({"authorization": "Bearer old-secret"}) == "auditor"
     with pytest.raises(errors.Unauthenticated):
         rotating.caller_of({"authorization": "Bearer new-secret|old-secret"})
+
+
+async def test_a_wrong_token_is_refused_every_time_even_after_the_right_one_was_seen():
+    policy = AccessPolicy(tokens=TOKENS, allow=POLICY.allow)
+    assert policy.caller_of({"authorization": "Bearer table-secret"}) == "table"
+    assert policy.caller_of({"authorization": "Bearer table-secret"}) == "table"  # the remembered header
+    for _ in range(2):  # a refused header is never remembered
+        with pytest.raises(errors.Unauthenticated):
+            policy.caller_of({"authorization": "Bearer table-secreT"})
+    with pytest.raises(errors.Unauthenticated):
+        policy.caller_of({})
