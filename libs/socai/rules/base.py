@@ -284,13 +284,35 @@ class SettlementBuilder:
     def account(self, seat: int) -> str:
         return self._accounts[seat]
 
+    @property
+    def escrow_of(self) -> Mapping[int, str]:
+        """Each seat's escrow account (read-only), for callers that look up many."""
+        return self._accounts
+
     def pay(self, from_account: str, to_account: str, amount_gold: int, reason: str) -> None:
-        check(type(amount_gold) is int and amount_gold >= 0, f"transfer of {amount_gold!r}")
+        if type(amount_gold) is not int or amount_gold < 0:
+            # The message is formatted only when the check fails: pay runs for every
+            # transfer of every replayed hand.
+            check(False, f"transfer of {amount_gold!r}")
         check(from_account != to_account, "transfer to the same account")
         if amount_gold:
             self.transfers.append(Transfer(from_account, to_account, amount_gold, reason))
-            self._nets[from_account] -= amount_gold
-            self._nets[to_account] += amount_gold
+            nets = self._nets
+            nets[from_account] -= amount_gold
+            nets[to_account] += amount_gold
+
+    def pay_flows(self, flows: Iterable[tuple[str, str, int]], reason: str) -> None:
+        """``pay`` each (from_account, to_account, amount_gold) of ``flows``, in order."""
+        transfers = self.transfers
+        nets = self._nets
+        for from_account, to_account, amount_gold in flows:
+            if type(amount_gold) is not int or amount_gold <= 0 or from_account == to_account:
+                # ``pay`` raises for a broken invariant (and records nothing for 0).
+                self.pay(from_account, to_account, amount_gold, reason)
+                continue
+            transfers.append(Transfer(from_account, to_account, amount_gold, reason))
+            nets[from_account] -= amount_gold
+            nets[to_account] += amount_gold
 
     def pay_seat(self, from_seat: int, to_seat: int, amount_gold: int, reason: str) -> None:
         self.pay(self._accounts[from_seat], self._accounts[to_seat], amount_gold, reason)
@@ -314,10 +336,13 @@ class SettlementBuilder:
         return charged
 
     def build(self) -> Settlement:
-        seat_accounts = {seat: self._accounts[seat] for seat in sorted(self.seat_players)}
+        seats = sorted(self.seat_players)
+        accounts_of = self._accounts
+        seat_accounts = {seat: accounts_of[seat] for seat in seats}
         # Two seats on one escrow would each be credited with the other's transfers.
         check(len(set(seat_accounts.values())) == len(seat_accounts), "two seats share one escrow account")
-        nets = {seat: self.net_of(seat) for seat in sorted(self.seat_players)}
+        net_of = self._nets.get
+        nets = {seat: net_of(account, 0) for seat, account in seat_accounts.items()}
         settlement = Settlement(
             game=self.game,
             table_id=self.table_id,
@@ -341,21 +366,29 @@ def match_flows(payers: Sequence[tuple[str, int]], receivers: Sequence[tuple[str
     deterministic for the given orders. Where the greedy order matches an account with
     itself (it stands on both sides), no transfer is written for that part.
     """
-    check(all(a >= 0 for _, a in payers) and all(a >= 0 for _, a in receivers), "negative flow")
-    check(sum(a for _, a in payers) == sum(a for _, a in receivers), "flows do not balance")
+    owed_each = [amount for _, amount in payers]
+    due_each = [amount for _, amount in receivers]
+    check(min(owed_each, default=0) >= 0 and min(due_each, default=0) >= 0, "negative flow")
+    check(sum(owed_each) == sum(due_each), "flows do not balance")
     out = []
     due_accounts = [acct for acct, amount in receivers if amount > 0]
-    due_gold = [amount for _, amount in receivers if amount > 0]
+    due_gold = [amount for amount in due_each if amount > 0]
+    if len(due_gold) == 1:
+        # One receiver (a pot with one winner): every payer pays it all it owes.
+        receiver = due_accounts[0]
+        return [(payer, receiver, owed) for payer, owed in payers if owed > 0 and payer != receiver]
+    # The two sides balance (checked above), so the receivers never run out before the
+    # payers do: no check per step.
     i = 0
     for payer, owed in payers:
         left = owed
         while left > 0:
-            check(i < len(due_gold), "ran out of receivers")
-            take = min(left, due_gold[i])
+            due = due_gold[i]
+            take = left if left < due else due
             if payer != due_accounts[i]:
                 out.append((payer, due_accounts[i], take))
             left -= take
-            due_gold[i] -= take
-            if due_gold[i] == 0:
+            due_gold[i] = due - take
+            if due == take:
                 i += 1
     return out

@@ -55,6 +55,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import add, attrgetter
 from typing import Any, Final
 
 from socai import accounts
@@ -130,6 +131,10 @@ _HOLE, _BET, _BOARD, _OVER, _ENDED = range(5)
 _PHASE_NAMES: Final = ("deal_hole", "betting", "deal_board", "over", "ended")
 _BOARD_CARDS: Final = (0, 3, 1, 1)  # community cards dealt before each street's betting
 _BOARD_SLOTS: Final = {k: [(COMMUNITY, True)] * k for k in (1, 3)}
+# DealtCard fields read in C: a hole deal checks twelve cards at a time.
+_SEAT_OF: Final = attrgetter("seat")
+_FACE_UP_OF: Final = attrgetter("face_up")
+_CARD_OF: Final = attrgetter("card")
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +222,7 @@ class _Layout:
         "hole_seats",
         "n",
         "options",
+        "order_in_started",
         "pos_of",
         "preflop_first",
         "rotations",
@@ -231,6 +237,10 @@ class _Layout:
         self.options = options
         self.n = n
         self.seats: tuple[int, ...] = tuple(order)
+        # order_in_started[pos]: the index in HandStarted.seats of the seat at ``pos``
+        # (``numbers`` lists the seats in that order), so a hand reads its players and
+        # stacks without a lookup by seat number.
+        self.order_in_started: tuple[int, ...] = tuple([numbers.index(seat) for seat in order])
         self.pos_of: dict[int, int] = {seat: pos for pos, seat in enumerate(order)}
         if n == 2 and options.heads_up_dealer_is_small_blind:
             self.sb_pos, self.bb_pos = 1, 0  # HE-4: the dealer (last position) is SB
@@ -287,7 +297,6 @@ class _Hand:
     )
 
     def __init__(self, started: HandStarted, layout: _Layout) -> None:
-        info = {s.seat: s for s in started.seats}
         options = layout.options
         self.started = started
         self.options = options
@@ -302,8 +311,9 @@ class _Hand:
         self.hole_pending = layout.hole_pending
         self.board_pending = layout.board_pending
         self.turn_pending = layout.turn_pending
-        self.players: tuple[str, ...] = tuple(info[s].player_id for s in layout.seats)
-        self.stack0: tuple[int, ...] = tuple(info[s].stack_gold for s in layout.seats)
+        infos = [started.seats[i] for i in layout.order_in_started]
+        self.players: tuple[str, ...] = tuple([info.player_id for info in infos])
+        self.stack0: tuple[int, ...] = tuple([info.stack_gold for info in infos])
         self.sb_gold = started.stake_gold // 10  # HE-1: 1/10 of the Tẩy
         self.bb_gold = 2 * self.sb_gold  # HE-1: 2/10 of the Tẩy, twice the SB
         self.min_raise_gold = self.sb_gold if options.min_raise == "sb" else self.bb_gold
@@ -499,17 +509,20 @@ def initial_state(started: HandStarted) -> HoldemState:
     seats_max = started.seats_max
     if not SPEC.players_min <= len(seats) <= SPEC.players_max or not 2 <= seats_max <= 9:
         raise RuleViolation("BAD_SEATS", "Hold'em is played by 2 to 9 players at a table of up to 9 seats")
-    numbers = []
+    numbers: list[int] = []
     players = set()
     for info in seats:
-        if not 0 <= info.seat < seats_max or info.seat in numbers:
+        seat = info.seat
+        player = info.player_id
+        stack = info.stack_gold
+        if not 0 <= seat < seats_max or seat in numbers:
             raise RuleViolation("BAD_SEATS", "seat numbers must be distinct and on the table")
-        if info.player_id in players or not _valid_id(info.player_id):
-            raise RuleViolation("BAD_SEATS", f"player id {info.player_id!r} is repeated or invalid")
-        if type(info.stack_gold) is not int or info.stack_gold <= 0:
+        if player in players or not _valid_id(player):
+            raise RuleViolation("BAD_SEATS", f"player id {player!r} is repeated or invalid")
+        if type(stack) is not int or stack <= 0:
             raise RuleViolation("BAD_STACK", "every player brings a positive stack")
-        numbers.append(info.seat)
-        players.add(info.player_id)
+        numbers.append(seat)
+        players.add(player)
     if not _valid_id(started.table_id):
         raise RuleViolation("BAD_SEATS", f"bad table id {started.table_id!r}")
     if type(started.stake_gold) is not int or started.stake_gold < 10:
@@ -535,7 +548,7 @@ def initial_state(started: HandStarted) -> HoldemState:
     s.to_act = -1
     s.last_raise_gold = hand.bb_gold
     s.live = n
-    s.caps = _caps(hand.stack0, s.folded)
+    s.caps = _caps(hand.stack0, s.folded, hand.rotations[0])
     s.hole = ()
     s.board = ()
     s.dealt = frozenset()
@@ -670,26 +683,26 @@ def settle(state: HoldemState) -> Settlement:
     )
     # Seats that put nothing in have no share in any pot; leaving them out changes nothing.
     contributions = {seat: put for seat, put in zip(seats, state.committed, strict=True) if put}
-    live = [seats[pos] for pos in range(h.n) if not state.folded[pos]]
+    folded = state.folded
+    live = [seat for seat, out in zip(seats, folded, strict=True) if not out]
     strengths: dict[int, int] = {}
     if len(live) > 1:
         check(len(state.board) == 5, "a showdown needs the whole board")
         board = state.board
-        for seat in live:
-            a, b = state.hole[h.pos_of[seat]]
-            strengths[seat] = strength7(a, b, *board)
+        for pos, (a, b) in enumerate(state.hole):
+            if not folded[pos]:
+                strengths[seats[pos]] = strength7(a, b, *board)
 
     def winners_of(eligible: tuple[int, ...]) -> list[int]:
-        best = max(strengths[s] for s in eligible)
+        best = max(map(strengths.__getitem__, eligible))
         return [s for s in eligible if strengths[s] == best]
 
     award_pots(builder, build_pots(contributions, live), winners_of, seats)
     if h.fee_bps:
         builder.charge_fees(h.fee_bps, seats)
     settlement = builder.build()
-    nets = settlement.nets
-    for pos, seat in enumerate(seats):
-        check(nets[seat] >= -h.stack0[pos], "a seat lost more than its stack")
+    # Each seat's net plus its starting stack is what it ends with, never below zero.
+    check(min(map(add, map(settlement.nets.__getitem__, seats), h.stack0)) >= 0, "a seat lost more than its stack")
     return settlement
 
 
@@ -724,11 +737,12 @@ def _limits(state: HoldemState, pos: int) -> tuple[int, int, bool]:
     return owed, max_add, may_raise
 
 
-def _caps(stack0: Sequence[int], folded: Sequence[bool]) -> tuple[int, int, int]:
+def _caps(stack0: Sequence[int], folded: Sequence[bool], positions: Iterable[int]) -> tuple[int, int, int]:
     top = second = 0
     top_pos = -1
-    for j, stack in enumerate(stack0):
+    for j in positions:
         if not folded[j]:
+            stack = stack0[j]
             if stack > top:
                 top, top_pos, second = stack, j, top
             elif stack > second:
@@ -851,7 +865,7 @@ def _fold(state: HoldemState, pos: int, on_turn: bool) -> HoldemState:
     folded[pos] = True
     new.live -= 1
     if new.hand.stack0[pos] >= state.caps[2]:  # the fold may lower someone's HE-3 cap
-        new.caps = _caps(new.hand.stack0, folded)
+        new.caps = _caps(new.hand.stack0, folded, new.hand.rotations[0])
     if new.live <= 1:
         new.phase = _OVER
         new.to_act = -1
@@ -948,13 +962,13 @@ def _apply_deal(state: HoldemState, body: CardsDealt) -> HoldemState:
     if len(cards) != len(slots):
         raise RuleViolation("WRONG_DEAL", f"{len(slots)} cards are due, not {len(cards)}")
     if phase == _HOLE:
-        right_slots = [c.seat for c in cards] == state.hand.hole_seats and True not in [c.face_up for c in cards]
+        right_slots = list(map(_SEAT_OF, cards)) == state.hand.hole_seats and True not in map(_FACE_UP_OF, cards)
     else:
         right_slots = [(c.seat, c.face_up) for c in cards] == _BOARD_SLOTS[len(cards)]
     if not right_slots:
         expected = ", ".join(f"{d.seat}{'' if d.face_up else ' face down'}" for d in slots)
         raise RuleViolation("WRONG_DEAL", f"the cards are due to seats {expected}, in that order")
-    faces = [c.card for c in cards]
+    faces = list(map(_CARD_OF, cards))
     indices = {card.rank * 4 + card.suit for card in faces}
     if len(indices) != len(faces) or not state.dealt.isdisjoint(indices):
         raise RuleViolation("WRONG_DEAL", "a card was dealt twice")

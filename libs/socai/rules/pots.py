@@ -34,26 +34,31 @@ def build_pots(contributions: Mapping[int, int], live: Sequence[int]) -> list[Po
     ``live`` are the seats still contesting (not folded), in any order; eligibility lists
     keep the order of ``live``.
     """
-    check(all(v >= 0 for v in contributions.values()), "negative contribution")
+    puts = contributions.values()
+    check(min(puts, default=0) >= 0, "negative contribution")
     check(len(set(live)) == len(live), "a live seat is listed twice")
-    levels = sorted({contributions.get(s, 0) for s in live if contributions.get(s, 0) > 0})
-    top = max(contributions.values(), default=0)
+    # Every hand of every audit comes through here, so each layer is one comprehension.
+    get = contributions.get
+    live_puts = [get(s, 0) for s in live]
+    levels = sorted({put for put in live_puts if put > 0})
+    top = max(puts, default=0)
     if not levels or levels[-1] < top:
         levels.append(top)
+    items = contributions.items()
     pots: list[Pot] = []
     below = 0
+    total = 0
     for level in levels:
-        shares = {}
-        for seat, put in contributions.items():
-            layer = min(put, level) - min(put, below)
-            if layer > 0:
-                shares[seat] = layer
-        eligible = tuple(s for s in live if contributions.get(s, 0) >= level)
+        # A seat has chips in this layer when it put in more than the layer below; they
+        # are capped at the layer's level (levels rise strictly, so the share is positive).
+        shares = {seat: (level if put > level else put) - below for seat, put in items if put > below}
         amount = sum(shares.values())
         if amount > 0:
+            eligible = tuple([s for s, put in zip(live, live_puts, strict=True) if put >= level])
             pots.append(Pot(amount, shares, eligible))
+            total += amount
         below = level
-    check(sum(p.amount_gold for p in pots) == sum(contributions.values()), "pots lose chips")
+    check(total == sum(puts), "pots lose chips")
     return pots
 
 
@@ -73,31 +78,48 @@ def award_pots(
     """
     won: dict[int, int] = {}
     main_done = False
-    position = {s: i for i, s in enumerate(payout_order)}
-    account = builder.account
+    position = dict(zip(payout_order, range(len(payout_order)), strict=True))
+    after_all = len(position)
+
+    def place(seat: int) -> int:
+        # Seats outside ``payout_order`` (a contributor who is not dealt in) come last.
+        return position.get(seat, after_all + seat)
+
+    account = builder.escrow_of
     for pot in pots:
         shares = pot.shares
-        if not pot.eligible:
+        eligible = pot.eligible
+        if not eligible:
             recipients = dict(shares)
             reason = "uncalled"
         else:
-            eligible = pot.eligible
+            amount = pot.amount_gold
             winners = winners_of(eligible) if len(eligible) > 1 else eligible
-            check(len(winners) > 0 and all(w in eligible and w in position for w in winners), "bad pot winners")
-            recipients = split_evenly(pot.amount_gold, sorted(winners, key=position.__getitem__))
+            if len(winners) == 1:
+                # One winner takes the pot: what split_evenly gives, without sorting a
+                # single seat (most pots on the replay hot path have one winner).
+                winner = winners[0]
+                check(winner in eligible and winner in position, "bad pot winners")
+                check(type(amount) is int and amount >= 0, "a pot is int gold")
+                recipients = {winner: amount}
+            else:
+                check(len(winners) > 0 and all(w in eligible and w in position for w in winners), "bad pot winners")
+                recipients = split_evenly(amount, sorted(winners, key=position.__getitem__))
             reason = "side_pot" if main_done else "pot"
             main_done = True
         payers = []
         receivers = []
-        for seat in sorted(shares.keys() | recipients.keys(), key=lambda s: position.get(s, len(position) + s)):
+        involved = shares.keys() | recipients.keys()
+        # When every seat is in the payout order (the usual case) its position is the same
+        # sort key as ``place``, looked up without a Python call per seat.
+        for seat in sorted(involved, key=position.__getitem__ if involved <= position.keys() else place):
             got = recipients.get(seat, 0)
+            put = shares.get(seat, 0)
             if got:
                 won[seat] = won.get(seat, 0) + got
-            net = got - shares.get(seat, 0)
-            if net < 0:
-                payers.append((account(seat), -net))
-            elif net > 0:
-                receivers.append((account(seat), net))
-        for src, dst, amount in match_flows(payers, receivers):
-            builder.pay(src, dst, amount, reason)
+            if got < put:
+                payers.append((account[seat], put - got))
+            elif got > put:
+                receivers.append((account[seat], got - put))
+        builder.pay_flows(match_flows(payers, receivers), reason)
     return won
