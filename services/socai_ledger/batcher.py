@@ -37,6 +37,7 @@ import os
 import random
 import time
 import uuid
+from collections import Counter as Counter_
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,8 @@ BATCH_SECONDS = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
 BATCH_RETRIES = Counter("socai_ledger_batch_retries_total", "Batches retried after a conflict", ["reason"])
+
+_POSTINGS_BY_STATUS = {status: POSTINGS.labels(status.name.lower()) for status in PostStatus}
 
 RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 BUSY_WINDOW_S = 0.1  # a batch written this recently still counts as load
@@ -280,10 +283,12 @@ class WriteBatcher:
         for unit in units:
             mine = outcomes[position : position + len(unit.items)]
             position += len(unit.items)
-            for outcome in mine:
-                POSTINGS.labels(outcome.status.name.lower()).inc()
             if not unit.future.done():
                 unit.future.set_result(mine)
+        # One counter update per status and batch, not one per posting.
+        counts = Counter_(outcome.status for outcome in outcomes)
+        for status, count in counts.items():
+            _POSTINGS_BY_STATUS[status].inc(count)
 
     def _fail(self, units: list[_Unit], exc: BaseException) -> None:
         for unit in units:

@@ -32,8 +32,17 @@ def transaction_input(msg: pb.TransactionInput) -> domain.TransactionInput:
 
 
 def prepared(msg: pb.TransactionInput) -> domain.PreparedTransaction:
-    """Raises InvalidArgument (see ``domain.prepare``)."""
-    return domain.prepare(transaction_input(msg))
+    """Raises InvalidArgument (see ``domain.prepare``). Straight from the message's fields:
+    no intermediate ``TransactionInput`` (this runs for every posting)."""
+    entry = domain.EntryInput
+    return domain.prepare_fields(
+        msg.idempotency_key,
+        msg.kind,
+        msg.reference,
+        [entry(e.account_id, e.amount_gold) for e in msg.entries],
+        msg.metadata,
+        msg.open_accounts,
+    )
 
 
 def parse_transaction_id(text: str) -> UUID:

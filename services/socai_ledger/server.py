@@ -79,6 +79,7 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
     def __init__(self, pool: Any, batcher: WriteBatcher) -> None:
         self.pool = pool
         self.batcher = batcher
+        self._times = convert.TimestampCache()
 
     # --- accounts ---------------------------------------------------------------------------
 
@@ -114,18 +115,23 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
 
     # --- postings ---------------------------------------------------------------------------
 
-    async def _post_one(self, item: PreparedTransaction) -> pb.PostResult:
-        """Post one transaction; a refusal becomes the RPC's error status."""
+    async def _post_one(self, item: PreparedTransaction, out: pb.PostResult | None = None) -> pb.PostResult:
+        """Post one transaction into ``out`` (a new PostResult when None); a refusal becomes
+        the RPC's error status."""
         _check_external(item)
         outcome = (await self.batcher.submit([item]))[0]
         if outcome.status is PostStatus.REJECTED:
             errors.check(outcome.error is not None, "a refusal carries its error")
             assert outcome.error is not None
             raise outcome.error
-        return convert.post_result(outcome)
+        # The calls answered by one batch share its time: one cache for all of them.
+        return convert.post_result(outcome, out, self._times)
 
     async def PostTransaction(self, request: pb.PostTransactionRequest, context: Any) -> pb.PostTransactionResponse:
-        return pb.PostTransactionResponse(result=await self._post_one(convert.prepared(request.transaction)))
+        # Filled in place: building the result apart and passing it to the constructor copies it.
+        response = pb.PostTransactionResponse()
+        await self._post_one(convert.prepared(request.transaction), response.result)
+        return response
 
     async def PostTransactions(self, request: pb.PostTransactionsRequest, context: Any) -> pb.PostTransactionsResponse:
         count = len(request.transactions)

@@ -34,15 +34,16 @@ import base64
 import binascii
 import contextlib
 import json
+import struct
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 from uuid import UUID
 
 import psycopg
 from psycopg.rows import TupleRow
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from socai import accounts as account_ids
@@ -76,11 +77,9 @@ _TX_COLUMNS = (
     "transaction_id, idempotency_key, request_hash, status, journal_seq, kind, reference, metadata, "
     "error_reason, error_message, created_at"
 )
-_TX_TYPES = ["uuid", "text", "bytea", "text", "int8", "text", "text", "jsonb", "text", "text", "timestamptz"]
 _ENTRY_COLUMNS = (
     "account_id, account_version, journal_seq, entry_index, transaction_id, amount_gold, balance_after_gold, created_at"
 )
-_ENTRY_TYPES = ["text", "int8", "int8", "int2", "uuid", "int8", "int8", "timestamptz"]
 
 _SEPARATOR: Final = "\x1f"
 _HEAD_SQL = f"select clock_timestamp(), coalesce(max(journal_seq), 0) from {SCHEMA}.transactions"
@@ -146,6 +145,79 @@ from {SCHEMA}.entries where journal_seq between %s and %s order by journal_seq, 
 """
 
 
+# The write path's statements are prepared once per writer connection and run as EXECUTE
+# inside the two simple-query scripts (still one round trip each): as plain SQL text
+# PostgreSQL parsed, analysed and planned every statement of every batch again. Measured on
+# a batch of 10 transactions: the read script went from ~425 to ~150 µs of server CPU (and
+# from ~0.9 to ~0.25 ms of wall time). Parameters keep their explicit types, so the arrays
+# still travel as literals (cheaper to make in Python than psycopg's list dumping).
+_WRITER_STATEMENTS: Final = (
+    ("socai_ledger_head", (), _HEAD_SQL),
+    ("socai_ledger_known", ("text",), _KNOWN_SQL),
+    ("socai_ledger_lock", ("text",), _LOCK_ACCOUNTS_SQL),
+    (
+        "socai_ledger_insert_transactions",
+        (
+            "timestamptz",
+            "uuid[]",
+            "text[]",
+            "text[]",
+            "text[]",
+            "int8[]",
+            "text[]",
+            "text[]",
+            "text[]",
+            "text[]",
+            "text[]",
+        ),
+        _INSERT_TRANSACTIONS_SQL,
+    ),
+    (
+        "socai_ledger_insert_entries",
+        ("timestamptz", "text[]", "int8[]", "int8[]", "int2[]", "uuid[]", "int8[]", "int8[]"),
+        _INSERT_ENTRIES_SQL,
+    ),
+    ("socai_ledger_update_balances", ("text", "text", "text"), _UPDATE_BALANCES_SQL),
+    (
+        "socai_ledger_insert_accounts",
+        ("timestamptz", "text[]", "text[]", "int8[]", "int8[]", "bool[]"),
+        _INSERT_ACCOUNTS_SQL,
+    ),
+    ("socai_ledger_outbox", ("int8", "int8"), _OUTBOX_SQL),
+)
+
+
+def _numbered(sql: str) -> str:
+    """``%s`` placeholders as ``$1 … $n`` (the statements hold no other ``%``)."""
+    pieces = sql.split("%s")
+    return pieces[0] + "".join(f"${n}{piece}" for n, piece in enumerate(pieces[1:], 1))
+
+
+def _execute(name: str, count: int) -> str:
+    return f"execute {name}({', '.join(['%s'] * count)})" if count else f"execute {name}"
+
+
+_PREPARE_SQL: Final = "; ".join(
+    f"prepare {name}{'(' + ', '.join(types) + ')' if types else ''} as {_numbered(sql)}"
+    for name, types, sql in _WRITER_STATEMENTS
+)
+_EXECUTE: Final = {name: _execute(name, len(types)) for name, types, _ in _WRITER_STATEMENTS}
+_READS_SQL: Final = (
+    "begin; select pg_advisory_xact_lock(%s); "
+    f"{_EXECUTE['socai_ledger_head']}; {_EXECUTE['socai_ledger_known']}; {_EXECUTE['socai_ledger_lock']}"
+)
+_prepared_connections: weakref.WeakSet[AConn] = weakref.WeakSet()
+
+
+async def prepare_writer(conn: AConn) -> None:
+    """Prepare the write path's statements on ``conn`` (once per connection; ``write_batch``
+    does it on first use)."""
+    if conn not in _prepared_connections:
+        async with psycopg.AsyncClientCursor(conn) as cur:  # simple protocol: several statements
+            await cur.execute(_PREPARE_SQL)
+        _prepared_connections.add(conn)
+
+
 async def connect(url: str, *, autocommit: bool = True) -> AConn:
     """One connection (the batch writer and the relay each own one)."""
     try:
@@ -194,16 +266,12 @@ async def write_batch(conn: AConn, items: Sequence[PreparedTransaction], new_id:
     keys = _SEPARATOR.join(dict.fromkeys(item.idempotency_key for item in items))
     ids = ",".join({account_id for item in items for account_id, _ in item.entries})  # the SQL orders them
     reads: asyncio.Future[list[list[tuple[Any, ...]]]] | None = None
+    if conn not in _prepared_connections:
+        await prepare_writer(conn)
     try:
         # One round trip: the lock is its own statement, so the reads after it (each with a
         # fresh READ COMMITTED snapshot) see every batch committed before the lock was ours.
-        reads = asyncio.ensure_future(
-            _script(
-                conn,
-                f"begin; select pg_advisory_xact_lock(%s); {_HEAD_SQL}; {_KNOWN_SQL}; {_LOCK_ACCOUNTS_SQL}",
-                (WRITE_LOCK, keys, ids),
-            )
-        )
+        reads = asyncio.ensure_future(_script(conn, _READS_SQL, (WRITE_LOCK, keys, ids), skip=2))
         await asyncio.sleep(0)  # let the reads go out, then make the ids while the server works
         tx_ids = [new_id() for _ in items]
         _, _, head_rows, known_rows, account_rows = await reads
@@ -219,23 +287,23 @@ async def write_batch(conn: AConn, items: Sequence[PreparedTransaction], new_id:
         statements: list[str] = []
         params: list[object] = []
         if small and plan.transaction_rows:
-            statements.append(_INSERT_TRANSACTIONS_SQL)
+            statements.append(_EXECUTE["socai_ledger_insert_transactions"])
             params += _transaction_arrays(plan, now)
         if small and plan.entry_rows:
-            statements.append(_INSERT_ENTRIES_SQL)
+            statements.append(_EXECUTE["socai_ledger_insert_entries"])
             params += _entry_arrays(plan, now)
         if plan.applied:
             updated = [k for k in locked.touched if k not in locked.opened]
             opened = sorted(locked.opened)  # only accounts of applied items stay opened
             if updated:
-                statements.append(_UPDATE_BALANCES_SQL)
+                statements.append(_EXECUTE["socai_ledger_update_balances"])
                 params += [
                     ",".join(updated),
                     ",".join([str(locked.balance_gold[k]) for k in updated]),
                     ",".join([str(locked.version[k]) for k in updated]),
                 ]
             if opened:
-                statements.append(_INSERT_ACCOUNTS_SQL)
+                statements.append(_EXECUTE["socai_ledger_insert_accounts"])
                 params += [
                     now,
                     _array(opened),
@@ -244,7 +312,7 @@ async def write_batch(conn: AConn, items: Sequence[PreparedTransaction], new_id:
                     _array(locked.version[k] for k in opened),
                     _array("t" if k in locked.may_go_negative else "f" for k in opened),
                 ]
-            statements.append(_OUTBOX_SQL)
+            statements.append(_EXECUTE["socai_ledger_outbox"])
             params += [plan.first_seq, plan.last_seq]
         statements.append("commit")
         await _script(conn, "; ".join(statements), params)
@@ -263,20 +331,58 @@ async def write_batch(conn: AConn, items: Sequence[PreparedTransaction], new_id:
     )
 
 
-async def _script(conn: AConn, sql: str, params: Sequence[object]) -> list[list[tuple[Any, ...]]]:
-    """Several statements in one round trip: the rows of each, in order.
+async def _script(conn: AConn, sql: str, params: Sequence[object], *, skip: int = 0) -> list[list[tuple[Any, ...]]]:
+    """Several statements in one round trip: the rows of each, in order (the first ``skip``
+    results are not read: ``[]``).
 
     Client-side binding (the simple query protocol takes many statements at once). Not a
     pipeline: psycopg's async pipeline polls for "readable or writable" while it waits for
     results, and a socket is always writable, so it spun the CPU for every round trip.
+
+    The parameters are rendered here (``_literal``) and the script goes out as plain text:
+    psycopg's client-side binding parses the query and adapts each value through its dumper
+    machinery, and reading ``cursor.description`` builds a Column object per column of each
+    result; both were a visible share of the writer's CPU for small batches.
     """
+    text = sql % tuple([_literal(value) for value in params]) if params else sql
     async with psycopg.AsyncClientCursor(conn) as cur:
-        await cur.execute(sql, params)
-        results = []
+        await cur.execute(text)
+        results: list[list[tuple[Any, ...]]] = []
+        position = 0
         while True:
-            results.append(await cur.fetchall() if cur.description is not None else [])
+            result = cur.pgresult
+            if position >= skip and result is not None and result.status == _TUPLES_OK:
+                results.append(await cur.fetchall())
+            else:
+                results.append([])
+            position += 1
             if not cur.nextset():
                 return results
+
+
+_TUPLES_OK: Final = psycopg.pq.ExecStatus.TUPLES_OK
+
+
+def _literal(value: object) -> str:
+    """``value`` as an SQL literal, for the writer's scripts: the types they use only.
+
+    Strings are escape-string literals (``E'…'``, backslash and quote doubled), which read
+    the same whatever ``standard_conforming_strings`` says. A NUL cannot be sent in a query
+    at all (validated text holds none), so it is refused here as psycopg would.
+    """
+    if value is None:
+        return "NULL"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+        return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+    if isinstance(value, datetime):
+        return f"'{value.isoformat()}'::timestamptz"
+    raise TypeError(f"no SQL literal for {type(value).__name__}")
 
 
 async def _rollback(conn: AConn) -> None:
@@ -291,18 +397,91 @@ async def _rollback(conn: AConn) -> None:
 
 
 async def _copy_rows(conn: AConn, plan: domain.BatchPlan, now: datetime) -> None:
-    """A large batch's journal rows by binary COPY (the fastest way in; two round trips)."""
+    """A large batch's journal rows by binary COPY (the fastest way in; two round trips).
+
+    The COPY streams are encoded here, whole, with ``struct`` (see ``_transactions_copy`` and
+    ``_entries_copy``) and written in one piece each: psycopg's ``write_row`` costs an await
+    and a dumper call per value, a visible share of the ledger's CPU at four rows per
+    transaction.
+    """
     async with conn.cursor() as cur:
         if plan.transaction_rows:
             async with cur.copy(_COPY_TRANSACTIONS_SQL) as copy:
-                copy.set_types(_TX_TYPES)
-                for tx in plan.transaction_rows:
-                    await copy.write_row((*tx[:7], Jsonb(tx[7]) if tx[7] else None, tx[8], tx[9], now))
+                await copy.write(_transactions_copy(plan.transaction_rows, now))
         if plan.entry_rows:
             async with cur.copy(_COPY_ENTRIES_SQL) as copy:
-                copy.set_types(_ENTRY_TYPES)
-                for entry in plan.entry_rows:
-                    await copy.write_row((*entry, now))
+                await copy.write(_entries_copy(plan.entry_rows, now))
+
+
+# PostgreSQL's binary COPY format: a signature, flags and header extension, then per row a
+# field count and each field as a length (-1 for NULL) and its binary value, then -1.
+_COPY_SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+_COPY_TRAILER: Final = struct.pack(">h", -1)
+_PG_EPOCH: Final = datetime(2000, 1, 1, tzinfo=UTC)
+_NULL: Final = struct.pack(">i", -1)
+_TEXT_HEAD = struct.Struct(">i")
+_INT8 = struct.Struct(">iq")
+# entries: (8 fields) account_id | account_version, journal_seq, entry_index, transaction_id,
+# amount_gold, balance_after_gold, created_at
+_ENTRY_HEAD = struct.Struct(">hi")
+_ENTRY_TAIL = struct.Struct(">iqiqihi16siqiqiq")
+# transactions: (11 fields) transaction_id, then the texts and the rest one by one
+_TX_HEAD = struct.Struct(">hi16s")
+_HASH_HEAD = struct.pack(">i", 32)
+
+
+def _pg_time(value: datetime) -> int:
+    """A timestamptz as PostgreSQL's binary value: microseconds since 2000-01-01 UTC."""
+    delta = value - _PG_EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _text(value: str | None) -> bytes:
+    if value is None:
+        return _NULL
+    data = value.encode()
+    return _TEXT_HEAD.pack(len(data)) + data
+
+
+def _entries_copy(rows: Sequence[domain.EntryRow], now: datetime) -> bytes:
+    head = _ENTRY_HEAD.pack
+    tail = _ENTRY_TAIL.pack
+    at = _pg_time(now)
+    ids: dict[str, bytes] = {}  # an account appears in many rows of a batch (house:fees in all)
+    out = [_COPY_SIGNATURE]
+    for account_id, version, seq, index, tx_id, amount, balance in rows:
+        encoded = ids.get(account_id)
+        if encoded is None:
+            encoded = ids[account_id] = account_id.encode()
+        out.append(head(8, len(encoded)))
+        out.append(encoded)
+        out.append(tail(8, version, 8, seq, 2, index, 16, tx_id.bytes, 8, amount, 8, balance, 8, at))
+    out.append(_COPY_TRAILER)
+    return b"".join(out)
+
+
+def _transactions_copy(rows: Sequence[domain.TransactionRow], now: datetime) -> bytes:
+    created_at = _INT8.pack(8, _pg_time(now))
+    statuses = {"applied": _text("applied"), "rejected": _text("rejected")}
+    out = [_COPY_SIGNATURE]
+    for tx_id, key, request_hash, status, seq, kind, reference, metadata, reason, message in rows:
+        out.append(_TX_HEAD.pack(11, 16, tx_id.bytes))
+        out.append(_text(key))
+        out.append(_HASH_HEAD + request_hash if len(request_hash) == 32 else _bytea(request_hash))
+        out.append(statuses.get(status) or _text(status))
+        out.append(_NULL if seq is None else _INT8.pack(8, seq))
+        out.append(_text(kind))
+        out.append(_text(reference))
+        out.append(_text("\x01" + json.dumps(metadata)) if metadata else _NULL)  # jsonb: version 1, then the text
+        out.append(_text(reason))
+        out.append(_text(message))
+        out.append(created_at)
+    out.append(_COPY_TRAILER)
+    return b"".join(out)
+
+
+def _bytea(value: bytes) -> bytes:
+    return _TEXT_HEAD.pack(len(value)) + value
 
 
 def _quoted(value: str | None) -> str:
@@ -322,25 +501,33 @@ def _text_array(values: Iterable[str | None]) -> str:
 
 
 def _transaction_arrays(plan: domain.BatchPlan, now: datetime) -> tuple[object, ...]:
-    rows = plan.transaction_rows
+    ids, keys, hashes, statuses, seqs, kinds, references, metadata, reasons, messages = zip(
+        *plan.transaction_rows, strict=True
+    )
     return (
         now,
-        _array(r[0] for r in rows),
-        _text_array(r[1] for r in rows),
-        _array(r[2].hex() for r in rows),
-        _array(r[3] for r in rows),
-        _array(r[4] for r in rows),
-        _text_array(r[5] for r in rows),
-        _text_array(r[6] for r in rows),
-        _text_array(json.dumps(r[7]) if r[7] else None for r in rows),
-        _text_array(r[8] for r in rows),
-        _text_array(r[9] for r in rows),
+        _plain_array(ids),
+        _text_array(keys),
+        _plain_array([h.hex() for h in hashes]),
+        _plain_array(statuses),
+        _array(seqs),
+        _text_array(kinds),
+        _text_array(references),
+        _text_array([json.dumps(m) if m else None for m in metadata]),
+        _text_array(reasons),
+        _text_array(messages),
     )
 
 
 def _entry_arrays(plan: domain.BatchPlan, now: datetime) -> tuple[object, ...]:
     rows = plan.entry_rows
-    return (now, *(_array(r[i] for r in rows) for i in range(7)))
+    # Seven columns, none NULL.
+    return (now, *["{" + ",".join([str(row[i]) for row in rows]) + "}" for i in range(7)])
+
+
+def _plain_array(values: Iterable[object]) -> str:
+    """``_array`` of values none of which is None."""
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 def _known_keys(rows: Sequence[tuple[Any, ...]]) -> dict[str, KnownKey]:

@@ -7,6 +7,7 @@ import pytest
 
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra.grpc_errors import error_info, error_reason
+from socai_ledger.store import ROWS_BY_ARRAY_MAX
 from tests.integration.ledger.conftest import Ledger, balances, deposit, journal_snapshot, transaction
 
 pytestmark = pytest.mark.integration
@@ -212,13 +213,17 @@ async def test_deposit_withdraw_and_transfer_move_money_through_two_legs(ledger:
     }
 
 
-@pytest.mark.parametrize("size", [3, 150], ids=["small batch (array literals)", "large batch (binary COPY)"])
+# Enough transactions (two entries each) that the entry rows pass ROWS_BY_ARRAY_MAX: binary COPY.
+COPY_SIZE = ROWS_BY_ARRAY_MAX // 2 + 5
+
+
+@pytest.mark.parametrize("size", [3, COPY_SIZE], ids=["small batch (array literals)", "large batch (binary COPY)"])
 async def test_text_and_metadata_come_back_exactly_whichever_way_the_rows_were_written(ledger: Ledger, size: int):
     await deposit(ledger, "alice", 1_000_000)
-    awkward = 'back\\slash "quotes" {braces},commas; ünïcödé 金 \\x1f'
+    awkward = "back\\slash \"quotes\" 'apostrophe' {braces},commas; ünïcödé 金 \\x1f"
     items = [
         transaction(
-            f'k\\{i}"{{}}',
+            f"k\\{i}\"{{}}'",
             ("player:alice", -(i + 1)),
             ("pot:t1", i + 1),
             kind="settle.v2",
@@ -229,14 +234,36 @@ async def test_text_and_metadata_come_back_exactly_whichever_way_the_rows_were_w
         )
         for i in range(size)
     ]
-    reply = await ledger.stub("settlement").PostTransactions(pb.PostTransactionsRequest(transactions=items))
-    assert all(r.status == pb.POST_STATUS_APPLIED for r in reply.results)
+    # One refusal in the same batch: its row (status, reason, message) goes the same way.
+    overdraw = transaction(f"over'{awkward}", ("player:alice", -10_000_000), ("pot:t1", 10_000_000), note=awkward)
+    reply = await ledger.stub("settlement").PostTransactions(
+        pb.PostTransactionsRequest(transactions=[*items, overdraw])
+    )
+    assert [r.status for r in reply.results] == [pb.POST_STATUS_APPLIED] * size + [pb.POST_STATUS_REJECTED]
+    assert reply.results[-1].error_reason == "INSUFFICIENT_FUNDS"
     reader = ledger.stub("auditor")
-    for sent, result in zip(items, reply.results, strict=True):
+    for sent, result in zip(items, reply.results[:size], strict=True):
         stored = (
             await reader.GetTransaction(pb.GetTransactionRequest(idempotency_key=sent.idempotency_key))
         ).transaction
         assert stored == result.transaction
         assert (stored.reference, dict(stored.metadata)) == (sent.reference, {"note": awkward, "empty": ""})
+    again = await ledger.stub("settlement").PostTransactions(pb.PostTransactionsRequest(transactions=[overdraw]))
+    assert again.results[0].status == pb.POST_STATUS_REJECTED
+    refusal = reply.results[-1]
+    assert (again.results[0].error_reason, again.results[0].error_message) == (
+        refusal.error_reason,
+        refusal.error_message,
+    )
     report = await reader.VerifyJournal(pb.VerifyJournalRequest())
     assert report.ok and report.entries_checked == 2 + 2 * size
+
+
+async def test_text_with_a_nul_is_refused_and_changes_nothing(ledger: Ledger):
+    await deposit(ledger, "nul", 100)
+    before = journal_snapshot(ledger.settings.database_url or "")
+    bad = transaction("nul-1", ("player:nul", -1), ("pot:t1", 1), open_accounts=True, reference="a\x00b")
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await ledger.stub("settlement").PostTransaction(pb.PostTransactionRequest(transaction=bad))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert journal_snapshot(ledger.settings.database_url or "") == before
