@@ -130,6 +130,7 @@ class App:
         with contextlib.suppress(Exception):
             await self.nc.close()
         await self.ledger_channel.close()
+        await self.store.close()
         await self.engine.dispose()
         log.info("settlement_stopped")
 

@@ -6,8 +6,9 @@ Consumer ``settlement`` (name configurable) on ``{prefix}.>``: explicit acks, at
 
 - table-level facts (TableOpened, PlayerSeated, PlayerStoodUp, TableClosed on the table's
   own subject) carry no money: acked;
-- a hand's events other than HandEnded are kept in a bounded per-hand cache and acked at
-  once (the stream keeps them; the cache only saves reading them back);
+- a hand's events other than HandEnded are kept (as the bytes the stream holds) in a
+  bounded per-hand cache and acked at once (the stream keeps them; the cache only saves
+  reading them back);
 - a HandEnded makes a ``HandJob``; the jobs of the batch are settled together by the
   ``Settler`` (chunks of ``post_batch_max``), and acked only after the settlement or dead
   letter is committed. Every HandEnded held longer than a third of ``ack_wait`` gets a
@@ -26,23 +27,32 @@ ending with this HandEnded); otherwise the hand is read by subject, which is the
 (after a restart, or when the cache overflowed).
 
 A table's hands must reach the ledger in the order they were played (each hand's stacks
-include the one before), so nothing here reorders: one pull at a time, chunks committed in
-order, a held batch given back with a nak (redelivered ahead of newer messages), and at
-start the redeliveries a killed instance left behind are waited for
+include the one before), so nothing here reorders: one pull at a time, chunks posted and
+stored in order, a held batch given back with a nak (redelivered ahead of newer messages),
+and at start the redeliveries a killed instance left behind are waited for
 (``_await_foreign_redeliveries``).
+
+Throughput: a pulled batch is cut into chunks, and each chunk goes through three stages
+that overlap — replay (``Settler.prepare``: a worker process), post (one PostTransactions
+call) and store (one statement), then the acks — so while chunk *k* is stored, *k+1* is
+being posted and *k+2* replayed, and the pull loop reads on. Messages come off the wire as
+raw frames (``Pull``), not as nats-py ``Msg`` objects: about 15 of them per hand made
+the client's per-message work (header parsing, metadata parsing, a queue and a task hop
+each) a large part of settlement's CPU.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
@@ -55,7 +65,8 @@ from socai.gen.events.v1 import events_pb2
 from socai.infra.logging import bound, get_logger
 from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig
-from socai_settlement.settler import HandJob, Prepared, Settler
+from socai_settlement.replayer import EventBytes
+from socai_settlement.settler import HandJob, PostedBatch, Prepared, Settler
 from socai_settlement.store import NewDeadLetter
 
 log = get_logger("socai.settlement.consumer")
@@ -67,9 +78,22 @@ RECENTLY_SETTLED_MAX: Final = 10_000
 REDELIVERY_MARGIN_S: Final = 0.5
 PULL_PENDING_MSGS_MAX: Final = 100_000  # above fetch_batch: the inbox never drops a message
 PULL_GRACE_S: Final = 1.0  # past a pull request's expiry, give up waiting for its 408
+REDELIVERY_FETCHES_MAX: Final = 1_000  # a limit on the loop that collects a killed instance's messages
 ACK: Final = b""
 IN_PROGRESS: Final = b"+WPI"
 NAK: Final = b"-NAK"
+_STATUS_LINE: Final = b"NATS/1.0 "  # a status frame's header block starts "NATS/1.0 404 No Messages"
+
+
+class Enveloped(Protocol):
+    """What the hand cache reads of an event: a protobuf ``Event`` or ``EventBytes``."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def hand_id(self) -> str: ...
+    @property
+    def table_id(self) -> str: ...
 
 
 class HandCache:
@@ -79,9 +103,9 @@ class HandCache:
     def __init__(self, max_events: int) -> None:
         self.max_events = max_events
         self.size = 0
-        self._hands: OrderedDict[tuple[str, str], dict[int, events_pb2.Event]] = OrderedDict()
+        self._hands: OrderedDict[tuple[str, str], dict[int, Any]] = OrderedDict()
 
-    def add(self, table_id: str, hand_id: str, stream_seq: int, event: events_pb2.Event) -> None:
+    def add(self, table_id: str, hand_id: str, stream_seq: int, event: Enveloped) -> None:
         key = (table_id, hand_id)
         entries = self._hands.get(key)
         if entries is None:
@@ -98,7 +122,7 @@ class HandCache:
         if dropped:
             self.size -= len(dropped)
 
-    def take(self, table_id: str, hand_id: str, end_seq: int, end: events_pb2.Event) -> list[events_pb2.Event] | None:
+    def take(self, table_id: str, hand_id: str, end_seq: int, end: Enveloped) -> list[Any] | None:
         """The whole hand if the cache holds exactly seq 1..n-1 before ``end`` (seq n), else
         None. The hand's entries are removed either way."""
         entries = self._hands.pop((table_id, hand_id), None) or {}
@@ -111,56 +135,150 @@ class HandCache:
         return ordered
 
 
-class Pull:
-    """A pull subscription read through one inbox with a callback.
+class Delivery:
+    """One message of the pull subscription: its subject, reply (ack) subject and data, and
+    the delivery count and stream sequence its ack subject carries. ``ack``/``nak``/
+    ``in_progress`` as on nats-py's ``Msg``."""
 
-    nats-py's ``fetch`` waits for each message with its own ``wait_for`` (a task per
-    message) and ``Msg.ack`` does bookkeeping on every call; at 15 messages a hand that was
-    most of settlement's CPU. Here one pull request at a time asks for up to ``batch``
-    messages; they land in a buffer as they arrive, ``fetch`` hands out what is there
-    (waiting up to ``timeout_s`` for the first), and a new request is sent only once the
-    previous one is complete (all its messages, or a 404/408/409 status) and the buffer is
-    empty. So at most ``batch`` messages are ever buffered, in stream order.
+    __slots__ = ("_nc", "data", "num_delivered", "reply", "stream_seq", "subject")
+
+    def __init__(self, nc: NatsClient, subject: str, reply: str, data: bytes) -> None:
+        self._nc = nc
+        self.subject = subject
+        self.reply = reply
+        self.data = data
+        self.num_delivered, self.stream_seq = ack_fields(reply)
+
+    async def ack(self) -> None:
+        await self._nc.publish(self.reply, ACK)
+
+    async def nak(self) -> None:
+        await self._nc.publish(self.reply, NAK)
+
+    async def in_progress(self) -> None:
+        await self._nc.publish(self.reply, IN_PROGRESS)
+
+
+def ack_fields(reply: str) -> tuple[int, int]:
+    """(deliveries, stream sequence) from a JetStream ack subject:
+    ``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ms>.<pending>``,
+    or the newer form with ``<domain>.<account hash>`` after ``$JS.ACK`` (and a trailing
+    token). Raises NotJSMessageError for anything else."""
+    tokens = reply.split(".")
+    if len(tokens) == 9 and tokens[0] == "$JS" and tokens[1] == "ACK":
+        return int(tokens[4]), int(tokens[5])
+    metadata = Msg.Metadata._from_reply(reply)  # the other forms, or NotJSMessageError
+    return int(metadata.num_delivered or 1), int(metadata.sequence.stream or 0)
+
+
+Frame = Callable[[bytes, bytes, bytes, bytes | None], None]
+
+
+def _tap(nc: NatsClient, sid: int, handler: Frame) -> bool:
+    """Route the frames of subscription ``sid`` to ``handler(subject, reply, data,
+    headers)`` as the protocol parser hands them over, before nats-py builds a ``Msg``
+    (header dict, metadata, a queue and a task per message). False when this nats-py's
+    ``_process_msg`` is not the one this was written for: the subscription's callback then
+    gets ``Msg`` objects as usual."""
+    taps: dict[int, Frame] | None = getattr(nc, "_socai_taps", None)
+    if taps is None:
+        original = getattr(nc, "_process_msg", None)
+        if original is None or list(inspect.signature(original).parameters) != [
+            "sid",
+            "subject",
+            "reply",
+            "data",
+            "headers",
+        ]:
+            return False
+        routes: dict[int, Frame] = {}
+
+        async def process_msg(sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+            handler = routes.get(sid)
+            if handler is None:
+                await original(sid, subject, reply, data, headers)
+            else:
+                handler(subject, reply, data, headers)
+
+        nc._process_msg = process_msg  # type: ignore[method-assign]
+        nc._socai_taps = taps = routes  # type: ignore[attr-defined]
+    taps[sid] = handler
+    return True
+
+
+def _untap(nc: NatsClient, sid: int) -> None:
+    taps: dict[int, Frame] | None = getattr(nc, "_socai_taps", None)
+    if taps is not None:
+        taps.pop(sid, None)
+
+
+class Pull:
+    """A pull subscription read through one inbox.
+
+    One pull request at a time asks for up to ``batch`` messages; they land in a buffer as
+    they arrive, ``fetch`` hands out what is there (waiting up to ``timeout_s`` for the
+    first), and a new request is sent only once the previous one is complete (all its
+    messages, or a 404/408/409 status) and the buffer is empty. So at most ``batch``
+    messages are ever buffered, in stream order. The frames are read raw (``_tap``): a
+    ``Delivery`` is built straight from the subject, reply and payload bytes.
     """
 
     def __init__(self, nc: NatsClient, stream: str, durable: str) -> None:
         self.nc = nc
         self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self.inbox = nc.new_inbox()
-        self._buffer: deque[Msg] = deque()
+        self._buffer: deque[Delivery] = deque()
         self._arrived = asyncio.Event()
         self._open = False
         self._remaining = 0
         self._sub: Any = None
+        self.raw = False
 
     async def start(self) -> None:
         self._sub = await self.nc.subscribe(
             self.inbox, cb=self._on_msg, pending_msgs_limit=PULL_PENDING_MSGS_MAX, pending_bytes_limit=-1
         )
+        self.raw = _tap(self.nc, self._sub._id, self._on_frame)
 
     async def close(self) -> None:
         if self._sub is not None:
+            _untap(self.nc, self._sub._id)
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()
             self._sub = None
 
+    def _on_frame(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        if headers is not None and headers.startswith(_STATUS_LINE):
+            line = headers[len(_STATUS_LINE) :].split(b"\r\n", 1)[0].decode(errors="replace")
+            status, _, description = line.partition(" ")
+            self._on_status(status, description)
+            return
+        self._on_data(Delivery(self.nc, subject.decode(), reply.decode(), data))
+
     async def _on_msg(self, msg: Msg) -> None:
+        """The same as ``_on_frame``, for a nats-py whose frames cannot be tapped."""
         status = msg.headers.get("Status") if msg.headers else None
         if status:
-            if status == "100":  # idle heartbeat or flow control: not the end of the request
-                return
-            if status not in ("404", "408"):
-                log.warning("pull_request_ended", status=status, description=msg.headers.get("Description", ""))
-            self._open = False
-            self._arrived.set()
+            self._on_status(status, (msg.headers or {}).get("Description", ""))
             return
-        self._buffer.append(msg)
+        self._on_data(Delivery(self.nc, msg.subject, msg.reply, msg.data))
+
+    def _on_status(self, status: str, description: str) -> None:
+        if status == "100":  # idle heartbeat or flow control: not the end of the request
+            return
+        if status not in ("404", "408"):
+            log.warning("pull_request_ended", status=status, description=description)
+        self._open = False
+        self._arrived.set()
+
+    def _on_data(self, delivery: Delivery) -> None:
+        self._buffer.append(delivery)
         self._remaining -= 1
         if self._remaining <= 0:
             self._open = False
         self._arrived.set()
 
-    async def fetch(self, batch: int, timeout_s: float) -> list[Msg]:
+    async def fetch(self, batch: int, timeout_s: float) -> list[Delivery]:
         """Up to ``batch`` messages; [] when none came within ``timeout_s``."""
         if not self._buffer:
             self._arrived.clear()
@@ -173,18 +291,21 @@ class Pull:
             except TimeoutError:
                 self._open = False  # the request expired unseen (a reconnect): ask again
                 return []
-        out = []
-        while self._buffer and len(out) < batch:
-            out.append(self._buffer.popleft())
-        return out
+        buffer = self._buffer
+        if len(buffer) <= batch:
+            out = list(buffer)
+            buffer.clear()
+            return out
+        return [buffer.popleft() for _ in range(batch)]
 
 
 @dataclass
 class _Chunk:
-    """Up to ``post_batch_max`` finished hands, replayed, with the messages to ack after."""
+    """Up to ``post_batch_max`` finished hands, being replayed, with the messages to ack
+    once they are stored."""
 
-    prepared: Prepared | None
-    msgs: list[Msg]
+    prepared: asyncio.Future[Prepared]
+    msgs: list[Delivery]
     last_stream_seq: int
     started: float
 
@@ -192,7 +313,7 @@ class _Chunk:
 @dataclass
 class _Pending:
     job: HandJob
-    msgs: list[Msg] = field(default_factory=list)
+    msgs: list[Delivery] = field(default_factory=list)
 
 
 def subject_tokens(subject: str) -> tuple[str, str]:
@@ -223,7 +344,8 @@ class Consumer:
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._sub: Any = None
         self._advisory: Any = None
-        self._held: dict[int, tuple[Msg, float]] = {}  # HandEnded messages not acked yet
+        self._held: dict[int, tuple[Delivery, float]] = {}  # HandEnded messages not acked yet
+        self._replaying: set[asyncio.Future[Prepared]] = set()
         self._started = False
         self.batches = 0
 
@@ -280,35 +402,43 @@ class Consumer:
     async def run(self, stop: asyncio.Event) -> None:
         """Pull and settle until ``stop`` is set.
 
-        Two stages, so that replaying a batch overlaps posting the previous one: this loop
-        pulls, sorts and replays (``prepare``), a committer task posts and stores the
-        prepared chunks strictly in order and acks them. At most ``pipeline_depth`` chunks
-        wait between the two. On stop, the chunks already prepared are committed first.
+        Three stages, so that replaying, posting and storing overlap: this loop pulls,
+        sorts and starts each chunk's replay (``Settler.prepare``, a task of its own); a
+        poster task posts the replayed chunks strictly in order; a saver task stores them,
+        strictly in order, and only then acks them. At most ``pipeline_depth`` chunks wait
+        for the poster and one for the saver. On stop, the chunks already started are
+        committed first.
         """
         idle_backoff = 0.1
-        while self._sub is None and not stop.is_set():
+        while not stop.is_set():
             try:
-                await self.subscribe()
+                if self._sub is None:
+                    await self.subscribe()
+                # A previous run of this process that crashed left messages unacked: give
+                # them back at once, so that they come before newer hands (see _give_back).
+                await self._give_back()
+                break
             except (NatsError, TimeoutError) as exc:
                 log.warning("consumer_unavailable", stream=self.stream, error=repr(exc), retry_in_s=idle_backoff)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), idle_backoff)
                 idle_backoff = min(idle_backoff * 2, self.config.backoff_max_s)
-        # A previous run of this process that crashed left HandEnded messages unacked: give
-        # them back at once, so that they come before newer hands (see _give_back).
-        await self._give_back()
-        queue: asyncio.Queue[_Chunk | None] = asyncio.Queue(maxsize=self.config.pipeline_depth)
-        committer = asyncio.create_task(self._commit_loop(queue), name="settlement-commit")
+        to_post: asyncio.Queue[_Chunk | None] = asyncio.Queue(maxsize=self.config.pipeline_depth)
+        to_save: asyncio.Queue[tuple[_Chunk, PostedBatch] | None] = asyncio.Queue(maxsize=1)
+        saver = asyncio.create_task(self._save_loop(to_save), name="settlement-save")
+        poster = asyncio.create_task(self._post_loop(to_post, to_save, saver), name="settlement-post")
+        stages = (poster, saver)
         beats = asyncio.create_task(self._beat_loop(stop), name="settlement-beats")
         try:
-            carry: list[Msg] = []
+            carry: list[Delivery] = []
             if not self._started:
                 # Only at the process's first run: a later run gave back what it held itself.
                 self._started = True
                 carry = await self._await_foreign_redeliveries(stop)
             while not stop.is_set():
-                if committer.done():
-                    committer.result()  # re-raise what stopped it
+                for stage in stages:
+                    if stage.done():
+                        stage.result()  # re-raise what stopped it
                 try:
                     msgs = carry or await self._sub.fetch(self.config.fetch_batch, self.config.fetch_timeout_s)
                     carry = []
@@ -321,29 +451,33 @@ class Consumer:
                     continue
                 idle_backoff = 0.1
                 for chunk in await self._prepare(msgs):
-                    await queue.put(chunk)
-            await queue.put(None)
-            await committer
+                    await _put(to_post, chunk, stages)
+            await _put(to_post, None, stages)
+            await poster
+            await saver
         finally:
             beats.cancel()
-            if not committer.done():
-                committer.cancel()
-            await asyncio.gather(committer, beats, return_exceptions=True)
+            pipeline: list[asyncio.Future[Any]] = [*stages, *self._replaying]
+            for task in pipeline:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*stages, beats, *self._replaying, return_exceptions=True)
+            self._replaying.clear()
             await self._give_back()
 
     async def _give_back(self) -> None:
-        """Nak every HandEnded still held (a cancelled batch, a crashed run): the server
-        redelivers them at once, before any newer message. Settling a table's hands out of
-        order would make the ledger refuse the later hand (its escrows do not hold the
-        earlier hand's winnings yet) and remember the refusal."""
-        held = [msg for msg, _ in self._held.values()]
+        """Nak every HandEnded still held (a cancelled batch, a crashed run), in stream
+        order: the server redelivers them at once, before any newer message. Settling a
+        table's hands out of order would make the ledger refuse the later hand (its escrows
+        do not hold the earlier hand's winnings yet) and remember the refusal."""
+        held = {msg.stream_seq: msg.reply for msg, _ in self._held.values()}
         self._held.clear()
-        for msg in held:
-            if msg.reply:
+        for seq in sorted(held):
+            if held[seq]:
                 with contextlib.suppress(Exception):
-                    await self.nc.publish(msg.reply, NAK)
+                    await self.nc.publish(held[seq], NAK)
 
-    async def _await_foreign_redeliveries(self, stop: asyncio.Event) -> list[Msg]:
+    async def _await_foreign_redeliveries(self, stop: asyncio.Event) -> list[Delivery]:
         """Let the messages a killed instance took and never acked come back first.
 
         JetStream redelivers them only when their ack wait runs out, and meanwhile hands out
@@ -352,17 +486,18 @@ class Consumer:
         message) means nothing is outstanding ahead of us; a fresh message while other acks
         are pending means another instance holds older ones. Then the fresh message is kept
         (with progress beats) until the last delivery is ``ack_wait`` old, when the server
-        hands out the redeliveries first, and it joins them in stream order. This costs at
-        most ``ack_wait`` after an unclean stop, nothing otherwise. (One instance per
-        durable: scaling out means partitioning the tables, see README.)
+        hands out the redeliveries first — over as many pulls as they take, until all of
+        them came or a fresh message shows there are no more — and it joins them in stream
+        order. This costs at most ``ack_wait`` after an unclean stop, nothing otherwise.
+        (One instance per durable: scaling out means partitioning the tables, see README.)
 
         Returns the messages to handle before the next pull.
         """
-        first = await self._sub.fetch(1, self.config.fetch_timeout_s)
+        first: list[Delivery] = await self._sub.fetch(1, self.config.fetch_timeout_s)
         if not first:
             return []
         msg = first[0]
-        if (msg.metadata.num_delivered or 1) > 1:
+        if msg.num_delivered > 1:
             return first
         try:
             info = await self.js.consumer_info(self.stream, self.config.durable)
@@ -379,45 +514,65 @@ class Consumer:
         log.warning("awaiting_redeliveries", messages=others, wait_s=round(wait_s, 1))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), wait_s)
+        collected: list[Delivery] = []
+        redelivered = 0
+        for _ in range(REDELIVERY_FETCHES_MAX):
+            got: list[Delivery] = await self._sub.fetch(self.config.fetch_batch, self.config.fetch_timeout_s)
+            if not got:
+                break
+            collected += got
+            redelivered += sum(1 for m in got if m.num_delivered > 1)
+            if redelivered >= others or any(m.num_delivered == 1 for m in got):
+                break
         self._held.pop(id(msg), None)
-        redelivered = await self._sub.fetch(self.config.fetch_batch, self.config.fetch_timeout_s)
-        return sorted([*redelivered, msg], key=lambda m: int(m.metadata.sequence.stream))
+        return sorted([*collected, msg], key=lambda m: m.stream_seq)
 
-    async def handle(self, msgs: Sequence[Msg]) -> None:
-        """Settle one pulled batch inline (prepare, then commit each chunk)."""
-        for chunk in await self._prepare(msgs):
-            await self._commit(chunk)
-
-    async def _commit_loop(self, queue: asyncio.Queue[_Chunk | None]) -> None:
+    async def _post_loop(
+        self,
+        inbox: asyncio.Queue[_Chunk | None],
+        outbox: asyncio.Queue[tuple[_Chunk, PostedBatch] | None],
+        saver: asyncio.Task[None],
+    ) -> None:
         while True:
-            chunk = await queue.get()
+            chunk = await inbox.get()
             if chunk is None:
+                await _put(outbox, None, (saver,))
                 return
-            await self._commit(chunk)
+            posted = await self.settler.post(await chunk.prepared)
+            await _put(outbox, (chunk, posted), (saver,))
 
-    async def _commit(self, chunk: _Chunk) -> None:
-        if chunk.prepared is not None:
-            outcomes = await self.settler.commit(chunk.prepared)
-            for o in outcomes:
-                if o.settled:
-                    self._remember(o.hand_id)
-            metrics.LAST_SETTLED_SEQ.set(chunk.last_stream_seq)
+    async def _save_loop(self, inbox: asyncio.Queue[tuple[_Chunk, PostedBatch] | None]) -> None:
+        while True:
+            item = await inbox.get()
+            if item is None:
+                return
+            await self._save(*item)
+
+    async def _save(self, chunk: _Chunk, posted: PostedBatch) -> None:
+        outcomes = await self.settler.save(posted)
+        for o in outcomes:
+            if o.settled:
+                self._remember(o.hand_id)
+        metrics.LAST_SETTLED_SEQ.set(chunk.last_stream_seq)
         await self._ack(chunk.msgs)
         for m in chunk.msgs:
             self._held.pop(id(m), None)
         metrics.BATCH_SECONDS.observe(time.perf_counter() - chunk.started)
         self.batches += 1
 
-    async def _prepare(self, msgs: Sequence[Msg]) -> list[_Chunk]:
+    async def _prepare(self, msgs: Sequence[Delivery]) -> list[_Chunk]:
         """Sort a pulled batch (see the module docstring); ack what needs no settling;
-        replay the finished hands in chunks of ``post_batch_max``."""
+        start replaying the finished hands in chunks of ``post_batch_max``."""
         started = time.perf_counter()
-        acks: list[Msg] = []
-        dead_now: list[tuple[NewDeadLetter, Msg]] = []
+        now = time.monotonic()
+        finished: list[Delivery] = []  # nothing more to do: acked now
+        dead_now: list[tuple[NewDeadLetter, Delivery]] = []
         pending: dict[str, _Pending] = {}
+        cache, recent, held = self.cache, self._recent, self._held
+        poison_after = self.config.poison_after_deliveries
+        table_facts = events = ends = 0
         for msg in msgs:
-            meta = msg.metadata
-            stream_seq = int(meta.sequence.stream)
+            stream_seq = msg.stream_seq
             table_id, hand_id = subject_tokens(msg.subject)
             ev = events_pb2.Event()
             try:
@@ -428,50 +583,56 @@ class Consumer:
                 continue
             which = ev.WhichOneof("body")
             if which in TABLE_BODIES:
-                metrics.MESSAGES_TABLE.inc()
-                acks.append(msg)
+                table_facts += 1
+                finished.append(msg)
                 continue
             if which != "hand_ended":
-                metrics.MESSAGES_EVENT.inc()
-                if meta.num_delivered is not None and meta.num_delivered > 1:
+                events += 1
+                if msg.num_delivered > 1:
                     # A redelivery (its ack was lost): its HandEnded, if it comes again,
                     # reads the hand by subject; caching it would only hold memory.
-                    acks.append(msg)
+                    finished.append(msg)
                     continue
-                if hand_id in self._recent:
+                if hand_id in recent:
                     metrics.LATE_EVENTS.inc()
                     log.warning("event_after_settlement", hand_id=hand_id, event_id=ev.event_id, stream_seq=stream_seq)
                 else:
-                    self.cache.add(table_id, hand_id, stream_seq, ev)
-                acks.append(msg)
+                    cache.add(table_id, hand_id, stream_seq, EventBytes(ev.seq, ev.hand_id, ev.table_id, msg.data))
+                finished.append(msg)
                 continue
-            metrics.MESSAGES_HAND_ENDED.inc()
-            if meta.num_delivered is not None and meta.num_delivered >= self.config.poison_after_deliveries:
-                self.cache.discard(table_id, hand_id)
+            ends += 1
+            if msg.num_delivered >= poison_after:
+                cache.discard(table_id, hand_id)
                 detail = (
-                    f"{ev.event_id}: HandEnded delivered {meta.num_delivered} times without being settled; set aside"
+                    f"{ev.event_id}: HandEnded delivered {msg.num_delivered} times without being settled; set aside"
                 )
                 dead_now.append((NewDeadLetter(hand_id, table_id, MAX_DELIVERIES, detail, stream_seq), msg))
                 continue
-            self._held[id(msg)] = (msg, time.monotonic())
+            held[id(msg)] = (msg, now)
             seen = pending.get(hand_id)
             if seen is not None:
                 seen.msgs.append(msg)  # the same HandEnded twice in one batch
                 continue
-            events = self.cache.take(table_id, hand_id, stream_seq, ev)
-            pending[hand_id] = _Pending(HandJob(table_id, hand_id, stream_seq, events), [msg])
+            end = EventBytes(ev.seq, ev.hand_id, ev.table_id, msg.data)
+            hand_events = cache.take(table_id, hand_id, stream_seq, end)
+            pending[hand_id] = _Pending(HandJob(table_id, hand_id, stream_seq, hand_events), [msg])
+        metrics.MESSAGES_TABLE.inc(table_facts)
+        metrics.MESSAGES_EVENT.inc(events)
+        metrics.MESSAGES_HAND_ENDED.inc(ends)
 
         if dead_now:
             await self._dead_letter_now(dead_now)
-        await self._ack(acks)
+        await self._ack(finished)
         jobs = list(pending.values())
         chunks = []
         for start in range(0, len(jobs), self.config.post_batch_max):
             part = jobs[start : start + self.config.post_batch_max]
-            prepared = await self.settler.prepare([p.job for p in part])
+            replaying = asyncio.ensure_future(self.settler.prepare([p.job for p in part]))
+            self._replaying.add(replaying)
+            replaying.add_done_callback(self._replaying.discard)
             chunks.append(
                 _Chunk(
-                    prepared=prepared,
+                    prepared=replaying,
                     msgs=[m for p in part for m in p.msgs],
                     last_stream_seq=max(p.job.stream_seq for p in part),
                     started=started,
@@ -479,14 +640,14 @@ class Consumer:
             )
         return chunks
 
-    async def _dead_letter_now(self, items: list[tuple[NewDeadLetter, Msg]]) -> None:
+    async def _dead_letter_now(self, items: list[tuple[NewDeadLetter, Delivery]]) -> None:
         """Record dead letters found while reading the batch (not an Event; too many
         deliveries), skipping hands that turn out to be settled already, then ack."""
         ids = [d.hand_id for d, _ in items]
         settled = await self.settler.retrying(lambda: self.settler.store.settled_among(ids), None)
         dead = [d for d, _ in items if d.hand_id not in settled]
         if dead:
-            await self.settler.retrying(lambda: self.settler.store.commit([], dead), None)
+            await self.settler.retrying(lambda: self.settler.store.commit_rows([], dead), None)
         for d in dead:
             metrics.DEAD_LETTERS.labels(d.reason).inc()
             log.warning("hand_dead_lettered", hand_id=d.hand_id, table_id=d.table_id, reason=d.reason, detail=d.detail)
@@ -507,14 +668,17 @@ class Consumer:
                         await self.nc.publish(msg.reply, IN_PROGRESS)
                     self._held[key] = (msg, now)
 
-    async def _ack(self, msgs: Sequence[Msg]) -> None:
-        """Ack by publishing to each message's reply subject (what ``Msg.ack`` does,
-        without its bookkeeping). A lost ack only means a redelivery, which is harmless."""
+    async def _ack(self, msgs: Sequence[Delivery]) -> None:
+        await self._publish([m.reply for m in msgs], ACK)
+
+    async def _publish(self, subjects: Sequence[str], payload: bytes) -> None:
+        """Ack (or nak, beat) by publishing to each message's reply subject. A lost ack
+        only means a redelivery, which is harmless."""
         publish = self.nc.publish
         try:
-            for m in msgs:
-                if m.reply:
-                    await publish(m.reply, ACK)
+            for subject in subjects:
+                if subject:
+                    await publish(subject, payload)
         except NatsError as exc:
             log.warning("ack_failed", error=str(exc))
 
@@ -568,3 +732,22 @@ class Consumer:
                 log.debug("lag_unavailable", error=str(exc))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.config.lag_interval_s)
+
+
+async def _put(queue: asyncio.Queue[Any], item: Any, stages: Collection[asyncio.Task[None]]) -> None:
+    """Put ``item`` on a pipeline queue; if a stage downstream stops meanwhile (it failed),
+    raise its error instead of waiting on a full queue for ever."""
+    if not queue.full():
+        queue.put_nowait(item)
+        return
+    put = asyncio.ensure_future(queue.put(item))
+    try:
+        await asyncio.wait({put, *stages}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not put.done():
+            put.cancel()
+    if put.cancelled() or not put.done():
+        for stage in stages:
+            if stage.done():
+                stage.result()
+        raise RuntimeError("a settlement stage stopped")

@@ -3,6 +3,8 @@
 - a replayed hand → the ledger ``TransactionInput`` (kind ``settlement``, reference the hand,
   idempotency key ``settle:{hand_id}``, deterministic metadata so a retried post is the
   *same* request and the ledger answers REPLAYED rather than IDEMPOTENCY_KEY_REUSED);
+- a replayed hand → ``SettledHand``, all the batch path needs of it (the transaction already
+  serialized, the stored columns as plain values), built where the replay runs;
 - a replayed hand → the ``SettlementRecord`` the service stores;
 - records and dead letters → ``socai.settlement.v1`` messages;
 - two records → the list of their differences (``ReplayHand``).
@@ -11,14 +13,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, NamedTuple
 
 from socai.audit.keys import settlement_key
 from socai.audit.replay import ReplayResult, penalties
 from socai.gen.ledger.v1 import ledger_pb2
 from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.rules.base import Settlement
-from socai_settlement.store import DeadLetter, SeatNet, SettlementRecord
+from socai_settlement.store import DeadLetter, HandRow, SeatNet, SettlementRecord
 
 TRANSACTION_KIND: Final = "settlement"
 
@@ -28,14 +30,18 @@ def reasons_summary(settlement: Settlement) -> str:
     return ",".join(f"{reason}={gold}" for reason, gold in settlement.by_reason().items())
 
 
-def transaction_input(settlement: Settlement, key: str | None = None) -> ledger_pb2.TransactionInput:
+def transaction_input(
+    settlement: Settlement, key: str | None = None, entries: dict[str, int] | None = None
+) -> ledger_pb2.TransactionInput:
     """The hand's balanced transaction. Its entries are ``Settlement.entries()`` (net per
-    account, zeros left out); the caller skips hands whose entries are empty."""
+    account, zeros left out; pass them when already computed); the caller skips hands whose
+    entries are empty."""
+    net = settlement.entries() if entries is None else entries
     return ledger_pb2.TransactionInput(
         idempotency_key=key or settlement_key(settlement.hand_id),
         kind=TRANSACTION_KIND,
         reference=settlement.hand_id,
-        entries=[ledger_pb2.EntryInput(account_id=a, amount_gold=v) for a, v in settlement.entries().items()],
+        entries=[ledger_pb2.EntryInput(account_id=a, amount_gold=v) for a, v in net.items()],
         metadata={
             "game": settlement.game,
             "table_id": settlement.table_id,
@@ -43,6 +49,75 @@ def transaction_input(settlement: Settlement, key: str | None = None) -> ledger_
             "reasons": reasons_summary(settlement),
         },
         open_accounts=True,
+    )
+
+
+class SettledHand(NamedTuple):
+    """A replayed hand as the batch path needs it: what to post and what to store.
+
+    Built where the replay runs (a worker process, see ``replayer``) from plain values — a
+    tuple of strings, ints and tuples — so that crossing back to the service costs little;
+    the transaction is already serialized (``settle:{hand_id}``), so the service only
+    concatenates the batch's requests.
+    """
+
+    hand_id: str
+    table_id: str
+    game: str
+    entries: tuple[tuple[str, int], ...]  # Settlement.entries(): net per account, zeros left out
+    transaction: bytes  # the serialized TransactionInput under settle:{hand_id}; b"" when no gold moves
+    fees_gold: int
+    pot_carry_gold: int
+    penalties_gold: dict[str, int]
+    transfers: tuple[tuple[str, str, int, str], ...]  # (from_account, to_account, amount_gold, reason)
+    shortfalls: tuple[tuple[int, int, int, str], ...]  # (seat, owed_gold, paid_gold, reason)
+    seats: tuple[tuple[int, str, str, int], ...]  # (seat, player_id, account_id, net_gold)
+
+
+def settled_hand(result: ReplayResult) -> SettledHand:
+    s = result.settlement
+    entries = s.entries()
+    players = {info.seat: info.player_id for info in result.started.seats}
+    accounts = s.seat_accounts
+    return SettledHand(
+        hand_id=s.hand_id,
+        table_id=s.table_id,
+        game=s.game,
+        entries=tuple(entries.items()),
+        transaction=transaction_input(s, entries=entries).SerializeToString(deterministic=True) if entries else b"",
+        fees_gold=s.fees_gold(),
+        pot_carry_gold=s.pot_carry_gold,
+        penalties_gold=penalties(s),
+        transfers=tuple((t.from_account, t.to_account, t.amount_gold, t.reason) for t in s.transfers),
+        shortfalls=tuple((f.seat, f.owed_gold, f.paid_gold, f.reason) for f in s.shortfalls),
+        seats=tuple((seat, players.get(seat, ""), accounts.get(seat, ""), net) for seat, net in sorted(s.nets.items())),
+    )
+
+
+def transaction_of(hand: SettledHand, key: str) -> ledger_pb2.TransactionInput | bytes:
+    """What to post for ``hand`` under ``key``: its serialized transaction as it is for
+    the usual key, a copy under another key (a retry's ``settle:{hand_id}:retryN``)."""
+    if key == settlement_key(hand.hand_id):
+        return hand.transaction
+    tx = ledger_pb2.TransactionInput.FromString(hand.transaction)
+    tx.idempotency_key = key
+    return tx
+
+
+def row_of(hand: SettledHand, stream_seq: int, ledger_transaction_id: str, key: str) -> HandRow:
+    return HandRow(
+        hand.hand_id,
+        hand.table_id,
+        hand.game,
+        stream_seq,
+        hand.fees_gold,
+        hand.pot_carry_gold,
+        hand.penalties_gold,
+        hand.transfers,
+        hand.shortfalls,
+        ledger_transaction_id,
+        key,
+        hand.seats,
     )
 
 

@@ -1,7 +1,10 @@
 """Posting settlements to the ledger: batched, idempotent, retried while it is unavailable.
 
 ``LedgerPoster.post(items)`` sends up to ``batch_max`` transactions per PostTransactions
-call and returns one ``Posted`` per item, in order:
+call and returns one ``Posted`` per item, in order. An item is a ``TransactionInput`` or
+one already serialized (what the replay workers send back): a batch of those becomes the
+request by concatenation, since a repeated message field is its items' encodings, each
+after its tag and length.
 
 - APPLIED and REPLAYED are both success (REPLAYED is a redelivered hand whose transaction
   the ledger already holds under ``settle:{hand_id}``: the original transaction id comes back);
@@ -22,7 +25,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import grpc
 
@@ -44,6 +47,9 @@ RETRYABLE: Final = frozenset(
     }
 )
 LEDGER_BATCH_MAX: Final = 1000  # the ledger's own limit per PostTransactions call
+_TRANSACTIONS_TAG: Final = b"\x0a"  # PostTransactionsRequest.transactions: field 1, length-delimited
+
+Item: TypeAlias = ledger_pb2.TransactionInput | bytes
 
 APPLIED: Final = "applied"
 REPLAYED: Final = "replayed"
@@ -103,7 +109,7 @@ class LedgerPoster:
 
     async def post(
         self,
-        items: Sequence[ledger_pb2.TransactionInput],
+        items: Sequence[Item],
         on_wait: Callable[[], Awaitable[None]] | None = None,
     ) -> list[Posted]:
         """One ``Posted`` per item, in order. Returns only when the ledger answered for
@@ -114,15 +120,12 @@ class LedgerPoster:
             out.extend(await self._post_chunk(chunk, on_wait))
         return out
 
-    async def _post_chunk(
-        self, chunk: list[ledger_pb2.TransactionInput], on_wait: Callable[[], Awaitable[None]] | None
-    ) -> list[Posted]:
+    async def _post_chunk(self, chunk: list[Item], on_wait: Callable[[], Awaitable[None]] | None) -> list[Posted]:
         backoff = Backoff(self.backoff_initial_s, self.backoff_max_s)
+        request = _request(chunk)
         while True:
             try:
-                reply = await self.stub.PostTransactions(
-                    ledger_pb2.PostTransactionsRequest(transactions=chunk), timeout=self.deadline_s
-                )
+                reply = await self.stub.PostTransactions(request, timeout=self.deadline_s)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in RETRYABLE:
                     delay = backoff.next_delay()
@@ -155,6 +158,30 @@ class LedgerPoster:
                 await asyncio.sleep(backoff.next_delay())
                 continue
             return [_posted(r) for r in results]
+
+
+def _request(items: Sequence[Item]) -> ledger_pb2.PostTransactionsRequest:
+    parts: list[bytes] = []
+    for item in items:
+        if not isinstance(item, bytes):
+            return ledger_pb2.PostTransactionsRequest(
+                transactions=[_transaction(i) if isinstance(i, bytes) else i for i in items]
+            )
+        parts += (_TRANSACTIONS_TAG, _varint(len(item)), item)
+    return ledger_pb2.PostTransactionsRequest.FromString(b"".join(parts))
+
+
+def _transaction(data: bytes) -> ledger_pb2.TransactionInput:
+    return ledger_pb2.TransactionInput.FromString(data)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def _posted(result: Any) -> Posted:

@@ -1,12 +1,18 @@
 """Running ``socai.audit.replay.replay`` over a batch of hands, here or in worker processes.
 
 Replaying is pure CPU (decoding, the seeded shuffle, the rules engine) and was about half
-of settlement's time per hand. With ``workers`` > 0 the batch goes to a process pool as
-raw event bytes, so the service's event loop keeps acking, posting and storing while
-another core replays. It is the same function either way: the worker decodes the bytes
-and calls ``replay`` (one code path, as for the auditor). Workers are spawned, not forked
-(a forked gRPC process is unsafe), and warmed up at start so the first batch does not
-pay for their imports.
+of settlement's time per hand. With ``workers`` > 0 the batch goes to a process pool, so
+the service's event loop keeps acking, posting and storing while another core replays.
+It is the same function either way: the events are decoded from their stored bytes and
+``replay`` runs on them (one code path, as for the auditor), then ``convert.settled_hand``
+turns the result into a ``SettledHand``.
+
+What crosses the process boundary is kept plain, because pickling it is on the service's
+hot path: each hand goes out as the events' bytes exactly as they came from the stream
+(no re-encoding) and comes back as a ``Replayed`` tuple of strings, ints and tuples, with
+the ledger transaction already serialized. Workers are spawned, not forked (a forked gRPC
+process is unsafe), and warmed up at start so the first batch does not pay for their
+imports.
 """
 
 from __future__ import annotations
@@ -16,50 +22,57 @@ import multiprocessing
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
-from socai.audit.replay import ReplayError, ReplayResult, replay
+from socai.audit.replay import ReplayError, replay
 from socai.events import codec
 from socai.events.model import Event
 from socai.gen.events.v1 import events_pb2
+from socai_settlement.convert import SettledHand, settled_hand
 
 PARENT_CHECK_S: Final = 1.0
+BAD_EVENT: Final = "BAD_EVENT"
 
 
-@dataclass(frozen=True, slots=True)
-class Replayed:
-    """One hand's replay: a result, or a ReplayError's code and message, or a crash."""
+class Replayed(NamedTuple):
+    """One hand's replay: a settled hand, or a ReplayError's code and message, or a crash."""
 
     hand_id: str
-    result: ReplayResult | None = None
+    settled: SettledHand | None = None
     error_code: str = ""
     error_message: str = ""
     crashed: str = ""  # "TypeError: …" when the replay raised something unexpected (a bug)
 
 
+class EventBytes(NamedTuple):
+    """An event as it came from the stream: its bytes, and the envelope fields the hand
+    cache checks (``HandCache.take``) without decoding it again."""
+
+    seq: int
+    hand_id: str
+    table_id: str
+    data: bytes
+
+
 def replay_here(hand_id: str, events: Sequence[object]) -> Replayed:
     try:
-        return Replayed(hand_id, result=replay(events))
+        return Replayed(hand_id, settled=settled_hand(replay(events)))
     except ReplayError as exc:
         return Replayed(hand_id, error_code=exc.code, error_message=exc.message)
     except Exception as exc:  # a bug in the engine: the caller dead-letters the hand
         return Replayed(hand_id, crashed=f"{type(exc).__name__}: {exc}")
 
 
-def _replay_payloads(batch: list[tuple[str, list[bytes]]]) -> list[Replayed]:
-    """In a worker: decode and replay; results without their events (smaller to send)."""
+def replay_payloads(batch: Sequence[tuple[str, Sequence[bytes]]]) -> list[Replayed]:
+    """Decode each hand's events from their bytes and replay them (in a worker, or here)."""
     out = []
     for hand_id, payloads in batch:
         try:
             events = [events_pb2.Event.FromString(p) for p in payloads]
         except Exception as exc:  # protobuf's DecodeError
-            out.append(Replayed(hand_id, error_code="BAD_EVENT", error_message=f"{hand_id}: {exc}"))
+            out.append(Replayed(hand_id, error_code=BAD_EVENT, error_message=f"{hand_id}: {exc}"))
             continue
-        done = replay_here(hand_id, events)
-        if done.result is not None:
-            done = replace(done, result=replace(done.result, events=()))
-        out.append(done)
+        out.append(replay_here(hand_id, events))
     return out
 
 
@@ -86,6 +99,8 @@ def _warm() -> bool:
 
 
 def _payload(item: object) -> bytes:
+    if isinstance(item, EventBytes):
+        return item.data
     if isinstance(item, events_pb2.Event):
         return item.SerializeToString()
     inner = getattr(item, "event", item)  # socai.events.log.Stored
@@ -120,12 +135,14 @@ class Replayer:
 
     async def replay(self, hands: Sequence[tuple[str, Sequence[object]]]) -> list[Replayed]:
         """One ``Replayed`` per hand, in order."""
-        if self._pool is None or not hands:
-            return [replay_here(hand_id, events) for hand_id, events in hands]
+        if not hands:
+            return []
         batch = [(hand_id, [_payload(e) for e in events]) for hand_id, events in hands]
+        if self._pool is None:
+            return replay_payloads(batch)
         loop = asyncio.get_running_loop()
         size = -(-len(batch) // self.workers)
         parts: list[Any] = [
-            loop.run_in_executor(self._pool, _replay_payloads, batch[i : i + size]) for i in range(0, len(batch), size)
+            loop.run_in_executor(self._pool, replay_payloads, batch[i : i + size]) for i in range(0, len(batch), size)
         ]
         return [r for part in await asyncio.gather(*parts) for r in part]

@@ -14,6 +14,9 @@ For each hand (in the order given, which is stream order):
    with reason LEDGER_REJECTED; an unavailable ledger is waited for, never a dead letter;
 5. the settlement records and the dead letters are written in one database transaction.
 
+Steps 1-3 are ``prepare``, 4 is ``post``, 5 is ``save`` (``commit`` is both): the consumer
+runs them as a pipeline, each batch's steps in order and every step in stream order.
+
 Only then may the caller acknowledge the HandEnded messages. Every step before 5 is
 either pure or idempotent, so a crash anywhere repeats work but never doubles money:
 the ledger answers a repeated ``settle:{hand_id}`` with the original transaction.
@@ -31,13 +34,14 @@ from nats.errors import Error as NatsError
 
 from socai import errors
 from socai.audit.keys import find_settlement, settlement_key
-from socai.audit.replay import ReplayResult, diff_entries
+from socai.audit.replay import diff_entries
 from socai.events.log import EventLog
 from socai.infra.logging import get_logger
 from socai_settlement import convert, metrics
+from socai_settlement.convert import SettledHand
 from socai_settlement.poster import Backoff, LedgerPoster, Posted
 from socai_settlement.replayer import Replayer
-from socai_settlement.store import NewDeadLetter, SettlementRecord, Store
+from socai_settlement.store import HandRow, NewDeadLetter, Store
 
 log = get_logger("socai.settlement")
 
@@ -67,7 +71,7 @@ class Outcome:
     hand_id: str
     settled: bool
     already_settled: bool = False
-    record: SettlementRecord | None = None
+    row: HandRow | None = None
     dead: NewDeadLetter | None = None
 
 
@@ -88,9 +92,18 @@ class Prepared:
 
     hand_ids: list[str]
     already: set[str]
-    replayed: list[tuple[HandJob, ReplayResult]]
+    replayed: list[tuple[HandJob, SettledHand]]
     dead: list[NewDeadLetter]
     stats: BatchStats
+
+
+@dataclass
+class PostedBatch:
+    """A prepared batch after the ledger answered: the rows to store and every dead letter."""
+
+    prepared: Prepared
+    rows: list[HandRow]
+    dead: list[NewDeadLetter]
 
 
 class Settler:
@@ -133,7 +146,7 @@ class Settler:
         stats.timings_s["read"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        replayed: list[tuple[HandJob, ReplayResult]] = []
+        replayed: list[tuple[HandJob, SettledHand]] = []
         dead: list[NewDeadLetter] = []
         readable = []
         for job in todo:
@@ -144,8 +157,8 @@ class Settler:
                 readable.append((job, got))
         answers = await self.replayer.replay([(job.hand_id, got) for job, got in readable])
         for (job, _), replay_answer in zip(readable, answers, strict=True):
-            if replay_answer.result is not None:
-                replayed.append((job, replay_answer.result))
+            if replay_answer.settled is not None:
+                replayed.append((job, replay_answer.settled))
             elif replay_answer.error_code:
                 dead.append(
                     NewDeadLetter(
@@ -165,40 +178,61 @@ class Settler:
         """Steps 4-5: post the hands that move gold, then store records and dead letters
         in one transaction. Call in stream order: a table's hands must reach the ledger in
         the order they were played (each hand's stacks depend on the one before)."""
+        return await self.save(await self.post(prepared, on_wait, keys), on_wait)
+
+    async def post(
+        self, prepared: Prepared, on_wait: OnWait | None = None, keys: dict[str, str] | None = None
+    ) -> PostedBatch:
+        """Step 4: post the hands that move gold (one PostTransactions call per
+        ``post_batch_max``); the ledger's refusals become LEDGER_REJECTED dead letters."""
         stats = prepared.stats
         dead = list(prepared.dead)
         clock = time.perf_counter()
-        moving = [(job, r) for job, r in prepared.replayed if r.settlement.entries()]
-        keys = {
-            job.hand_id: (keys or {}).get(job.hand_id) or settlement_key(job.hand_id) for job, _ in prepared.replayed
-        }
+        chosen = keys or {}
+        moving: list[tuple[HandJob, SettledHand, str]] = []
+        rows: list[HandRow | None] = []
+        for job, hand in prepared.replayed:
+            key = chosen.get(job.hand_id) or settlement_key(job.hand_id)
+            if hand.entries:
+                moving.append((job, hand, key))
+                rows.append(None)  # filled in with the ledger's transaction id below
+            else:
+                rows.append(convert.row_of(hand, job.stream_seq, "", key))  # moves no gold: nothing to post
         posted: list[Posted] = []
         if moving:
-            inputs = [convert.transaction_input(r.settlement, keys[job.hand_id]) for job, r in moving]
-            posted = await self.poster.post(inputs, on_wait)
-        answer = {job.hand_id: p for (job, _), p in zip(moving, posted, strict=True)}
+            posted = await self.poster.post([convert.transaction_of(hand, key) for _, hand, key in moving], on_wait)
+        answers = iter(zip(moving, posted, strict=True))
+        out: list[HandRow] = []
+        for row in rows:
+            if row is None:
+                (job, hand, key), p = next(answers)
+                if not p.ok:
+                    detail = f"{job.hand_id}: the ledger refused {key}: {p.reason}: {p.message}"
+                    dead.append(NewDeadLetter(job.hand_id, job.table_id, LEDGER_REJECTED, detail, job.stream_seq))
+                    continue
+                row = convert.row_of(hand, job.stream_seq, p.transaction_id, key)
+            out.append(row)
         stats.timings_s["ledger"] = time.perf_counter() - clock
+        return PostedBatch(prepared, out, dead)
 
-        records: list[SettlementRecord] = []
-        for job, result in prepared.replayed:
-            p = answer.get(job.hand_id)
-            if p is not None and not p.ok:
-                detail = f"{job.hand_id}: the ledger refused {keys[job.hand_id]}: {p.reason}: {p.message}"
-                dead.append(NewDeadLetter(job.hand_id, job.table_id, LEDGER_REJECTED, detail, job.stream_seq))
-                continue
-            tx_id = p.transaction_id if p is not None else ""  # "" when the hand moved no gold
-            records.append(convert.record_of(result, job.stream_seq, tx_id, keys[job.hand_id]))
-
+    async def save(self, batch: PostedBatch, on_wait: OnWait | None = None) -> list[Outcome]:
+        """Step 5: the settlement records and the dead letters, in one transaction. Only
+        then may the caller acknowledge the batch's HandEnded messages."""
+        prepared, rows, dead = batch.prepared, batch.rows, batch.dead
+        stats = prepared.stats
         clock = time.perf_counter()
-        inserted = await self.retrying(lambda: self.store.commit(records, dead), on_wait)
+        inserted = await self.retrying(lambda: self.store.commit_rows(rows, dead), on_wait)
         stats.timings_s["store"] = time.perf_counter() - clock
 
         outcomes = {h: Outcome(h, settled=True, already_settled=True) for h in prepared.already}
-        for rec in records:
-            fresh = rec.hand_id in inserted
-            outcomes[rec.hand_id] = Outcome(rec.hand_id, settled=True, already_settled=not fresh, record=rec)
+        games: dict[str, int] = {}
+        for row in rows:
+            fresh = row.hand_id in inserted
+            outcomes[row.hand_id] = Outcome(row.hand_id, settled=True, already_settled=not fresh, row=row)
             if fresh:
-                metrics.HANDS_SETTLED.labels(rec.game).inc()
+                games[row.game] = games.get(row.game, 0) + 1
+        for game, count in games.items():
+            metrics.HANDS_SETTLED.labels(game).inc(count)
         for d in dead:
             outcomes[d.hand_id] = Outcome(d.hand_id, settled=False, dead=d)
             metrics.DEAD_LETTERS.labels(d.reason).inc()
@@ -221,8 +255,8 @@ class Settler:
         prepared = await self.prepare([job])
         if prepared.already or prepared.dead or not prepared.replayed:
             return (await self.commit(prepared))[0]
-        _, result = prepared.replayed[0]
-        want = result.settlement.entries()
+        _, hand = prepared.replayed[0]
+        want = dict(hand.entries)
         if not want:
             return (await self.commit(prepared))[0]
         found = await self.retrying(lambda: find_settlement(self.poster.stub, job.hand_id), None)
@@ -231,10 +265,10 @@ class Settler:
                 diffs = "; ".join(diff_entries(want, found.entries, want="replay", have="ledger"))
                 detail = f"{found.key} is transaction {found.transaction.transaction_id}, not this hand's: {diffs}"
                 return await self._dead_one(job, LEDGER_CONFLICT, detail)
-            record = convert.record_of(result, job.stream_seq, found.transaction.transaction_id, found.key)
-            await self.retrying(lambda: self.store.commit([record], []), None)
-            metrics.HANDS_SETTLED.labels(record.game).inc()
-            return Outcome(job.hand_id, settled=True, record=record)
+            row = convert.row_of(hand, job.stream_seq, found.transaction.transaction_id, found.key)
+            await self.retrying(lambda: self.store.commit_rows([row], []), None)
+            metrics.HANDS_SETTLED.labels(row.game).inc()
+            return Outcome(job.hand_id, settled=True, row=row)
         if not found.next_key:
             tried = ", ".join(f"{key} ({reason})" for key, reason in found.refused)
             return await self._dead_one(job, RETRY_LIMIT, f"{job.hand_id}: every key was refused: {tried}")
@@ -242,7 +276,7 @@ class Settler:
 
     async def _dead_one(self, job: HandJob, reason: str, detail: str) -> Outcome:
         dead = NewDeadLetter(job.hand_id, job.table_id, reason, detail, job.stream_seq)
-        await self.retrying(lambda: self.store.commit([], [dead]), None)
+        await self.retrying(lambda: self.store.commit_rows([], [dead]), None)
         metrics.DEAD_LETTERS.labels(reason).inc()
         log.warning("hand_dead_lettered", hand_id=job.hand_id, table_id=job.table_id, reason=reason, detail=detail)
         return Outcome(job.hand_id, settled=False, dead=dead)

@@ -6,31 +6,46 @@ hand that is already there changes nothing (``on conflict do nothing``): redeliv
 two settlement instances racing are harmless. Reads page newest first by the HandEnded
 stream sequence.
 
+The batch path (``settled_among``, ``commit_rows``) runs on two connections of its own
+(``_Lane``: one for reads, one for writes), autocommit, outside the SQLAlchemy pool: a
+batch's rows go as one JSON parameter to one statement, which inserts the settlements and
+their seats and closes their dead letters — one round trip, instead of a pool check-out
+with its ping, BEGIN, three statements and COMMIT, and instead of binding a dozen arrays
+element by element. A statement is atomic on its own; with dead letters in the batch the
+lane runs the statements in one transaction.
+
 Connection failures become ``Unavailable("DATABASE_UNAVAILABLE")`` so that callers retry
 them instead of dead-lettering a hand for a database outage.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
+import psycopg
+from psycopg.rows import namedtuple_row
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from socai import errors
+from socai.infra.db import libpq_url
 from socai.rules.base import Shortfall, Transfer
 
 SCHEMA: Final = "socai_settlement"
 PAGE_SIZE_DEFAULT: Final = 50
 PAGE_SIZE_MAX: Final = 500
 DETAIL_MAX_CHARS: Final = 4000  # a limit on everything: a dead letter's detail text
+APPLICATION_NAME: Final = "socai-settlement"
+CONNECT_TIMEOUT_S: Final = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +73,40 @@ class SettlementRecord:
     ledger_transaction_id: str
     idempotency_key: str
     settled_at: datetime | None = None
+
+
+class HandRow(NamedTuple):
+    """A settled hand as the batch path writes it (plain values, JSON-ready)."""
+
+    hand_id: str
+    table_id: str
+    game: str
+    stream_seq: int
+    fees_gold: int
+    pot_carry_gold: int
+    penalties_gold: Mapping[str, int]
+    transfers: Sequence[tuple[str, str, int, str]]  # (from_account, to_account, amount_gold, reason)
+    shortfalls: Sequence[tuple[int, int, int, str]]  # (seat, owed_gold, paid_gold, reason)
+    ledger_transaction_id: str
+    idempotency_key: str
+    seats: Sequence[tuple[int, str, str, int]]  # (seat, player_id, account_id, net_gold)
+
+
+def row_of_record(r: SettlementRecord) -> HandRow:
+    return HandRow(
+        r.hand_id,
+        r.table_id,
+        r.game,
+        r.stream_seq,
+        r.fees_gold,
+        r.pot_carry_gold,
+        r.penalties_gold,
+        [(t.from_account, t.to_account, t.amount_gold, t.reason) for t in r.transfers],
+        [(f.seat, f.owed_gold, f.paid_gold, f.reason) for f in r.shortfalls],
+        r.ledger_transaction_id,
+        r.idempotency_key,
+        [(s.seat, s.player_id, s.account_id, s.net_gold) for s in r.seats],
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +160,56 @@ class Store:
     def __init__(self, engine: AsyncEngine, schema: str = SCHEMA) -> None:
         self.engine = engine
         self.schema = schema
+        conninfo = libpq_url(engine.url.render_as_string(hide_password=False))
+        self._reads = _Lane(conninfo)
+        self._writes = _Lane(conninfo)
+        t = self._t
+        self._settled_among_sql = f"select hand_id from {t('settlements')} where hand_id = any(%s)"
+        # One statement: the batch's rows as a JSON array of HandRow arrays; seats only for
+        # the hands this statement inserted (a hand already stored is left as it was).
+        self._commit_sql = f"""
+            with batch as (
+                select r->>0 as hand_id, r->>1 as table_id, r->>2 as game, (r->>3)::bigint as stream_seq,
+                    (r->>4)::bigint as fees_gold, (r->>5)::bigint as pot_carry_gold, r->6 as penalties,
+                    r->7 as transfers, r->8 as shortfalls, r->>9 as ledger_transaction_id,
+                    r->>10 as idempotency_key, r->11 as seats
+                from jsonb_array_elements(%s::jsonb) as r
+            ), inserted as (
+                insert into {t("settlements")}
+                    (hand_id, table_id, game, stream_seq, fees_gold, pot_carry_gold, penalties, transfers,
+                     shortfalls, ledger_transaction_id, idempotency_key)
+                select hand_id, table_id, game, stream_seq, fees_gold, pot_carry_gold, penalties, transfers,
+                    shortfalls, ledger_transaction_id, idempotency_key
+                from batch
+                on conflict (hand_id) do nothing
+                returning hand_id
+            ), seats as (
+                insert into {t("settlement_seats")} (hand_id, seat, player_id, account_id, net_gold, stream_seq)
+                select b.hand_id, (s->>0)::int, s->>1, s->>2, (s->>3)::bigint, b.stream_seq
+                from batch b join inserted i on i.hand_id = b.hand_id, jsonb_array_elements(b.seats) as s
+            ), resolved as (
+                update {t("dead_letters")} set resolved_at = now(), resolution = 'settled'
+                where hand_id in (select hand_id from batch) and resolved_at is null
+            )
+            select hand_id from inserted"""
+        # A failure to record: a new dead letter, or another attempt of an existing one
+        # (reopened with the latest reason and detail); nothing when the hand is settled (a
+        # late failure, e.g. a redelivery racing a retry, never reopens a settled hand).
+        self._dead_letter_sql = f"""
+            insert into {t("dead_letters")} (hand_id, table_id, reason, detail, stream_seq)
+            select %(hand_id)s, %(table_id)s, %(reason)s, %(detail)s, %(stream_seq)s
+            where not exists (select 1 from {t("settlements")} where hand_id = %(hand_id)s)
+            on conflict (hand_id) do update set
+                reason = excluded.reason, detail = excluded.detail,
+                stream_seq = greatest(dead_letters.stream_seq, excluded.stream_seq),
+                table_id = case when excluded.table_id = '' then dead_letters.table_id
+                                else excluded.table_id end,
+                attempts = dead_letters.attempts + 1, last_failed_at = now(),
+                resolved_at = null, resolution = null
+            returning {_DEAD_COLUMNS}"""
+
+    async def close(self) -> None:
+        await asyncio.gather(self._reads.close(), self._writes.close())
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[AsyncConnection]:
@@ -133,110 +232,32 @@ class Store:
         """The hands of ``hand_ids`` that are already settled."""
         if not hand_ids:
             return set()
-        async with self._tx() as conn:
-            rows = await conn.execute(
-                text(f"select hand_id from {self._t('settlements')} where hand_id = any(:ids)"),
-                {"ids": list(hand_ids)},
-            )
-            return {r[0] for r in rows}
+        (rows,) = await self._reads.run([(self._settled_among_sql, (list(hand_ids),))])
+        return {r[0] for r in rows}
 
     async def commit(self, records: Sequence[SettlementRecord], dead: Sequence[NewDeadLetter] = ()) -> set[str]:
+        """``commit_rows`` for records (the retry path)."""
+        return await self.commit_rows([row_of_record(r) for r in records], dead)
+
+    async def commit_rows(self, rows: Sequence[HandRow], dead: Sequence[NewDeadLetter] = ()) -> set[str]:
         """Store settled hands and dead letters in one transaction; returns the hands this
         call settled (a hand already stored is left as it was). A settled hand's open
         dead letter is closed (``resolution = 'settled'``)."""
-        async with self._tx() as conn:
-            inserted: set[str] = set()
-            if records:
-                rows = await conn.execute(
-                    text(
-                        f"""insert into {self._t("settlements")}
-                        (hand_id, table_id, game, stream_seq, fees_gold, pot_carry_gold, penalties, transfers,
-                         shortfalls, ledger_transaction_id, idempotency_key)
-                        select * from unnest(cast(:hand_id as text[]), cast(:table_id as text[]),
-                            cast(:game as text[]), cast(:stream_seq as bigint[]), cast(:fees as bigint[]),
-                            cast(:pot as bigint[]), cast(:penalties as jsonb[]), cast(:transfers as jsonb[]),
-                            cast(:shortfalls as jsonb[]), cast(:tx as text[]), cast(:key as text[]))
-                        on conflict (hand_id) do nothing
-                        returning hand_id"""
-                    ),
-                    {
-                        "hand_id": [r.hand_id for r in records],
-                        "table_id": [r.table_id for r in records],
-                        "game": [r.game for r in records],
-                        "stream_seq": [r.stream_seq for r in records],
-                        "fees": [r.fees_gold for r in records],
-                        "pot": [r.pot_carry_gold for r in records],
-                        "penalties": [json.dumps(r.penalties_gold, sort_keys=True) for r in records],
-                        "transfers": [json.dumps([_transfer_json(t) for t in r.transfers]) for r in records],
-                        "shortfalls": [json.dumps([_shortfall_json(s) for s in r.shortfalls]) for r in records],
-                        "tx": [r.ledger_transaction_id for r in records],
-                        "key": [r.idempotency_key for r in records],
-                    },
-                )
-                inserted = {r[0] for r in rows}
-                seats = [(r, s) for r in records if r.hand_id in inserted for s in r.seats]
-                if seats:
-                    await conn.execute(
-                        text(
-                            f"""insert into {self._t("settlement_seats")}
-                            (hand_id, seat, player_id, account_id, net_gold, stream_seq)
-                            select * from unnest(cast(:hand_id as text[]), cast(:seat as int[]),
-                                cast(:player as text[]), cast(:account as text[]), cast(:net as bigint[]),
-                                cast(:stream_seq as bigint[]))"""
-                        ),
-                        {
-                            "hand_id": [r.hand_id for r, _ in seats],
-                            "seat": [s.seat for _, s in seats],
-                            "player": [s.player_id for _, s in seats],
-                            "account": [s.account_id for _, s in seats],
-                            "net": [s.net_gold for _, s in seats],
-                            "stream_seq": [r.stream_seq for r, _ in seats],
-                        },
-                    )
-                await conn.execute(
-                    text(
-                        f"""update {self._t("dead_letters")} set resolved_at = now(), resolution = 'settled'
-                        where hand_id = any(:ids) and resolved_at is null"""
-                    ),
-                    {"ids": [r.hand_id for r in records]},
-                )
-            for d in dead:
-                await self._upsert_dead_letter(conn, d)
-            return inserted
+        if not rows and not dead:
+            return set()
+        statements: list[tuple[str, Any]] = []
+        if rows:
+            statements.append((self._commit_sql, (json.dumps(rows),)))
+        statements += [(self._dead_letter_sql, _dead_letter_params(d)) for d in dead]
+        results = await self._writes.run(statements)
+        return {r[0] for r in results[0]} if rows else set()
 
     async def record_dead_letter(self, dead: NewDeadLetter) -> DeadLetter | None:
         """Add a dead letter, or count another failed attempt of an existing one (reopening
         it with the latest reason and detail). None when the hand is settled: a late
         failure (a redelivery racing a retry) never reopens a settled hand."""
-        async with self._tx() as conn:
-            return await self._upsert_dead_letter(conn, dead)
-
-    async def _upsert_dead_letter(self, conn: AsyncConnection, d: NewDeadLetter) -> DeadLetter | None:
-        row = (
-            await conn.execute(
-                text(
-                    f"""insert into {self._t("dead_letters")} (hand_id, table_id, reason, detail, stream_seq)
-                    select :hand_id, :table_id, :reason, :detail, :stream_seq
-                    where not exists (select 1 from {self._t("settlements")} where hand_id = :hand_id)
-                    on conflict (hand_id) do update set
-                        reason = excluded.reason, detail = excluded.detail,
-                        stream_seq = greatest(dead_letters.stream_seq, excluded.stream_seq),
-                        table_id = case when excluded.table_id = '' then dead_letters.table_id
-                                        else excluded.table_id end,
-                        attempts = dead_letters.attempts + 1, last_failed_at = now(),
-                        resolved_at = null, resolution = null
-                    returning {_DEAD_COLUMNS}"""
-                ),
-                {
-                    "hand_id": d.hand_id,
-                    "table_id": d.table_id,
-                    "reason": d.reason,
-                    "detail": d.detail[:DETAIL_MAX_CHARS],
-                    "stream_seq": d.stream_seq,
-                },
-            )
-        ).one_or_none()
-        return _dead(row) if row is not None else None
+        (rows,) = await self._writes.run([(self._dead_letter_sql, _dead_letter_params(dead))])
+        return _dead(rows[0]) if rows else None
 
     # --- reads --------------------------------------------------------------------------
 
@@ -346,12 +367,57 @@ _DEAD_COLUMNS: Final = (
 )
 
 
-def _transfer_json(t: Transfer) -> list[Any]:
-    return [t.from_account, t.to_account, t.amount_gold, t.reason]
+def _dead_letter_params(d: NewDeadLetter) -> dict[str, Any]:
+    return {
+        "hand_id": d.hand_id,
+        "table_id": d.table_id,
+        "reason": d.reason,
+        "detail": d.detail[:DETAIL_MAX_CHARS],
+        "stream_seq": d.stream_seq,
+    }
 
 
-def _shortfall_json(s: Shortfall) -> list[Any]:
-    return [s.seat, s.owed_gold, s.paid_gold, s.reason]
+class _Lane:
+    """One PostgreSQL connection of the batch path: autocommit, opened on first use and
+    again after a failure (which is ``Unavailable``, so callers wait and retry). Its
+    statements run one at a time; several given together run in one transaction."""
+
+    def __init__(self, conninfo: str) -> None:
+        self.conninfo = conninfo
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._lock = asyncio.Lock()
+
+    async def run(self, statements: Sequence[tuple[str, Any]]) -> list[list[Any]]:
+        """The rows of each statement (an empty list for a statement that returns none)."""
+        async with self._lock:
+            try:
+                conn = self._conn
+                if conn is None or conn.closed:
+                    conn = self._conn = await psycopg.AsyncConnection.connect(
+                        self.conninfo,
+                        autocommit=True,
+                        application_name=APPLICATION_NAME,
+                        connect_timeout=CONNECT_TIMEOUT_S,
+                    )
+                if len(statements) == 1:
+                    return [await _execute(conn, *statements[0])]
+                async with conn.transaction():
+                    return [await _execute(conn, query, params) for query, params in statements]
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                await self.close()
+                raise errors.Unavailable("DATABASE_UNAVAILABLE", f"PostgreSQL: {exc}") from exc
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.closed:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+
+async def _execute(conn: psycopg.AsyncConnection[Any], query: str, params: Any) -> list[Any]:
+    async with conn.cursor(row_factory=namedtuple_row) as cur:
+        await cur.execute(query, params)
+        return await cur.fetchall() if cur.description is not None else []
 
 
 def _record(row: Any, seats: tuple[SeatNet, ...]) -> SettlementRecord:
