@@ -310,14 +310,15 @@ class FedBytes(fairness.ByteStream):
     """A ByteStream whose bytes are given, to drive uniform(n) into its rejection branch."""
 
     def __init__(self, data: bytes) -> None:  # no seed: the bytes are the stream
-        self.data = data
-        self.read = 0
+        self._buffer = data
+        self._pos = 0
 
-    def take(self, n: int) -> bytes:
-        out = self.data[self.read : self.read + n]
-        assert len(out) == n, "the test fed too few bytes"
-        self.read += n
-        return out
+    def _refill(self, n: int) -> None:
+        raise AssertionError("the test fed too few bytes")
+
+    @property
+    def read(self) -> int:
+        return self._pos
 
 
 LIMIT_ROWS = _table(_section("### Limits for the sizes a deal needs"))
@@ -515,3 +516,18 @@ def test_uniform_is_in_range_and_agrees_with_the_independent_implementation(seed
     value = fairness.ByteStream(seed).uniform(n)
     assert 0 <= value < n
     assert value == _Words.of_seed(seed).uniform(n)
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 28, 36, 52])
+def test_the_fast_shuffle_is_the_draw_by_draw_definition(size: int) -> None:
+    deck = list(range(size))
+    for n in range(200):
+        seed = hashlib.sha256(f"fast-{size}-{n}".encode()).digest()
+        assert fairness.shuffle(seed, deck) == fairness._shuffle_draw_by_draw(seed, deck)
+
+
+def test_each_block_is_hmac_sha256_of_the_counter() -> None:
+    seed = bytes(range(32))
+    stream = fairness.ByteStream(seed)
+    expected = b"".join(hmac.digest(seed, c.to_bytes(8, "big"), "sha256") for c in range(5))
+    assert stream.take(7) + stream.take(100) + stream.take(53) == expected
