@@ -106,3 +106,21 @@ def test_an_unspecified_action_kind_is_rejected():
 def test_garbage_bytes_are_rejected():
     with pytest.raises(InvalidArgument):
         codec.decode(b"\xff\xff\xff")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "nanos"), [(253_402_300_800, 0), (-62_135_596_801, 0), (0, 1_000_000_000), (0, -1)]
+)
+def test_an_occurred_at_outside_the_timestamp_range_is_a_bad_event(seconds: int, nanos: int):
+    msg = codec.to_proto(m.Event("t1", "h1", 2, "holdem", AT, m.Passed(1)))
+    msg.occurred_at.seconds, msg.occurred_at.nanos = seconds, nanos
+    with pytest.raises(InvalidArgument) as caught:
+        codec.from_proto(msg)
+    assert caught.value.code == "BAD_EVENT" and "occurred_at" in caught.value.message
+
+
+def test_occurred_at_decodes_as_protobuf_does_to_the_microsecond():
+    for seconds, nanos in [(0, 0), (1_700_000_000, 999_999_999), (-1, 1), (253_402_300_799, 123_456_789)]:
+        msg = codec.to_proto(m.Event("t1", "h1", 2, "holdem", AT, m.Passed(1)))
+        msg.occurred_at.seconds, msg.occurred_at.nanos = seconds, nanos
+        assert codec.from_proto(msg).occurred_at == msg.occurred_at.ToDatetime(tzinfo=UTC)

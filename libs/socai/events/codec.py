@@ -16,9 +16,9 @@ import dataclasses
 import re
 import typing
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
@@ -200,6 +200,20 @@ def to_proto(event: model.Event) -> events_pb2.Event:
     return msg
 
 
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_SECONDS_MIN: Final = -62_135_596_800  # 0001-01-01T00:00:00Z, the Timestamp type's range
+_SECONDS_MAX: Final = 253_402_300_799  # 9999-12-31T23:59:59Z
+
+
+def _time(ts: Any, event_id: str) -> datetime:
+    """A Timestamp as an aware UTC datetime (what ``ToDatetime(tzinfo=UTC)`` gives, at a
+    fraction of its cost); one outside the Timestamp range is a bad event."""
+    seconds, nanos = ts.seconds, ts.nanos
+    if not (_SECONDS_MIN <= seconds <= _SECONDS_MAX and 0 <= nanos < 1_000_000_000):
+        raise InvalidArgument("BAD_EVENT", f"event {event_id!r}: occurred_at {seconds}s {nanos}ns is not a valid time")
+    return _EPOCH + timedelta(seconds=seconds, microseconds=nanos // 1000)
+
+
 def from_proto(msg: events_pb2.Event) -> model.Event:
     """The domain event of an envelope. Raises InvalidArgument("BAD_EVENT") when the
     envelope has no body, an unparseable card, or an event_id that disagrees with hand/seq."""
@@ -211,7 +225,7 @@ def from_proto(msg: events_pb2.Event) -> model.Event:
         hand_id=msg.hand_id,
         seq=msg.seq,
         game=msg.game,
-        occurred_at=msg.occurred_at.ToDatetime(tzinfo=UTC),
+        occurred_at=_time(msg.occurred_at, msg.event_id),
         body=body_from_proto(getattr(msg, which)),
     )
     if msg.event_id != event.event_id:
