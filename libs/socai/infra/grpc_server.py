@@ -178,35 +178,29 @@ def _call_metadata(context: grpc.aio.ServicerContext) -> tuple[str, str]:
 
 def _wrap_unary(inner: Any, rpc: _Rpc) -> Any:
     async def behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        outcome = _Outcome(rpc)
-        authorization, request_id = _call_metadata(context)
-        tokens = bind_contextvars(request_id=request_id or _new_request_id(), rpc=rpc.short)
+        outcome = _Outcome(rpc, context)
         try:
-            current_caller.set(rpc.authorize(authorization))
+            outcome.authorize()
             return await inner(request, context)
         except BaseException as exc:
             await outcome.fail(exc, context)
         finally:
-            outcome.log()
-            reset_contextvars(**tokens)
+            outcome.end()
 
     return behavior
 
 
 def _wrap_stream(inner: Any, rpc: _Rpc) -> Any:
     async def behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        outcome = _Outcome(rpc)
-        authorization, request_id = _call_metadata(context)
-        tokens = bind_contextvars(request_id=request_id or _new_request_id(), rpc=rpc.short)
+        outcome = _Outcome(rpc, context)
         try:
-            current_caller.set(rpc.authorize(authorization))
+            outcome.authorize()
             async for item in inner(request, context):
                 yield item
         except BaseException as exc:
             await outcome.fail(exc, context)
         finally:
-            outcome.log()
-            reset_contextvars(**tokens)
+            outcome.end()
 
     return behavior
 
@@ -243,15 +237,26 @@ class _Rpc:
 
 
 class _Outcome:
-    """Status bookkeeping for one call: the code it ended with and its latency."""
+    """One call from start to end: its request context bound for logging, its caller, the
+    code it ended with and its latency."""
 
-    __slots__ = ("code", "reason", "rpc", "start")
+    __slots__ = ("authorization", "code", "reason", "rpc", "start", "tokens")
 
-    def __init__(self, rpc: _Rpc) -> None:
+    def __init__(self, rpc: _Rpc, context: grpc.aio.ServicerContext) -> None:
         self.rpc = rpc
         self.start = time.perf_counter()
         self.code = grpc.StatusCode.OK
         self.reason = ""
+        self.authorization, request_id = _call_metadata(context)
+        self.tokens = bind_contextvars(request_id=request_id or _new_request_id(), rpc=rpc.short)
+
+    def authorize(self) -> None:
+        """Set ``current_caller``. Raises Unauthenticated / PermissionDenied."""
+        current_caller.set(self.rpc.authorize(self.authorization))
+
+    def end(self) -> None:
+        self.log()
+        reset_contextvars(**self.tokens)
 
     async def fail(self, exc: BaseException, context: grpc.aio.ServicerContext) -> None:
         if isinstance(exc, errors.SocaiError):
