@@ -44,9 +44,8 @@ would stop with an AssertionError (a bug), never split silently.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -88,6 +87,8 @@ SPEC: Final = GameSpec("xito", "Xì Tố", 2, 5, "xito", direction=COUNTERCLOCKW
 SUIT_STRENGTH: Final[Mapping[int, int]] = {HEARTS: 3, DIAMONDS: 2, CLUBS: 1, SPADES: 0}
 
 DECK: Final[frozenset[Card]] = frozenset(canonical_deck("xito"))
+# The deck's cards by index, rank * 4 + suit: an int hashes in C, a Card in Python.
+_DECK_INDICES: Final[frozenset[int]] = frozenset(c.rank * 4 + c.suit for c in DECK)
 CARDS_PER_SEAT: Final = 5
 FEE_BPS_MAX: Final = 1000  # GEN-1: a table's fee is 0 to 1000 basis points
 TURN_TIMER: Final = "turn"
@@ -202,10 +203,17 @@ def hand_value(cards: Sequence[Card], straight_flush_lower_wins: bool = True) ->
     hand = tuple(cards)
     if len(hand) != CARDS_PER_SEAT or len(set(hand)) != CARDS_PER_SEAT or not set(hand) <= DECK:
         raise RuleViolation("BAD_HAND", "a Xì Tố hand is five distinct cards from 8 to A")
+    return _value(hand, straight_flush_lower_wins)
+
+
+def _value(hand: tuple[Card, ...], straight_flush_lower_wins: bool) -> HandValue:
+    """``hand_value`` of five distinct cards of DECK, without checking that they are."""
     category, ranks_key = ranking.rank_cards(hand, ranking.WHEEL_NONE)
-    counts = Counter(c.rank for c in hand)
-    top_rank = max(counts, key=lambda r: (counts[r], r))
-    deciding_suit = max(SUIT_STRENGTH[c.suit] for c in hand if c.rank == top_rank)
+    # The rank of the largest group, the higher rank between groups of one size: the
+    # largest (count, rank) pair. Every showdown of a replayed hand comes here.
+    ranks = [c.rank for c in hand]
+    top_rank = max(zip(map(ranks.count, ranks), ranks, strict=True))[1]
+    deciding_suit = max([SUIT_STRENGTH[c.suit] for c in hand if c.rank == top_rank])
     if category == ranking.STRAIGHT_FLUSH and straight_flush_lower_wins:
         ranks_key = tuple(-r for r in ranks_key)
     return HandValue((category, *ranks_key, deciding_suit), ranking.CATEGORY_NAMES[category], hand)
@@ -214,10 +222,14 @@ def hand_value(cards: Sequence[Card], straight_flush_lower_wins: bool = True) ->
 def _combo_key(newest: Card, earlier: Card) -> tuple[int, int, int, int]:
     """XT-4/XT-18: a pair beats no pair; then the higher rank; then the other card's rank;
     then the suit of the (best-suited) highest-ranked card."""
-    high_rank = max(newest.rank, earlier.rank)
-    low_rank = min(newest.rank, earlier.rank)
-    suit = max(SUIT_STRENGTH[c.suit] for c in (newest, earlier) if c.rank == high_rank)
-    return (int(newest.rank == earlier.rank), high_rank, low_rank, suit)
+    # Written out case by case: dealing and opening rank every live seat after each card.
+    newest_rank = newest.rank
+    earlier_rank = earlier.rank
+    if newest_rank == earlier_rank:
+        return (1, newest_rank, newest_rank, max(SUIT_STRENGTH[newest.suit], SUIT_STRENGTH[earlier.suit]))
+    if newest_rank > earlier_rank:
+        return (0, newest_rank, earlier_rank, SUIT_STRENGTH[newest.suit])
+    return (0, earlier_rank, newest_rank, SUIT_STRENGTH[earlier.suit])
 
 
 def _exposed_key(face_up: Sequence[Card]) -> tuple[int, ...]:
@@ -258,8 +270,8 @@ def show_key(cards: Sequence[DealtCard], cards_count: int, deal_order: str) -> t
         return _exposed_key(face_up)
     newest = first[cards_count - 1]
     check(newest.face_up, "the newest card of a combination is face up")
-    earlier = [d.card for d in first[: cards_count - 1] if d.face_up]
-    return max(_combo_key(newest.card, e) for e in earlier)
+    newest_card = newest.card
+    return max([_combo_key(newest_card, d.card) for d in first[: cards_count - 1] if d.face_up])
 
 
 # --- reading the state ------------------------------------------------------------------
@@ -274,7 +286,9 @@ def _live(state: State) -> list[int]:
 
 
 def _cards_each(state: State) -> int:
-    return max(len(state.hands[s]) for s in _live(state))
+    hands = state.hands
+    folded = state.folded
+    return max([len(hands[s]) for s in state.order if s not in folded])
 
 
 def _forced_bet_gold(state: State) -> int:
@@ -296,16 +310,25 @@ def _to_call(state: State, seat: int) -> int:
     return max(state.round_put_in_gold.values()) - state.round_put_in_gold[seat]
 
 
-def _leader(state: State, cards_count: int) -> int:
-    """The live seat ranked first after ``cards_count`` cards (XT-4, XT-18)."""
-    keys = {s: show_key(state.hands[s], cards_count, state.options.deal_order) for s in _live(state)}
-    leader = max(keys, key=keys.__getitem__)
-    check(sum(1 for k in keys.values() if k == keys[leader]) == 1, "dealing ranks never tie")
-    return leader
+def _leader(state: State, cards_count: int, live: list[int]) -> int:
+    """The seat of ``live`` (``_live(state)``) ranked first after ``cards_count`` cards
+    (XT-4, XT-18)."""
+    hands = state.hands
+    deal_order = state.options.deal_order
+    keys = [show_key(hands[s], cards_count, deal_order) for s in live]
+    best = max(keys)
+    check(keys.count(best) == 1, "dealing ranks never tie")
+    return live[keys.index(best)]
 
 
-def _ccw(state: State, seats: Iterable[int], start: int) -> list[int]:
-    return seats_in_order(seats, start, state.started.seats_max, COUNTERCLOCKWISE)
+def _from(live: list[int], start: int) -> list[int]:
+    """``live`` (``_live(state)``) counterclockwise from ``start``, one of them.
+
+    ``live`` keeps the counterclockwise order of ``state.order``, so this is a rotation:
+    the same list as ``seats_in_order(live, start, seats_max, COUNTERCLOCKWISE)``.
+    """
+    i = live.index(start)
+    return live[i:] + live[:i]
 
 
 def _may_go_all_in(state: State) -> bool:
@@ -315,15 +338,19 @@ def _may_go_all_in(state: State) -> bool:
 
 def _waiting(state: State) -> list[int]:
     """Seats that still owe a decision this round, in betting order."""
-    highest = max(state.round_put_in_gold.values())
+    round_put_in = state.round_put_in_gold
+    highest = max(round_put_in.values())
+    folded = state.folded
+    acted = state.acted
+    stacks = state.stacks_gold
+    put_in = state.put_in_gold
+    # In round 1 a seat owes only the forced bet: matching a raise never comes up.
+    answers_raises = state.betting_round != 1
     out = []
     for s in state.round_order:
-        if s in state.folded or _remaining(state, s) == 0:
+        if s in folded or stacks[s] == put_in[s]:
             continue
-        if state.betting_round == 1:
-            if s not in state.acted:
-                out.append(s)
-        elif s not in state.acted or state.round_put_in_gold[s] < highest:
+        if s not in acted or (answers_raises and round_put_in[s] < highest):
             out.append(s)
     return out
 
@@ -387,14 +414,21 @@ def apply(state: State, body: Body) -> State:
         return _apply_left(state, body.seat)
     if isinstance(body, PlayerDisconnected):
         _known_seat(state, body.seat)
-        return dataclasses.replace(state, disconnected=state.disconnected | {body.seat})
+        new = _clone(state)
+        _set(new, "disconnected", state.disconnected | {body.seat})
+        return new
     if isinstance(body, PlayerReconnected):
         _known_seat(state, body.seat)
-        return dataclasses.replace(state, disconnected=state.disconnected - {body.seat})
+        new = _clone(state)
+        _set(new, "disconnected", state.disconnected - {body.seat})
+        return new
     if isinstance(body, HandEnded):
         if state.phase != PLAY_OVER:
             raise RuleViolation("HAND_NOT_OVER", "HandEnded before the hand's result is decided")
-        return dataclasses.replace(state, phase=ENDED, deck_seed=body.deck_seed)
+        new = _clone(state)
+        _set(new, "phase", ENDED)
+        _set(new, "deck_seed", body.deck_seed)
+        return new
     raise RuleViolation("UNEXPECTED_EVENT", f"{type(body).__name__} is not part of a Xì Tố hand")
 
 
@@ -494,7 +528,8 @@ def settle(state: State) -> Settlement:
     live = _live(state)
     layers = pots.build_pots(state.put_in_gold, live)
     payout_order = seats_after(state.order, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE)
-    pots.award_pots(builder, layers, lambda eligible: [_best_seat(state, eligible)], payout_order)
+    values: dict[int, HandValue] = {}
+    pots.award_pots(builder, layers, lambda eligible: [_best_seat(state, eligible, values)], payout_order)
     builder.charge_fees(started.fee_bps, payout_order)
     settlement = builder.build()
     for seat, net in settlement.nets.items():
@@ -535,101 +570,169 @@ def first_seat_next_hand(result: State | Settlement) -> int:
 
 # --- applying events ----------------------------------------------------------------------
 
+# ``apply`` makes each new State as a copy of the old one (``_clone``) and changes the copy
+# with ``_set`` before returning it: nobody else holds it yet, and a State a caller holds
+# is never changed. ``dataclasses.replace`` would look up the fields on every call, several
+# times for every event of every replayed hand.
+_set: Final = object.__setattr__
+
+
+def _clone(state: State) -> State:
+    """A copy of ``state`` for ``apply`` to change before it returns it.
+
+    The copy *shares* the dicts, tuples and frozensets of ``state``: a change replaces
+    one with a new value, never changes it in place. Every field of State is copied here;
+    a field added to State must be added here too.
+    """
+    new: State = object.__new__(State)
+    _set(new, "started", state.started)
+    _set(new, "options", state.options)
+    _set(new, "order", state.order)
+    _set(new, "stacks_gold", state.stacks_gold)
+    _set(new, "hands", state.hands)
+    _set(new, "put_in_gold", state.put_in_gold)
+    _set(new, "round_put_in_gold", state.round_put_in_gold)
+    _set(new, "folded", state.folded)
+    _set(new, "acted", state.acted)
+    _set(new, "disconnected", state.disconnected)
+    _set(new, "phase", state.phase)
+    _set(new, "betting_round", state.betting_round)
+    _set(new, "round_order", state.round_order)
+    _set(new, "to_act", state.to_act)
+    _set(new, "deck_seed", state.deck_seed)
+    return new
+
 
 def _known_seat(state: State, seat: int) -> None:
     if seat not in state.stacks_gold:
         raise RuleViolation("UNKNOWN_SEAT", f"seat {seat} is not in this hand", seat=seat)
 
 
-def _deal_slots(state: State) -> tuple[DealSlot, ...]:
+def _live_count(state: State) -> int:
+    # ``len(_live(state))``: only seats of the hand ever fold (``_known_seat`` first).
+    return len(state.order) - len(state.folded)
+
+
+def _due(state: State) -> list[tuple[int, bool]]:
+    """The cards to deal next as (seat, face up), in deal order (``pending(state).deal``)."""
     live = _live(state)
     dealt = _cards_each(state)
     if dealt == 0:
         # Cards 1 and 2 (XT-3): one card at a time, from the first-dealt seat on.
-        return tuple(DealSlot(s, True) for s in live) + tuple(DealSlot(s, False) for s in live)
+        return [(s, True) for s in live] + [(s, False) for s in live]
     card_number = dealt + 1
     face_up = not (card_number == CARDS_PER_SEAT and state.options.hidden_5th)
-    first = _leader(state, dealt)
-    return tuple(DealSlot(s, face_up) for s in _ccw(state, live, first))
+    # The betting round just closed was opened by the seat ranked first after these same
+    # cards (``round_order[0]``, among a superset of the live seats). Unless it has folded
+    # since, it still ranks first: no need to rank everyone again. Round 1 has no
+    # ``round_order`` when its forced bet was skipped or posted for everyone.
+    round_order = state.round_order
+    if round_order and state.betting_round + 1 == dealt and round_order[0] not in state.folded:
+        first = round_order[0]
+    else:
+        first = _leader(state, dealt, live)
+    return [(s, face_up) for s in _from(live, first)]
+
+
+def _deal_slots(state: State) -> tuple[DealSlot, ...]:
+    return tuple([DealSlot(seat, face_up) for seat, face_up in _due(state)])
 
 
 def _apply_deal(state: State, body: CardsDealt) -> State:
     if state.phase != DEALING:
         raise RuleViolation("WRONG_DEAL", "no cards are due now")
-    slots = _deal_slots(state)
-    got = tuple(DealSlot(d.seat, d.face_up) for d in body.cards)
-    if got != slots:
+    due = _due(state)
+    cards = body.cards
+    if [(d.seat, d.face_up) for d in cards] != due:
+        slots = tuple(DealSlot(seat, face_up) for seat, face_up in due)
+        got = tuple(DealSlot(d.seat, d.face_up) for d in cards)
         raise RuleViolation("WRONG_DEAL", f"expected slots {slots}, got {got}")
-    seen = {d.card for cards in state.hands.values() for d in cards}
-    for d in body.cards:
-        if d.card not in DECK:
-            raise RuleViolation("BAD_CARD", f"{d.card} is not in the 28-card deck")
-        if d.card in seen:
-            raise RuleViolation("DUPLICATE_CARD", f"{d.card} was dealt twice")
-        seen.add(d.card)
+    # Cards by their index, rank * 4 + suit (``_DECK_INDICES``): only a Card equals a card
+    # of DECK, and every card in ``hands`` passed these checks.
+    seen = {d.card.rank * 4 + d.card.suit for held in state.hands.values() for d in held}
+    for d in cards:
+        card = d.card
+        if type(card) is not Card or (index := card.rank * 4 + card.suit) not in _DECK_INDICES:
+            raise RuleViolation("BAD_CARD", f"{card} is not in the 28-card deck")
+        if index in seen:
+            raise RuleViolation("DUPLICATE_CARD", f"{card} was dealt twice")
+        seen.add(index)
     hands = dict(state.hands)
-    for d in body.cards:
+    for d in cards:
         hands[d.seat] = (*hands[d.seat], d)
-    state = dataclasses.replace(state, hands=hands)
-    return _start_round(state, _cards_each(state) - 1)
+    new = _clone(state)
+    _set(new, "hands", hands)
+    _start_round(new, _cards_each(new) - 1)
+    return new
 
 
-def _start_round(state: State, betting_round: int) -> State:
-    """Open betting round ``betting_round`` (1 after card 2, …, 4 after card 5)."""
-    state = dataclasses.replace(
-        state,
-        betting_round=betting_round,
-        round_put_in_gold={s: 0 for s in state.order},
-        acted=frozenset(),
-        to_act=None,
-    )
-    live = _live(state)
+def _start_round(new: State, betting_round: int) -> None:
+    """Open betting round ``betting_round`` (1 after card 2, …, 4 after card 5) in ``new``,
+    a State not yet returned (see ``_clone``)."""
+    order = new.order
+    _set(new, "betting_round", betting_round)
+    _set(new, "round_put_in_gold", dict.fromkeys(order, 0))
+    _set(new, "acted", frozenset())
+    _set(new, "to_act", None)
+    live = _live(new)
     if betting_round == 1:
-        forced = _forced_bet_gold(state)
+        forced = _forced_bet_gold(new)
         if forced == 0:
-            return _close_round(state)
-        if state.options.auto_follow_2:
-            posted = {s: min(forced, _remaining(state, s)) for s in live}
-            put_in = {s: state.put_in_gold[s] + posted.get(s, 0) for s in state.order}
-            round_put_in = {s: posted.get(s, 0) for s in state.order}
-            state = dataclasses.replace(state, put_in_gold=put_in, round_put_in_gold=round_put_in)
-            return _close_round(state)
+            _close_round(new)
+            return
+        if new.options.auto_follow_2:
+            posted = {s: min(forced, _remaining(new, s)) for s in live}
+            put_in = {s: new.put_in_gold[s] + posted.get(s, 0) for s in order}
+            _set(new, "put_in_gold", put_in)
+            _set(new, "round_put_in_gold", {s: posted.get(s, 0) for s in order})
+            _close_round(new)
+            return
     # With a hidden 5th card, round 4 keeps the ranking after card 4 (XT-4).
     ranked_after = betting_round + 1
-    if betting_round == 4 and state.options.hidden_5th:
+    if betting_round == 4 and new.options.hidden_5th:
         ranked_after = 4
-    opener = _leader(state, ranked_after)
-    state = dataclasses.replace(state, round_order=tuple(_ccw(state, live, opener)))
-    can_act = [s for s in live if _remaining(state, s) > 0]
-    if betting_round >= 2 and len(can_act) <= 1:
-        return _close_round(state)  # nobody left to bet against
-    return _next_turn(dataclasses.replace(state, phase=BETTING), after=None)
+    opener = _leader(new, ranked_after, live)
+    _set(new, "round_order", tuple(_from(live, opener)))
+    if betting_round >= 2:
+        stacks = new.stacks_gold
+        put_in_gold = new.put_in_gold
+        if sum(1 for s in live if stacks[s] > put_in_gold[s]) <= 1:
+            _close_round(new)  # nobody left to bet against
+            return
+    _set(new, "phase", BETTING)
+    _next_turn(new, after=None)
 
 
-def _close_round(state: State) -> State:
-    if len(_live(state)) <= 1 or _cards_each(state) >= CARDS_PER_SEAT:
-        return dataclasses.replace(state, phase=PLAY_OVER, to_act=None)
-    return dataclasses.replace(state, phase=DEALING, to_act=None)
-
-
-def _next_turn(state: State, after: int | None) -> State:
-    """Hand the turn on after ``after`` acted (None: keep the current seat if it still
-    owes a decision), or close the round, or end the play when one seat is left."""
-    if len(_live(state)) <= 1:
-        return dataclasses.replace(state, phase=PLAY_OVER, to_act=None)
-    if state.phase != BETTING:
-        return state
-    waiting = _waiting(state)
-    if not waiting:
-        return _close_round(state)
-    if after is None:
-        seat = state.to_act if state.to_act in waiting else waiting[0]
+def _close_round(new: State) -> None:
+    if _live_count(new) <= 1 or _cards_each(new) >= CARDS_PER_SEAT:
+        _set(new, "phase", PLAY_OVER)
     else:
-        order = state.round_order
+        _set(new, "phase", DEALING)
+    _set(new, "to_act", None)
+
+
+def _next_turn(new: State, after: int | None) -> None:
+    """Hand the turn on after ``after`` acted (None: keep the current seat if it still
+    owes a decision), or close the round, or end the play when one seat is left. Changes
+    ``new``, a State not yet returned (see ``_clone``)."""
+    if _live_count(new) <= 1:
+        _set(new, "phase", PLAY_OVER)
+        _set(new, "to_act", None)
+        return
+    if new.phase != BETTING:
+        return
+    waiting = _waiting(new)
+    if not waiting:
+        _close_round(new)
+        return
+    if after is None:
+        seat = new.to_act if new.to_act in waiting else waiting[0]
+    else:
+        order = new.round_order
         start = order.index(after)
         rotated = order[start + 1 :] + order[: start + 1]
         seat = next(s for s in rotated if s in waiting)
-    return dataclasses.replace(state, to_act=seat)
+    _set(new, "to_act", seat)
 
 
 def _check_turn(state: State, seat: int) -> None:
@@ -685,10 +788,12 @@ def _check_wager(state: State, seat: int, kind: ActionKind, amount: int, to_call
 def _apply_bet(state: State, action: BetAction) -> State:
     seat, amount = action.seat, action.amount_gold
     _check_turn(state, seat)
-    try:
-        kind = ActionKind(action.kind)
-    except ValueError as exc:
-        raise RuleViolation("BAD_BET_KIND", f"unknown action {action.kind!r}") from exc
+    kind = action.kind
+    if type(kind) is not ActionKind:  # decoded events carry the member itself
+        try:
+            kind = ActionKind(kind)
+        except ValueError as exc:
+            raise RuleViolation("BAD_BET_KIND", f"unknown action {action.kind!r}") from exc
     if amount < 0:
         raise RuleViolation("BAD_AMOUNT", "a negative amount")
     remaining = _remaining(state, seat)
@@ -733,20 +838,27 @@ def _apply_bet(state: State, action: BetAction) -> State:
 
 
 def _put_in(state: State, seat: int, amount: int) -> State:
-    highest = max(state.round_put_in_gold.values())
-    round_put_in = {**state.round_put_in_gold, seat: state.round_put_in_gold[seat] + amount}
+    old_round_put_in = state.round_put_in_gold
+    highest = max(old_round_put_in.values())
+    round_put_in = {**old_round_put_in, seat: old_round_put_in[seat] + amount}
     put_in = {**state.put_in_gold, seat: state.put_in_gold[seat] + amount}
     check(put_in[seat] <= state.stacks_gold[seat], "a seat put in more than its stack")
     # A raise reopens the round: everyone else must answer it (XT-11).
     raised = state.betting_round >= 2 and round_put_in[seat] > highest
-    acted = frozenset({seat}) if raised else state.acted | {seat}
-    state = dataclasses.replace(state, put_in_gold=put_in, round_put_in_gold=round_put_in, acted=acted)
-    return _next_turn(state, after=seat)
+    new = _clone(state)
+    _set(new, "put_in_gold", put_in)
+    _set(new, "round_put_in_gold", round_put_in)
+    _set(new, "acted", frozenset((seat,)) if raised else state.acted | {seat})
+    _next_turn(new, after=seat)
+    return new
 
 
 def _fold(state: State, seat: int) -> State:
-    state = dataclasses.replace(state, folded=state.folded | {seat}, acted=state.acted | {seat})
-    return _next_turn(state, after=seat)
+    new = _clone(state)
+    _set(new, "folded", state.folded | {seat})
+    _set(new, "acted", state.acted | {seat})
+    _next_turn(new, after=seat)
+    return new
 
 
 def _apply_timer(state: State, body: TimerExpired) -> State:
@@ -764,20 +876,31 @@ def _apply_left(state: State, seat: int) -> State:
     _known_seat(state, seat)
     if state.phase == PLAY_OVER or seat in state.folded:
         return state
-    state = dataclasses.replace(state, folded=state.folded | {seat})
+    new = _clone(state)
+    _set(new, "folded", state.folded | {seat})
     if state.phase == BETTING and state.to_act == seat:
-        return _next_turn(state, after=seat)
-    return _next_turn(state, after=None)
+        _next_turn(new, after=seat)
+    else:
+        _next_turn(new, after=None)
+    return new
 
 
-def _best_seat(state: State, seats: Sequence[int]) -> int:
-    """The seat with the best five cards among ``seats``; never a tie (see module doc)."""
+def _best_seat(state: State, seats: Sequence[int], values: dict[int, HandValue] | None = None) -> int:
+    """The seat with the best five cards among ``seats``; never a tie (see module doc).
+
+    ``values`` keeps each seat's HandValue between calls (one per pot of a hand).
+    """
     lower = state.options.straight_flush_lower_wins
-    values = {}
+    if values is None:
+        values = {}
     for s in seats:
+        if s in values:
+            continue
         cards = state.hands[s]
         check(len(cards) == CARDS_PER_SEAT, "a showdown hand has five cards")
-        values[s] = hand_value([d.card for d in cards], lower)
+        # ``_apply_deal`` let only distinct cards of DECK into the hands: no need to check
+        # them again as ``hand_value`` does.
+        values[s] = _value(tuple([d.card for d in cards]), lower)
     best = max(seats, key=values.__getitem__)
     check(sum(1 for s in seats if values[s] == values[best]) == 1, "two Xì Tố hands of distinct cards tied")
     return best
