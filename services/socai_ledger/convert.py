@@ -33,13 +33,15 @@ def transaction_input(msg: pb.TransactionInput) -> domain.TransactionInput:
 
 def prepared(msg: pb.TransactionInput) -> domain.PreparedTransaction:
     """Raises InvalidArgument (see ``domain.prepare``). Straight from the message's fields:
-    no intermediate ``TransactionInput`` (this runs for every posting)."""
-    entry = domain.EntryInput
+    no intermediate ``TransactionInput`` (this runs for every posting). The entries are
+    built with tuple.__new__: a NamedTuple's own constructor is a Python function (measured:
+    0.25 -> 0.11 µs an entry)."""
+    new, entry = tuple.__new__, domain.EntryInput
     return domain.prepare_fields(
         msg.idempotency_key,
         msg.kind,
         msg.reference,
-        [entry(e.account_id, e.amount_gold) for e in msg.entries],
+        [new(entry, (e.account_id, e.amount_gold)) for e in msg.entries],
         msg.metadata,
         msg.open_accounts,
     )

@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra.grpc_errors import error_reason
+from socai_ledger.store import ROWS_BY_ARRAY_MAX
 from tests.integration.ledger.conftest import Ledger, balances, deposit, transaction
 
 pytestmark = pytest.mark.integration
@@ -84,6 +85,38 @@ async def test_a_poison_item_fails_alone_and_the_rest_of_its_batch_commits(ledge
         await ledger.stub("settlement").PostTransaction(pb.PostTransactionRequest(transaction=items[1]))
     assert caught.value.code() == grpc.StatusCode.INTERNAL
     assert balances(url, ["player:alice", "house:fees"]) == {"player:alice": 960, "house:fees": 40}
+    report = await ledger.stub("auditor").VerifyJournal(pb.VerifyJournalRequest())
+    assert report.ok
+
+
+# Enough transactions (two entries each) that the entry rows pass ROWS_BY_ARRAY_MAX: the batch's
+# rows go by binary COPY, both COPYs in the query that ends with the commit.
+COPY_SIZE = ROWS_BY_ARRAY_MAX // 2 + 5
+
+
+@pytest.mark.parametrize(
+    ("table", "rule"),
+    [("transactions", "reference <> 'poison'"), ("entries", "amount_gold <> 13")],
+    ids=["the first COPY fails", "the second COPY fails"],
+)
+async def test_a_poison_item_in_a_copied_batch_fails_alone(ledger: Ledger, table: str, rule: str):
+    await deposit(ledger, "alice", 1_000_000)
+    url = ledger.settings.database_url or ""
+    with psycopg.connect(url) as conn:  # a rule the planner does not know: the database refuses the item
+        conn.execute(f"alter table socai_ledger.{table} add constraint no_poison check ({rule})")
+        conn.commit()
+    items = [transaction(f"c{i}", ("player:alice", -(100 + i)), ("house:fees", 100 + i)) for i in range(COPY_SIZE)]
+    items[7] = transaction("poison", ("player:alice", -13), ("house:fees", 13), reference="poison")
+    reply = await ledger.stub("settlement").PostTransactions(pb.PostTransactionsRequest(transactions=items))
+    expected = [(pb.POST_STATUS_APPLIED, "")] * COPY_SIZE
+    expected[7] = (pb.POST_STATUS_REJECTED, "INTERNAL")
+    assert [(r.status, r.error_reason) for r in reply.results] == expected
+    paid = sum(100 + i for i in range(COPY_SIZE) if i != 7)
+    assert balances(url, ["player:alice", "house:fees"]) == {"player:alice": 1_000_000 - paid, "house:fees": paid}
+    after = await ledger.stub("settlement").PostTransaction(  # the writer's connection is in order
+        pb.PostTransactionRequest(transaction=transaction("after", ("player:alice", -1), ("house:fees", 1)))
+    )
+    assert after.result.status == pb.POST_STATUS_APPLIED
     report = await ledger.stub("auditor").VerifyJournal(pb.VerifyJournalRequest())
     assert report.ok
 
