@@ -142,4 +142,8 @@ def deck(game_id: str) -> list[Card]:
     kind = GAME_DECKS.get(game_id)
     if kind is None:
         raise InvalidArgument("UNKNOWN_GAME", f"game {game_id!r} is not played with cards")
-    return deck_of_ranks(_DECK_RANKS[kind])
+    return list(_DECKS[kind])
+
+
+# Each kind of deck, built once: every replayed hand asks for its game's deck.
+_DECKS: dict[str, tuple[Card, ...]] = {kind: tuple(deck_of_ranks(ranks)) for kind, ranks in _DECK_RANKS.items()}
