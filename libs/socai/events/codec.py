@@ -91,7 +91,7 @@ def _value_from_proto(raw: Any, hint: Any) -> Any:
     return raw if conv is None else conv(raw)
 
 
-# Decoding is compiled once per class into a list of (field, converter) pairs: reflecting
+# Decoding is compiled once per class into a function (``_compile_decoder``): reflecting
 # over type hints for every field of every event made decoding the largest cost of a
 # replay (settlement and the auditor decode every event of every hand).
 _DECODERS: dict[type, Callable[[Any], Any]] = {}
@@ -155,22 +155,30 @@ def _converter(hint: Any) -> Callable[[Any], Any] | None:
 def _decoder(cls: type) -> Callable[[Any], Any]:
     decode_msg = _DECODERS.get(cls)
     if decode_msg is None:
-        hints = _hints(cls)
-        plan = tuple((f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls))
-
-        def decode_msg(msg: Any) -> Any:
-            values = {name: getattr(msg, name) for name, _ in plan}
-            for name, conv in plan:
-                if conv is not None:
-                    values[name] = conv(values[name])
-            return cls(**values)
-
-        _DECODERS[cls] = decode_msg
+        decode_msg = _DECODERS[cls] = _compile_decoder(cls)
     return decode_msg
 
 
-def _build(cls: type, msg: Message) -> Any:
-    return _decoder(cls)(msg)
+def _compile_decoder(cls: type) -> Callable[[Any], Any]:
+    """``def decode(msg): return cls(a=msg.a, b=conv_b(msg.b), …)``, made once per class:
+    every field read and converted inline (measured: a BetAction body in 1.0 µs, 1.5 µs by
+    a loop over the fields that built a dict first)."""
+    hints = _hints(cls)
+    namespace: dict[str, Any] = {"cls": cls}
+    arguments = []
+    for n, f in enumerate(dataclasses.fields(cls)):
+        if not f.name.isidentifier():  # dataclass fields always are; be safe with exec
+            raise TypeError(f"{cls.__name__}.{f.name} is not an identifier")
+        conv = _converter(hints[f.name])
+        if conv is None:
+            arguments.append(f"{f.name}=msg.{f.name}")
+        else:
+            namespace[f"conv{n}"] = conv
+            arguments.append(f"{f.name}=conv{n}(msg.{f.name})")
+    source = f"def decode_{cls.__name__}(msg):\n    return cls({', '.join(arguments)})\n"
+    exec(compile(source, f"<socai.events.codec decoder of {cls.__name__}>", "exec"), namespace)
+    decode: Callable[[Any], Any] = namespace[f"decode_{cls.__name__}"]
+    return decode
 
 
 def body_to_proto(body: Any) -> Message:
@@ -181,10 +189,16 @@ def body_to_proto(body: Any) -> Message:
 
 def body_from_proto(msg: Message) -> Any:
     """The domain body of a protobuf body message (cards parsed, enums checked)."""
-    cls = _BY_NAME.get(type(msg).__name__) or _NESTED.get(type(msg).__name__)
-    if cls is None:
-        raise InvalidArgument("BAD_EVENT", f"no domain body for {type(msg).__name__}")
-    return _build(cls, msg)
+    decode = _DECODER_BY_MESSAGE.get(type(msg))
+    if decode is None:
+        cls = _BY_NAME.get(type(msg).__name__) or _NESTED.get(type(msg).__name__)
+        if cls is None:
+            raise InvalidArgument("BAD_EVENT", f"no domain body for {type(msg).__name__}")
+        decode = _DECODER_BY_MESSAGE[type(msg)] = _decoder(cls)
+    return decode(msg)
+
+
+_DECODER_BY_MESSAGE: dict[type, Callable[[Any], Any]] = {}
 
 
 def to_proto(event: model.Event) -> events_pb2.Event:
