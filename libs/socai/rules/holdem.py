@@ -54,8 +54,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from operator import add, attrgetter
+from functools import lru_cache, partial
+from itertools import compress
+from operator import add, not_
 from typing import Any, Final
 
 from socai import accounts
@@ -131,10 +132,6 @@ _HOLE, _BET, _BOARD, _OVER, _ENDED = range(5)
 _PHASE_NAMES: Final = ("deal_hole", "betting", "deal_board", "over", "ended")
 _BOARD_CARDS: Final = (0, 3, 1, 1)  # community cards dealt before each street's betting
 _BOARD_SLOTS: Final = {k: [(COMMUNITY, True)] * k for k in (1, 3)}
-# DealtCard fields read in C: a hole deal checks twelve cards at a time.
-_SEAT_OF: Final = attrgetter("seat")
-_FACE_UP_OF: Final = attrgetter("face_up")
-_CARD_OF: Final = attrgetter("card")
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +202,8 @@ def next_dealer(previous_dealer: int, participating_seats: Iterable[int], seats_
 
 # --- state ------------------------------------------------------------------------------
 
+_NOT_FOLDED: Final = (False,) * SPEC.players_max  # for the caps of a hand's first states
+
 
 class _Layout:
     """Who sits where for one seating, dealer and options: positions, blinds, first to
@@ -260,8 +259,12 @@ class _Layout:
 
 
 @lru_cache(maxsize=4096)
-def _layout(numbers: tuple[int, ...], dealer_seat: int, seats_max: int, options: Options) -> _Layout:
-    return _Layout(numbers, dealer_seat, seats_max, options)
+def _layout(
+    numbers: tuple[int, ...], dealer_seat: int, seats_max: int, option_items: frozenset[tuple[str, str]]
+) -> _Layout:
+    # Keyed by the raw option items, not the parsed Options: hashing a frozen dataclass
+    # runs Python code, and every hand of a replay looks its layout up here.
+    return _Layout(numbers, dealer_seat, seats_max, _options(option_items))
 
 
 @lru_cache(maxsize=1024)
@@ -276,6 +279,7 @@ class _Hand:
         "bb_gold",
         "bb_pos",
         "board_pending",
+        "caps0",
         "fee_bps",
         "hole_pending",
         "hole_seats",
@@ -284,12 +288,12 @@ class _Hand:
         "min_raise_gold",
         "n",
         "options",
-        "players",
         "pos_of",
         "preflop_first",
         "rotations",
         "sb_gold",
         "sb_pos",
+        "seat_players",
         "seats",
         "stack0",
         "started",
@@ -312,8 +316,12 @@ class _Hand:
         self.board_pending = layout.board_pending
         self.turn_pending = layout.turn_pending
         infos = [started.seats[i] for i in layout.order_in_started]
-        self.players: tuple[str, ...] = tuple([info.player_id for info in infos])
+        # Seat → player id in dealing order, for ``settle``'s SettlementBuilder (which only
+        # reads it).
+        self.seat_players: dict[int, str] = {info.seat: info.player_id for info in infos}
         self.stack0: tuple[int, ...] = tuple([info.stack_gold for info in infos])
+        # The HE-3 caps while nobody has folded (most states of a hand until the first fold).
+        self.caps0 = _caps(self.stack0, _NOT_FOLDED, layout.rotations[0])
         self.sb_gold = started.stake_gold // 10  # HE-1: 1/10 of the Tẩy
         self.bb_gold = 2 * self.sb_gold  # HE-1: 2/10 of the Tẩy, twice the SB
         self.min_raise_gold = self.sb_gold if options.min_raise == "sb" else self.bb_gold
@@ -467,10 +475,19 @@ def _pos(state: HoldemState, seat: int) -> int:
     return pos
 
 
+# A blank state, every field unset: the constructors below set each one.
+_new_state: Final = partial(object.__new__, HoldemState)
+
+
 def _clone(s: HoldemState) -> HoldemState:
     """A copy of ``s`` that *shares* its per-position lists: whoever changes one of them
-    in the copy replaces it with a copy first (``_commit``, ``_fold``, ``_start_street``)."""
-    c = object.__new__(HoldemState)
+    in the copy replaces it with a copy first.
+
+    ``_commit``, ``_fold`` and ``_apply_deal``, which make most states of a hand, build
+    theirs field by field instead, with the new values at once: a field added here must be
+    added there too (tests/unit/rules/test_state_clone.py checks every state of a hand).
+    """
+    c = _new_state()
     c.hand = s.hand
     c.phase = s.phase
     c.street = s.street
@@ -531,35 +548,40 @@ def initial_state(started: HandStarted) -> HoldemState:
         raise RuleViolation("BAD_FEE", f"fee_bps is 0..{FEE_BPS_MAX}")
     if started.dealer_seat not in numbers:
         raise RuleViolation("BAD_DEALER", "the dealer button is on a seat in the hand (HE-9)")
-    options = _options(frozenset(started.options.items()))
-    hand = _Hand(started, _layout(tuple(numbers), started.dealer_seat, seats_max, options))
+    # The layout parses the options (BAD_OPTION) the first time a seating is seen.
+    hand = _Hand(started, _layout(tuple(numbers), started.dealer_seat, seats_max, frozenset(started.options.items())))
     n = hand.n
-    s = object.__new__(HoldemState)
+    folded = [False] * n
+    behind = list(hand.stack0)
+    committed = [0] * n
+    # The system posts the blinds (RULES.md 1.3); a short stack posts all it has.
+    for pos, blind in ((hand.sb_pos, hand.sb_gold), (hand.bb_pos, hand.bb_gold)):
+        put = blind if blind < behind[pos] else behind[pos]
+        behind[pos] -= put
+        committed[pos] += put
+    s = _new_state()
     s.hand = hand
     s.phase = _HOLE
     s.street = 0
-    s.stack = list(hand.stack0)
-    s.committed = [0] * n
-    s.street_bet = [0] * n
-    s.folded = [False] * n
+    s.stack = behind
+    s.committed = committed
+    s.street_bet = committed[:]  # the blinds are all that is in before the first street
+    s.folded = folded
     s.acted = [False] * n
-    s.away = frozenset()
-    s.left = frozenset()
+    s.away = _NOBODY
+    s.left = _NOBODY
     s.to_act = -1
+    s.bet = hand.bb_gold
     s.last_raise_gold = hand.bb_gold
     s.live = n
-    s.caps = _caps(hand.stack0, s.folded, hand.rotations[0])
+    s.caps = hand.caps0
     s.hole = ()
     s.board = ()
-    s.dealt = frozenset()
-    # The system posts the blinds (RULES.md 1.3); a short stack posts all it has.
-    for pos, blind in ((hand.sb_pos, hand.sb_gold), (hand.bb_pos, hand.bb_gold)):
-        put = min(blind, s.stack[pos])
-        s.stack[pos] -= put
-        s.committed[pos] += put
-        s.street_bet[pos] += put
-    s.bet = hand.bb_gold
+    s.dealt = _NOBODY
     return s
+
+
+_NOBODY: Final[frozenset[int]] = frozenset()
 
 
 def apply(state: HoldemState, body: Body) -> HoldemState:
@@ -571,8 +593,11 @@ def apply(state: HoldemState, body: Body) -> HoldemState:
     BET_ABOVE_STACK, ABOVE_MAX_COMMITMENT, WRONG_DEAL, WRONG_TIMER, HAND_NOT_OVER, BAD_EVENT.
     """
     cls = type(body)
+    # The two bodies of almost every event of a hand, without the table lookup.
     if cls is BetAction:
         return _apply_bet(state, body)  # type: ignore[arg-type]
+    if cls is CardsDealt:
+        return _apply_deal(state, body)  # type: ignore[arg-type]
     handler = _HANDLERS.get(cls)
     if handler is None:
         raise RuleViolation("BAD_EVENT", f"Hold'em takes no {type(body).__name__} here")
@@ -675,23 +700,20 @@ def settle(state: HoldemState) -> Settlement:
     h = state.hand
     started = h.started
     seats = h.seats
-    builder = SettlementBuilder(
-        game=SPEC.game_id,
-        table_id=started.table_id,
-        hand_id=started.hand_id,
-        seat_players=dict(zip(seats, h.players, strict=True)),
-    )
+    # Positional arguments (game, table_id, hand_id, seat_players): a class call with
+    # keywords takes CPython's slower path, once per replayed hand.
+    builder = SettlementBuilder(SPEC.game_id, started.table_id, started.hand_id, h.seat_players)
     # Seats that put nothing in have no share in any pot; leaving them out changes nothing.
-    contributions = {seat: put for seat, put in zip(seats, state.committed, strict=True) if put}
+    contributions = {seats[pos]: put for pos, put in enumerate(state.committed) if put}
     folded = state.folded
-    live = [seat for seat, out in zip(seats, folded, strict=True) if not out]
+    live = list(compress(seats, map(not_, folded)))
     strengths: dict[int, int] = {}
     if len(live) > 1:
         check(len(state.board) == 5, "a showdown needs the whole board")
-        board = state.board
-        for pos, (a, b) in enumerate(state.hole):
+        c2, c3, c4, c5, c6 = state.board
+        for pos, (c0, c1) in enumerate(state.hole):
             if not folded[pos]:
-                strengths[seats[pos]] = strength7(a, b, *board)
+                strengths[seats[pos]] = strength7(c0, c1, c2, c3, c4, c5, c6)
 
     def winners_of(eligible: tuple[int, ...]) -> list[int]:
         best = max(map(strengths.__getitem__, eligible))
@@ -783,7 +805,7 @@ def _apply_bet(state: HoldemState, body: BetAction) -> HoldemState:
     if kind == _K_FOLD:
         if amount:
             raise RuleViolation("BAD_AMOUNT", "a fold adds no chips")
-        return _fold(state, pos, on_turn=True)
+        return _fold(state, pos, True)
     owed, max_add, may_raise = _limits(state, pos)
     stack = state.stack[pos]
     if kind == _K_CHECK:
@@ -829,54 +851,103 @@ def _apply_bet(state: HoldemState, body: BetAction) -> HoldemState:
 
 def _commit(state: HoldemState, pos: int, add: int) -> HoldemState:
     """The state after the seat at ``pos`` adds ``add`` chips (0 is a check)."""
-    new = _clone(state)
-    acted = new.acted = state.acted[:]
+    h = state.hand
+    bet = state.bet
+    last_raise_gold = state.last_raise_gold
+    acted = None
     if add:
-        stack = new.stack = state.stack[:]
-        committed = new.committed = state.committed[:]
-        street_bet = new.street_bet = state.street_bet[:]
+        stack = state.stack[:]
+        committed = state.committed[:]
+        street_bet = state.street_bet[:]
         stack[pos] -= add
         committed[pos] += add
         level = street_bet[pos] + add
         street_bet[pos] = level
-        bet = state.bet
         if level > bet:
             increment = level - bet
-            h = state.hand
             if bet == 0:
                 full = h.min_bet_gold
             elif h.last_raise_rule:
-                full = state.last_raise_gold
+                full = last_raise_gold
             else:
                 full = h.min_raise_gold
             if increment >= full:
                 # A full bet or raise reopens the betting for everyone else.
-                acted = new.acted = [False] * h.n
-                new.last_raise_gold = increment
-            new.bet = level
+                acted = [False] * h.n
+                last_raise_gold = increment
+            bet = level
+    else:
+        stack = state.stack
+        committed = state.committed
+        street_bet = state.street_bet
+    if acted is None:
+        acted = state.acted[:]
     acted[pos] = True
+    # Every field of the new state, as in ``_clone``; ``_next_turn`` sets ``to_act`` and,
+    # when the street ends, ``phase`` and ``street``.
+    new = _new_state()
+    new.hand = h
+    new.phase = state.phase
+    new.street = state.street
+    new.stack = stack
+    new.committed = committed
+    new.street_bet = street_bet
+    new.folded = state.folded
+    new.acted = acted
+    new.away = state.away
+    new.left = state.left
+    new.to_act = state.to_act
+    new.bet = bet
+    new.last_raise_gold = last_raise_gold
+    new.live = state.live
+    new.caps = state.caps
+    new.hole = state.hole
+    new.board = state.board
+    new.dealt = state.dealt
     _next_turn(new, pos + 1)
     return new
 
 
 def _fold(state: HoldemState, pos: int, on_turn: bool) -> HoldemState:
-    new = _clone(state)
-    folded = new.folded = state.folded[:]
+    h = state.hand
+    folded = state.folded[:]
     folded[pos] = True
-    new.live -= 1
-    if new.hand.stack0[pos] >= state.caps[2]:  # the fold may lower someone's HE-3 cap
-        new.caps = _caps(new.hand.stack0, folded, new.hand.rotations[0])
-    if new.live <= 1:
+    live = state.live - 1
+    caps = state.caps
+    if h.stack0[pos] >= caps[2]:  # the fold may lower someone's HE-3 cap
+        caps = _caps(h.stack0, folded, h.rotations[0])
+    phase = state.phase
+    # Every field of the new state, as in ``_clone``.
+    new = _new_state()
+    new.hand = h
+    new.phase = phase
+    new.street = state.street
+    new.stack = state.stack
+    new.committed = state.committed
+    new.street_bet = state.street_bet
+    new.folded = folded
+    new.acted = state.acted
+    new.away = state.away
+    new.left = state.left
+    new.to_act = state.to_act
+    new.bet = state.bet
+    new.last_raise_gold = state.last_raise_gold
+    new.live = live
+    new.caps = caps
+    new.hole = state.hole
+    new.board = state.board
+    new.dealt = state.dealt
+    if live <= 1:
         new.phase = _OVER
         new.to_act = -1
         return new
-    if new.phase == _BET:
+    if phase == _BET:
         if state.street_bet[pos] >= state.bet:
             # The folder made the price: it is now what live players have put in (the
             # unmatched part of a leaver's bet goes back to them, see ``pots``).
             level = _price_floor(new)
-            street_bet = new.street_bet
-            for j in range(new.hand.n):
+            street_bet = state.street_bet
+            for j in range(h.n):
                 if not folded[j] and street_bet[j] > level:
                     level = street_bet[j]
             new.bet = level
@@ -930,21 +1001,6 @@ def _end_street(new: HoldemState) -> None:
         new.phase = _BOARD
 
 
-def _start_street(new: HoldemState) -> None:
-    """After the street's cards are dealt: reset the round and find the first to act."""
-    n = new.hand.n
-    new.phase = _BET
-    if new.street == 0:
-        new.bet = new.hand.bb_gold
-        _next_turn(new, new.hand.preflop_first)
-        return
-    new.street_bet = [0] * n
-    new.acted = [False] * n
-    new.bet = 0
-    new.last_raise_gold = new.hand.bb_gold
-    _next_turn(new, 0)
-
-
 # --- the other events -------------------------------------------------------------------
 
 
@@ -952,34 +1008,66 @@ def _apply_deal(state: HoldemState, body: CardsDealt) -> HoldemState:
     phase = state.phase
     if phase >= _OVER:
         raise RuleViolation("HAND_FINISHED", "no more cards are dealt")
+    h = state.hand
     if phase == _HOLE:
-        slots = state.hand.hole_pending.deal
+        slots = h.hole_pending.deal
     elif phase == _BOARD:
-        slots = state.hand.board_pending[state.street].deal
+        slots = h.board_pending[state.street].deal
     else:
         raise RuleViolation("WRONG_DEAL", "no cards are due: a player must act")
     cards = body.cards
     if len(cards) != len(slots):
         raise RuleViolation("WRONG_DEAL", f"{len(slots)} cards are due, not {len(cards)}")
+    # Comprehensions, not map(attrgetter): CPython reads a slot attribute in a loop faster
+    # than it calls an attrgetter.
     if phase == _HOLE:
-        right_slots = list(map(_SEAT_OF, cards)) == state.hand.hole_seats and True not in map(_FACE_UP_OF, cards)
+        right_slots = [c.seat for c in cards] == h.hole_seats and True not in [c.face_up for c in cards]
     else:
         right_slots = [(c.seat, c.face_up) for c in cards] == _BOARD_SLOTS[len(cards)]
     if not right_slots:
         expected = ", ".join(f"{d.seat}{'' if d.face_up else ' face down'}" for d in slots)
         raise RuleViolation("WRONG_DEAL", f"the cards are due to seats {expected}, in that order")
-    faces = list(map(_CARD_OF, cards))
+    faces = [c.card for c in cards]
     indices = {card.rank * 4 + card.suit for card in faces}
-    if len(indices) != len(faces) or not state.dealt.isdisjoint(indices):
+    dealt = state.dealt
+    if len(indices) != len(faces) or not dealt.isdisjoint(indices):
         raise RuleViolation("WRONG_DEAL", "a card was dealt twice")
-    new = _clone(state)
-    new.dealt = state.dealt | indices
+    # The street's cards are dealt: its betting round starts. Every field of the new state
+    # is set here, as in ``_clone``.
+    new = _new_state()
+    new.hand = h
+    new.phase = _BET
+    new.street = street = state.street
+    new.stack = state.stack
+    new.committed = state.committed
+    new.folded = state.folded
+    new.away = state.away
+    new.left = state.left
+    new.to_act = state.to_act
+    new.live = state.live
+    new.caps = state.caps
+    new.dealt = dealt | indices
     if phase == _HOLE:
-        n = state.hand.n
+        n = h.n
         new.hole = tuple(zip(faces[:n], faces[n:], strict=True))
+        new.board = state.board
     else:
+        new.hole = state.hole
         new.board = state.board + tuple(faces)
-    _start_street(new)
+    if street == 0:
+        # Pre-flop the blinds stand as this street's bets; the price is the big blind.
+        new.street_bet = state.street_bet
+        new.acted = state.acted
+        new.bet = h.bb_gold
+        new.last_raise_gold = state.last_raise_gold
+        _next_turn(new, h.preflop_first)
+    else:
+        n = h.n
+        new.street_bet = [0] * n
+        new.acted = [False] * n
+        new.bet = 0
+        new.last_raise_gold = h.bb_gold
+        _next_turn(new, 0)
     return new
 
 

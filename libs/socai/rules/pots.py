@@ -9,7 +9,7 @@ bet, or a bettor who then left) and go back to whoever put them in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from socai.errors import check
@@ -35,13 +35,15 @@ def build_pots(contributions: Mapping[int, int], live: Sequence[int]) -> list[Po
     keep the order of ``live``.
     """
     puts = contributions.values()
-    check(min(puts, default=0) >= 0, "negative contribution")
+    # min/max with ``default=`` take CPython's slower keyword path; testing ``puts`` for
+    # emptiness first gives the same answers.
+    check(not puts or min(puts) >= 0, "negative contribution")
     check(len(set(live)) == len(live), "a live seat is listed twice")
     # Every hand of every audit comes through here, so each layer is one comprehension.
     get = contributions.get
-    live_puts = [get(s, 0) for s in live]
-    levels = sorted({put for put in live_puts if put > 0})
-    top = max(puts, default=0)
+    live_puts = [(s, get(s, 0)) for s in live]
+    levels = sorted({put for _, put in live_puts if put > 0})
+    top = max(puts) if puts else 0
     if not levels or levels[-1] < top:
         levels.append(top)
     items = contributions.items()
@@ -54,7 +56,7 @@ def build_pots(contributions: Mapping[int, int], live: Sequence[int]) -> list[Po
         shares = {seat: (level if put > level else put) - below for seat, put in items if put > below}
         amount = sum(shares.values())
         if amount > 0:
-            eligible = tuple([s for s, put in zip(live, live_puts, strict=True) if put >= level])
+            eligible = tuple([s for s, put in live_puts if put >= level])
             pots.append(Pot(amount, shares, eligible))
             total += amount
         below = level
@@ -78,13 +80,17 @@ def award_pots(
     """
     won: dict[int, int] = {}
     main_done = False
-    position = dict(zip(payout_order, range(len(payout_order)), strict=True))
+    position = {seat: place for place, seat in enumerate(payout_order)}
     after_all = len(position)
 
     def place(seat: int) -> int:
         # Seats outside ``payout_order`` (a contributor who is not dealt in) come last.
         return position.get(seat, after_all + seat)
 
+    # When every seat is listed once in ``payout_order`` (the usual case), walking that
+    # order visits a pot's seats by place without sorting them; a seat the pot does not
+    # involve gets and puts nothing there, which records nothing.
+    walk = payout_order if after_all == len(payout_order) else None
     account = builder.escrow_of
     for pot in pots:
         shares = pot.shares
@@ -109,17 +115,34 @@ def award_pots(
             main_done = True
         payers = []
         receivers = []
-        involved = shares.keys() | recipients.keys()
-        # When every seat is in the payout order (the usual case) its position is the same
-        # sort key as ``place``, looked up without a Python call per seat.
-        for seat in sorted(involved, key=position.__getitem__ if involved <= position.keys() else place):
-            got = recipients.get(seat, 0)
-            put = shares.get(seat, 0)
+        owed_gold = 0
+        # Winners are in ``position`` (checked above) and an unmatched layer goes back to its
+        # contributors, so the pot's seats are all placed when its contributors are.
+        if walk is not None and shares.keys() <= position.keys():
+            order: Iterable[int] = walk
+        else:
+            involved = shares.keys() | recipients.keys()
+            order = sorted(involved, key=position.__getitem__ if involved <= position.keys() else place)
+        get_got = recipients.get
+        get_put = shares.get
+        for seat in order:
+            got = get_got(seat, 0)
+            put = get_put(seat, 0)
             if got:
                 won[seat] = won.get(seat, 0) + got
             if got < put:
                 payers.append((account[seat], put - got))
+                owed_gold += put - got
             elif got > put:
                 receivers.append((account[seat], got - put))
-        builder.pay_flows(match_flows(payers, receivers), reason)
+        if len(receivers) == 1:
+            # One receiver (a pot with one winner): every payer pays it all it owes, which
+            # is what ``match_flows`` gives. Every amount here is positive, so of its checks
+            # only the balance can fail.
+            receiver, due_gold = receivers[0]
+            check(owed_gold == due_gold, "flows do not balance")
+            flows = [(payer, receiver, owed) for payer, owed in payers if payer != receiver]
+        else:
+            flows = match_flows(payers, receivers)
+        builder.pay_flows(flows, reason)
     return won
