@@ -28,9 +28,11 @@ from socai.audit.replay import ReplayError, replay
 from socai.events import codec
 from socai.events.model import Event
 from socai.gen.events.v1 import events_pb2
+from socai.rules import registry
 from socai_settlement.convert import SettledHand, settled_hand
 
 PARENT_CHECK_S: Final = 1.0
+SPLIT_HANDS_MIN: Final = 64  # hands per worker before a batch is split over several
 BAD_EVENT: Final = "BAD_EVENT"
 
 
@@ -91,10 +93,14 @@ def _watch_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _warm() -> bool:
-    from socai.rules import registry
+def _init_worker(parent_pid: int) -> None:
+    """Each worker, as it starts: watch the parent, import every game and build its costly
+    first-use tables (``registry.warm``), so that no hand waits for them."""
+    _watch_parent(parent_pid)
+    registry.warm()
 
-    registry.available()  # import every game module once
+
+def _ready() -> bool:
     return True
 
 
@@ -115,16 +121,19 @@ class Replayer:
         self._pool: ProcessPoolExecutor | None = None
 
     async def start(self) -> None:
-        if self.workers <= 0 or self._pool is not None:
+        if self.workers <= 0:
+            registry.warm()  # replays run here: the same warm-up as a worker's
+            return
+        if self._pool is not None:
             return
         self._pool = ProcessPoolExecutor(
             self.workers,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=_watch_parent,
+            initializer=_init_worker,
             initargs=(os.getpid(),),
         )
         loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(self._pool, _warm) for _ in range(self.workers)))
+        await asyncio.gather(*(loop.run_in_executor(self._pool, _ready) for _ in range(self.workers)))
 
     async def close(self) -> None:
         """Stop the workers and wait for them to exit (a batch in a worker is abandoned:
@@ -141,7 +150,10 @@ class Replayer:
         if self._pool is None:
             return replay_payloads(batch)
         loop = asyncio.get_running_loop()
-        size = -(-len(batch) // self.workers)
+        # A batch is split over the workers only when it is large (a backlog): for a few
+        # hands, waking a second process and the IPC cost more than they save.
+        parts_count = max(1, min(self.workers, len(batch) // SPLIT_HANDS_MIN))
+        size = -(-len(batch) // parts_count)
         parts: list[Any] = [
             loop.run_in_executor(self._pool, replay_payloads, batch[i : i + size]) for i in range(0, len(batch), size)
         ]

@@ -13,6 +13,7 @@ from socai.infra import nats as socai_nats
 from socai.infra.config import Settings
 from socai.infra.grpc_server import GrpcServer, build_server
 from socai.infra.stack import default_database_url, default_nats_url
+from socai.rules import registry
 from socai_table.ledger_client import Money
 from socai_table.manager import TableManager
 from socai_table.server import TableServicer, policy
@@ -32,6 +33,7 @@ class TableApp:
     grpc: GrpcServer
 
     async def start(self) -> None:
+        registry.warm()  # every game's costly first-use tables, before the first Act needs them
         await self.manager.start()
         await self.grpc.server.start()
         await self.grpc.set_serving(True)

@@ -72,3 +72,15 @@ def available() -> tuple[str, ...]:
             continue
         found.append(game_id)
     return tuple(found)
+
+
+def warm() -> tuple[str, ...]:
+    """Import every available game and run its optional ``warm()`` (a module whose first
+    use builds something costly, such as Hold'em's evaluator tables, ~0.4 s, does it
+    there). Services call this at start so that no hand waits for it; returns the games."""
+    games = available()
+    for game_id in games:
+        hook = getattr(get(game_id), "warm", None)
+        if callable(hook):
+            hook()
+    return games
