@@ -170,35 +170,30 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         player = self._movement_checks(
             request.idempotency_key, request.player_id, request.amount_gold, request.reference
         )
-        raw = domain.TransactionInput(
-            idempotency_key=request.idempotency_key,
-            kind="deposit",
-            reference=request.reference,
-            entries=[
-                domain.EntryInput(accounts.EXTERNAL_CASHIER, -request.amount_gold),
-                domain.EntryInput(player, request.amount_gold),
-            ],
-            metadata={},
+        result = await self._post_two_legs(
+            request.idempotency_key,
+            "deposit",
+            request.reference,
+            accounts.EXTERNAL_CASHIER,
+            player,
+            request.amount_gold,
             open_accounts=True,  # a first deposit opens the wallet
         )
-        return pb.DepositResponse(result=await self._post_one(domain.prepare(raw)))
+        return pb.DepositResponse(result=result)
 
     async def Withdraw(self, request: pb.WithdrawRequest, context: Any) -> pb.WithdrawResponse:
         player = self._movement_checks(
             request.idempotency_key, request.player_id, request.amount_gold, request.reference
         )
-        raw = domain.TransactionInput(
-            idempotency_key=request.idempotency_key,
-            kind="withdrawal",
-            reference=request.reference,
-            entries=[
-                domain.EntryInput(player, -request.amount_gold),
-                domain.EntryInput(accounts.EXTERNAL_CASHIER, request.amount_gold),
-            ],
-            metadata={},
-            open_accounts=False,
+        result = await self._post_two_legs(
+            request.idempotency_key,
+            "withdrawal",
+            request.reference,
+            player,
+            accounts.EXTERNAL_CASHIER,
+            request.amount_gold,
         )
-        return pb.WithdrawResponse(result=await self._post_one(domain.prepare(raw)))
+        return pb.WithdrawResponse(result=result)
 
     @staticmethod
     def _movement_checks(key: str, player_id: str, amount_gold: int, reference: str) -> str:
@@ -215,18 +210,40 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         if request.from_account_id == request.to_account_id:
             raise errors.InvalidArgument("SAME_ACCOUNT", "a transfer needs two different accounts")
         domain.check_positive_amount(request.amount_gold)
-        raw = domain.TransactionInput(
-            idempotency_key=request.idempotency_key,
-            kind=request.kind or "transfer",
-            reference=request.reference,
-            entries=[
-                domain.EntryInput(request.from_account_id, -request.amount_gold),
-                domain.EntryInput(request.to_account_id, request.amount_gold),
-            ],
+        result = await self._post_two_legs(
+            request.idempotency_key,
+            request.kind or "transfer",
+            request.reference,
+            request.from_account_id,
+            request.to_account_id,
+            request.amount_gold,
             metadata=dict(request.metadata),
             open_accounts=request.open_accounts,
         )
-        return pb.TransferResponse(result=await self._post_one(domain.prepare(raw)))
+        return pb.TransferResponse(result=result)
+
+    async def _post_two_legs(
+        self,
+        key: str,
+        kind: str,
+        reference: str,
+        from_account: str,
+        to_account: str,
+        amount_gold: int,
+        *,
+        metadata: dict[str, str] | None = None,
+        open_accounts: bool = False,
+    ) -> pb.PostResult:
+        """Deposit, Withdraw and Transfer: ``amount_gold`` from one account to another."""
+        raw = domain.TransactionInput(
+            idempotency_key=key,
+            kind=kind,
+            reference=reference,
+            entries=[domain.EntryInput(from_account, -amount_gold), domain.EntryInput(to_account, amount_gold)],
+            metadata=metadata or {},
+            open_accounts=open_accounts,
+        )
+        return await self._post_one(domain.prepare(raw))
 
     # --- the journal ------------------------------------------------------------------------
 

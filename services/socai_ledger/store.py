@@ -744,6 +744,15 @@ async def get_transaction(
     return _transaction_from_rows(rows)
 
 
+async def _require_account(conn: AConn, account_id: str) -> None:
+    """Raises NotFound("ACCOUNT_NOT_FOUND") unless the account exists."""
+    exists = await (
+        await conn.execute(f"select 1 from {SCHEMA}.accounts where account_id = %s", (account_id,))
+    ).fetchone()
+    if exists is None:
+        raise errors.NotFound("ACCOUNT_NOT_FOUND", f"account {account_id} does not exist", account_id=account_id)
+
+
 async def list_entries(
     pool: AsyncConnectionPool, account_id: str, *, before_version: int, limit: int
 ) -> tuple[list[Entry], bool]:
@@ -752,11 +761,7 @@ async def list_entries(
     Raises NotFound("ACCOUNT_NOT_FOUND").
     """
     async with pool.connection() as conn:
-        exists = await (
-            await conn.execute(f"select 1 from {SCHEMA}.accounts where account_id = %s", (account_id,))
-        ).fetchone()
-        if exists is None:
-            raise errors.NotFound("ACCOUNT_NOT_FOUND", f"account {account_id} does not exist", account_id=account_id)
+        await _require_account(conn, account_id)
         rows = await (
             await conn.execute(
                 f"select transaction_id, account_id, amount_gold, balance_after_gold, account_version, created_at, "
@@ -777,11 +782,7 @@ async def balance_at(
     Raises NotFound("ACCOUNT_NOT_FOUND" / "TRANSACTION_NOT_FOUND").
     """
     async with pool.connection() as conn:
-        exists = await (
-            await conn.execute(f"select 1 from {SCHEMA}.accounts where account_id = %s", (account_id,))
-        ).fetchone()
-        if exists is None:
-            raise errors.NotFound("ACCOUNT_NOT_FOUND", f"account {account_id} does not exist", account_id=account_id)
+        await _require_account(conn, account_id)
         if transaction_id is not None:
             seq_row = await (
                 await conn.execute(
