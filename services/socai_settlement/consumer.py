@@ -65,6 +65,7 @@ from socai.gen.events.v1 import events_pb2
 from socai.infra.logging import bound, get_logger
 from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig
+from socai_settlement.poster import Backoff
 from socai_settlement.replayer import EventBytes
 from socai_settlement.settler import HandJob, PostedBatch, Prepared, Settler
 from socai_settlement.store import NewDeadLetter
@@ -409,7 +410,7 @@ class Consumer:
         for the poster and one for the saver. On stop, the chunks already started are
         committed first.
         """
-        idle_backoff = 0.1
+        backoff = Backoff(self.config.backoff_initial_s, self.config.backoff_max_s)
         while not stop.is_set():
             try:
                 if self._sub is None:
@@ -419,10 +420,10 @@ class Consumer:
                 await self._give_back()
                 break
             except (NatsError, TimeoutError) as exc:
-                log.warning("consumer_unavailable", stream=self.stream, error=repr(exc), retry_in_s=idle_backoff)
+                delay = backoff.next_delay()
+                log.warning("consumer_unavailable", stream=self.stream, error=repr(exc), retry_in_s=round(delay, 3))
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), idle_backoff)
-                idle_backoff = min(idle_backoff * 2, self.config.backoff_max_s)
+                    await asyncio.wait_for(stop.wait(), delay)
         to_post: asyncio.Queue[_Chunk | None] = asyncio.Queue(maxsize=self.config.pipeline_depth)
         to_save: asyncio.Queue[tuple[_Chunk, PostedBatch] | None] = asyncio.Queue(maxsize=1)
         saver = asyncio.create_task(self._save_loop(to_save), name="settlement-save")
@@ -443,13 +444,13 @@ class Consumer:
                     msgs = carry or await self._sub.fetch(self.config.fetch_batch, self.config.fetch_timeout_s)
                     carry = []
                 except NatsError as exc:
-                    log.warning("fetch_failed", error=str(exc), retry_in_s=idle_backoff)
-                    await asyncio.sleep(idle_backoff)
-                    idle_backoff = min(idle_backoff * 2, self.config.backoff_max_s)
+                    delay = backoff.next_delay()
+                    log.warning("fetch_failed", error=str(exc), retry_in_s=round(delay, 3))
+                    await asyncio.sleep(delay)
                     continue
                 if not msgs:
                     continue
-                idle_backoff = 0.1
+                backoff.reset()
                 for chunk in await self._prepare(msgs):
                     await _put(to_post, chunk, stages)
             await _put(to_post, None, stages)
