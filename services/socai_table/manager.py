@@ -16,11 +16,13 @@ import time
 import uuid
 
 from socai import accounts, errors
+from socai.events import codec
+from socai.events.model import Event
 from socai.infra.logging import get_logger
 from socai_table import metrics
-from socai_table.model import TABLE_ID, TableConfig
+from socai_table.model import TABLE_ID, TableConfig, facts_id_of
 from socai_table.store import Cashout
-from socai_table.table import Deps, Table
+from socai_table.table import Deps, Table, table_opened
 
 log = get_logger("socai.table.manager")
 
@@ -31,6 +33,22 @@ WATCHDOG_PERIOD_S = 1.0
 LIST_PAGE_MAX = 500
 
 
+TABLE_OPENED_MAX_BYTES = 16 * 1024
+
+
+def _check_encodable(table_id: str, config: TableConfig) -> None:
+    """Refuse a config whose TableOpened event could not be written (a value outside
+    int64, an oversized event) before anything is stored."""
+    body = table_opened(table_id, config)
+    event = Event(table_id, facts_id_of(table_id), 1, config.game, codec.now(), body)
+    try:
+        size = len(codec.encode(event))
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise errors.InvalidArgument("BAD_CONFIG", "the table's configuration cannot be recorded") from exc
+    if size > TABLE_OPENED_MAX_BYTES:
+        raise errors.InvalidArgument("BAD_CONFIG", f"the table's configuration is over {TABLE_OPENED_MAX_BYTES} bytes")
+
+
 class TableManager:
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
@@ -39,16 +57,28 @@ class TableManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._cashout_wakeup = asyncio.Event()
         self._first_seen: dict[str, float] = {}
+        self.broken: dict[str, str] = {}  # table id -> why it could not be loaded
 
     async def start(self) -> None:
-        """Load and rebuild every table this instance owns, then start background work."""
+        """Load and rebuild every table this instance owns, then start background work.
+
+        A table that cannot be rebuilt is logged, counted and left out (its calls answer
+        UNAVAILABLE ``TABLE_UNAVAILABLE``): one bad table must not keep every other table
+        of the instance from serving.
+        """
         for table_id, config in await self.deps.store.tables_of(self.deps.instance):
             table = Table(table_id, config, self.deps)
-            await table.open()
-            await table.repair_joins()
+            try:
+                await table.open()
+                await table.repair_joins()
+            except Exception as exc:
+                self.broken[table_id] = f"{type(exc).__name__}: {exc}"[:500]
+                metrics.TABLES_BROKEN.set(len(self.broken))
+                log.error("table_load_failed", table_id=table_id, error=self.broken[table_id], exc_info=exc)
+                continue
             self.tables[table_id] = table
         metrics.TABLES.set(len(self.tables))
-        log.info("tables_loaded", count=len(self.tables), instance=self.deps.instance)
+        log.info("tables_loaded", count=len(self.tables), broken=len(self.broken), instance=self.deps.instance)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._watchdog()), loop.create_task(self._cashout_worker())]
 
@@ -67,7 +97,8 @@ class TableManager:
         table_id = table_id or uuid.uuid4().hex[:16]
         if not TABLE_ID.fullmatch(table_id):
             raise errors.InvalidArgument("BAD_TABLE_ID", "table_id must be 1-32 letters and digits")
-        stored = await self.deps.store.create_table(table_id, normalized, self.deps.instance)
+        _check_encodable(table_id, normalized)
+        stored, inserted = await self.deps.store.create_table(table_id, normalized, self.deps.instance)
         if stored != normalized:
             raise errors.AlreadyExists("TABLE_EXISTS", f"{table_id} exists with another configuration")
         owner = await self.deps.store.owner_of(table_id)
@@ -76,7 +107,14 @@ class TableManager:
         table = self.tables.get(table_id)
         if table is None:
             table = Table(table_id, normalized, self.deps)
-            await table.open()
+            try:
+                await table.open()
+            except BaseException:
+                # A table that cannot be opened must not exist: left stored, it would be
+                # loaded (and fail) at every start of the service.
+                if inserted and table.facts_seq == 0:
+                    await self.deps.store.delete_table(table_id, self.deps.instance)
+                raise
             self.tables[table_id] = table
             metrics.TABLES.set(len(self.tables))
             log.info("table_created", table_id=table_id, game=normalized.game)
@@ -88,6 +126,8 @@ class TableManager:
             return table
         if not TABLE_ID.fullmatch(table_id or ""):
             raise errors.InvalidArgument("BAD_TABLE_ID", "table_id must be 1-32 letters and digits")
+        if table_id in self.broken:
+            raise errors.Unavailable("TABLE_UNAVAILABLE", f"{table_id} could not be loaded; see the service log")
         owner = await self.deps.store.owner_of(table_id)
         if owner is None:
             raise errors.NotFound("TABLE_NOT_FOUND", f"no table {table_id}")

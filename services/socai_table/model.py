@@ -6,8 +6,8 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from socai import errors
-from socai.money import FEE_BPS_MAX, is_gold
+from socai import accounts, errors
+from socai.money import FEE_BPS_MAX, INT64_MAX, is_gold
 from socai.rules import registry
 from socai.rules.base import parse_options
 
@@ -16,6 +16,13 @@ SEATS_LIMIT = 200  # Tài Xỉu tables are large; card games keep their own maxi
 TURN_TIMEOUT_DEFAULT_S = 15
 TURN_TIMEOUT_MAX_S = 600
 BETWEEN_HANDS_DEFAULT_MS = 1000
+# Rules take multiples of the stake (raises up to 30x, Mậu Binh units, Phỏm's 5x …) and the
+# default buy-in range is 100x: a stake below int64 / 1000 keeps every derived amount in
+# int64, which the events and the ledger carry.
+STAKE_MAX_GOLD = INT64_MAX // 1000
+OPTIONS_MAX = 32
+OPTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+OPTION_VALUE_MAX_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -59,8 +66,13 @@ class TableConfig:
             value = getattr(self, name)
             if not is_gold(value) or value < 0:
                 raise errors.InvalidArgument("BAD_AMOUNT", f"{name} must be a non-negative int64")
-        if self.stake_gold <= 0:
-            raise errors.InvalidArgument("BAD_STAKE", "stake_gold must be positive")
+        if not 0 < self.stake_gold <= STAKE_MAX_GOLD:
+            raise errors.InvalidArgument("BAD_STAKE", f"stake_gold must be 1..{STAKE_MAX_GOLD}")
+        if self.owner_player_id and not accounts.is_valid_part(self.owner_player_id):
+            raise errors.InvalidArgument(
+                "BAD_PLAYER_ID", "owner_player_id must be empty or 1-64 of A-Z a-z 0-9 _ . - @"
+            )
+        _check_options(self.options)
         fee_bps = self.fee_bps or spec.default_fee_bps
         if not 0 <= fee_bps <= FEE_BPS_MAX // 10:
             raise errors.InvalidArgument("BAD_FEE", "fee_bps must be 0..1000 (10 %)")
@@ -69,9 +81,15 @@ class TableConfig:
             raise errors.InvalidArgument(
                 "BAD_SEATS", f"{self.game} seats {spec.players_min}..{spec.players_max} players, not {seats_max}"
             )
-        parse_options(module.Options, self.options)
+        parsed = parse_options(module.Options, self.options)
+        for f in fields(parsed):
+            value = getattr(parsed, f.name)
+            if type(value) is int and not -INT64_MAX <= value <= INT64_MAX:
+                raise errors.InvalidArgument("BAD_OPTION", f"option {f.name} is out of int64 range")
         buy_in_min = self.buy_in_min_gold or self.stake_gold
         buy_in_max = self.buy_in_max_gold or max(buy_in_min, 100 * self.stake_gold)
+        if not (is_gold(buy_in_min) and is_gold(buy_in_max)):
+            raise errors.InvalidArgument("BAD_BUY_IN", "the buy-in range must fit in int64")
         if buy_in_min > buy_in_max:
             raise errors.InvalidArgument("BAD_BUY_IN", "buy_in_min_gold exceeds buy_in_max_gold")
         if not 0 <= self.turn_timeout_s <= TURN_TIMEOUT_MAX_S:
@@ -95,6 +113,21 @@ class TableConfig:
         )
 
 
+def _check_options(options: dict[str, str]) -> None:
+    """Shape of the operator's options before the game reads them: a bounded number of
+    short, printable names and values (a 5,000-digit value or a NUL must be refused here,
+    not fail deep in the engine or the event encoder)."""
+    if len(options) > OPTIONS_MAX:
+        raise errors.InvalidArgument("BAD_OPTION", f"at most {OPTIONS_MAX} options")
+    for name, value in options.items():
+        if not isinstance(name, str) or not OPTION_NAME.fullmatch(name):
+            raise errors.InvalidArgument("BAD_OPTION", "option names are 1-64 of a-z 0-9 _, starting with a letter")
+        if not isinstance(value, str) or len(value) > OPTION_VALUE_MAX_CHARS or not value.isprintable():
+            raise errors.InvalidArgument(
+                "BAD_OPTION", f"option {name}: values are at most {OPTION_VALUE_MAX_CHARS} printable characters"
+            )
+
+
 @dataclass
 class Seat:
     """A seated player and the chips the table knows they hold (their escrow)."""
@@ -107,6 +140,7 @@ class Seat:
     leaving: bool = False
     last_hand_id: str = ""
     last_heartbeat: float = 0.0  # monotonic seconds; 0 = the player never sent one
+    join_tx: str = ""  # the ledger transaction of the buy-in that seated the player
 
 
 def hand_id_of(table_id: str, number: int) -> str:

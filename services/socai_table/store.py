@@ -51,18 +51,24 @@ class TableStore:
 
     # tables ----------------------------------------------------------------------------
 
-    async def create_table(self, table_id: str, config: TableConfig, instance: str) -> TableConfig:
-        """Insert the table (idempotent for the same config); returns the stored config.
+    async def create_table(self, table_id: str, config: TableConfig, instance: str) -> tuple[TableConfig, bool]:
+        """Insert the table (idempotent for the same config); returns the stored config and
+        whether this call inserted it.
 
         The caller compares the returned config with its own to detect an id reused with
         different settings.
         """
         rows = await self._exec(
             f"insert into {SCHEMA}.tables (table_id, game, instance, config) values (%s, %s, %s, %s) "
-            f"on conflict (table_id) do update set table_id = excluded.table_id returning config",
+            f"on conflict (table_id) do update set table_id = excluded.table_id "
+            f"returning config, (xmax = 0) as inserted",
             (table_id, config.game, instance, json.dumps(asdict(config))),
         )
-        return TableConfig.from_json(rows[0]["config"])
+        return TableConfig.from_json(rows[0]["config"]), bool(rows[0]["inserted"])
+
+    async def delete_table(self, table_id: str, instance: str) -> None:
+        """Forget a table that could not be opened (it has no events)."""
+        await self._exec(f"delete from {SCHEMA}.tables where table_id = %s and instance = %s", (table_id, instance))
 
     async def tables_of(self, instance: str) -> list[tuple[str, TableConfig]]:
         rows = await self._exec(
@@ -78,17 +84,19 @@ class TableStore:
 
     # seeds -----------------------------------------------------------------------------
 
-    async def save_seed(self, table_id: str, hand_id: str, hand_number: int, seed: bytes) -> bytes:
-        """Store the hand's seed before HandStarted is published; an existing row wins
-        (a restart re-uses the seed it already committed to)."""
+    async def save_seed(self, table_id: str, hand_id: str, hand_number: int, sealed_seed: bytes) -> bytes:
+        """Store the hand's sealed seed (``socai_table.seeds``) before HandStarted is
+        published; an existing row wins (a restart re-uses the seed it already committed
+        to). Returns the stored sealed seed."""
         rows = await self._exec(
             f"insert into {SCHEMA}.hand_seeds (hand_id, table_id, hand_number, seed) values (%s, %s, %s, %s) "
             f"on conflict (hand_id) do update set hand_id = excluded.hand_id returning seed",
-            (hand_id, table_id, hand_number, seed),
+            (hand_id, table_id, hand_number, sealed_seed),
         )
         return bytes(rows[0]["seed"])
 
     async def last_hands(self, table_id: str, limit: int = 2) -> list[tuple[int, str, bytes]]:
+        """(hand number, hand id, sealed seed) of the table's last hands, newest first."""
         rows = await self._exec(
             f"select hand_number, hand_id, seed from {SCHEMA}.hand_seeds where table_id = %s "
             f"order by hand_number desc limit %s",

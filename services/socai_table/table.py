@@ -50,8 +50,8 @@ from socai.gen.events.v1 import events_pb2
 from socai.infra.logging import bound, get_logger
 from socai.rules import registry
 from socai.rules.base import CLOCKWISE, LegalAction, Pending, Settlement, seats_after
-from socai_table import metrics
-from socai_table.ledger_client import Money, buy_in_key
+from socai_table import metrics, seeds
+from socai_table.ledger_client import Money, buy_in_key, join_key
 from socai_table.model import TURN_TIMEOUT_DEFAULT_S, Seat, TableConfig, facts_id_of, hand_id_of
 from socai_table.store import Cashout, TableStore
 
@@ -61,6 +61,9 @@ HEARTBEAT_TIMEOUT_S = 10.0
 ACT_KEY_MAX_CHARS = 200
 WATCH_QUEUE_MAX = 2000
 IDEMPOTENCY_HEADER = "Socai-Idempotency-Key"
+# The player whose Act key the event answers: Act keys are scoped by player (and hand), so
+# one player's key can neither replay nor block another player's action.
+PLAYER_HEADER = "Socai-Player-Id"
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ class Hand:
     started_stream_seq: int = 0
     next_card: int = 0
     ended: bool = False
-    act_keys: dict[str, tuple[ActResult, Any]] = field(default_factory=dict)
+    act_keys: dict[tuple[str, str], tuple[ActResult, Any]] = field(default_factory=dict)  # (player, key)
 
     @property
     def seq(self) -> int:
@@ -97,7 +100,11 @@ class Hand:
 
 @dataclass(eq=False)  # identity semantics: watchers live in a set
 class Watcher:
-    viewer_seat: int
+    """One open WatchTable stream. It remembers who watches, not which seat: what the
+    viewer may see is decided per event from the seat they hold *then* (a player who
+    leaves seat 0 must not see the cards of the next player seated there)."""
+
+    player_id: str | None
     queue: asyncio.Queue[events_pb2.Event | None]
     overflowed: bool = False
 
@@ -108,6 +115,7 @@ class Deps:
     store: TableStore
     money: Money
     instance: str
+    seal_key: bytes  # seals hand seeds at rest (socai_table.seeds)
     on_cashout: Callable[[], None] = lambda: None
     heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
 
@@ -121,6 +129,21 @@ def redact(event: Event, viewer_seat: int, hand_over: bool) -> events_pb2.Event:
             if not card.face_up and card.seat != viewer_seat:
                 card.card = ""
     return msg
+
+
+def table_opened(table_id: str, c: TableConfig) -> TableOpened:
+    """The TableOpened fact of a table with config ``c`` (the table's first event)."""
+    return TableOpened(
+        table_id,
+        c.game,
+        c.stake_gold,
+        c.fee_bps,
+        c.seats_max,
+        c.owner_player_id,
+        dict(c.options),
+        c.buy_in_min_gold,
+        c.buy_in_max_gold,
+    )
 
 
 def choose_dealer(
@@ -189,10 +212,10 @@ class Table:
         self._broadcast(event)
         return event
 
-    async def _hand_event(self, body: Body, new_state: Any, key: str = "") -> Event:
+    async def _hand_event(self, body: Body, new_state: Any, key: str = "", player_id: str = "") -> Event:
         hand = self._require_hand()
         event = self._envelope(hand.hand_id, hand.seq + 1, body)
-        headers = {IDEMPOTENCY_HEADER: key} if key else None
+        headers = {IDEMPOTENCY_HEADER: key, PLAYER_HEADER: player_id} if key else None
         stream_seq = await self._append(event, hand.subject_seq, headers)
         hand.events.append(event)
         hand.subject_seq = stream_seq
@@ -219,7 +242,7 @@ class Table:
             if watcher.overflowed:
                 continue
             try:
-                watcher.queue.put_nowait(redact(event, watcher.viewer_seat, hand_over))
+                watcher.queue.put_nowait(redact(event, self.viewer_seat(watcher.player_id), hand_over))
             except asyncio.QueueFull:
                 watcher.overflowed = True
                 with contextlib.suppress(asyncio.QueueFull):
@@ -228,7 +251,9 @@ class Table:
 
     def _apply_fact(self, body: Any, stream_seq: int) -> None:
         if isinstance(body, PlayerSeated):
-            self.seats[body.seat] = Seat(body.seat, body.player_id, body.buy_in_gold, body.guild_id)
+            self.seats[body.seat] = Seat(
+                body.seat, body.player_id, body.buy_in_gold, body.guild_id, join_tx=body.ledger_transaction_id
+            )
             self.seated_at[body.seat] = stream_seq
         elif isinstance(body, PlayerStoodUp):
             self.seats.pop(body.seat, None)
@@ -246,20 +271,7 @@ class Table:
         async with self.lock:
             await self._rebuild()
             if self.facts_seq == 0:
-                c = self.config
-                await self._fact(
-                    TableOpened(
-                        self.table_id,
-                        c.game,
-                        c.stake_gold,
-                        c.fee_bps,
-                        c.seats_max,
-                        c.owner_player_id,
-                        dict(c.options),
-                        c.buy_in_min_gold,
-                        c.buy_in_max_gold,
-                    )
-                )
+                await self._fact(table_opened(self.table_id, self.config))
 
     async def rebuild(self) -> None:
         async with self.lock:
@@ -310,6 +322,7 @@ class Table:
         started = stored[0].event.body
         if not isinstance(started, HandStarted):
             raise errors.PreconditionFailed("CORRUPT_HAND", f"{hand_id} does not start with HandStarted")
+        seed = seeds.open_seed(self.deps.seal_key, hand_id, seed, started.deck_commitment)
         deck = fairness.shuffle(seed, canonical_deck(self.config.game)) if self.module.SPEC.deck else []
         hand = Hand(hand_id, number, started, seed, deck, self.module.initial_state(started))
         hand.started_stream_seq = stored[0].stream_seq
@@ -326,7 +339,8 @@ class Table:
             hand.events.append(s.event)
             key = s.headers.get(IDEMPOTENCY_HEADER)
             if key:
-                hand.act_keys[key] = (ActResult(s.event.seq, s.event.event_id), body)
+                player = s.headers.get(PLAYER_HEADER, "")
+                hand.act_keys[(player, key)] = (ActResult(s.event.seq, s.event.event_id), body)
         hand.subject_seq = stored[-1].stream_seq
         return hand
 
@@ -343,8 +357,12 @@ class Table:
     async def join(self, player_id: str, buy_in_gold: int, seat_wanted: int, key: str, guild_id: str = "") -> int:
         """Buy in (wallet → escrow in the ledger), then take a seat; returns the seat.
 
-        Idempotent by ``key``. Raises InvalidArgument for a buy-in outside the table's
-        range, AlreadyExists when seated, InsufficientFunds when the wallet is short.
+        Idempotent by ``key``, which is the player's own (keys are scoped by player) and
+        means one seating forever: a retry while that seating lasts answers its seat; once
+        the player has left, the same key is refused (JOIN_KEY_USED) rather than seating
+        the player again on a buy-in the ledger already moved once. Raises
+        InvalidArgument for a buy-in outside the table's range, AlreadyExists when seated,
+        InsufficientFunds when the wallet is short.
         """
         c = self.config
         if not c.buy_in_min_gold <= buy_in_gold <= c.buy_in_max_gold:
@@ -356,11 +374,19 @@ class Table:
             self._check_open()
             store = self.deps.store
             existing = self.seat_of(player_id)
+            key = join_key(player_id, key)
             row = await store.begin_join(key, self.table_id, player_id, seat_wanted, buy_in_gold)
             if (row["table_id"], row["player_id"], row["amount_gold"]) != (self.table_id, player_id, buy_in_gold):
                 raise errors.PreconditionFailed("IDEMPOTENCY_KEY_REUSED", "this join key was used for another join")
-            if row["status"] == "seated" and existing is not None:
-                return existing.seat
+            if row["status"] == "seated":
+                if existing is not None and existing.join_tx == row["ledger_transaction_id"]:
+                    return existing.seat
+                # The seating this key paid for is over (or another one holds the seat): the
+                # ledger would answer REPLAYED and move nothing, so seating again would put
+                # chips on the table that no escrow backs.
+                raise errors.PreconditionFailed(
+                    "JOIN_KEY_USED", "this join key already seated the player once; a new join needs a new key"
+                )
             if row["status"] in ("failed", "refunded"):
                 raise errors.PreconditionFailed("JOIN_FAILED", f"this join already failed: {row['error']}")
             if existing is not None:
@@ -510,7 +536,10 @@ class Table:
             self.config.seats_max,
             owner_seat,
         )
-        seed = await self.deps.store.save_seed(self.table_id, hand_id, number, fairness.new_seed())
+        sealed = seeds.seal(self.deps.seal_key, hand_id, fairness.new_seed())
+        seed = seeds.unseal(
+            self.deps.seal_key, hand_id, await self.deps.store.save_seed(self.table_id, hand_id, number, sealed)
+        )
         started = HandStarted(
             table_id=self.table_id,
             hand_id=hand_id,
@@ -566,8 +595,8 @@ class Table:
                 raise errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {self.table_id}")
             if hand_id != hand.hand_id:
                 raise errors.PreconditionFailed("STALE_HAND", f"{hand_id} is not the hand in play ({hand.hand_id})")
-            if key in hand.act_keys:
-                previous, previous_body = hand.act_keys[key]
+            if (player_id, key) in hand.act_keys:
+                previous, previous_body = hand.act_keys[(player_id, key)]
                 if previous_body != body:
                     raise errors.PreconditionFailed("IDEMPOTENCY_KEY_REUSED", "this key was used for another action")
                 return previous
@@ -578,9 +607,9 @@ class Table:
                 raise errors.InvalidArgument("SEAT_MISMATCH", "the action's seat differs from the request's seat")
             with bound(table_id=self.table_id, hand_id=hand.hand_id):
                 new_state = self.module.apply(hand.state, body)
-                event = await self._hand_event(body, new_state, key)
+                event = await self._hand_event(body, new_state, key, player_id)
                 result = ActResult(event.seq, event.event_id)
-                hand.act_keys[key] = (result, body)
+                hand.act_keys[(player_id, key)] = (result, body)
                 metrics.ACTIONS.labels(self.config.game).inc()
                 await self._advance()
             return result
@@ -784,7 +813,7 @@ class Table:
         return result
 
     def watch(self, player_id: str | None) -> Watcher:
-        watcher = Watcher(self.viewer_seat(player_id), asyncio.Queue(maxsize=WATCH_QUEUE_MAX))
+        watcher = Watcher(player_id, asyncio.Queue(maxsize=WATCH_QUEUE_MAX))
         self.watchers.add(watcher)
         return watcher
 

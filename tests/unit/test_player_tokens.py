@@ -37,3 +37,29 @@ def test_a_token_signed_with_another_key_or_edited_is_refused():
 def test_issue_refuses_bad_input(player: str, ttl: int):
     with pytest.raises(errors.InvalidArgument):
         player_tokens.issue(KEY, player, ttl_s=ttl)
+
+
+@pytest.mark.parametrize("where", [0, 5, -3])
+def test_a_token_with_characters_outside_base64url_is_refused_wherever_they_are(where: int):
+    """Python's base64 decoder skips stray characters; a token has one spelling only."""
+    token, _ = player_tokens.issue("k", "alice", 60)
+    payload, signature = token.split(".")
+    for part in ("payload", "signature"):
+        text = payload if part == "payload" else signature
+        edited = text[:where] + "!!" + text[where:]
+        forged = f"{edited}.{signature}" if part == "payload" else f"{payload}.{edited}"
+        with pytest.raises(errors.Unauthenticated):
+            player_tokens.verify("k", forged)
+
+
+def test_a_token_whose_last_character_carries_stray_bits_is_refused():
+    token, _ = player_tokens.issue("k", "alice", 60)
+    payload, signature = token.split(".")
+    # 32 signature bytes are 43 characters: the last one carries 2 unused bits. Another
+    # character with the same used bits decodes to the same bytes and must be refused.
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet.index(signature[-1])
+    twin = alphabet[last ^ 1]
+    with pytest.raises(errors.Unauthenticated):
+        player_tokens.verify("k", f"{payload}.{signature[:-1]}{twin}")
+    assert player_tokens.verify("k", token) == "alice"

@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import time
 
 from socai import accounts, errors
@@ -26,8 +27,19 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
+_B64URL = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Strict unpadded base64url: Python's decoder skips characters outside the alphabet
+    and ignores stray trailing bits, so ``a!!b`` would decode like ``ab``. A token has
+    exactly one spelling; anything else is refused (ValueError)."""
+    if not _B64URL.fullmatch(text) or len(text) % 4 == 1:
+        raise ValueError("not unpadded base64url")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError("not the canonical base64url of its bytes")
+    return data
 
 
 def issue(key: str, player_id: str, ttl_s: int = TTL_DEFAULT_S, now: float | None = None) -> tuple[str, int]:

@@ -37,6 +37,14 @@ def test_defaults_are_filled_from_the_game():
         ({"buy_in_min_gold": 500, "buy_in_max_gold": 100}, "BAD_BUY_IN"),
         ({"turn_timeout_s": 601}, "BAD_TIMEOUT"),
         ({"auto_start_players": 7}, "BAD_AUTO_START"),
+        # Derived values must fit in int64 (a stake of 10^17 made buy_in_max overflow).
+        ({"stake_gold": 10**17}, "BAD_STAKE"),
+        ({"owner_player_id": "x" * 2_000_000}, "BAD_PLAYER_ID"),
+        ({"owner_player_id": "alice\x00"}, "BAD_PLAYER_ID"),
+        ({"options": {"min_bet": "9" * 5000}}, "BAD_OPTION"),
+        ({"game": "taixiu", "seats_max": 10, "options": {"guild_threshold_gold": "9" * 40}}, "BAD_OPTION"),
+        ({"options": {"bad\x00name": "1"}}, "BAD_OPTION"),
+        ({"options": {f"o{i}": "1" for i in range(33)}}, "BAD_OPTION"),
     ],
 )
 def test_bad_configurations_are_refused_with_a_reason(changes: dict, reason: str):
