@@ -30,6 +30,7 @@ CASHOUT_POLL_S = 0.25
 CASHOUT_BACKOFF_MAX_S = 5.0
 CASHOUT_ALARM_AFTER_S = 120.0
 WATCHDOG_PERIOD_S = 1.0
+WATCHDOG_BACKOFF_MAX_S = 10.0
 LIST_PAGE_MAX = 500
 
 
@@ -143,15 +144,32 @@ class TableManager:
     # --- background work ---------------------------------------------------------------
 
     async def _watchdog(self) -> None:
+        """Heartbeats and healing of every table (``Table.heal``), with a back-off per
+        table while its dependency is down: one failing table never stops the loop."""
         period = min(WATCHDOG_PERIOD_S, self.deps.heartbeat_timeout_s / 4)
+        failures: dict[str, int] = {}
+        retry_at: dict[str, float] = {}
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
             for table in list(self.tables.values()):
+                table_id = table.table_id
+                if retry_at.get(table_id, 0.0) > now:
+                    continue
                 try:
                     await table.check_heartbeats(now)
-                except errors.SocaiError as exc:
-                    log.warning("watchdog_failed", table_id=table.table_id, code=exc.code)
+                    await table.heal()
+                except Exception as exc:
+                    count = failures[table_id] = failures.get(table_id, 0) + 1
+                    retry_at[table_id] = now + min(WATCHDOG_BACKOFF_MAX_S, period * 2**count)
+                    metrics.HEAL_FAILURES.inc()
+                    if count in (1, 10) or count % 100 == 0:
+                        code = exc.code if isinstance(exc, errors.SocaiError) else type(exc).__name__
+                        log.warning("table_heal_failed", table_id=table_id, code=code, failures=count)
+                else:
+                    if failures.pop(table_id, 0):
+                        log.info("table_healed", table_id=table_id)
+                    retry_at.pop(table_id, None)
 
     def kick_cashouts(self) -> None:
         self._cashout_wakeup.set()

@@ -8,6 +8,7 @@ HANDS_ENDED = Counter("socai_table_hands_ended_total", "Hands ended", ["game"])
 ACTIONS = Counter("socai_table_actions_total", "Player actions accepted", ["game"])
 TIMEOUTS = Counter("socai_table_timeouts_total", "Timers that ran out", ["game", "timer"])
 TABLES = Gauge("socai_table_tables", "Open tables owned by this instance")
+HEAL_FAILURES = Counter("socai_table_heal_failures_total", "Watchdog attempts to heal a table that failed")
 TABLES_BROKEN = Gauge("socai_table_tables_broken", "Tables of this instance that could not be loaded at start")
 CASHOUTS_PENDING = Gauge("socai_table_cashouts_pending", "Cash-outs waiting for settlement")
 ESCROW_MISMATCH = Counter(

@@ -278,7 +278,32 @@ class Table:
             await self._rebuild()
 
     async def _rebuild(self) -> None:
-        """Rebuild seats and the hand in play from the stream (and the seeds in the DB)."""
+        """Rebuild seats and the hand in play from the stream (and the seeds in the DB).
+
+        A rebuild that fails (NATS or PostgreSQL down) leaves the table as it was and dirty:
+        reads go on showing the last known seats instead of an empty table, and the
+        watchdog's ``heal`` tries again.
+        """
+        before = (
+            dict(self.seats),
+            dict(self.seated_at),
+            self.facts_seq,
+            self.facts_subject_seq,
+            self.hand,
+            self.hands_played,
+        )
+        try:
+            await self._rebuild_from_log()
+        except BaseException:
+            (seats, seated_at, self.facts_seq, self.facts_subject_seq, self.hand, self.hands_played) = before
+            self.seats.clear()
+            self.seats.update(seats)
+            self.seated_at.clear()
+            self.seated_at.update(seated_at)
+            self.dirty = True
+            raise
+
+    async def _rebuild_from_log(self) -> None:
         self._cancel_timer()
         self.seats.clear()
         self.seated_at.clear()
@@ -637,6 +662,8 @@ class Table:
             await self._hand_event(body, self.module.apply(hand.state, body))
             if isinstance(body, HandEnded):
                 hand.ended = True
+                # Counted when written, not in _after_hand, which a rebuild runs again.
+                metrics.HANDS_ENDED.labels(self.config.game).inc()
                 await self._after_hand()
                 return
         raise errors.PreconditionFailed("HAND_RUNAWAY", f"{hand.hand_id} did not settle into a decision")
@@ -660,7 +687,6 @@ class Table:
         self.pot_gold = settlement.pot_carry_gold
         self.last_hand = hand
         self.hand = None
-        metrics.HANDS_ENDED.labels(self.config.game).inc()
         log.info("hand_ended", table_id=self.table_id, hand_id=hand.hand_id, nets=dict(settlement.nets))
         for seat in sorted(self.seats.values(), key=lambda s: s.seat):
             if seat.leaving or seat.stack_gold <= 0:
@@ -756,7 +782,11 @@ class Table:
             return
         if len(self.participants()) < max(wanted, self.module.SPEC.players_min):
             return
-        if self.start_task is not None and not self.start_task.done():
+        running = self.start_task
+        # A hand can end inside its own auto-start (everyone all-in from the blinds): the
+        # running task is then this very call's caller, about to finish, and must not stop
+        # the next hand from being scheduled.
+        if running is not None and not running.done() and running is not asyncio.current_task():
             return
         self.start_task = asyncio.get_running_loop().create_task(self._autostart())
 
@@ -771,6 +801,31 @@ class Table:
                 await self._start_hand()
             except errors.SocaiError as exc:
                 log.warning("autostart_failed", table_id=self.table_id, code=exc.code, error=exc.message)
+            except Exception as exc:  # a database or NATS client error: heal() tries again
+                log.error("autostart_crashed", table_id=self.table_id, error=str(exc)[:500], exc_info=exc)
+
+    async def heal(self) -> None:
+        """Put the table back in motion after a failure no client call will notice.
+
+        The manager's watchdog calls this every second (a supervisor, STYLE.md habit 14): a
+        table whose log may hold more than it knows (a failed append: NATS was down) is
+        rebuilt, which re-arms the timer of its hand; a hand in play waiting for a decision
+        with no timer armed gets one; a table that should auto-start gets its start
+        scheduled. Raises what the rebuild raises (the watchdog backs off and retries).
+        """
+        if self.closed or self.lock.locked():
+            return
+        async with self.lock:
+            if self.dirty:
+                log.info("table_healing", table_id=self.table_id)
+                await self._rebuild()
+                return
+            hand = self.hand
+            if hand is not None and not hand.ended:
+                if self.timer_task is None or self.timer_task.done():
+                    await self._advance()
+            elif hand is None:
+                self._maybe_autostart()
 
     # --- views -------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import pytest
@@ -109,3 +110,29 @@ def test_the_xito_winner_of_a_played_hand_is_dealt_first_next():
     rng = random.Random(7)
     _, state = play_hand(xito, started, bytes(range(32)), lambda st, seat, options: rng.choice(options))
     assert xito.next_hand_dealer(state, 0, (0, 2, 4), 5, 0) == xito.winner(state)
+
+
+async def test_a_hand_that_ends_inside_its_own_auto_start_schedules_the_next_one():
+    """Issue 17, defect 2: the hand ended inside the auto-start task, which then saw itself
+    running and scheduled nothing; no hand ever started again at that table."""
+    from socai_table.model import Seat
+    from socai_table.table import Table
+
+    config = TableConfig(
+        game="holdem", stake_gold=100, fee_bps=0, seats_max=2, auto_start_players=2, between_hands_ms=60_000
+    ).normalized()
+    table = Table("t1", config, deps=None)  # type: ignore[arg-type]  # nothing here reaches a dependency
+    table.seats = {0: Seat(0, "a", 1000), 1: Seat(1, "b", 1000)}
+
+    async def inside_the_start_task() -> asyncio.Task[None] | None:
+        table._maybe_autostart()  # what _after_hand does when the hand ends right away
+        return table.start_task
+
+    table.start_task = asyncio.get_running_loop().create_task(inside_the_start_task())
+    running = table.start_task
+    scheduled = await running
+    assert scheduled is not None and scheduled is not running and not scheduled.done()
+    scheduled.cancel()
+    # From outside, a running start is left alone (no second start for one table).
+    table._maybe_autostart()
+    assert table.start_task is scheduled
