@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from socai import errors
 from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
+from socai.infra import grpc_server
 from socai.infra.grpc_client import channel
 from socai.infra.grpc_errors import error_reason, from_rpc_error
 from socai.infra.grpc_server import AccessPolicy, build_server, current_caller
@@ -169,6 +170,7 @@ async def test_every_rpc_writes_one_log_line_with_method_status_and_latency(serv
         structlog.configure(wrapper_class=previous)
     lines = [entry for entry in logs if entry["event"] == "rpc"]
     assert [line["status"] for line in lines] == ["OK", "NOT_FOUND"]
+    assert lines[0]["sampled_1_in"] == grpc_server.OK_LOG_EVERY
     assert all(line["method"] == "/socai.settlement.v1.SettlementService/GetSettlement" for line in lines)
     assert all(isinstance(line["latency_ms"], float) and line["latency_ms"] >= 0 for line in lines)
     assert lines[1]["reason"] == "SETTLEMENT_NOT_FOUND"
@@ -200,3 +202,26 @@ async def test_a_wrong_token_is_refused_every_time_even_after_the_right_one_was_
             policy.caller_of({"authorization": "Bearer table-secreT"})
     with pytest.raises(errors.Unauthenticated):
         policy.caller_of({})
+
+
+async def test_routine_successes_are_sampled_and_every_failure_is_logged(server: str):
+    """Issue 17, defect 8: one INFO line per RPC made the table log 235 MB in 25 minutes."""
+    import logging
+
+    import structlog
+    from structlog.testing import capture_logs
+
+    previous = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    calls = grpc_server.OK_LOG_EVERY + 1
+    try:
+        with capture_logs() as logs:
+            for _ in range(calls):
+                await _two_calls(server)
+    finally:
+        structlog.configure(wrapper_class=previous)
+    lines = [entry for entry in logs if entry["event"] == "rpc"]
+    failures = [line for line in lines if line["status"] != "OK"]
+    successes = [line for line in lines if line["status"] == "OK"]
+    assert len(failures) == calls
+    assert 1 <= len(successes) <= 3  # the first (of this method, if not logged before) and one in 100
