@@ -224,4 +224,6 @@ async def test_routine_successes_are_sampled_and_every_failure_is_logged(server:
     failures = [line for line in lines if line["status"] != "OK"]
     successes = [line for line in lines if line["status"] == "OK"]
     assert len(failures) == calls
-    assert 1 <= len(successes) <= 3  # the first (of this method, if not logged before) and one in 100
+    # The first and the 101st; a call slower than SLOW_RPC_S on a loaded machine adds one.
+    assert 1 <= len(successes) < calls // 10
+    assert all(line["sampled_1_in"] == grpc_server.OK_LOG_EVERY for line in successes)
