@@ -29,8 +29,13 @@ ending with this HandEnded); otherwise the hand is read by subject, which is the
 A table's hands must reach the ledger in the order they were played (each hand's stacks
 include the one before), so nothing here reorders: one pull at a time, chunks posted and
 stored in order, a held batch given back with a nak (redelivered ahead of newer messages),
-and at start the redeliveries a killed instance left behind are waited for
-(``_await_foreign_redeliveries``).
+and at start the unsettled HandEnded messages a killed instance left unacked are settled
+first, read from the stream (``_recover``).
+
+Messages acked with no effect — bytes that are not an Event on a hand already settled, a
+second HandEnded of a hand, a hand's event after its settlement — are counted in
+``socai_settlement_ignored_messages_total{kind}`` and logged with their stream sequence
+(``IgnoredMessages``).
 
 Throughput: a pulled batch is cut into chunks, and each chunk goes through three stages
 that overlap — replay (``Settler.prepare``: a worker process), post (one PostTransactions
@@ -63,9 +68,10 @@ from nats.js.errors import NotFoundError
 
 from socai.gen.events.v1 import events_pb2
 from socai.infra.logging import bound, get_logger
-from socai_settlement import metrics
+from socai_settlement import metrics, recovery
 from socai_settlement.config import SettlementConfig
 from socai_settlement.poster import Backoff
+from socai_settlement.recovery import subject_tokens
 from socai_settlement.replayer import EventBytes
 from socai_settlement.settler import HandJob, PostedBatch, Prepared, Settler
 from socai_settlement.store import NewDeadLetter
@@ -80,6 +86,11 @@ REDELIVERY_MARGIN_S: Final = 0.5
 PULL_PENDING_MSGS_MAX: Final = 100_000  # above fetch_batch: the inbox never drops a message
 PULL_GRACE_S: Final = 1.0  # past a pull request's expiry, give up waiting for its 408
 REDELIVERY_FETCHES_MAX: Final = 1_000  # a limit on the loop that collects a killed instance's messages
+IGNORED_LOG_EVERY_S: Final = 60.0  # one line per kind of ignored message at most this often
+# Kinds of ``socai_settlement_ignored_messages_total``: messages acked with no effect.
+NOT_AN_EVENT: Final = "not_an_event"  # bytes that are not an Event, on a hand already settled
+DUPLICATE_HAND_ENDED: Final = "duplicate_hand_ended"  # a second HandEnded of a hand (another stream seq)
+EVENT_AFTER_SETTLEMENT: Final = "event_after_settlement"  # a hand's event after its settlement
 ACK: Final = b""
 IN_PROGRESS: Final = b"+WPI"
 NAK: Final = b"-NAK"
@@ -300,6 +311,30 @@ class Pull:
         return [buffer.popleft() for _ in range(batch)]
 
 
+class IgnoredMessages:
+    """Messages acked with no effect (garbage or a duplicate on a hand already settled, a
+    hand's event after its settlement): counted by kind, and logged with their stream
+    sequence — the first of each kind at once, then at most one line per kind every
+    ``IGNORED_LOG_EVERY_S`` with how many came since, so that a flood of them (a
+    misbehaving publisher) is seen without flooding the log."""
+
+    def __init__(self, log_every_s: float = IGNORED_LOG_EVERY_S) -> None:
+        self.log_every_s = log_every_s
+        self._logged_at: dict[str, float] = {}
+        self._since: dict[str, int] = {}
+
+    def add(self, kind: str, stream_seq: int, **context: Any) -> None:
+        metrics.IGNORED.labels(kind).inc()
+        count = self._since[kind] = self._since.get(kind, 0) + 1
+        now = time.monotonic()
+        last = self._logged_at.get(kind)
+        if last is not None and now - last < self.log_every_s:
+            return
+        self._logged_at[kind] = now
+        self._since[kind] = 0
+        log.warning("message_ignored", kind=kind, stream_seq=stream_seq, count=count, **context)
+
+
 @dataclass
 class _Chunk:
     """Up to ``post_batch_max`` finished hands, being replayed, with the messages to ack
@@ -315,14 +350,6 @@ class _Chunk:
 class _Pending:
     job: HandJob
     msgs: list[Delivery] = field(default_factory=list)
-
-
-def subject_tokens(subject: str) -> tuple[str, str]:
-    """(table_id, hand_id) of ``{prefix}.{table_id}.{hand_id}``."""
-    parts = subject.rsplit(".", 2)
-    if len(parts) < 3:
-        return "", parts[-1]
-    return parts[1], parts[2]
 
 
 class Consumer:
@@ -349,6 +376,7 @@ class Consumer:
         self._replaying: set[asyncio.Future[Prepared]] = set()
         self._started = False
         self.batches = 0
+        self.ignored = IgnoredMessages()
 
     # --- setup --------------------------------------------------------------------------
 
@@ -433,9 +461,10 @@ class Consumer:
         try:
             carry: list[Delivery] = []
             if not self._started:
-                # Only at the process's first run: a later run gave back what it held itself.
+                # Until it succeeds once in this process: a later run gave back what it
+                # held itself.
+                carry = await self._recover(stop)
                 self._started = True
-                carry = await self._await_foreign_redeliveries(stop)
             while not stop.is_set():
                 for stage in stages:
                     if stage.done():
@@ -478,18 +507,25 @@ class Consumer:
                 with contextlib.suppress(Exception):
                     await self.nc.publish(held[seq], NAK)
 
-    async def _await_foreign_redeliveries(self, stop: asyncio.Event) -> list[Delivery]:
-        """Let the messages a killed instance took and never acked come back first.
+    async def _recover(self, stop: asyncio.Event) -> list[Delivery]:
+        """Settle what a stopped instance took and never acked before anything newer.
 
-        JetStream redelivers them only when their ack wait runs out, and meanwhile hands out
-        newer messages: a table's later hand could then reach the ledger before an earlier
-        one (see ``_give_back``). So the first message is pulled alone: a redelivery (or no
-        message) means nothing is outstanding ahead of us; a fresh message while other acks
-        are pending means another instance holds older ones. Then the fresh message is kept
-        (with progress beats) until the last delivery is ``ack_wait`` old, when the server
-        hands out the redeliveries first — over as many pulls as they take, until all of
-        them came or a fresh message shows there are no more — and it joins them in stream
-        order. This costs at most ``ack_wait`` after an unclean stop, nothing otherwise.
+        JetStream redelivers those messages only when their ack wait runs out, and meanwhile
+        hands out newer ones: a table's later hand could then reach the ledger before an
+        earlier one (see ``_give_back``). So the first message is pulled alone: a redelivery
+        (or no message) means nothing is outstanding ahead of us; a fresh message while other
+        acks are pending means another instance holds older ones. They lie between the
+        consumer's ack floor and this message: that range is read from the stream
+        (``recovery``), and the HandEnded messages in it whose hands are neither settled nor
+        dead-lettered are settled now, in stream order. The cost is what is really pending —
+        nothing when the stopped instance held no unsettled HandEnded — not an ``ack_wait``
+        per restart. Their redeliveries come later and are acked as already settled.
+
+        It waits for the redeliveries instead (``_await_redeliveries``) when the range is
+        longer than ``recovery.SCAN_MESSAGES_MAX``, and when a hand must be
+        settled while some outstanding message was redelivered already: a hand that crashes
+        the process must use up its deliveries towards MAX_DELIVERIES, not be settled from
+        the stream at every start, which no delivery count would ever stop.
         (One instance per durable: scaling out means partitioning the tables, see README.)
 
         Returns the messages to handle before the next pull.
@@ -506,11 +542,72 @@ class Consumer:
             log.warning("consumer_info_unavailable", error=repr(exc))
             return first
         others = int(info.num_ack_pending or 0) - 1
-        last = info.delivered.last_active if info.delivered is not None else None
-        if others <= 0 or last is None:
+        if others <= 0:
             return first
-        self._held[id(msg)] = (msg, time.monotonic())  # beaten while we wait
-        age_s = (datetime.now(UTC) - last).total_seconds()
+        floor = int(info.ack_floor.stream_seq or 0) if info.ack_floor is not None else 0
+        self._held[id(msg)] = (msg, time.monotonic())  # beaten while we work or wait
+        try:
+            if await self._settle_outstanding(stop, floor + 1, msg.stream_seq - 1, others, info):
+                return first
+            collected = await self._await_redeliveries(stop, info, others)
+        finally:
+            # Not given back with a nak if this fails: a nak would make it look like a
+            # redelivery to the next run, which would then skip this recovery; left pending,
+            # it is inside the range the next run reads.
+            self._held.pop(id(msg), None)
+        return sorted([*collected, msg], key=lambda m: m.stream_seq)
+
+    async def _settle_outstanding(
+        self, stop: asyncio.Event, first_seq: int, last_seq: int, others: int, info: js_api.ConsumerInfo
+    ) -> bool:
+        """Settle the unsettled HandEnded messages of ``first_seq..last_seq`` from the
+        stream (see ``_recover``); False when the redeliveries must be waited for instead."""
+        span = last_seq - first_seq + 1
+        if span > recovery.SCAN_MESSAGES_MAX:
+            log.warning("outstanding_range_too_long", messages=span, limit=recovery.SCAN_MESSAGES_MAX)
+            return False
+        clock = time.monotonic()
+        found = await self.settler.retrying(
+            lambda: recovery.outstanding_hand_ends(
+                self.nc, self.settler.store, self.stream, f"{self.prefix}.>", first_seq, last_seq
+            ),
+            None,
+        )
+        redelivered = int(info.num_redelivered or 0)
+        if found.jobs and redelivered:
+            log.warning(
+                "outstanding_hands_wait_for_redelivery", hands=len(found.jobs), redelivered_messages=redelivered
+            )
+            return False
+        settled = 0
+        step = self.config.post_batch_max
+        for start in range(0, len(found.jobs), step):
+            if stop.is_set():
+                break  # what is left stays pending: the next start reads it again
+            for o in await self.settler.settle(found.jobs[start : start + step]):
+                if o.settled:
+                    self._remember(o.hand_id)
+                    settled += not o.already_settled
+        metrics.RECOVERED.inc(settled)
+        log.warning(
+            "outstanding_settled",
+            unacked_messages=others,
+            scanned=found.scanned,
+            hand_ends=found.hand_ends,
+            hands=len(found.jobs),
+            settled=settled,
+            first_stream_seq=first_seq,
+            last_stream_seq=last_seq,
+            elapsed_s=round(time.monotonic() - clock, 3),
+        )
+        return True
+
+    async def _await_redeliveries(self, stop: asyncio.Event, info: js_api.ConsumerInfo, others: int) -> list[Delivery]:
+        """Wait until the last delivery is ``ack_wait`` old, when the server hands out the
+        redeliveries first — over as many pulls as they take, until all of them came or a
+        fresh message shows there are no more. At most ``ack_wait``."""
+        last = info.delivered.last_active if info.delivered is not None else None
+        age_s = (datetime.now(UTC) - last).total_seconds() if last is not None else 0.0
         wait_s = max(0.0, self.config.ack_wait_s - age_s) + REDELIVERY_MARGIN_S
         log.warning("awaiting_redeliveries", messages=others, wait_s=round(wait_s, 1))
         with contextlib.suppress(TimeoutError):
@@ -525,8 +622,7 @@ class Consumer:
             redelivered += sum(1 for m in got if m.num_delivered > 1)
             if redelivered >= others or any(m.num_delivered == 1 for m in got):
                 break
-        self._held.pop(id(msg), None)
-        return sorted([*collected, msg], key=lambda m: m.stream_seq)
+        return collected
 
     async def _post_loop(
         self,
@@ -554,6 +650,9 @@ class Consumer:
         for o in outcomes:
             if o.settled:
                 self._remember(o.hand_id)
+            if o.duplicate_of is not None:
+                seq, settled_seq = o.duplicate_of
+                self.ignored.add(DUPLICATE_HAND_ENDED, seq, hand_id=o.hand_id, settled_from_stream_seq=settled_seq)
         metrics.LAST_SETTLED_SEQ.set(chunk.last_stream_seq)
         await self._ack(chunk.msgs)
         for m in chunk.msgs:
@@ -595,8 +694,7 @@ class Consumer:
                     finished.append(msg)
                     continue
                 if hand_id in recent:
-                    metrics.LATE_EVENTS.inc()
-                    log.warning("event_after_settlement", hand_id=hand_id, event_id=ev.event_id, stream_seq=stream_seq)
+                    self.ignored.add(EVENT_AFTER_SETTLEMENT, stream_seq, subject=msg.subject)
                 else:
                     cache.add(table_id, hand_id, stream_seq, EventBytes(ev.seq, ev.hand_id, ev.table_id, msg.data))
                 finished.append(msg)
@@ -612,7 +710,9 @@ class Consumer:
             held[id(msg)] = (msg, now)
             seen = pending.get(hand_id)
             if seen is not None:
-                seen.msgs.append(msg)  # the same HandEnded twice in one batch
+                seen.msgs.append(msg)  # acked with the first, once the hand is settled
+                if stream_seq != seen.job.stream_seq:  # not a redelivery of the same message
+                    self.ignored.add(DUPLICATE_HAND_ENDED, stream_seq, subject=msg.subject)
                 continue
             end = EventBytes(ev.seq, ev.hand_id, ev.table_id, msg.data)
             hand_events = cache.take(table_id, hand_id, stream_seq, end)
@@ -647,6 +747,9 @@ class Consumer:
         ids = [d.hand_id for d, _ in items]
         settled = await self.settler.retrying(lambda: self.settler.store.settled_among(ids), None)
         dead = [d for d, _ in items if d.hand_id not in settled]
+        for d, m in items:
+            if d.hand_id in settled and d.reason == BAD_EVENT:
+                self.ignored.add(NOT_AN_EVENT, d.stream_seq, subject=m.subject)
         if dead:
             await self.settler.retrying(lambda: self.settler.store.commit_rows([], dead), None)
         for d in dead:

@@ -13,7 +13,15 @@ HANDS_READ = Counter(
     ["source"],
 )
 MESSAGES = Counter("socai_settlement_messages_total", "Stream messages handled, by kind", ["kind"])
-LATE_EVENTS = Counter("socai_settlement_late_events_total", "Events that arrived for a hand already settled")
+IGNORED = Counter(
+    "socai_settlement_ignored_messages_total",
+    "Messages acked with no effect: not an Event on a settled hand, a second HandEnded, an event after settlement",
+    ["kind"],
+)
+RECOVERED = Counter(
+    "socai_settlement_recovered_hands_total",
+    "HandEnded messages a stopped instance left unacknowledged, settled at start from the stream",
+)
 LAG = Gauge("socai_settlement_lag_messages", "Stream last sequence minus the consumer's ack floor")
 PENDING = Gauge("socai_settlement_pending_messages", "Messages the durable consumer has not delivered yet")
 LAST_SETTLED_SEQ = Gauge("socai_settlement_last_settled_stream_seq", "Stream sequence of the last settled HandEnded")

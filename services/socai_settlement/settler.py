@@ -3,7 +3,9 @@ consumer and for RetryDeadLetter.
 
 For each hand (in the order given, which is stream order):
 
-1. already settled (a redelivered HandEnded) → nothing to do;
+1. already settled (a redelivered HandEnded) → nothing to do; a HandEnded at another stream
+   sequence than the one the hand was settled from is a duplicate (``Outcome.duplicate_of``,
+   which the consumer counts);
 2. its events: the consumer's cached copy when it is complete, else read by subject (the
    stream is the truth);
 3. ``socai.audit.replay.replay``: gapless seq, the seed against the commitment and every
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -37,7 +39,7 @@ from socai.audit.keys import find_settlement, settlement_key
 from socai.audit.replay import diff_entries
 from socai.events.log import EventLog
 from socai.infra.logging import get_logger
-from socai_settlement import convert, metrics
+from socai_settlement import convert, lookups, metrics
 from socai_settlement.convert import SettledHand
 from socai_settlement.poster import Backoff, LedgerPoster, Posted
 from socai_settlement.replayer import Replayer
@@ -73,6 +75,9 @@ class Outcome:
     already_settled: bool = False
     row: HandRow | None = None
     dead: NewDeadLetter | None = None
+    # (this HandEnded's stream seq, the one the hand was settled from) when they differ: a
+    # second HandEnded of a settled hand, not a redelivery of the first.
+    duplicate_of: tuple[int, int] | None = None
 
 
 @dataclass
@@ -95,6 +100,8 @@ class Prepared:
     replayed: list[tuple[HandJob, SettledHand]]
     dead: list[NewDeadLetter]
     stats: BatchStats
+    jobs: dict[str, HandJob] = field(default_factory=dict)  # the first job of each hand
+    settled_from: dict[str, int] = field(default_factory=dict)  # stream seq of each settled hand's record
 
 
 @dataclass
@@ -142,6 +149,7 @@ class Settler:
         done = await self.retrying(lambda: self.store.settled_among(ids), on_wait)
         todo = [j for j in unique.values() if j.hand_id not in done]
         stats.already = len(done)
+        settled_from = await self._settled_from(done, on_wait)
         events = await self._events(todo, on_wait, stats)
         stats.timings_s["read"] = time.perf_counter() - clock
 
@@ -170,7 +178,7 @@ class Settler:
                 detail = f"{job.hand_id}: {replay_answer.crashed}"
                 dead.append(NewDeadLetter(job.hand_id, job.table_id, REPLAY_FAILED, detail, job.stream_seq))
         stats.timings_s["replay"] = time.perf_counter() - clock
-        return Prepared(ids, done, replayed, dead, stats)
+        return Prepared(ids, done, replayed, dead, stats, unique, settled_from)
 
     async def commit(
         self, prepared: Prepared, on_wait: OnWait | None = None, keys: dict[str, str] | None = None
@@ -224,6 +232,10 @@ class Settler:
         inserted = await self.retrying(lambda: self.store.commit_rows(rows, dead), on_wait)
         stats.timings_s["store"] = time.perf_counter() - clock
 
+        settled_from = dict(prepared.settled_from)
+        # A row not inserted: the hand was stored meanwhile (the same hand in the chunk
+        # before this one, still in the pipeline when this one was prepared).
+        settled_from.update(await self._settled_from([r.hand_id for r in rows if r.hand_id not in inserted], on_wait))
         outcomes = {h: Outcome(h, settled=True, already_settled=True) for h in prepared.already}
         games: dict[str, int] = {}
         for row in rows:
@@ -231,6 +243,11 @@ class Settler:
             outcomes[row.hand_id] = Outcome(row.hand_id, settled=True, already_settled=not fresh, row=row)
             if fresh:
                 games[row.game] = games.get(row.game, 0) + 1
+        for hand_id, seq in settled_from.items():
+            job = prepared.jobs.get(hand_id)
+            outcome = outcomes.get(hand_id)
+            if job is not None and outcome is not None and job.stream_seq != seq:
+                outcome.duplicate_of = (job.stream_seq, seq)
         for game, count in games.items():
             metrics.HANDS_SETTLED.labels(game).inc(count)
         for d in dead:
@@ -241,6 +258,13 @@ class Settler:
         stats.dead = len(dead)
         self.last = stats
         return [outcomes[h] for h in prepared.hand_ids]
+
+    async def _settled_from(self, hand_ids: Collection[str], on_wait: OnWait | None) -> dict[str, int]:
+        """The stream seq each of these settled hands was settled from (none: no query)."""
+        if not hand_ids:
+            return {}
+        ids = list(hand_ids)
+        return await self.retrying(lambda: lookups.settled_seqs(self.store, ids), on_wait)
 
     async def retry(self, job: HandJob) -> Outcome:
         """Settle one dead-lettered hand again (RetryDeadLetter): the same path, except that

@@ -5,7 +5,10 @@ that instance is the table's only writer. A request for a table owned elsewhere 
 with FAILED_PRECONDITION ``TABLE_NOT_OWNED`` (the router sends it to the owner).
 Background tasks: a heartbeat watchdog (missed heartbeats become PlayerDisconnected) and
 the cash-out worker (escrow → wallet once the player's last hand is settled, after
-checking that the ledger's escrow equals the table's stack).
+checking that the ledger's escrow equals the table's stack). A cash-out that cannot be
+completed yet is tried again later, each time after a longer pause (``CashoutRetries``), so
+that a settlement that lags (a restart) is not asked about every pending cash-out four
+times a second; a new cash-out is tried at once.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from dataclasses import dataclass
 
 from socai import accounts, errors
 from socai.events import codec
@@ -26,8 +30,9 @@ from socai_table.table import Deps, Table, table_opened
 
 log = get_logger("socai.table.manager")
 
-CASHOUT_POLL_S = 0.25
-CASHOUT_BACKOFF_MAX_S = 5.0
+CASHOUT_POLL_S = 0.25  # the first pause before a cash-out is tried again
+CASHOUT_BACKOFF_MAX_S = 5.0  # the longest pause: while a dependency is down, and between tries of one cash-out
+CASHOUT_SWEEP_S = 5.0  # look for pending cash-outs at least this often, kicked or not
 CASHOUT_ALARM_AFTER_S = 120.0
 WATCHDOG_PERIOD_S = 1.0
 WATCHDOG_BACKOFF_MAX_S = 10.0
@@ -50,6 +55,52 @@ def _check_encodable(table_id: str, config: TableConfig) -> None:
         raise errors.InvalidArgument("BAD_CONFIG", f"the table's configuration is over {TABLE_OPENED_MAX_BYTES} bytes")
 
 
+@dataclass
+class _Retry:
+    tries: int
+    due: float  # time.monotonic() of the next try
+
+
+class CashoutRetries:
+    """When each pending cash-out that could not be completed is tried next: after
+    ``CASHOUT_POLL_S``, then twice as long each time, up to ``CASHOUT_BACKOFF_MAX_S``.
+
+    Per cash-out, so that one waiting for a hand that is not settled yet never delays
+    another: a cash-out seen for the first time is due at once.
+    """
+
+    def __init__(self, first_s: float = CASHOUT_POLL_S, max_s: float = CASHOUT_BACKOFF_MAX_S) -> None:
+        self.first_s = first_s
+        self.max_s = max_s
+        self._retries: dict[str, _Retry] = {}
+
+    def due(self, cashout_id: str, now: float) -> bool:
+        retry = self._retries.get(cashout_id)
+        return retry is None or retry.due <= now
+
+    def later(self, cashout_id: str, now: float) -> tuple[int, float]:
+        """Record a try that did not complete; (tries so far, pause before the next)."""
+        retry = self._retries.get(cashout_id)
+        tries = 1 if retry is None else retry.tries + 1
+        pause_s = min(self.max_s, self.first_s * 2 ** (tries - 1))
+        self._retries[cashout_id] = _Retry(tries, now + pause_s)
+        return tries, pause_s
+
+    def forget(self, cashout_id: str) -> None:
+        self._retries.pop(cashout_id, None)
+
+    def keep_only(self, cashout_ids: set[str]) -> None:
+        """Drop what is known of cash-outs no longer pending (finished, or alarmed)."""
+        for cashout_id in [c for c in self._retries if c not in cashout_ids]:
+            del self._retries[cashout_id]
+
+    def next_due_in(self, now: float) -> float | None:
+        """Seconds until the next cash-out is due (None: none waits)."""
+        if not self._retries:
+            return None
+        return max(0.0, min(r.due for r in self._retries.values()) - now)
+
+
 class TableManager:
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
@@ -57,7 +108,9 @@ class TableManager:
         self.tables: dict[str, Table] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._cashout_wakeup = asyncio.Event()
+        self._cashout_wakeup.set()  # the first pass at once: cash-outs left pending by a restart
         self._first_seen: dict[str, float] = {}
+        self.cashout_retries = CashoutRetries()
         self.broken: dict[str, str] = {}  # table id -> why it could not be loaded
 
     async def start(self) -> None:
@@ -175,19 +228,24 @@ class TableManager:
         self._cashout_wakeup.set()
 
     async def _cashout_worker(self) -> None:
+        """Complete pending cash-outs, each when it is due (``CashoutRetries``).
+
+        Wakes at a kick (a new cash-out), when the next cash-out is due, and at least every
+        ``CASHOUT_SWEEP_S``. While the ledger or settlement is unreachable (UNAVAILABLE)
+        the whole pass backs off, up to ``CASHOUT_BACKOFF_MAX_S``; a kick still wakes it.
+        """
         failures = 0
         while True:
-            # Back off while the ledger or settlement is unreachable; a kick (a new
-            # cash-out) still wakes the worker at once.
-            wait_s = min(CASHOUT_BACKOFF_MAX_S, CASHOUT_POLL_S * 2**failures)
+            if failures:
+                wait_s = min(CASHOUT_BACKOFF_MAX_S, CASHOUT_POLL_S * 2**failures)
+            else:
+                due_in = self.cashout_retries.next_due_in(time.monotonic())
+                wait_s = CASHOUT_SWEEP_S if due_in is None else min(CASHOUT_SWEEP_S, due_in)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._cashout_wakeup.wait(), wait_s)
             self._cashout_wakeup.clear()
             try:
-                pending = await self.deps.store.pending_cashouts(list(self.tables))
-                metrics.CASHOUTS_PENDING.set(len(pending))
-                for cashout in pending:
-                    await self.process_cashout(cashout)
+                await self._cashout_pass()
                 failures = 0
             except errors.SocaiError as exc:
                 failures = min(failures + 1, 8)
@@ -197,12 +255,64 @@ class TableManager:
                 failures = min(failures + 1, 8)
                 log.error("cashout_worker_crashed", error=str(exc), exc_info=exc)
 
-    async def process_cashout(self, cashout: Cashout) -> bool:
-        """Try to complete one cash-out; True when done."""
+    async def _cashout_pass(self) -> None:
+        """Try every pending cash-out that is due. Raises Unavailable (and stops the pass)
+        when the ledger, settlement or the database is unreachable: every cash-out would
+        fail the same way. Any other failure backs that one cash-out off and the pass goes
+        on: one cash-out the ledger refuses must not hold back the others."""
+        pending = await self.deps.store.pending_cashouts(list(self.tables))
+        metrics.CASHOUTS_PENDING.set(len(pending))
+        retries = self.cashout_retries
+        ids = {c.cashout_id for c in pending}
+        retries.keep_only(ids)
+        for gone in [c for c in self._first_seen if c not in ids]:
+            del self._first_seen[gone]
+        unsettled: set[str] = set()  # hands found unsettled in this pass: asked about once
+        for cashout in pending:
+            now = time.monotonic()
+            if not retries.due(cashout.cashout_id, now):
+                continue
+            try:
+                done = await self.process_cashout(cashout, unsettled)
+            except errors.Unavailable:
+                raise
+            except Exception as exc:
+                tries, pause_s = retries.later(cashout.cashout_id, now)
+                if tries in (1, 10) or tries % 100 == 0:
+                    code = exc.code if isinstance(exc, errors.SocaiError) else type(exc).__name__
+                    log.warning(
+                        "cashout_failed",
+                        cashout_id=cashout.cashout_id,
+                        table_id=cashout.table_id,
+                        code=code,
+                        error=str(exc),
+                        tries=tries,
+                        retry_in_s=pause_s,
+                        exc_info=exc if not isinstance(exc, errors.SocaiError) else None,
+                    )
+                continue
+            if done:
+                retries.forget(cashout.cashout_id)
+            else:
+                # Not settled yet, or the escrow not yet what the table says: an expected
+                # wait (settlement lags the table), not a warning.
+                retries.later(cashout.cashout_id, now)
+
+    async def process_cashout(self, cashout: Cashout, unsettled: set[str] | None = None) -> bool:
+        """Try to complete one cash-out; True when done, False when it must wait (its last
+        hand is not settled yet, or the ledger's escrow differs from the stack within the
+        grace period). ``unsettled``: hands already found unsettled in this pass (not asked
+        again), to which a hand found unsettled is added."""
         money = self.deps.money
         first = self._first_seen.setdefault(cashout.cashout_id, time.monotonic())
-        if cashout.last_hand_id and not await money.is_settled(cashout.last_hand_id):
-            return False
+        hand_id = cashout.last_hand_id
+        if hand_id:
+            if unsettled is not None and hand_id in unsettled:
+                return False
+            if not await money.is_settled(hand_id):
+                if unsettled is not None:
+                    unsettled.add(hand_id)
+                return False
         escrow = accounts.escrow(cashout.table_id, cashout.player_id)
         balance = await money.balance(escrow)
         if balance != cashout.amount_gold:

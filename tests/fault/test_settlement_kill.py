@@ -85,8 +85,9 @@ async def test_a_settlement_killed_mid_batch_posts_every_hand_exactly_once_after
         at_kill = settled_count(settings)
         assert HANDS // 4 <= at_kill < HANDS, at_kill
 
-        # The restarted service first waits (at most ack_wait, 30 s) for the messages the
-        # killed one held, so that every table's hands still reach the ledger in order.
+        # The restarted service first settles, from the stream, the HandEnded messages the
+        # killed one held unacked, so that every table's hands still reach the ledger in
+        # order (without waiting for their redelivery, see test_settlement_restarts).
         proc = await start_settlement(settings, log_path)
         for _ in range(1800):
             if settled_count(settings) == HANDS:
@@ -114,4 +115,5 @@ async def test_a_settlement_killed_mid_batch_posts_every_hand_exactly_once_after
     assert dead is not None and dead[0] == 0
     log_text = log_path.read_text()
     assert log_text.count("settlement_started") == 2
-    assert "awaiting_redeliveries" in log_text
+    assert "outstanding_settled" in log_text
+    assert "awaiting_redeliveries" not in log_text

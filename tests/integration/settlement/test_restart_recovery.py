@@ -1,0 +1,233 @@
+"""A settlement that starts after another instance died holding messages settles what that
+instance left unacked from the stream, at once — not after the messages' ``ack_wait`` — and
+their redeliveries, when they come, change nothing (issue 17, defect 6)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+import pytest
+from nats.js import api as js_api
+from prometheus_client import REGISTRY
+from structlog.testing import capture_logs
+
+from socai.audit.simulate import fund, publish, simulate
+from socai.gen.events.v1 import events_pb2
+from tests.support.settlement import Harness, wait_for
+
+pytestmark = pytest.mark.integration
+
+ACK_WAIT_S = 8.0  # long enough that a restart waiting for it would show; short enough to see the redeliveries
+
+
+def counter(name: str, labels: dict[str, str] | None = None) -> float:
+    return REGISTRY.get_sample_value(name, labels or {}) or 0.0
+
+
+async def test_a_restart_settles_what_a_dead_instance_left_unacked_without_waiting_for_its_redelivery(
+    harness: Harness,
+) -> None:
+    sim = simulate(30, ("holdem", "xito", "taixiu"), seed=1717)
+    await harness.start_ledger()
+    await fund(harness.ledger("cashier"), sim)
+    await publish(harness.log, sim)
+    config = replace(harness.config, ack_wait_s=ACK_WAIT_S)
+    js = harness.log.js
+    stream, durable = harness.settings.events_stream, config.durable
+    await js.add_consumer(
+        stream,
+        js_api.ConsumerConfig(
+            durable_name=durable,
+            name=durable,
+            deliver_policy=js_api.DeliverPolicy.ALL,
+            ack_policy=js_api.AckPolicy.EXPLICIT,
+            ack_wait=config.ack_wait_s,
+            max_deliver=config.max_deliver,
+            max_ack_pending=config.max_ack_pending,
+            filter_subject=f"{harness.settings.events_prefix}.>",
+        ),
+    )
+
+    # An instance that pulled the first 150 messages, acked every event but no HandEnded
+    # (its batch was still being settled), then died.
+    dead = await js.pull_subscribe_bind(durable, stream)
+    taken = await dead.fetch(150, timeout=5)
+    held: list[str] = []
+    for msg in taken:
+        ev = events_pb2.Event()
+        ev.ParseFromString(msg.data)
+        if ev.WhichOneof("body") == "hand_ended":
+            held.append(ev.hand_id)
+        else:
+            await msg.ack()
+    await dead.unsubscribe()
+    assert len(held) >= 3, held
+
+    async def acks_arrived() -> bool:
+        return (await js.consumer_info(stream, durable)).num_ack_pending == len(held)
+
+    await wait_for(acks_arrived, 5, "the dead instance's acks")
+
+    recovered_before = counter("socai_settlement_recovered_hands_total")
+    duplicates_before = counter("socai_settlement_ignored_messages_total", {"kind": "duplicate_hand_ended"})
+    started = time.monotonic()
+    app = await harness.start_settlement(config)
+
+    async def all_settled() -> bool:
+        return (await harness.counts())[0] == len(sim.hands)
+
+    await wait_for(all_settled, 60, "every hand to be settled")
+    elapsed_s = time.monotonic() - started
+
+    async def only_the_dead_instances_left() -> bool:
+        return (await js.consumer_info(stream, durable)).num_ack_pending == len(held)
+
+    # Settled before the dead instance's messages could even come back: nothing has been
+    # redelivered, they are all still pending on the consumer.
+    await wait_for(only_the_dead_instances_left, 2, "the new instance's own acks")
+    assert (await js.consumer_info(stream, durable)).num_redelivered == 0
+    assert elapsed_s < ACK_WAIT_S
+    assert counter("socai_settlement_recovered_hands_total") - recovered_before == len(held)
+
+    # Then the server redelivers them: acked as already settled, nothing posted twice.
+    async def drained() -> bool:
+        i = await js.consumer_info(stream, durable)
+        return i.num_ack_pending == 0 and i.num_pending == 0
+
+    await wait_for(drained, ACK_WAIT_S + 30, "the redeliveries to be acked")
+    assert await harness.counts() == (len(sim.hands), 0)
+    assert counter("socai_settlement_ignored_messages_total", {"kind": "duplicate_hand_ended"}) == duplicates_before
+    for hand in sim.hands:
+        tx = await harness.transaction(f"settle:{hand.hand_id}")
+        entries = hand.settlement.entries()
+        assert (tx is None) == (not entries), hand.hand_id
+        if tx is not None:
+            assert {e.account_id: e.amount_gold for e in tx.entries} == entries
+    for account, expected in sim.expected_balances().items():
+        if account.startswith("escrow:"):
+            assert await harness.balance(account) == expected, account
+    assert app.consumer.batches > 0
+
+
+async def test_a_restart_after_a_dead_instance_whose_hands_are_all_settled_does_not_wait(harness: Harness) -> None:
+    """The dead instance had stored its batch but died before acking it: the range holds
+    only settled hands, so there is nothing to settle and nothing to wait for."""
+    before = simulate(6, ("holdem", "xito"), seed=1718, table_prefix="before")
+    after = simulate(6, ("holdem", "xito"), seed=1719, table_prefix="after")
+    await harness.start_ledger()
+    await fund(harness.ledger("cashier"), before)
+    await fund(harness.ledger("cashier"), after)
+    config = replace(harness.config, ack_wait_s=60.0)  # a wait would fail this test
+    await harness.start_settlement(config)
+    await publish(harness.log, before)
+
+    async def first_half() -> bool:
+        return (await harness.counts())[0] == len(before.hands)
+
+    await wait_for(first_half, 60, "the first hands")
+    await harness.stop_settlement()
+    js = harness.log.js
+    stream, durable = harness.settings.events_stream, config.durable
+    # Make the first six hands' HandEnded messages outstanding again, as if their acks had
+    # been lost: a fresh durable (same name) whose dead first reader took them all.
+    await js.delete_consumer(stream, durable)
+    await js.add_consumer(
+        stream,
+        js_api.ConsumerConfig(
+            durable_name=durable,
+            name=durable,
+            deliver_policy=js_api.DeliverPolicy.ALL,
+            ack_policy=js_api.AckPolicy.EXPLICIT,
+            ack_wait=config.ack_wait_s,
+            max_deliver=config.max_deliver,
+            max_ack_pending=config.max_ack_pending,
+            filter_subject=f"{harness.settings.events_prefix}.>",
+        ),
+    )
+    dead = await js.pull_subscribe_bind(durable, stream)
+    taken = await dead.fetch(10_000, timeout=2)
+    await dead.unsubscribe()
+    assert taken
+    await publish(harness.log, after)
+
+    recovered_before = counter("socai_settlement_recovered_hands_total")
+    await harness.start_settlement(config)
+
+    hands = len(before.hands) + len(after.hands)
+
+    async def all_settled() -> bool:
+        return (await harness.counts())[0] == hands
+
+    await wait_for(all_settled, 30, "the later hands, well before ack_wait")
+
+    async def only_the_dead_instances_left() -> bool:
+        return (await js.consumer_info(stream, durable)).num_ack_pending == len(taken)
+
+    # Still outstanding (never waited for), never redelivered, nothing settled twice.
+    await wait_for(only_the_dead_instances_left, 10, "the new instance's own acks")
+    assert (await js.consumer_info(stream, durable)).num_redelivered == 0
+    assert counter("socai_settlement_recovered_hands_total") == recovered_before
+    assert await harness.counts() == (hands, 0)
+
+
+async def test_a_hand_already_redelivered_is_waited_for_not_settled_from_the_stream(harness: Harness) -> None:
+    """A HandEnded that was delivered again and still not acked may be crashing the service:
+    it must use up its deliveries (MAX_DELIVERIES), so the restart waits for the server's
+    redelivery instead of settling it from the stream at every start."""
+    sim = simulate(20, ("holdem", "xito"), seed=1720)
+    await harness.start_ledger()
+    await fund(harness.ledger("cashier"), sim)
+    await publish(harness.log, sim)
+    ack_wait_s = 5.0
+    config = replace(harness.config, ack_wait_s=ack_wait_s)
+    js = harness.log.js
+    stream, durable = harness.settings.events_stream, config.durable
+    await js.add_consumer(
+        stream,
+        js_api.ConsumerConfig(
+            durable_name=durable,
+            name=durable,
+            deliver_policy=js_api.DeliverPolicy.ALL,
+            ack_policy=js_api.AckPolicy.EXPLICIT,
+            ack_wait=config.ack_wait_s,
+            max_deliver=config.max_deliver,
+            max_ack_pending=config.max_ack_pending,
+            filter_subject=f"{harness.settings.events_prefix}.>",
+        ),
+    )
+    # A first instance takes 100 messages and dies holding its HandEnded messages; the next
+    # takes them again when their ack wait runs out, and dies too.
+    dead = await js.pull_subscribe_bind(durable, stream)
+    held = 0
+    for msg in await dead.fetch(100, timeout=5):
+        ev = events_pb2.Event()
+        ev.ParseFromString(msg.data)
+        if ev.WhichOneof("body") == "hand_ended":
+            held += 1
+        else:
+            await msg.ack()
+    assert held >= 1
+    await asyncio.sleep(ack_wait_s + 0.5)
+    again = await dead.fetch(held, timeout=5)
+    await dead.unsubscribe()
+    assert again and all(m.metadata.num_delivered == 2 for m in again)
+    assert (await js.consumer_info(stream, durable)).num_redelivered >= 1
+
+    recovered_before = counter("socai_settlement_recovered_hands_total")
+    with capture_logs() as logs:
+        await harness.start_settlement(config)
+
+        async def all_settled() -> bool:
+            return (await harness.counts())[0] == len(sim.hands)
+
+        await wait_for(all_settled, 60, "every hand, after the redeliveries")
+    events = [entry["event"] for entry in logs]
+    assert "outstanding_hands_wait_for_redelivery" in events
+    assert "awaiting_redeliveries" in events
+    assert counter("socai_settlement_recovered_hands_total") == recovered_before
+    assert await harness.counts() == (len(sim.hands), 0)
+    for account, expected in sim.expected_balances().items():
+        if account.startswith("escrow:"):
+            assert await harness.balance(account) == expected, account
