@@ -74,6 +74,26 @@ class PermissionDenied(SocaiError):
     default_code = "PERMISSION_DENIED"
 
 
+def truncate(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` characters, marked with "…" when cut."""
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+SHOWN_MAX_CHARS = 80
+
+
+def shown(value: object, max_chars: int = SHOWN_MAX_CHARS) -> str:
+    """``repr(value)`` for an error message, at most about ``max_chars`` characters.
+
+    Messages quote what the caller sent so that they can see what was wrong; a few dozen
+    characters show that, and quoting a 10,000-character input whole only makes the error
+    itself too big to deliver.
+    """
+    if isinstance(value, str) and len(value) > max_chars:
+        return f"{value[:max_chars]!r}… ({len(value)} characters)"
+    return truncate(repr(value), max_chars + 2)
+
+
 def check(condition: bool, message: str) -> None:
     """An invariant that is always checked (``assert`` is removed by ``python -O``).
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Final
 from uuid import UUID
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from socai import errors
 from socai.gen.ledger.v1 import ledger_pb2 as pb
+from socai.infra import grpc_errors
 from socai_ledger import domain
 from socai_ledger.domain import Account, Entry, PostOutcome, PostStatus, Transaction
 
@@ -52,7 +54,7 @@ def parse_transaction_id(text: str) -> UUID:
     try:
         return UUID(text)
     except ValueError as exc:
-        raise errors.InvalidArgument("BAD_TRANSACTION_ID", f"{text!r} is not a transaction id") from exc
+        raise errors.InvalidArgument("BAD_TRANSACTION_ID", f"{errors.shown(text)} is not a transaction id") from exc
 
 
 class TimestampCache:
@@ -82,7 +84,21 @@ def timestamp(value: datetime) -> Timestamp:
     return ts
 
 
-def from_timestamp(ts: Timestamp) -> datetime:
+# google.protobuf.Timestamp's own range (0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z):
+# the same as Python's datetime, so a time inside it converts and one outside is malformed.
+TIMESTAMP_SECONDS_MIN: Final = -62_135_596_800
+TIMESTAMP_SECONDS_MAX: Final = 253_402_300_799
+NANOS_MAX: Final = 999_999_999
+
+
+def from_timestamp(ts: Timestamp, what: str = "time") -> datetime:
+    """Raises InvalidArgument("BAD_TIME") for a time outside 0001-9999 or nanos outside 0..999,999,999."""
+    if not TIMESTAMP_SECONDS_MIN <= ts.seconds <= TIMESTAMP_SECONDS_MAX or not 0 <= ts.nanos <= NANOS_MAX:
+        raise errors.InvalidArgument(
+            "BAD_TIME",
+            f"{what} must lie in 0001-01-01..9999-12-31 with nanos 0..{NANOS_MAX}, "
+            f"got seconds={ts.seconds} nanos={ts.nanos}",
+        )
     return ts.ToDatetime(tzinfo=UTC)
 
 
@@ -141,6 +157,11 @@ def transaction(
     return out
 
 
+def _message(error: errors.SocaiError) -> str:
+    # A batch answers up to 1,000 refusals in one response: each quotes little of the input.
+    return errors.truncate(error.message, grpc_errors.MESSAGE_MAX_CHARS)
+
+
 def post_result(
     outcome: PostOutcome, out: pb.PostResult | None = None, times: TimestampCache | None = None
 ) -> pb.PostResult:
@@ -150,12 +171,12 @@ def post_result(
         transaction(outcome.transaction, out.transaction, times)
     if outcome.error is not None:
         out.error_reason = outcome.error.code
-        out.error_message = outcome.error.message
+        out.error_message = _message(outcome.error)
     return out
 
 
 def rejected(error: errors.SocaiError, out: pb.PostResult) -> pb.PostResult:
     out.status = pb.POST_STATUS_REJECTED
     out.error_reason = error.code
-    out.error_message = error.message
+    out.error_message = _message(error)
     return out

@@ -246,7 +246,8 @@ def prepare_fields(
     if kind not in _KINDS_VALID:  # the same few kinds every time: the regex once per kind
         if not _KIND.fullmatch(kind):
             raise errors.InvalidArgument(
-                "BAD_KIND", f"kind must be 1-{KIND_MAX_CHARS} of a-z 0-9 _ . - starting with a letter, got {kind!r}"
+                "BAD_KIND",
+                f"kind must be 1-{KIND_MAX_CHARS} of a-z 0-9 _ . - starting with a letter, got {errors.shown(kind)}",
             )
         if len(_KINDS_VALID) >= _KINDS_VALID_MAX:
             _KINDS_VALID.clear()
@@ -314,10 +315,12 @@ def _check_metadata(metadata: Mapping[str, str]) -> None:
         raise errors.InvalidArgument("BAD_METADATA", f"at most {METADATA_MAX_PAIRS} metadata pairs")
     for key, value in metadata.items():
         if not _METADATA_KEY.fullmatch(key):
-            raise errors.InvalidArgument("BAD_METADATA", f"metadata key {key!r} must be 1-64 of A-Z a-z 0-9 _ . -")
+            raise errors.InvalidArgument(
+                "BAD_METADATA", f"metadata key {errors.shown(key)} must be 1-64 of A-Z a-z 0-9 _ . -"
+            )
         if len(value) > METADATA_VALUE_MAX_CHARS or not value.isprintable():
             raise errors.InvalidArgument(
-                "BAD_METADATA", f"metadata {key!r}: at most {METADATA_VALUE_MAX_CHARS} printable characters"
+                "BAD_METADATA", f"metadata {key}: at most {METADATA_VALUE_MAX_CHARS} printable characters"
             )
 
 
@@ -557,3 +560,135 @@ def _refusal_of(item: PreparedTransaction, locked: LockedAccounts) -> tuple[str,
         for account_id in opened:
             locked.remove(account_id)
     return problem
+
+
+# --- who may post what (checked once per request, before it reaches the write batcher) ------
+#
+# Idempotency keys are one namespace across callers and hand ids are predictable, so a
+# writer that posted first under ``settle:{hand_id}`` would make that hand's settlement fail
+# forever (IDEMPOTENCY_KEY_REUSED). The keys of a flow therefore belong to the one caller
+# that runs it, and each writer may touch only the accounts its flow needs.
+
+SETTLEMENT_KEY_PREFIX: Final = "settle:"
+# Key prefix (up to and including the first ':') -> the only caller that may post under it.
+RESERVED_KEY_PREFIXES: Final[Mapping[str, str]] = {
+    SETTLEMENT_KEY_PREFIX: "settlement",
+    "join:": "table",  # buy-ins: join:{table_id}:{join key}
+    "cashout:": "table",  # cash-outs: cashout:{cashout_id}
+    "refund:": "table",  # buy-ins refunded after a crash: refund:{table_id}:{join key}
+}
+# Callers that may post anything but keys reserved to another caller: people, not services.
+UNRESTRICTED_CALLERS: Final = frozenset({"cashier", "operator"})
+# settle:{table_id}-h{n}[:retryN]; the table id is an account id part (accounts._PART), and
+# the greedy match gives it everything up to the last "-h{digits}".
+_SETTLEMENT_KEY = re.compile(r"settle:([A-Za-z0-9_.\-@]{1,64})-h[0-9]{1,19}(?::retry[0-9]{1,9})?")
+
+
+def authorize(caller: str, item: PreparedTransaction) -> None:
+    """May ``caller`` post ``item``? Raises PermissionDenied with a reason:
+
+    - IDEMPOTENCY_KEY_RESERVED: the key's prefix belongs to another caller;
+    - EXTERNAL_ACCOUNT_RESERVED: an ``external:`` entry from neither the cashier nor an operator;
+    - ACCOUNT_NOT_ALLOWED: an account outside the caller's rules (README, LedgerService);
+    - SETTLEMENT_KEY_REQUIRED: a settlement posted under another key than ``settle:{hand_id}``;
+    - POSTING_NOT_ALLOWED: a caller without posting rules.
+
+    The shape was checked by ``prepare``: account ids are well formed, so a prefix test
+    (``escrow:{table_id}:``) tells exactly which table an escrow belongs to.
+    """
+    key = item.idempotency_key
+    colon = key.find(":")
+    if colon > 0:
+        owner = RESERVED_KEY_PREFIXES.get(key[: colon + 1])
+        if owner is not None and owner != caller:
+            raise errors.PermissionDenied(
+                "IDEMPOTENCY_KEY_RESERVED",
+                f"idempotency keys starting {key[: colon + 1]!r} are reserved to the {owner} service",
+            )
+    rule = _RULES.get(caller)
+    if rule is not None:
+        rule(item)
+    elif caller not in UNRESTRICTED_CALLERS:
+        raise errors.PermissionDenied("POSTING_NOT_ALLOWED", f"{errors.shown(caller)} has no posting rules")
+
+
+def _not_allowed(account_id: str, message: str) -> errors.PermissionDenied:
+    """The refusal of an entry on ``account_id``. No rule admits an ``external:`` account,
+    so the rules look at it only when they refuse (one pass over the entries, not two)."""
+    if account_id.startswith(EXTERNAL_KIND + ":"):
+        return errors.PermissionDenied(
+            "EXTERNAL_ACCOUNT_RESERVED", f"only the cashier or an operator may post to {account_id}"
+        )
+    return errors.PermissionDenied("ACCOUNT_NOT_ALLOWED", message)
+
+
+def _backend_rule(item: PreparedTransaction) -> None:
+    """A backend moves gold among wallets only: a live table's money is the table's."""
+    for account_id, _ in item.entries:
+        if not account_id.startswith("player:"):
+            raise _not_allowed(account_id, f"the backend moves gold between wallets only, not {account_id}")
+
+
+def _table_rule(item: PreparedTransaction) -> None:
+    """The table service moves a player's gold between their wallet and their escrow at a
+    table (buy-in, cash-out, refund). It owns every table for now; with more than one table
+    service each would be held to its own tables here."""
+    entries = item.entries
+    if len(entries) == 2:
+        (first, _), (second, _) = entries
+        wallet, escrow = (first, second) if first.startswith("player:") else (second, first)
+        # Ids are well formed, so the escrow's last part is its player.
+        if (
+            wallet.startswith("player:")
+            and escrow.startswith("escrow:")
+            and escrow.rpartition(":")[2] == wallet[len("player:") :]
+        ):
+            return
+    accounts_named = ", ".join(account_id for account_id, _ in entries)
+    message = f"the table service moves gold only between a wallet and its owner's escrow, not among {accounts_named}"
+    for account_id, _ in entries:
+        if account_id.startswith(EXTERNAL_KIND + ":"):
+            raise _not_allowed(account_id, message)
+    raise errors.PermissionDenied("ACCOUNT_NOT_ALLOWED", message)
+
+
+def settlement_table_of(key: str) -> str | None:
+    """The table of a settlement key ``settle:{hand_id}`` or ``settle:{hand_id}:retryN``
+    (hand ids are ``{table_id}-h{n}``), or None when ``key`` is not one."""
+    match = _SETTLEMENT_KEY.fullmatch(key)
+    return match.group(1) if match is not None else None
+
+
+def _settlement_rule(item: PreparedTransaction) -> None:
+    """A hand's settlement moves gold among the escrows and the pot of the hand's table and
+    the house (``house:fees``, ``house:bank``), and pays guild funds. The ledger cannot tell
+    which guilds sit at a table, so a guild account is accepted only as a payee: no hand
+    takes gold out of a guild fund."""
+    table_id = settlement_table_of(item.idempotency_key)
+    if table_id is None:
+        message = "a settlement is posted under settle:{table_id}-h{n} (or settle:{table_id}-h{n}:retryN)"
+        for account_id, _ in item.entries:
+            if account_id.startswith(EXTERNAL_KIND + ":"):
+                raise _not_allowed(account_id, message)
+        raise errors.PermissionDenied("SETTLEMENT_KEY_REQUIRED", message)
+    said = item.metadata.get("table_id") if item.metadata else None
+    if said is not None and said != table_id:
+        raise errors.PermissionDenied(
+            "ACCOUNT_NOT_ALLOWED", f"metadata table_id {errors.shown(said)} is not the key's table {table_id}"
+        )
+    escrows = f"escrow:{table_id}:"
+    pot = f"pot:{table_id}"
+    for account_id, amount in item.entries:
+        if account_id.startswith(escrows) or account_id == pot or account_id in _HOUSE:
+            continue
+        if amount > 0 and account_id.startswith("guild:"):
+            continue
+        raise _not_allowed(
+            account_id,
+            f"a settlement of table {table_id} moves gold among its escrows and pot, the house and "
+            f"guild funds (credited only), not {account_id}",
+        )
+
+
+_HOUSE: Final = frozenset({accounts.HOUSE_FEES, accounts.HOUSE_BANK})
+_RULES: Final = {"backend": _backend_rule, "table": _table_rule, "settlement": _settlement_rule}

@@ -11,6 +11,17 @@ Access policy (callers are the services named in ``Settings.tokens``):
 | Deposit, Withdraw | cashier, operator |
 | VerifyJournal, TrialBalance | auditor, operator, settlement, backend |
 
+Which accounts and idempotency keys each writer may post to (``domain.authorize``, checked
+once per request before it reaches the write batcher; anything else is PERMISSION_DENIED
+with a reason):
+
+| caller | accounts | keys |
+|---|---|---|
+| table | a player's wallet and their escrow at a table, two entries | ``join:``, ``cashout:``, ``refund:`` are its alone |
+| settlement | the escrows and pot of the table of the key's hand, ``house:fees``, ``house:bank``; guild funds as payees only | ``settle:{table_id}-h{n}[:retryN]`` only |
+| backend | wallets (``player:``) only: a live table's money is the table's | not the reserved prefixes |
+| cashier, operator | any, ``external:cashier`` included | not the reserved prefixes |
+
 Money enters and leaves through ``external:cashier`` only: a posting with an entry on an
 ``external:`` account is refused (PERMISSION_DENIED, EXTERNAL_ACCOUNT_RESERVED) unless the
 caller is the cashier or an operator, so a table or a backend cannot mint gold.
@@ -63,18 +74,6 @@ def access_policy(tokens: Mapping[str, str]) -> AccessPolicy:
     return AccessPolicy(tokens=tokens, allow=ALLOW)
 
 
-def _check_external(item: PreparedTransaction) -> None:
-    """Raises PermissionDenied("EXTERNAL_ACCOUNT_RESERVED") (see the module docstring)."""
-    if current_caller.get() in _CASHIERS:
-        return
-    for entry in item.entries:
-        if entry.account_id.startswith(domain.EXTERNAL_KIND + ":"):
-            raise errors.PermissionDenied(
-                "EXTERNAL_ACCOUNT_RESERVED",
-                f"only the cashier or an operator may post to {entry.account_id}",
-            )
-
-
 class LedgerServicer(pb_grpc.LedgerServiceServicer):
     def __init__(self, pool: Any, batcher: WriteBatcher) -> None:
         self.pool = pool
@@ -105,6 +104,8 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         after = ""
         if request.page_token:
             after = store.decode_token(request.page_token, 1)[0]
+            if len(after) > accounts.ACCOUNT_ID_MAX_CHARS:
+                raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token is not one this service issued")
         found, more = await store.list_accounts(
             self.pool, kind=request.kind, id_prefix=request.id_prefix, after=after, limit=limit
         )
@@ -118,7 +119,7 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
     async def _post_one(self, item: PreparedTransaction, out: pb.PostResult | None = None) -> pb.PostResult:
         """Post one transaction into ``out`` (a new PostResult when None); a refusal becomes
         the RPC's error status."""
-        _check_external(item)
+        domain.authorize(current_caller.get(), item)
         outcome = (await self.batcher.submit([item]))[0]
         if outcome.status is PostStatus.REJECTED:
             errors.check(outcome.error is not None, "a refusal carries its error")
@@ -145,12 +146,13 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         results = [response.results.add() for _ in range(count)]
         valid: list[PreparedTransaction] = []
         positions: list[int] = []
+        caller = current_caller.get()
         for position, msg in enumerate(request.transactions):
             if position % YIELD_EVERY == YIELD_EVERY - 1:
                 await asyncio.sleep(0)  # a long request must not hold up the write batcher
             try:
                 item = convert.prepared(msg)
-                _check_external(item)
+                domain.authorize(caller, item)
             except errors.SocaiError as exc:
                 # Malformed or forbidden items are refused on their own; nothing is written for them.
                 convert.rejected(exc, results[position])
@@ -265,9 +267,9 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         before = INT64_MAX
         if request.page_token:
             token_account, token_version = store.decode_token(request.page_token, 2)
-            if token_account != request.account_id or not token_version.isdigit():
+            if token_account != request.account_id:
                 raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token belongs to another statement")
-            before = int(token_version)
+            before = store.parse_int64(token_version)
         found, more = await store.list_entries(self.pool, request.account_id, before_version=before, limit=limit)
         response = pb.ListEntriesResponse()
         times = convert.TimestampCache()

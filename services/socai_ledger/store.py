@@ -36,6 +36,7 @@ import binascii
 import contextlib
 import functools
 import json
+import re
 import struct
 import weakref
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -995,13 +996,40 @@ def encode_token(*parts: str) -> str:
     return base64.urlsafe_b64encode("\x1f".join(parts).encode()).decode().rstrip("=")
 
 
+# A token this service issues holds an account id (at most 200 characters) and a number:
+# anything much longer was not issued here, and is refused before it is decoded.
+PAGE_TOKEN_MAX_CHARS: Final = 1024
+_TOKEN_ALPHABET = re.compile(r"[A-Za-z0-9_\-]*")
+_INT64_TEXT = re.compile(r"[0-9]{1,19}")
+
+
+def _bad_token() -> errors.InvalidArgument:
+    return errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token is not one this service issued")
+
+
 def decode_token(token: str, parts: int) -> list[str]:
-    """Raises InvalidArgument("BAD_PAGE_TOKEN")."""
+    """The printable fields of a token from ``encode_token``. Raises InvalidArgument("BAD_PAGE_TOKEN").
+
+    Strict: the urlsafe alphabet only (the decoder would skip other characters), and fields
+    of printable characters only (a NUL reaching PostgreSQL is an error there, not a miss).
+    """
+    if len(token) > PAGE_TOKEN_MAX_CHARS or not _TOKEN_ALPHABET.fullmatch(token):
+        raise _bad_token()
     try:
         padded = token + "=" * (-len(token) % 4)
         fields = base64.urlsafe_b64decode(padded.encode()).decode().split("\x1f")
     except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token is not one this service issued") from exc
-    if len(fields) != parts:
-        raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token is not one this service issued")
+        raise _bad_token() from exc
+    if len(fields) != parts or not all(field.isprintable() for field in fields):
+        raise _bad_token()
     return fields
+
+
+def parse_int64(text: str) -> int:
+    """A non-negative int64 written in ASCII digits. Raises InvalidArgument("BAD_PAGE_TOKEN")."""
+    if not _INT64_TEXT.fullmatch(text):
+        raise _bad_token()
+    value = int(text)
+    if value > INT64_MAX:
+        raise _bad_token()
+    return value

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from socai import errors
+from socai import accounts, errors
 from socai.audit.keys import settlement_key
 from socai.audit.replay import replay
 from socai.events.log import EventLog, Stored
@@ -28,7 +28,8 @@ log = get_logger("socai.settlement.server")
 SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["SettlementService"].full_name
 READERS: Final = frozenset({"auditor", "operator", "backend", "table"})
 RETRIERS: Final = frozenset({"operator", "auditor"})
-# Ids are subject tokens and account id parts: no dots, spaces or wildcards.
+# Table and hand ids are subject tokens and account id parts: no dots, spaces or wildcards.
+# Player ids are account id parts only, and those may hold dots (accounts.is_valid_part).
 _ID: Final = re.compile(r"[A-Za-z0-9_\-@]{1,64}")
 
 
@@ -47,7 +48,15 @@ def access_policy(tokens: dict[str, str] | Any) -> AccessPolicy:
 
 def _require_id(value: str, name: str) -> str:
     if not _ID.fullmatch(value or ""):
-        raise errors.InvalidArgument("BAD_ID", f"{name} must be 1-64 of A-Z a-z 0-9 _ - @, not {value!r}")
+        raise errors.InvalidArgument("BAD_ID", f"{name} must be 1-64 of A-Z a-z 0-9 _ - @, not {errors.shown(value)}")
+    return value
+
+
+def _require_player_id(value: str) -> str:
+    if not accounts.is_valid_part(value):
+        raise errors.InvalidArgument(
+            "BAD_ID", f"player_id must be 1-64 of A-Z a-z 0-9 _ . - @, not {errors.shown(value)}"
+        )
     return value
 
 
@@ -72,7 +81,7 @@ class SettlementServicer(pb_grpc.SettlementServiceServicer):
         if request.table_id:
             records = await self.store.list_by_table(_require_id(request.table_id, "table_id"), size + 1, after)
         else:
-            records = await self.store.list_by_player(_require_id(request.player_id, "player_id"), size + 1, after)
+            records = await self.store.list_by_player(_require_player_id(request.player_id), size + 1, after)
         more = len(records) > size
         records = records[:size]
         token = encode_token(records[-1].stream_seq, records[-1].hand_id) if more else ""

@@ -138,15 +138,34 @@ def encode_token(stream_seq: int, hand_id: str) -> str:
     return base64.urlsafe_b64encode(f"{stream_seq}:{hand_id}".encode()).decode()
 
 
+# A token holds a stream sequence (an int64) and a hand id (at most 64 characters): anything
+# longer was not issued here and is refused before it is decoded.
+PAGE_TOKEN_MAX_CHARS: Final = 256
+_TOKEN_HAND_MAX_CHARS: Final = 200
+_INT64_MAX: Final = 2**63 - 1
+
+
 def decode_token(token: str) -> tuple[int, str] | None:
-    """The position a page token stands for; raises InvalidArgument("BAD_PAGE_TOKEN")."""
+    """The position a page token stands for; raises InvalidArgument("BAD_PAGE_TOKEN").
+
+    Strict, because the fields reach SQL as they are: the urlsafe alphabet only, a
+    sequence of at most 19 ASCII digits that fits int64 (a 5,000-digit one overflowed
+    bigint), a printable hand id (PostgreSQL refuses a NUL in text).
+    """
     if not token:
         return None
+    bad = errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token is not one this service issued")
+    if len(token) > PAGE_TOKEN_MAX_CHARS:
+        raise bad
     try:
-        seq_text, hand_id = base64.urlsafe_b64decode(token.encode()).decode().split(":", 1)
-        return int(seq_text), hand_id
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token is not one this service issued") from exc
+        seq_text, hand_id = base64.b64decode(token, altchars=b"-_", validate=True).decode().split(":", 1)
+    except (ValueError, UnicodeDecodeError) as exc:  # binascii.Error is a ValueError
+        raise bad from exc
+    if not (0 < len(seq_text) <= 19 and seq_text.isascii() and seq_text.isdigit()) or int(seq_text) > _INT64_MAX:
+        raise bad
+    if not hand_id or len(hand_id) > _TOKEN_HAND_MAX_CHARS or not hand_id.isprintable():
+        raise bad
+    return int(seq_text), hand_id
 
 
 def page_size(requested: int) -> int:

@@ -39,7 +39,10 @@ from socai_ledger.store import WRITE_LOCK
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration]
 
-PLAYERS = [f"player:p{i}" for i in range(200)]
+# Settlement-shaped load: the escrows of one table, under settlement's keys (the ledger
+# lets settlement post only among the escrows of the hand's table, fees and the bank).
+TABLE = "f"
+PLAYERS = [f"escrow:{TABLE}:p{i}" for i in range(200)]
 OPENING_GOLD = 100_000
 CLIENTS = 6
 BATCH = 100
@@ -139,7 +142,7 @@ async def load(address: str, token: str, book: Book, stop: asyncio.Event, index:
         while not stop.is_set():
             n += 1
             size = BATCH if n % 3 else 1
-            items = [random_transfer(rng, f"c{index}-{n}-{i}") for i in range(size)]
+            items = [random_transfer(rng, f"settle:{TABLE}-h{index}{n:07d}{i:03d}") for i in range(size)]
             for item in items:
                 book.requests[item.idempotency_key] = item
             try:
@@ -230,9 +233,15 @@ def test_sigkill_mid_batch_loses_nothing_acknowledged_and_applies_nothing_twice(
             stub = pb_grpc.LedgerServiceStub(ch)
             await asyncio.gather(
                 *(
-                    stub.Deposit(
-                        pb.DepositRequest(
-                            idempotency_key=f"open:{p}", player_id=p.removeprefix("player:"), amount_gold=OPENING_GOLD
+                    stub.Transfer(
+                        pb.TransferRequest(
+                            idempotency_key=f"open:{p}",
+                            from_account_id="external:cashier",
+                            to_account_id=p,
+                            amount_gold=OPENING_GOLD,
+                            kind="deposit",
+                            reference=p,
+                            open_accounts=True,
                         )
                     )
                     for p in PLAYERS

@@ -76,7 +76,7 @@ def readme_allow_list(section: str) -> dict[str, frozenset[str]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if set(cells[0]) <= {"-"}:
             continue
-        callers_text = cells[-1]
+        callers_text = re.sub(r"\([^)]*\)", "", cells[-1]).strip()  # "(within its account rules)" is a note
         callers = (
             frozenset({ANY_CALLER})
             if callers_text == "everyone"

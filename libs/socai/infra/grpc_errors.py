@@ -4,6 +4,12 @@ Servers raise ``SocaiError`` subclasses; the server interceptor turns them into 
 status (code, message, ``ErrorInfo{reason, domain="socai", metadata}``). Clients read the
 reason back with ``error_reason``. Anything else becomes INTERNAL with a generic message;
 the details go to the log, never to the caller.
+
+What goes back is capped (``MESSAGE_MAX_CHARS``, ``DETAIL_VALUE_MAX_CHARS``,
+``DETAILS_MAX_CHARS``): messages quote the caller's input, and the status travels in the
+response's trailing metadata (the message twice: ``grpc-message`` and the status details),
+which clients refuse beyond 8 KB. Without the cap, a 10,000-character account id came back
+as ~20 KB of trailers and the caller saw RESOURCE_EXHAUSTED instead of INVALID_ARGUMENT.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ from grpc_status import rpc_status
 from socai import errors
 
 DOMAIN: Final = "socai"
+MESSAGE_MAX_CHARS: Final = 512
+DETAIL_VALUE_MAX_CHARS: Final = 256
+DETAILS_MAX_CHARS: Final = 1024  # all ErrorInfo metadata keys and values together
 
 # The one table (DESIGN.md "Errors").
 STATUS_OF: Final[dict[type[errors.SocaiError], grpc.StatusCode]] = {
@@ -44,10 +53,21 @@ def status_code_of(exc: errors.SocaiError) -> grpc.StatusCode:
 
 def rich_status(exc: errors.SocaiError) -> grpc.Status:
     code = status_code_of(exc)
-    info = error_details_pb2.ErrorInfo(reason=exc.code, domain=DOMAIN, metadata=dict(exc.details))
+    metadata: dict[str, str] = {}
+    budget = DETAILS_MAX_CHARS
+    for key, value in exc.details.items():
+        key, value = errors.truncate(key, DETAIL_VALUE_MAX_CHARS), errors.truncate(value, DETAIL_VALUE_MAX_CHARS)
+        budget -= len(key) + len(value)
+        if budget < 0:
+            break  # the first details are the ones a caller needs (the reason's own context)
+        metadata[key] = value
+    info = error_details_pb2.ErrorInfo(
+        reason=errors.truncate(exc.code, DETAIL_VALUE_MAX_CHARS), domain=DOMAIN, metadata=metadata
+    )
     detail = any_pb2.Any()
     detail.Pack(info)
-    status = status_pb2.Status(code=code.value[0], message=exc.message, details=[detail])
+    message = errors.truncate(exc.message, MESSAGE_MAX_CHARS)
+    status = status_pb2.Status(code=code.value[0], message=message, details=[detail])
     return rpc_status.to_status(status)
 
 

@@ -128,6 +128,22 @@ async def deposit(ledger: Ledger, player: str, amount: int, key: str | None = No
     return reply.result
 
 
+async def fund_escrow(ledger: Ledger, table_id: str, player: str, amount: int) -> pb.PostResult:
+    """Chips at a table, put there by the cashier (who may post to any account): what a
+    settlement moves, without the table service's buy-in."""
+    reply = await ledger.stub("cashier").Transfer(
+        pb.TransferRequest(
+            idempotency_key=f"fund-{uuid.uuid4().hex}",
+            from_account_id="external:cashier",
+            to_account_id=f"escrow:{table_id}:{player}",
+            amount_gold=amount,
+            kind="deposit",
+            open_accounts=True,
+        )
+    )
+    return reply.result
+
+
 # --- reading the database directly ----------------------------------------------------------
 
 

@@ -163,7 +163,7 @@ async def test_a_bad_request_gets_a_reason_and_changes_nothing(
     url = ledger.settings.database_url or ""
     before = journal_snapshot(url)
     method, request = build()
-    caller = "cashier" if method in ("Deposit", "Withdraw") else "settlement"
+    caller = "cashier" if method in ("Deposit", "Withdraw") else "backend"  # payments between wallets
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await getattr(ledger.stub(caller), method)(request)
     assert caught.value.code() == code, caught.value.details()
@@ -204,7 +204,7 @@ async def test_a_malformed_item_in_a_batch_is_refused_alone_and_leaves_no_trace(
     await deposit(ledger, "bob", 1)
     url = ledger.settings.database_url or ""
     before = journal_snapshot(url)
-    reply = await ledger.stub("settlement").PostTransactions(
+    reply = await ledger.stub("backend").PostTransactions(
         pb.PostTransactionsRequest(
             transactions=[pay(key="ok", amount=10), pay(key="", amount=10), pay(key="z", amount=0)]
         )

@@ -7,17 +7,21 @@ import pytest
 from psycopg import errors as pg_errors
 
 from socai.gen.ledger.v1 import ledger_pb2 as pb
-from tests.integration.ledger.conftest import Ledger, deposit, journal_snapshot, transaction
+from tests.integration.ledger.conftest import Ledger, fund_escrow, journal_snapshot, transaction
 
 pytestmark = pytest.mark.integration
 
 
 async def settle_one_hand(ledger: Ledger) -> None:
-    await deposit(ledger, "alice", 1_000)
+    await fund_escrow(ledger, "t1", "alice", 1_000)
     await ledger.stub("settlement").PostTransaction(
         pb.PostTransactionRequest(
             transaction=transaction(
-                "settle:h1", ("player:alice", -100), ("player:bob", 95), ("house:fees", 5), open_accounts=True
+                "settle:t1-h1",
+                ("escrow:t1:alice", -100),
+                ("escrow:t1:bob", 95),
+                ("house:fees", 5),
+                open_accounts=True,
             )
         )
     )
@@ -27,16 +31,16 @@ async def settle_one_hand(ledger: Ledger) -> None:
     "statement",
     [
         "update socai_ledger.entries set amount_gold = amount_gold + 1",
-        "update socai_ledger.entries set balance_after_gold = 0 where account_id = 'player:bob'",
+        "update socai_ledger.entries set balance_after_gold = 0 where account_id = 'escrow:t1:bob'",
         "delete from socai_ledger.entries",
         "truncate socai_ledger.entries",
         "update socai_ledger.transactions set reference = 'rewritten'",
-        "delete from socai_ledger.transactions where idempotency_key = 'settle:h1'",
+        "delete from socai_ledger.transactions where idempotency_key = 'settle:t1-h1'",
         "truncate socai_ledger.transactions cascade",
-        "delete from socai_ledger.accounts where account_id = 'player:bob'",
-        "update socai_ledger.accounts set kind = 'house' where account_id = 'player:bob'",
-        "update socai_ledger.accounts set may_go_negative = true where account_id = 'player:bob'",
-        "update socai_ledger.accounts set version = 0 where account_id = 'player:bob'",
+        "delete from socai_ledger.accounts where account_id = 'escrow:t1:bob'",
+        "update socai_ledger.accounts set kind = 'house' where account_id = 'escrow:t1:bob'",
+        "update socai_ledger.accounts set may_go_negative = true where account_id = 'escrow:t1:bob'",
+        "update socai_ledger.accounts set version = 0 where account_id = 'escrow:t1:bob'",
     ],
 )
 async def test_the_database_refuses_to_rewrite_the_journal_even_for_its_owner(ledger: Ledger, statement: str):
@@ -70,13 +74,13 @@ async def test_verify_and_trial_balance_are_clean_after_postings(ledger: Ledger)
     auditor = ledger.stub("auditor")
     report = await auditor.VerifyJournal(pb.VerifyJournalRequest())
     assert report.ok and not report.mismatches
-    assert (report.accounts_checked, report.entries_checked) == (5, 5)  # 3 house/external + alice + bob
+    assert (report.accounts_checked, report.entries_checked) == (5, 5)  # 3 house/external + 2 escrows
     trial = await auditor.TrialBalance(pb.TrialBalanceRequest())
     assert trial.total_gold == 0
     assert {(k.kind, k.balance_gold, k.accounts) for k in trial.kinds} == {
         ("external", -1_000, 1),
         ("house", 5, 2),
-        ("player", 995, 2),
+        ("escrow", 995, 2),
     }
 
 
@@ -84,16 +88,20 @@ async def test_verify_finds_a_balance_written_around_the_journal(ledger: Ledger)
     await settle_one_hand(ledger)
     url = ledger.settings.database_url or ""
     with psycopg.connect(url) as conn:  # someone with the owner's password and a bad idea
+        # The database itself refuses a balance its entries do not give; only the owner,
+        # switching its guards off, can write one, and VerifyJournal must still find it.
+        conn.execute("alter table socai_ledger.accounts disable trigger user")
         conn.execute(
-            "update socai_ledger.accounts set balance_gold = balance_gold + 50 where account_id = 'player:bob'"
+            "update socai_ledger.accounts set balance_gold = balance_gold + 50 where account_id = 'escrow:t1:bob'"
         )
+        conn.execute("alter table socai_ledger.accounts enable trigger user")
         conn.commit()
     auditor = ledger.stub("auditor")
     report = await auditor.VerifyJournal(pb.VerifyJournalRequest())
     assert not report.ok
     (mismatch,) = report.mismatches
     assert (mismatch.account_id, mismatch.stored_balance_gold, mismatch.computed_balance_gold) == (
-        "player:bob",
+        "escrow:t1:bob",
         145,
         95,
     )
@@ -106,12 +114,12 @@ async def test_verify_finds_an_entry_rewritten_with_the_guards_switched_off(ledg
     url = ledger.settings.database_url or ""
     with psycopg.connect(url) as conn:
         conn.execute("alter table socai_ledger.entries disable trigger user")
-        conn.execute("update socai_ledger.entries set amount_gold = 90 where account_id = 'player:bob'")
+        conn.execute("update socai_ledger.entries set amount_gold = 90 where account_id = 'escrow:t1:bob'")
         conn.execute("alter table socai_ledger.entries enable trigger user")
         conn.commit()
     report = await ledger.stub("auditor").VerifyJournal(pb.VerifyJournalRequest())
     assert not report.ok
     details = " | ".join(f"{m.account_id}: {m.detail}" for m in report.mismatches)
-    assert "player:bob: balance 95 but entries sum to 90" in details
+    assert "escrow:t1:bob: balance 95 but entries sum to 90" in details
     assert "balance_after 95 but previous 0 + amount 90" in details
     assert "entries sum to -5" in details  # the transaction no longer balances

@@ -84,17 +84,21 @@ def applied_ids(url: str) -> dict[str, int]:
 
 async def post_many(ledger: Ledger, prefix: str, count: int) -> None:
     """Single posts and batches, concurrently: many batches of mixed sizes."""
-    stub = ledger.stub("settlement")
+    stub = ledger.stub("backend")  # payments between wallets: the write path, not a game
 
     async def single(i: int) -> None:
         await stub.PostTransaction(
             pb.PostTransactionRequest(
-                transaction=transaction(f"{prefix}{i}", ("player:alice", -1), ("house:fees", 1), reference=f"h{i}")
+                transaction=transaction(
+                    f"{prefix}{i}", ("player:alice", -1), ("player:bob", 1), reference=f"h{i}", open_accounts=True
+                )
             )
         )
 
     half = count // 2
-    batch = [transaction(f"{prefix}b{i}", ("player:alice", -1), ("pot:t1", 1), open_accounts=True) for i in range(half)]
+    batch = [
+        transaction(f"{prefix}b{i}", ("player:alice", -1), ("player:carol", 1), open_accounts=True) for i in range(half)
+    ]
     await asyncio.gather(
         *(single(i) for i in range(count - half)),
         stub.PostTransactions(pb.PostTransactionsRequest(transactions=batch)),

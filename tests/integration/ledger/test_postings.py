@@ -8,7 +8,7 @@ import pytest
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra.grpc_errors import error_info, error_reason
 from socai_ledger.store import ROWS_BY_ARRAY_MAX
-from tests.integration.ledger.conftest import Ledger, balances, deposit, journal_snapshot, transaction
+from tests.integration.ledger.conftest import Ledger, balances, deposit, fund_escrow, journal_snapshot, transaction
 
 pytestmark = pytest.mark.integration
 
@@ -18,23 +18,23 @@ async def post(ledger: Ledger, tx: pb.TransactionInput, caller: str = "settlemen
     return reply.result
 
 
-async def refused(ledger: Ledger, tx: pb.TransactionInput) -> grpc.aio.AioRpcError:
+async def refused(ledger: Ledger, tx: pb.TransactionInput, caller: str = "settlement") -> grpc.aio.AioRpcError:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await post(ledger, tx)
+        await post(ledger, tx, caller)
     return caught.value
 
 
 async def test_a_hand_settles_atomically_with_balances_after_and_versions(ledger: Ledger):
-    await deposit(ledger, "alice", 1_000)
+    await fund_escrow(ledger, "t1", "alice", 1_000)
     result = await post(
         ledger,
         transaction(
-            "settle:h1",
-            ("player:alice", -300),
-            ("player:bob", 285),
+            "settle:t1-h1",
+            ("escrow:t1:alice", -300),
+            ("escrow:t1:bob", 285),
             ("house:fees", 15),
             kind="settlement",
-            reference="h1",
+            reference="t1-h1",
             open_accounts=True,
             game="holdem",
         ),
@@ -42,35 +42,35 @@ async def test_a_hand_settles_atomically_with_balances_after_and_versions(ledger
     assert result.status == pb.POST_STATUS_APPLIED
     tx = result.transaction
     assert (tx.idempotency_key, tx.kind, tx.reference, dict(tx.metadata)) == (
-        "settle:h1",
+        "settle:t1-h1",
         "settlement",
-        "h1",
+        "t1-h1",
         {"game": "holdem"},
     )
     assert [(e.account_id, e.amount_gold, e.balance_after_gold, e.account_version) for e in tx.entries] == [
-        ("player:alice", -300, 700, 2),
-        ("player:bob", 285, 285, 1),
+        ("escrow:t1:alice", -300, 700, 2),
+        ("escrow:t1:bob", 285, 285, 1),
         ("house:fees", 15, 15, 1),
     ]
     assert tx.journal_seq == 2 and all(e.journal_seq == 2 and e.transaction_id == tx.transaction_id for e in tx.entries)
     assert balances(
-        ledger.settings.database_url or "", ["player:alice", "player:bob", "house:fees", "external:cashier"]
+        ledger.settings.database_url or "", ["escrow:t1:alice", "escrow:t1:bob", "house:fees", "external:cashier"]
     ) == {
-        "player:alice": 700,
-        "player:bob": 285,
+        "escrow:t1:alice": 700,
+        "escrow:t1:bob": 285,
         "house:fees": 15,
         "external:cashier": -1_000,
     }
 
 
 async def test_a_retry_with_the_same_key_returns_the_original_result_and_applies_nothing(ledger: Ledger):
-    await deposit(ledger, "alice", 500)
-    request = transaction("settle:h2", ("player:alice", -200), ("house:fees", 200))
+    await fund_escrow(ledger, "t1", "alice", 500)
+    request = transaction("settle:t1-h2", ("escrow:t1:alice", -200), ("house:fees", 200))
     first = await post(ledger, request)
     before = journal_snapshot(ledger.settings.database_url or "")
     again = await post(ledger, request)
     # A retry may list metadata or entries in another order: the request hash is canonical.
-    reordered = transaction("settle:h2", ("house:fees", 200), ("player:alice", -200))
+    reordered = transaction("settle:t1-h2", ("house:fees", 200), ("escrow:t1:alice", -200))
     third = await post(ledger, reordered)
     assert first.status == pb.POST_STATUS_APPLIED
     assert again.status == third.status == pb.POST_STATUS_REPLAYED
@@ -79,13 +79,13 @@ async def test_a_retry_with_the_same_key_returns_the_original_result_and_applies
 
 
 async def test_the_same_key_with_another_request_is_refused_and_changes_nothing(ledger: Ledger):
-    await deposit(ledger, "alice", 500)
-    await post(ledger, transaction("settle:h3", ("player:alice", -200), ("house:fees", 200)))
+    await fund_escrow(ledger, "t1", "alice", 500)
+    await post(ledger, transaction("settle:t1-h3", ("escrow:t1:alice", -200), ("house:fees", 200)))
     before = journal_snapshot(ledger.settings.database_url or "")
     for other in (
-        transaction("settle:h3", ("player:alice", -201), ("house:fees", 201)),
-        transaction("settle:h3", ("player:alice", -200), ("house:fees", 200), reference="another hand"),
-        transaction("settle:h3", ("player:alice", -200), ("house:fees", 200), note="changed"),
+        transaction("settle:t1-h3", ("escrow:t1:alice", -201), ("house:fees", 201)),
+        transaction("settle:t1-h3", ("escrow:t1:alice", -200), ("house:fees", 200), reference="another hand"),
+        transaction("settle:t1-h3", ("escrow:t1:alice", -200), ("house:fees", 200), note="changed"),
     ):
         err = await refused(ledger, other)
         assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -95,20 +95,22 @@ async def test_the_same_key_with_another_request_is_refused_and_changes_nothing(
 
 async def test_a_refusal_is_remembered_so_a_retry_can_never_turn_it_into_a_success(ledger: Ledger):
     await deposit(ledger, "carol", 100)
-    request = transaction("buyin:t1:carol", ("player:carol", -500), ("escrow:t1:carol", 500), open_accounts=True)
-    first = await refused(ledger, request)
+    request = transaction("join:t1:carol", ("player:carol", -500), ("escrow:t1:carol", 500), open_accounts=True)
+    first = await refused(ledger, request, "table")
     assert first.code() == grpc.StatusCode.FAILED_PRECONDITION and error_reason(first) == "INSUFFICIENT_FUNDS"
 
     await deposit(ledger, "carol", 1_000)  # now she could pay …
-    again = await refused(ledger, request)  # … but the answer under this key stays the same
+    again = await refused(ledger, request, "table")  # … but the answer under this key stays the same
     assert again.code() == grpc.StatusCode.FAILED_PRECONDITION and error_reason(again) == "INSUFFICIENT_FUNDS"
     info = error_info(again)
     assert info is not None and info.metadata["remembered"] == "true"
 
-    other = await refused(ledger, transaction("buyin:t1:carol", ("player:carol", -50), ("escrow:t1:carol", 50)))
+    other = await refused(ledger, transaction("join:t1:carol", ("player:carol", -50), ("escrow:t1:carol", 50)), "table")
     assert error_reason(other) == "IDEMPOTENCY_KEY_REUSED"
     fresh = await post(
-        ledger, transaction("buyin:t1:carol#2", ("player:carol", -500), ("escrow:t1:carol", 500), open_accounts=True)
+        ledger,
+        transaction("join:t1:carol#2", ("player:carol", -500), ("escrow:t1:carol", 500), open_accounts=True),
+        "table",
     )
     assert fresh.status == pb.POST_STATUS_APPLIED
     assert balances(ledger.settings.database_url or "", ["player:carol", "escrow:t1:carol"]) == {
@@ -118,22 +120,26 @@ async def test_a_refusal_is_remembered_so_a_retry_can_never_turn_it_into_a_succe
 
 
 async def test_an_unknown_account_is_not_found_unless_the_request_opens_well_known_kinds(ledger: Ledger):
-    await deposit(ledger, "dave", 100)
+    await fund_escrow(ledger, "t9", "dave", 100)
     before = journal_snapshot(ledger.settings.database_url or "")
-    err = await refused(ledger, transaction("k-unknown", ("player:dave", -10), ("pot:t9", 10)))
+    err = await refused(ledger, transaction("settle:t9-h1", ("escrow:t9:dave", -10), ("pot:t9", 10)))
     assert err.code() == grpc.StatusCode.NOT_FOUND and error_reason(err) == "ACCOUNT_NOT_FOUND"
     after = journal_snapshot(ledger.settings.database_url or "")
     assert (after.accounts, after.entries, after.journal_head) == (before.accounts, before.entries, before.journal_head)
 
-    opened = await post(ledger, transaction("k-open", ("player:dave", -10), ("pot:t9", 10), open_accounts=True))
+    opened = await post(
+        ledger, transaction("settle:t9-h2", ("escrow:t9:dave", -10), ("pot:t9", 10), open_accounts=True)
+    )
     assert opened.status == pb.POST_STATUS_APPLIED
     account = (await ledger.stub().GetAccount(pb.GetAccountRequest(account_id="pot:t9"))).account
     assert (account.kind, account.balance_gold, account.version, account.may_go_negative) == ("pot", 10, 1, False)
 
 
 async def test_a_refused_posting_opens_no_account(ledger: Ledger):
-    await deposit(ledger, "erin", 10)
-    err = await refused(ledger, transaction("k-poor", ("player:erin", -50), ("guild:g1", 50), open_accounts=True))
+    await fund_escrow(ledger, "t1", "erin", 10)
+    err = await refused(
+        ledger, transaction("settle:t1-h1", ("escrow:t1:erin", -50), ("guild:g1", 50), open_accounts=True)
+    )
     assert error_reason(err) == "INSUFFICIENT_FUNDS"
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await ledger.stub().GetAccount(pb.GetAccountRequest(account_id="guild:g1"))
@@ -145,13 +151,13 @@ async def test_each_item_of_a_batch_is_atomic_on_its_own_with_a_result_per_item(
     items = [
         transaction("b1", ("player:alice", -400), ("player:bob", 400), open_accounts=True),  # applied
         transaction("b2", ("player:alice", -700), ("player:bob", 700)),  # only 600 left: refused
-        transaction("b3", ("player:bob", -100), ("house:fees", 100)),  # sees b1's credit: applied
+        transaction("b3", ("player:bob", -100), ("player:carol", 100), open_accounts=True),  # sees b1's credit
         transaction("b4", ("player:alice", 0), ("player:bob", 0)),  # malformed: refused alone
         transaction("b1", ("player:alice", -400), ("player:bob", 400), open_accounts=True),  # same key, same request
-        transaction("b3", ("player:bob", -999), ("house:fees", 999)),  # same key, another request
+        transaction("b3", ("player:bob", -999), ("player:carol", 999)),  # same key, another request
         transaction("b5", ("player:alice", -600), ("player:bob", 600)),  # exactly what is left: applied
     ]
-    reply = await ledger.stub("settlement").PostTransactions(pb.PostTransactionsRequest(transactions=items))
+    reply = await ledger.stub("backend").PostTransactions(pb.PostTransactionsRequest(transactions=items))
     got = [(pb.PostStatus.Name(r.status), r.error_reason) for r in reply.results]
     assert got == [
         ("POST_STATUS_APPLIED", ""),
@@ -164,13 +170,13 @@ async def test_each_item_of_a_batch_is_atomic_on_its_own_with_a_result_per_item(
     ]
     assert reply.results[4].transaction == reply.results[0].transaction
     assert [r.transaction.journal_seq for r in reply.results if r.status == pb.POST_STATUS_APPLIED] == [2, 3, 4]
-    assert balances(ledger.settings.database_url or "", ["player:alice", "player:bob", "house:fees"]) == {
+    assert balances(ledger.settings.database_url or "", ["player:alice", "player:bob", "player:carol"]) == {
         "player:alice": 0,
         "player:bob": 900,
-        "house:fees": 100,
+        "player:carol": 100,
     }
     # The refusal of b2 is remembered; the malformed b4 left nothing behind.
-    retry = await ledger.stub("settlement").PostTransactions(pb.PostTransactionsRequest(transactions=items[1:2]))
+    retry = await ledger.stub("backend").PostTransactions(pb.PostTransactionsRequest(transactions=items[1:2]))
     assert (retry.results[0].status, retry.results[0].error_reason) == (pb.POST_STATUS_REJECTED, "INSUFFICIENT_FUNDS")
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await ledger.stub().GetTransaction(pb.GetTransactionRequest(idempotency_key="b4"))
@@ -225,7 +231,7 @@ async def test_text_and_metadata_come_back_exactly_whichever_way_the_rows_were_w
         transaction(
             f"k\\{i}\"{{}}'",
             ("player:alice", -(i + 1)),
-            ("pot:t1", i + 1),
+            ("player:bob", i + 1),
             kind="settle.v2",
             reference=f"{awkward} #{i}",
             open_accounts=True,
@@ -235,10 +241,8 @@ async def test_text_and_metadata_come_back_exactly_whichever_way_the_rows_were_w
         for i in range(size)
     ]
     # One refusal in the same batch: its row (status, reason, message) goes the same way.
-    overdraw = transaction(f"over'{awkward}", ("player:alice", -10_000_000), ("pot:t1", 10_000_000), note=awkward)
-    reply = await ledger.stub("settlement").PostTransactions(
-        pb.PostTransactionsRequest(transactions=[*items, overdraw])
-    )
+    overdraw = transaction(f"over'{awkward}", ("player:alice", -10_000_000), ("player:bob", 10_000_000), note=awkward)
+    reply = await ledger.stub("backend").PostTransactions(pb.PostTransactionsRequest(transactions=[*items, overdraw]))
     assert [r.status for r in reply.results] == [pb.POST_STATUS_APPLIED] * size + [pb.POST_STATUS_REJECTED]
     assert reply.results[-1].error_reason == "INSUFFICIENT_FUNDS"
     reader = ledger.stub("auditor")
@@ -248,7 +252,7 @@ async def test_text_and_metadata_come_back_exactly_whichever_way_the_rows_were_w
         ).transaction
         assert stored == result.transaction
         assert (stored.reference, dict(stored.metadata)) == (sent.reference, {"note": awkward, "empty": ""})
-    again = await ledger.stub("settlement").PostTransactions(pb.PostTransactionsRequest(transactions=[overdraw]))
+    again = await ledger.stub("backend").PostTransactions(pb.PostTransactionsRequest(transactions=[overdraw]))
     assert again.results[0].status == pb.POST_STATUS_REJECTED
     refusal = reply.results[-1]
     assert (again.results[0].error_reason, again.results[0].error_message) == (

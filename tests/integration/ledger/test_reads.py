@@ -94,8 +94,10 @@ async def test_balance_at_a_transaction_or_a_time(ledger: Ledger):
     await asyncio.sleep(0.01)
     between = datetime.now(UTC)
     await asyncio.sleep(0.01)
-    await ledger.stub("settlement").PostTransaction(
-        pb.PostTransactionRequest(transaction=transaction("spend", ("player:alice", -30), ("house:fees", 30)))
+    await ledger.stub("table").PostTransaction(  # a buy-in of 30
+        pb.PostTransactionRequest(
+            transaction=transaction("spend", ("player:alice", -30), ("escrow:t1:alice", 30), open_accounts=True)
+        )
     )
 
     async def at_tx(tx_id: str) -> tuple[int, int]:
@@ -112,9 +114,9 @@ async def test_balance_at_a_transaction_or_a_time(ledger: Ledger):
     assert await at_time(before_anything) == (0, 0)
     assert await at_time(between) == (100, 1)
     assert await at_time(datetime.now(UTC)) == (70, 2)
-    # house:fees had nothing yet right after alice's deposit
+    # her escrow had nothing yet right after the deposit
     fees = await reader.GetBalanceAt(
-        pb.GetBalanceAtRequest(account_id="house:fees", transaction_id=first.transaction.transaction_id)
+        pb.GetBalanceAtRequest(account_id="escrow:t1:alice", transaction_id=first.transaction.transaction_id)
     )
     assert (fees.balance_gold, fees.account_version) == (0, 0)
     with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -130,8 +132,12 @@ async def test_get_transaction_by_id_or_key_and_a_refused_key_says_why(ledger: L
     assert by_id.transaction == by_key.transaction == posted.transaction
 
     with pytest.raises(grpc.aio.AioRpcError):
-        await ledger.stub("settlement").PostTransaction(
-            pb.PostTransactionRequest(transaction=transaction("too-much", ("player:alice", -101), ("house:fees", 101)))
+        await ledger.stub("table").PostTransaction(
+            pb.PostTransactionRequest(
+                transaction=transaction(
+                    "too-much", ("player:alice", -101), ("escrow:t1:alice", 101), open_accounts=True
+                )
+            )
         )
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await reader.GetTransaction(pb.GetTransactionRequest(idempotency_key="too-much"))

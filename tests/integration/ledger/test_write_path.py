@@ -71,20 +71,20 @@ async def test_a_poison_item_fails_alone_and_the_rest_of_its_batch_commits(ledge
         conn.execute("alter table socai_ledger.transactions add constraint no_poison check (reference <> 'poison')")
         conn.commit()
     items = [
-        transaction("p1", ("player:alice", -10), ("house:fees", 10)),
-        transaction("p2", ("player:alice", -20), ("house:fees", 20), reference="poison"),
-        transaction("p3", ("player:alice", -30), ("house:fees", 30)),
+        transaction("p1", ("player:alice", -10), ("player:bob", 10), open_accounts=True),
+        transaction("p2", ("player:alice", -20), ("player:bob", 20), reference="poison", open_accounts=True),
+        transaction("p3", ("player:alice", -30), ("player:bob", 30), open_accounts=True),
     ]
-    reply = await ledger.stub("settlement").PostTransactions(pb.PostTransactionsRequest(transactions=items))
+    reply = await ledger.stub("backend").PostTransactions(pb.PostTransactionsRequest(transactions=items))
     assert [(r.status, r.error_reason) for r in reply.results] == [
         (pb.POST_STATUS_APPLIED, ""),
         (pb.POST_STATUS_REJECTED, "INTERNAL"),
         (pb.POST_STATUS_APPLIED, ""),
     ]
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await ledger.stub("settlement").PostTransaction(pb.PostTransactionRequest(transaction=items[1]))
+        await ledger.stub("backend").PostTransaction(pb.PostTransactionRequest(transaction=items[1]))
     assert caught.value.code() == grpc.StatusCode.INTERNAL
-    assert balances(url, ["player:alice", "house:fees"]) == {"player:alice": 960, "house:fees": 40}
+    assert balances(url, ["player:alice", "player:bob"]) == {"player:alice": 960, "player:bob": 40}
     report = await ledger.stub("auditor").VerifyJournal(pb.VerifyJournalRequest())
     assert report.ok
 
@@ -105,16 +105,21 @@ async def test_a_poison_item_in_a_copied_batch_fails_alone(ledger: Ledger, table
     with psycopg.connect(url) as conn:  # a rule the planner does not know: the database refuses the item
         conn.execute(f"alter table socai_ledger.{table} add constraint no_poison check ({rule})")
         conn.commit()
-    items = [transaction(f"c{i}", ("player:alice", -(100 + i)), ("house:fees", 100 + i)) for i in range(COPY_SIZE)]
-    items[7] = transaction("poison", ("player:alice", -13), ("house:fees", 13), reference="poison")
-    reply = await ledger.stub("settlement").PostTransactions(pb.PostTransactionsRequest(transactions=items))
+    items = [
+        transaction(f"c{i}", ("player:alice", -(100 + i)), ("player:bob", 100 + i), open_accounts=True)
+        for i in range(COPY_SIZE)
+    ]
+    items[7] = transaction("poison", ("player:alice", -13), ("player:bob", 13), reference="poison", open_accounts=True)
+    reply = await ledger.stub("backend").PostTransactions(pb.PostTransactionsRequest(transactions=items))
     expected = [(pb.POST_STATUS_APPLIED, "")] * COPY_SIZE
     expected[7] = (pb.POST_STATUS_REJECTED, "INTERNAL")
     assert [(r.status, r.error_reason) for r in reply.results] == expected
     paid = sum(100 + i for i in range(COPY_SIZE) if i != 7)
-    assert balances(url, ["player:alice", "house:fees"]) == {"player:alice": 1_000_000 - paid, "house:fees": paid}
-    after = await ledger.stub("settlement").PostTransaction(  # the writer's connection is in order
-        pb.PostTransactionRequest(transaction=transaction("after", ("player:alice", -1), ("house:fees", 1)))
+    assert balances(url, ["player:alice", "player:bob"]) == {"player:alice": 1_000_000 - paid, "player:bob": paid}
+    after = await ledger.stub("backend").PostTransaction(  # the writer's connection is in order
+        pb.PostTransactionRequest(
+            transaction=transaction("after", ("player:alice", -1), ("player:bob", 1), open_accounts=True)
+        )
     )
     assert after.result.status == pb.POST_STATUS_APPLIED
     report = await ledger.stub("auditor").VerifyJournal(pb.VerifyJournalRequest())
@@ -129,8 +134,10 @@ async def test_a_lost_database_connection_is_unavailable_then_the_same_key_appli
             "select pg_terminate_backend(pid) from pg_stat_activity "
             "where application_name = 'socai-ledger' and datname = current_database()"
         )
-    request = pb.PostTransactionRequest(transaction=transaction("after-crash", ("player:alice", -5), ("house:fees", 5)))
-    stub = ledger.stub("settlement")
+    request = pb.PostTransactionRequest(
+        transaction=transaction("after-crash", ("player:alice", -5), ("player:bob", 5), open_accounts=True)
+    )
+    stub = ledger.stub("backend")
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.PostTransaction(request)
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
