@@ -16,7 +16,7 @@ import re
 from functools import lru_cache
 from typing import Final
 
-from socai.errors import InvalidArgument
+from socai.errors import InvalidArgument, shown
 
 HOUSE_FEES: Final = "house:fees"
 HOUSE_BANK: Final = "house:bank"
@@ -61,11 +61,11 @@ def kind_of(account_id: str) -> str:
     Raises InvalidArgument("BAD_ACCOUNT_ID") when the id is malformed.
     """
     if not isinstance(account_id, str):
-        raise InvalidArgument("BAD_ACCOUNT_ID", f"an account id is a string, not {account_id!r}")
+        raise InvalidArgument("BAD_ACCOUNT_ID", f"an account id is a string, not {shown(account_id)}")
     kind = account_id.split(":", 1)[0]
     pattern = _PATTERNS.get(kind)
     if pattern is None or len(account_id) > ACCOUNT_ID_MAX_CHARS or not pattern.fullmatch(account_id):
-        raise InvalidArgument("BAD_ACCOUNT_ID", f"not a valid account id: {account_id!r}")
+        raise InvalidArgument("BAD_ACCOUNT_ID", f"not a valid account id: {shown(account_id)}")
     return kind
 
 
@@ -80,5 +80,5 @@ def is_valid_part(text: str) -> bool:
 
 def _part(text: str, what: str) -> str:
     if not is_valid_part(text):
-        raise InvalidArgument("BAD_ACCOUNT_ID", f"{what} {text!r} must be 1-64 of A-Z a-z 0-9 _ . - @")
+        raise InvalidArgument("BAD_ACCOUNT_ID", f"{what} {shown(text)} must be 1-64 of A-Z a-z 0-9 _ . - @")
     return text

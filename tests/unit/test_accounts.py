@@ -124,3 +124,10 @@ def test_every_built_id_parses_back_to_its_kind(table_id: str, player_id: str) -
     assert accounts.kind_of(accounts.pot(table_id)) == "pot"
     assert accounts.kind_of(accounts.guild(table_id)) == "guild"
     assert accounts.escrow(table_id, player_id).split(":") == ["escrow", table_id, player_id]
+
+
+def test_an_error_about_a_huge_id_quotes_only_its_start():
+    """Issue 16, defect 8: a 10,000-character id made a 20 KB error."""
+    with pytest.raises(InvalidArgument) as caught:
+        accounts.kind_of("player:" + "x" * 10_000)
+    assert len(caught.value.message) < 200 and "10007 characters" in caught.value.message
