@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from socai.infra.db import libpq_url
+from socai.infra.db import ensure_roles, libpq_url
 from socai.infra.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 from socai.infra.logging import configure
 from socai.infra.nats import StreamSpec
@@ -79,9 +79,11 @@ def nats_url(test_var_dir: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def pg_admin_url(test_var_dir: Path) -> Iterator[str]:
-    """A URL to a database on a server where the tests may CREATE DATABASE."""
+    """A URL to a database on a server where the tests may CREATE DATABASE (and roles: the
+    migrations grant to the roles of ``socai.infra.db``, made here when missing)."""
     url = os.environ.get("SOCAI_TEST_DATABASE_URL") or os.environ.get("SOCAI_DATABASE_URL")
     if url:
+        ensure_roles(url, _database_of(url))
         yield libpq_url(url)
         return
     if _docker_answers():
@@ -90,6 +92,7 @@ def pg_admin_url(test_var_dir: Path) -> Iterator[str]:
         container = PostgresContainer("postgres:17", driver=None)
         container.start()
         try:
+            ensure_roles(container.get_connection_url(), _database_of(container.get_connection_url()))
             yield container.get_connection_url()
         finally:
             container.stop()
@@ -100,6 +103,10 @@ def pg_admin_url(test_var_dir: Path) -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+def _database_of(url: str) -> str:
+    return libpq_url(url).rpartition("/")[2].split("?")[0]
 
 
 def _with_database(url: str, name: str) -> str:

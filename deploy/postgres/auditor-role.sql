@@ -1,8 +1,13 @@
 -- The read-only auditor role for docker compose (run once by the postgres image on an empty
--- data directory). DEVELOPMENT ONLY: the password is public. In Kubernetes the CloudNativePG
--- Cluster declares the same role (deploy/k8s/postgres/cluster.yaml, managed.roles).
+-- data directory, before the migrations, which grant to it). DEVELOPMENT ONLY: the password is
+-- public. In Kubernetes the CloudNativePG Cluster declares the same role
+-- (deploy/k8s/postgres/cluster.yaml, managed.roles).
 --
--- pg_read_all_data: SELECT on every table, view and sequence, now and in future schemas;
+-- No pg_read_all_data: that reads every table, socai_table.hand_seeds included, and the seed
+-- of a hand in play gives every card before it is dealt. The migrations grant this role
+-- SELECT on what an audit reads and nothing else: socai_ledger.accounts, .transactions and
+-- .entries (ledger_0003); socai_settlement.settlements, .settlement_seats and .dead_letters
+-- (settlement_0003). Nothing in socai_table: the auditor reads a hand's seed from HandEnded.
 -- default_transaction_read_only makes an accidental write fail even where a grant exists.
 DO $$
 BEGIN
@@ -11,5 +16,4 @@ BEGIN
   END IF;
 END
 $$;
-GRANT pg_read_all_data TO socai_auditor;
 ALTER ROLE socai_auditor SET default_transaction_read_only = on;

@@ -1,65 +1,142 @@
-"""deploy/postgres/auditor-role.sql on a real PostgreSQL: the auditors' role reads every
-service schema and can change nothing.
+"""deploy/postgres/*.sql on a real PostgreSQL: the roles compose creates before migrating.
 
-Roles are cluster-wide and the test server is shared, so the script runs under a unique role
-name and the role is dropped afterwards.
+The auditor reads the ledger and the settlement records and nothing of the table service —
+above all not ``socai_table.hand_seeds``, whose seed of a hand in play gives every card
+before it is dealt — and can change nothing. The service roles log in and own nothing.
+
+Roles are cluster-wide and the test server is shared, but the scripts only create a role
+that is missing and the test server already has them (``ensure_roles``): running them
+again is what a restart does, and must change nothing harmful.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 import pytest
 
-from socai.infra.db import SERVICE_SCHEMAS
+from socai.infra.db import AUDITOR_ROLE, SERVICE_ROLES, role_url
 
 pytestmark = pytest.mark.integration
 
-SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "postgres" / "auditor-role.sql"
+POSTGRES = Path(__file__).resolve().parents[2] / "deploy" / "postgres"
+AUDITOR_SCRIPT = POSTGRES / "auditor-role.sql"
+SERVICE_SCRIPT = POSTGRES / "service-roles.sql"
 
-
-def _as_user(url: str, user: str, password: str) -> str:
-    parts = urlsplit(url)
-    host = parts.hostname or "127.0.0.1"
-    netloc = f"{quote(user)}:{quote(password)}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+# What an audit reads: the journal, the balances and the settlement records.
+AUDITOR_READS = (
+    "socai_ledger.accounts",
+    "socai_ledger.transactions",
+    "socai_ledger.entries",
+    "socai_settlement.settlements",
+    "socai_settlement.settlement_seats",
+    "socai_settlement.dead_letters",
+)
 
 
 @pytest.fixture
-def auditor(migrated_database_url: str) -> Iterator[tuple[str, str]]:
-    role = f"socai_auditor_{uuid.uuid4().hex[:8]}"
-    password = uuid.uuid4().hex
-    script = SCRIPT.read_text()
-    assert script.count("socai_auditor") == 4 and script.count("'dev-auditor-db-password'") == 1
-    script = script.replace("socai_auditor", role).replace("'dev-auditor-db-password'", f"'{password}'")
+def scripted(migrated_database_url: str) -> str:
+    """The migrated database after both scripts ran (twice: a restart re-runs them)."""
     with psycopg.connect(migrated_database_url, autocommit=True) as conn:
-        conn.execute(script)  # type: ignore[arg-type]
-        conn.execute(script)  # type: ignore[arg-type]  # idempotent: a restart re-runs nothing harmful
-    try:
-        yield role, _as_user(migrated_database_url, role, password)
-    finally:
-        with psycopg.connect(migrated_database_url, autocommit=True) as conn:
-            conn.execute(f'drop owned by "{role}"')
-            conn.execute(f'drop role "{role}"')
+        for script in (SERVICE_SCRIPT, AUDITOR_SCRIPT, SERVICE_SCRIPT, AUDITOR_SCRIPT):
+            conn.execute(script.read_text())  # type: ignore[arg-type]
+    return migrated_database_url
 
 
-def test_the_auditor_role_reads_every_schema_and_writes_nothing(auditor: tuple[str, str]) -> None:
-    role, url = auditor
-    with psycopg.connect(url, autocommit=True) as conn:
-        assert conn.execute("select current_user").fetchone() == (role,)
-        for schema in SERVICE_SCHEMAS.values():
-            (version,) = conn.execute(f'select count(*) from "{schema}".alembic_version').fetchone()  # type: ignore[misc]
-            assert version == 1, schema
+def test_the_auditor_script_grants_no_blanket_read() -> None:
+    statements = [line for line in AUDITOR_SCRIPT.read_text().splitlines() if not line.startswith("--")]
+    assert not [line for line in statements if "GRANT" in line.upper()], "the migrations grant, table by table"
+    assert "ALTER ROLE socai_auditor SET default_transaction_read_only = on;" in statements
+
+
+def test_the_auditor_reads_the_ledger_and_the_settlements(scripted: str) -> None:
+    with psycopg.connect(role_url(scripted, AUDITOR_ROLE), autocommit=True) as conn:
+        assert conn.execute("select current_user").fetchone() == (AUDITOR_ROLE,)
+        for table in AUDITOR_READS:
+            conn.execute(f"select count(*) from {table}")
+        assert conn.execute("select count(*) from socai_ledger.alembic_version").fetchone() == (1,)
         assert conn.execute("show default_transaction_read_only").fetchone() == ("on",)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "select seed from socai_table.hand_seeds",
+        "select * from socai_table.tables",
+        "select * from socai_table.joins",
+        "select * from socai_ledger.outbox",
+        "select * from socai_ledger.journal_checks",
+    ],
+)
+def test_the_auditor_never_reads_the_hand_seeds_or_what_it_does_not_need(scripted: str, statement: str) -> None:
+    with psycopg.connect(role_url(scripted, AUDITOR_ROLE), autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(statement)
+        (member_of,) = conn.execute(
+            "select array_agg(r.rolname::text) from pg_auth_members m join pg_roles r on r.oid = m.roleid "
+            "where m.member = (select oid from pg_roles where rolname = current_user)"
+        ).fetchone() or (None,)
+        assert not member_of, f"the auditor inherits {member_of}"
+
+
+def test_the_auditor_writes_nothing(scripted: str) -> None:
+    with psycopg.connect(role_url(scripted, AUDITOR_ROLE), autocommit=True) as conn:
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
-            conn.execute('delete from "socai_ledger".alembic_version')
+            conn.execute("delete from socai_ledger.entries")
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             conn.execute("create table public.audit_scratch (x int)")
         # Even with the read-only default switched off, the role holds no write privilege.
         conn.execute("set default_transaction_read_only = off")
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute('delete from "socai_ledger".alembic_version')
+        for statement in (
+            "delete from socai_ledger.entries",
+            "update socai_ledger.accounts set balance_gold = 0",
+            "insert into socai_settlement.dead_letters (hand_id, table_id, reason, detail, stream_seq) "
+            "values ('h', 't', 'r', 'd', 1)",
+            "alter table socai_ledger.entries disable trigger user",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+
+
+def test_the_service_roles_log_in_and_own_nothing(scripted: str) -> None:
+    with psycopg.connect(scripted, autocommit=True) as conn:
+        rows = conn.execute(
+            "select rolname, rolcanlogin, rolsuper or rolcreaterole or rolcreatedb or rolbypassrls "
+            "from pg_roles where rolname = any(%s)",
+            (list(SERVICE_ROLES.values()),),
+        ).fetchall()
+        assert {(name, login, powers) for name, login, powers in rows} == {
+            (role, True, False) for role in SERVICE_ROLES.values()
+        }
+        owned = conn.execute(
+            "select count(*) from pg_class c join pg_roles r on r.oid = c.relowner where r.rolname = any(%s)",
+            (list(SERVICE_ROLES.values()),),
+        ).fetchone()
+        assert owned == (0,)
+        members = conn.execute(
+            "select count(*) from pg_auth_members m join pg_roles r on r.oid = m.member where r.rolname = any(%s)",
+            (list(SERVICE_ROLES.values()),),
+        ).fetchone()
+        assert members == (0,), "a service role that is a member of another role could SET ROLE to it"
+
+
+def test_the_service_script_creates_missing_roles_with_their_passwords(migrated_database_url: str) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    script = SERVICE_SCRIPT.read_text()
+    renamed = {role: f"{role}_{suffix}" for role in SERVICE_ROLES.values()}
+    for role, new in renamed.items():
+        assert script.count(f"'{role}'") == 1, role
+        script = script.replace(f"'{role}'", f"'{new}'")
+    with psycopg.connect(migrated_database_url, autocommit=True) as conn:
+        try:
+            conn.execute(script)  # type: ignore[arg-type]
+            rows = conn.execute(
+                "select rolname, rolcanlogin, rolpassword is not null from pg_authid where rolname = any(%s)",
+                (list(renamed.values()),),
+            ).fetchall()
+            assert set(rows) == {(new, True, True) for new in renamed.values()}
+        finally:
+            for new in renamed.values():
+                conn.execute(f'drop role if exists "{new}"')

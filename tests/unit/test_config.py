@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from socai import errors
 from socai.infra.config import DEV_TOKENS, Settings
 
 
@@ -51,3 +52,52 @@ def test_stream_replicas_reach_the_stream_spec():
     s = Settings.from_env({"SOCAI_STREAM_REPLICAS": "3", "SOCAI_EVENTS_STREAM": "EV", "SOCAI_EVENTS_PREFIX": "ev"})
     spec = s.events_stream_spec()
     assert (spec.name, spec.subjects, spec.replicas) == ("EV", ("ev.>",), 3)
+
+
+EXTERNAL = {"SOCAI_NATS_URL": "nats://nats:4222", "SOCAI_DATABASE_URL": "postgresql://u:p@db/socai"}
+OWN_SECRETS = {"SOCAI_TOKENS": "table=t1,settlement=s1", "SOCAI_PLAYER_TOKEN_KEY": "k" * 32}
+
+
+def test_public_dev_secrets_are_refused_outside_development_mode():
+    """Issue 16, defect 8: a deployment that forgot its Secrets used the README's tokens."""
+    s = Settings.from_env(EXTERNAL)
+    assert not s.dev_mode
+    assert s.public_dev_values() == ["SOCAI_TOKENS", "SOCAI_PLAYER_TOKEN_KEY"]
+    with pytest.raises(errors.PreconditionFailed) as caught:
+        s.check_secrets()
+    assert caught.value.code == "DEV_SECRETS" and "SOCAI_TOKENS" in caught.value.message
+    # One public token among private ones, or a rotation that keeps one, is still refused.
+    mixed = Settings.from_env({**EXTERNAL, **OWN_SECRETS, "SOCAI_TOKENS": "table=t1|dev-table-token"})
+    with pytest.raises(errors.PreconditionFailed):
+        mixed.check_secrets()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},  # the embedded servers: a laptop
+        {**EXTERNAL, "SOCAI_DEV_MODE": "1"},  # docker compose says so
+        {**EXTERNAL, **OWN_SECRETS},  # a deployment with its own secrets
+    ],
+)
+def test_development_mode_or_own_secrets_start(env: dict[str, str]):
+    Settings.from_env(env).check_secrets()
+
+
+def test_development_mode_survives_the_trip_through_a_child_environment():
+    for env in ({}, EXTERNAL, {**EXTERNAL, "SOCAI_DEV_MODE": "1"}):
+        s = Settings.from_env(env)
+        assert Settings.from_env(s.as_env()).dev_mode == s.dev_mode
+
+
+@pytest.mark.parametrize("service", ["socai_ledger", "socai_table", "socai_settlement"])
+def test_a_service_with_public_secrets_outside_development_mode_refuses_to_start(service: str):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SOCAI_")}
+    env.update(EXTERNAL, SOCAI_METRICS_PORT_BASE="0")
+    done = subprocess.run([sys.executable, "-m", service], env=env, capture_output=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert b"SOCAI_TOKENS" in done.stderr and b"SOCAI_DEV_MODE=1" in done.stderr

@@ -40,6 +40,7 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from socai.infra.config import DEV_TOKENS, Settings
+from socai.infra.db import AUDITOR_ROLE, OWNER_ROLE, SERVICE_ROLES
 from tests.unit.deploy_support import (
     DEPLOY,
     K8S,
@@ -337,6 +338,7 @@ def test_compose_services_listen_on_all_interfaces_and_dial_each_other_by_name(c
 
 def test_compose_nats_users_match_the_server_config(compose: dict[str, Any]) -> None:
     nats_env = compose["services"]["nats"]["environment"]
+    service_roles_sql = (DEPLOY / "postgres" / "service-roles.sql").read_text()
     conf = (DEPLOY / "nats" / "nats.conf").read_text()
     users = dict(re.findall(r"user: (\w+),?\s+password: \$(\w+)", conf))
     assert set(users) == {"table", "settlement", "ledger", "provisioner", "auditor", "sys"}
@@ -347,7 +349,24 @@ def test_compose_nats_users_match_the_server_config(compose: dict[str, Any]) -> 
         assert url.password == nats_env[users[user]]
         db = urlsplit(compose["services"][name]["environment"]["SOCAI_DATABASE_URL"])
         assert (db.hostname, db.port, db.path) == ("postgres", 5432, "/socai")
-        assert db.password == compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"]
+        if name == "migrate":  # the owner runs the migrations, and nothing else does
+            assert db.username == compose["services"]["postgres"]["environment"]["POSTGRES_USER"]
+            assert db.password == compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"]
+        else:
+            assert db.username == SERVICE_ROLES[name]
+            assert f"['{db.username}', '{db.password}']" in service_roles_sql, f"{name}: role and password of the URL"
+
+
+def test_compose_creates_the_roles_before_migrating(compose: dict[str, Any]) -> None:
+    """The migrations grant to the service and auditor roles: initdb creates them first."""
+    volumes = compose["services"]["postgres"]["volumes"]
+    initdb = sorted(v.split(":")[1] for v in volumes if "/docker-entrypoint-initdb.d/" in v)
+    assert initdb == [
+        "/docker-entrypoint-initdb.d/05-service-roles.sql",
+        "/docker-entrypoint-initdb.d/10-auditor-role.sql",
+    ]
+    sql = (DEPLOY / "postgres" / "service-roles.sql").read_text()
+    assert all(f"'{role}'" in sql for role in SERVICE_ROLES.values())
 
 
 def _dev_env() -> dict[str, str]:
@@ -875,22 +894,79 @@ def test_cnpg_cluster_three_instances_synchronous_with_backups() -> None:
     assert len(scheduled["spec"]["schedule"].split()) == 6, "CloudNativePG cron has a seconds field"
 
 
-def test_cnpg_secrets_and_auditor_role_are_consistent(example_secrets: dict[tuple[str, str], dict[str, str]]) -> None:
+def test_cnpg_secrets_and_roles_are_consistent(example_secrets: dict[tuple[str, str], dict[str, str]]) -> None:
     spec = _one(render(K8S / "postgres"), "Cluster", "socai-pg")["spec"]
     credentials = spec["backup"]["barmanObjectStore"]["s3Credentials"]
     for ref in credentials.values():
         assert ref["key"] in example_secrets[("socai-db", ref["name"])]
-    (auditor,) = spec["managed"]["roles"]
-    assert auditor["name"] == "socai_auditor" and auditor["login"] is True
-    assert auditor["inRoles"] == ["pg_read_all_data"], "read-only: reads everything, owns nothing"
-    assert not any(auditor.get(flag) for flag in ("superuser", "createdb", "createrole", "replication"))
-    secret = example_secrets[("socai-db", auditor["passwordSecret"]["name"])]
-    assert secret["username"] == auditor["name"]
-    for name in ("socai-ledger", "socai-table", "socai-settlement", "socai-migrate"):
-        url = urlsplit(example_secrets[("socai", name)]["SOCAI_DATABASE_URL"])
-        assert (url.hostname, url.port, url.path, url.username) == ("socai-pg-rw.socai-db.svc", 5432, "/socai", "socai")
+    assert spec["bootstrap"]["initdb"]["owner"] == OWNER_ROLE
+    roles = {role["name"]: role for role in spec["managed"]["roles"]}
+    assert set(roles) == {*SERVICE_ROLES.values(), AUDITOR_ROLE}, "the roles the migrations grant to"
+    for role in roles.values():
+        assert role["login"] is True and role["ensure"] == "present"
+        # Owner of nothing, member of nothing: no pg_read_all_data, no way to SET ROLE.
+        assert not role.get("inRoles"), f"{role['name']} inherits {role.get('inRoles')}"
+        assert not any(role.get(flag) for flag in ("superuser", "createdb", "createrole", "replication", "bypassrls"))
+        secret = example_secrets[("socai-db", role["passwordSecret"]["name"])]
+        assert secret["username"] == role["name"]
+    for service, role in SERVICE_ROLES.items():
+        url = urlsplit(example_secrets[("socai", f"socai-{service}")]["SOCAI_DATABASE_URL"])
+        assert (url.hostname, url.port, url.path, url.username) == ("socai-pg-rw.socai-db.svc", 5432, "/socai", role)
+        role_secret = example_secrets[("socai-db", roles[role]["passwordSecret"]["name"])]
+        assert url.password == role_secret["password"], f"{service}: the URL carries its role's password"
+    migrate = urlsplit(example_secrets[("socai", "socai-migrate")]["SOCAI_DATABASE_URL"])
+    assert (migrate.hostname, migrate.port, migrate.path, migrate.username) == (
+        "socai-pg-rw.socai-db.svc",
+        5432,
+        "/socai",
+        OWNER_ROLE,
+    )
     sql = (DEPLOY / "postgres" / "auditor-role.sql").read_text()
-    assert "GRANT pg_read_all_data TO socai_auditor" in sql and "default_transaction_read_only = on" in sql
+    statements = [line for line in sql.splitlines() if not line.startswith("--")]
+    assert "default_transaction_read_only = on" in sql
+    assert not [line for line in statements if "pg_read_all_data" in line or "GRANT" in line.upper()]
+
+
+# The callers each service accepts (its allow-lists), hence the only tokens its SOCAI_TOKENS
+# may hold: the ledger takes every caller; the table service the backend, operators and
+# auditors (its read methods are open to any known caller, and the NetworkPolicies let
+# auditors in); settlement its readers and retriers.
+ACCEPTED_CALLERS = {
+    "ledger": set(DEV_TOKENS),
+    "table": {"backend", "operator", "auditor"},
+    "settlement": {"table", "backend", "operator", "auditor"},
+}
+
+
+def _tokens_of(
+    docs: list[dict[str, Any]], service: str, example_secrets: dict[tuple[str, str], dict[str, str]]
+) -> dict[str, str]:
+    ref = _env(_container(_workload(docs, service)))["SOCAI_TOKENS"]["valueFrom"]["secretKeyRef"]
+    text = example_secrets[("socai", ref["name"])][ref["key"]]
+    return dict(Settings.from_env({"SOCAI_TOKENS": text}).tokens)
+
+
+def test_each_service_holds_only_the_tokens_of_its_callers(
+    base: list[dict[str, Any]], example_secrets: dict[tuple[str, str], dict[str, str]]
+) -> None:
+    from socai_ledger.server import ALLOW as LEDGER_ALLOW
+    from socai_settlement.server import access_policy as settlement_policy
+    from socai_table.server import ALLOW as TABLE_ALLOW
+
+    named = {
+        "ledger": set().union(*LEDGER_ALLOW.values()),
+        "table": set().union(*TABLE_ALLOW.values()),
+        "settlement": set().union(*settlement_policy({}).allow.values()),
+    }
+    every = _tokens_of(base, "ledger", example_secrets)
+    for service, callers in ACCEPTED_CALLERS.items():
+        tokens = _tokens_of(base, service, example_secrets)
+        assert set(tokens) == callers, f"{service} holds the tokens of {sorted(tokens)}"
+        assert named[service] - {"*"} <= callers, f"{service} refuses a caller its allow-list names"
+        for caller, token in tokens.items():
+            assert token == every[caller], f"{service}: {caller}'s token differs from the ledger's list"
+    assert _tokens_of(base, "table", example_secrets).keys().isdisjoint({"cashier", "settlement", "table"})
+    assert "cashier" not in _tokens_of(base, "settlement", example_secrets)
 
 
 # --------------------------------------------------------------------------- monitoring

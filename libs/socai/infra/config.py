@@ -3,7 +3,7 @@
 | variable | default | meaning |
 |---|---|---|
 | ``SOCAI_NATS_URL`` | (embedded) | NATS server; unset → ``socai up`` starts nats-server under var/ |
-| ``SOCAI_DATABASE_URL`` | (embedded) | PostgreSQL (``postgresql://…``); unset → embedded PostgreSQL under var/ |
+| ``SOCAI_DATABASE_URL`` | (embedded) | PostgreSQL (``postgresql://…``) as this process's role: the owner for ``socai migrate``, the service's own role for a service (``socai.infra.db``); unset → embedded PostgreSQL under var/, where ``socai up`` gives each its role |
 | ``SOCAI_VAR_DIR`` | ``./var`` | runtime data: NATS store, PostgreSQL data, reports |
 | ``SOCAI_NATS_PORT`` / ``SOCAI_PG_PORT`` | 4222 / 5433 | ports of the embedded servers |
 | ``SOCAI_LEDGER_ADDR`` | ``127.0.0.1:50051`` | ledger gRPC address (listen and dial) |
@@ -15,7 +15,8 @@
 | ``SOCAI_METRICS_PORT_BASE`` | ``9460`` | Prometheus ports: ledger +0, table +1, settlement +2 |
 | ``SOCAI_TOKENS`` | dev tokens | ``caller=token,…`` bearer tokens of calling services; ``caller=new|old`` accepts both during a rotation |
 | ``SOCAI_SERVICE_TOKEN`` | dev token of the caller | the token this process presents when it calls others |
-| ``SOCAI_PLAYER_TOKEN_KEY`` | dev key | HMAC key of player tokens (table service) |
+| ``SOCAI_PLAYER_TOKEN_KEY`` | dev key | HMAC key of player tokens (table service; hand seeds are sealed with a key derived from it) |
+| ``SOCAI_DEV_MODE`` | on with the embedded servers | ``1`` allows the public development tokens and key; off, a service that still has them refuses to start |
 | ``SOCAI_EVENTS_STREAM`` | ``SOCAI_EVENTS`` | JetStream stream name |
 | ``SOCAI_EVENTS_PREFIX`` | ``socai.events`` | subject prefix of events |
 | ``SOCAI_LEDGER_STREAM`` | ``SOCAI_LEDGER`` | JetStream stream the ledger's outbox publishes to |
@@ -25,7 +26,10 @@
 | ``SOCAI_LOG_LEVEL`` | ``info`` | |
 
 The development tokens are public and printed in the README; every deployment sets its own
-(deploy/ puts them in Secrets). ``Settings`` is immutable; build it once in ``main`` and pass it.
+(deploy/ puts them in Secrets). A service refuses to start with a public development value
+outside development mode (``Settings.check_secrets``): development mode is on when the
+embedded servers are used (no ``SOCAI_NATS_URL`` / ``SOCAI_DATABASE_URL``: a laptop) or when
+``SOCAI_DEV_MODE=1`` says so (docker compose). ``Settings`` is immutable; build it once in ``main`` and pass it.
 """
 
 from __future__ import annotations
@@ -64,6 +68,13 @@ def _parse_tokens(text: str) -> dict[str, str]:
     return tokens
 
 
+def _dev_mode(e: Mapping[str, str]) -> bool:
+    explicit = e.get("SOCAI_DEV_MODE", "").strip().lower()
+    if explicit:
+        return explicit in ("1", "true", "yes", "on")
+    return not e.get("SOCAI_NATS_URL") and not e.get("SOCAI_DATABASE_URL")
+
+
 @dataclass(frozen=True)
 class Settings:
     var_dir: Path = Path("var")
@@ -88,6 +99,9 @@ class Settings:
     stream_replicas: int = 1
     log_format: str = "json"
     log_level: str = "info"
+    # Settings built in code (tests, the local stack) are development settings; from_env
+    # decides from the environment.
+    dev_mode: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -117,7 +131,36 @@ class Settings:
             stream_replicas=int(e.get("SOCAI_STREAM_REPLICAS", s.stream_replicas)),
             log_format=e.get("SOCAI_LOG_FORMAT", s.log_format),
             log_level=e.get("SOCAI_LOG_LEVEL", s.log_level),
+            dev_mode=_dev_mode(e),
         )
+
+    def public_dev_values(self) -> list[str]:
+        """The settings that still hold a public development value (README prints them)."""
+        found = []
+        dev_tokens = set(DEV_TOKENS.values())
+        if any(part in dev_tokens for token in self.tokens.values() for part in token.split("|")):
+            found.append("SOCAI_TOKENS")
+        if self.service_token in dev_tokens:
+            found.append("SOCAI_SERVICE_TOKEN")
+        if self.player_token_key == DEV_PLAYER_TOKEN_KEY:
+            found.append("SOCAI_PLAYER_TOKEN_KEY")
+        return found
+
+    def check_secrets(self) -> None:
+        """Refuse public development secrets outside development mode.
+
+        Raises PreconditionFailed("DEV_SECRETS") naming the settings to set, so a deployment
+        that forgot its Secrets stops at start instead of accepting the README's tokens.
+        """
+        from socai import errors
+
+        found = self.public_dev_values()
+        if found and not self.dev_mode:
+            raise errors.PreconditionFailed(
+                "DEV_SECRETS",
+                f"{', '.join(found)} hold the public development values; set your own "
+                f"(deploy/k8s/examples/secrets.yaml), or SOCAI_DEV_MODE=1 for a development stack",
+            )
 
     def listen_address(self, own_address: str) -> str:
         """Where a service listens: SOCAI_LISTEN_ADDR, else the address others dial."""
@@ -159,6 +202,7 @@ class Settings:
             "SOCAI_STREAM_REPLICAS": str(self.stream_replicas),
             "SOCAI_LOG_FORMAT": self.log_format,
             "SOCAI_LOG_LEVEL": self.log_level,
+            "SOCAI_DEV_MODE": "1" if self.dev_mode else "0",
         }
         if self.listen_addr:
             env["SOCAI_LISTEN_ADDR"] = self.listen_addr

