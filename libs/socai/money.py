@@ -15,7 +15,10 @@ from socai.errors import check
 
 INT64_MAX = 2**63 - 1
 BPS_DENOMINATOR = 10_000
-FEE_BPS_MAX = 10_000
+FEE_BPS_MAX = 10_000  # the most ``fee`` accepts (100 %)
+# RULES.md GEN-1: a table's ``fee_bps`` is 0 to 1000 basis points (0 means no fee). The
+# one place this range is written: the rules kit, the table's config and the tests use it.
+TABLE_FEE_BPS_MAX = 1000
 
 K = TypeVar("K")
 

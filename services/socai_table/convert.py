@@ -37,7 +37,7 @@ def config_from_proto(msg: pb.TableConfig) -> TableConfig:
     return TableConfig(
         game=msg.game,
         stake_gold=msg.stake_gold,
-        fee_bps=msg.fee_bps,
+        fee_bps=msg.fee_bps if msg.HasField("fee_bps") else None,
         seats_max=msg.seats_max,
         options=dict(msg.options),
         buy_in_min_gold=msg.buy_in_min_gold,

@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from socai import accounts, errors
-from socai.money import FEE_BPS_MAX, INT64_MAX, is_gold
+from socai.money import INT64_MAX, TABLE_FEE_BPS_MAX, is_gold
 from socai.rules import registry
-from socai.rules.base import parse_options
+from socai.rules.base import default_fee_bps, parse_options
 
 TABLE_ID = re.compile(r"[A-Za-z0-9]{1,32}")
 SEATS_LIMIT = 200  # Tài Xỉu tables are large; card games keep their own maximum
@@ -29,7 +29,7 @@ OPTION_VALUE_MAX_CHARS = 64
 class TableConfig:
     game: str
     stake_gold: int
-    fee_bps: int
+    fee_bps: int | None  # None: the game's default for its mode; 0: no fee
     seats_max: int
     options: dict[str, str] = field(default_factory=dict)
     buy_in_min_gold: int = 0
@@ -73,9 +73,6 @@ class TableConfig:
                 "BAD_PLAYER_ID", "owner_player_id must be empty or 1-64 of A-Z a-z 0-9 _ . - @"
             )
         _check_options(self.options)
-        fee_bps = self.fee_bps or spec.default_fee_bps
-        if not 0 <= fee_bps <= FEE_BPS_MAX // 10:
-            raise errors.InvalidArgument("BAD_FEE", "fee_bps must be 0..1000 (10 %)")
         seats_max = self.seats_max or spec.players_max
         if not spec.players_min <= seats_max <= min(spec.players_max, SEATS_LIMIT):
             raise errors.InvalidArgument(
@@ -86,6 +83,11 @@ class TableConfig:
             value = getattr(parsed, f.name)
             if type(value) is int and not -INT64_MAX <= value <= INT64_MAX:
                 raise errors.InvalidArgument("BAD_OPTION", f"option {f.name} is out of int64 range")
+        # An operator's explicit 0 means no fee; only an unset fee takes the game's default
+        # for its mode (a p2p Tài Xỉu table 300, not the 500 of a table against the system).
+        fee_bps = default_fee_bps(module, self.options) if self.fee_bps is None else self.fee_bps
+        if type(fee_bps) is not int or not 0 <= fee_bps <= TABLE_FEE_BPS_MAX:
+            raise errors.InvalidArgument("BAD_FEE", f"fee_bps must be 0..{TABLE_FEE_BPS_MAX}")
         buy_in_min = self.buy_in_min_gold or self.stake_gold
         buy_in_max = self.buy_in_max_gold or max(buy_in_min, 100 * self.stake_gold)
         if not (is_gold(buy_in_min) and is_gold(buy_in_max)):

@@ -30,6 +30,7 @@ from socai.infra.grpc_client import channel
 from socai.infra.grpc_errors import error_reason
 from socai.infra.logging import get_logger
 from socai.rules import registry
+from socai.rules.base import default_fee_bps
 
 log = get_logger("socai.simulate")
 
@@ -88,10 +89,8 @@ def players_for(game: str, wanted: int) -> int:
 def fee_for(game: str, index: int, options: dict[str, str]) -> int:
     """The games' own fees (Tài Xỉu 5 % against the house, 3 % against a player); half the
     tables of games without a stated fee charge 3 % (GEN-1), half charge none."""
-    if game == "taixiu":
-        return 300 if options.get("mode") == "p2p" else 500
-    spec = registry.get(game).SPEC
-    return spec.default_fee_bps or (0 if index % 2 else 300)
+    module = registry.get(game)
+    return default_fee_bps(module, options) or (0 if index % 2 else 300)
 
 
 def options_for(game: str, index: int) -> dict[str, str]:

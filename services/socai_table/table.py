@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -32,8 +32,6 @@ from socai.events.model import (
     COMMUNITY,
     Body,
     CardsDealt,
-    DealtCard,
-    DiceRolled,
     Event,
     HandEnded,
     HandStarted,
@@ -48,8 +46,9 @@ from socai.events.model import (
 )
 from socai.gen.events.v1 import events_pb2
 from socai.infra.logging import bound, get_logger
+from socai.rules import base as kit
 from socai.rules import registry
-from socai.rules.base import CLOCKWISE, LegalAction, Pending, Settlement, seats_after
+from socai.rules.base import LegalAction, Pending, Settlement
 from socai_table import metrics, seeds
 from socai_table.ledger_client import Money, buy_in_key, join_key
 from socai_table.model import TURN_TIMEOUT_DEFAULT_S, Seat, TableConfig, facts_id_of, hand_id_of
@@ -120,15 +119,15 @@ class Deps:
     heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
 
 
-def redact(event: Event, viewer_seat: int, hand_over: bool) -> events_pb2.Event:
-    """The event as ``viewer_seat`` may see it: face-down cards of other seats are blank
-    until the hand is over (then the revealed seed makes every card public anyway)."""
-    msg = codec.to_proto(event)
-    if not hand_over and msg.WhichOneof("body") == "cards_dealt":
-        for card in msg.cards_dealt.cards:
-            if not card.face_up and card.seat != viewer_seat:
-                card.card = ""
-    return msg
+def redact(module: ModuleType, event: Event, viewer_seat: int, state: Any, hand_over: bool) -> events_pb2.Event | None:
+    """The event as ``viewer_seat`` may see it, or None when they may not see it at all.
+
+    The game's ``visible`` hook decides (the kit's default hides other seats' face-down
+    cards; Mậu Binh's arrangements and Ba Cây's unflipped cards are hidden by their games)
+    until the hand is over, when the revealed seed makes every card public anyway.
+    """
+    seen = kit.visible_event(module, event, viewer_seat, state, hand_over)
+    return None if seen is None else codec.to_proto(seen)
 
 
 def table_opened(table_id: str, c: TableConfig) -> TableOpened:
@@ -144,30 +143,6 @@ def table_opened(table_id: str, c: TableConfig) -> TableOpened:
         c.buy_in_min_gold,
         c.buy_in_max_gold,
     )
-
-
-def choose_dealer(
-    game: str,
-    module: ModuleType,
-    previous_state: Any,
-    previous_dealer: int | None,
-    participants: Sequence[int],
-    seats_max: int,
-    owner_seat: int,
-) -> int:
-    """The reference seat of the next hand (dealer, first dealt, or banker).
-
-    A game module may define ``next_hand_dealer(previous_state, previous_dealer,
-    participants, seats_max, owner_seat)`` (Xì Tố: the previous winner deals first; Tài
-    Xỉu: the owner banks); otherwise: the owner (or the first seat) in the first hand, then
-    the button moves clockwise to the next participating seat (RULES.md HE-9).
-    """
-    custom = getattr(module, "next_hand_dealer", None)
-    if custom is not None:
-        return int(custom(previous_state, previous_dealer, tuple(participants), seats_max, owner_seat))
-    if previous_dealer is None or previous_state is None:
-        return owner_seat if owner_seat in participants else participants[0]
-    return seats_after(participants, previous_dealer, seats_max, CLOCKWISE)[0]
 
 
 class Table:
@@ -238,11 +213,16 @@ class Table:
 
     def _broadcast(self, event: Event) -> None:
         hand_over = isinstance(event.body, HandEnded) or event.hand_id == self.facts_id
+        hand = self.hand
+        state = hand.state if hand is not None and event.hand_id == hand.hand_id else None
         for watcher in list(self.watchers):
             if watcher.overflowed:
                 continue
+            seen = redact(self.module, event, self.viewer_seat(watcher.player_id), state, hand_over)
+            if seen is None:
+                continue
             try:
-                watcher.queue.put_nowait(redact(event, self.viewer_seat(watcher.player_id), hand_over))
+                watcher.queue.put_nowait(seen)
             except asyncio.QueueFull:
                 watcher.overflowed = True
                 with contextlib.suppress(asyncio.QueueFull):
@@ -523,7 +503,11 @@ class Table:
     # --- hands -------------------------------------------------------------------------
 
     def participants(self) -> list[int]:
-        return sorted(s.seat for s in self.seats.values() if s.stack_gold > 0 and not s.leaving)
+        """The seats that play the next hand: not leaving, and with a stack the game
+        accepts (its ``can_play`` hook: an ante, a Gà pay-in, a banker's capacity)."""
+        c = self.config
+        stacks = {s.seat: s.stack_gold for s in self.seats.values() if not s.leaving}
+        return kit.participants(self.module, stacks, c.stake_gold, c.options)
 
     async def start_hand(self) -> str:
         async with self.lock:
@@ -552,14 +536,14 @@ class Table:
             -1,
         )
         previous = self.last_hand
-        dealer = choose_dealer(
-            self.config.game,
+        dealer = kit.choose_dealer(
             self.module,
             previous.state if previous else None,
             previous.started.dealer_seat if previous else None,
             participants,
             self.config.seats_max,
             owner_seat,
+            {s: self.seats[s].stack_gold for s in participants},
         )
         sealed = seeds.seal(self.deps.seal_key, hand_id, fairness.new_seed())
         seed = seeds.unseal(
@@ -581,7 +565,10 @@ class Table:
             deck_commitment=fairness.commitment(seed),
             owner_seat=owner_seat,
             pot_gold=self.pot_gold,
-            options=dict(self.config.options),
+            # Every option with its value after defaults, and the rules version: the hand
+            # log replays the same after a default changes in code.
+            options=kit.full_options(self.module, self.config.options),
+            rules_version=kit.rules_version(self.module),
         )
         try:
             state = self.module.initial_state(started)
@@ -646,17 +633,8 @@ class Table:
             return
         for _ in range(10_000):
             pending: Pending = self.module.pending(hand.state)
-            if pending.finished:
-                body: Body = HandEnded(hand.seed.hex())
-            elif pending.deal:
-                cards = tuple(
-                    DealtCard(slot.seat, hand.deck[hand.next_card + i], slot.face_up)
-                    for i, slot in enumerate(pending.deal)
-                )
-                body = CardsDealt(cards)
-            elif pending.roll_dice:
-                body = DiceRolled(fairness.roll_dice(hand.seed))
-            else:
+            body = kit.system_event(pending, hand.deck, hand.next_card, hand.seed)
+            if body is None:
                 self._arm_timer(pending)
                 return
             await self._hand_event(body, self.module.apply(hand.state, body))
@@ -853,10 +831,11 @@ class Table:
         if hand is None:
             return result
         over = hand.ended
+        seen = (redact(self.module, e, viewer, hand.state, over) for e in hand.events)
         result.update(
             hand_id=hand.hand_id,
             last_seq=hand.seq,
-            events=[redact(e, viewer, over) for e in hand.events],
+            events=[e for e in seen if e is not None],
         )
         if not over:
             pending = self.module.pending(hand.state)

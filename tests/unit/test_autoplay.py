@@ -228,3 +228,24 @@ def test_a_rule_violation_from_the_game_is_not_swallowed() -> None:
     with pytest.raises(RuleViolation) as err:
         autoplay.play_hand(fake_game(), started(), SEED, cheat)
     assert err.value.code == "NOT_YOUR_TURN"
+
+
+def test_simultaneous_decisions_are_asked_of_the_owing_seats_in_turn() -> None:
+    from socai.rules import taixiu
+
+    asked: list[int] = []
+    bets: dict[int, int] = {}
+
+    def choose(state: object, seat: int, candidates: Sequence[Body]) -> Body | None:
+        asked.append(seat)
+        bets[seat] = bets.get(seat, 0) + 1
+        return candidates[0] if bets[seat] <= 2 else None
+
+    taixiu_hand = HandStarted(
+        "t1", "h1", "taixiu", 1, 10, 0, 6, tuple(SeatInfo(s, f"p{s}", 1000) for s in (0, 1, 2)), 0, "c"
+    )
+    autoplay.play_hand(taixiu, taixiu_hand, SEED, choose)
+    # One betting window (one timer): seats 0, 1, 2 take turns instead of seat 0 deciding
+    # everything first; a seat done betting drops out of the rotation.
+    assert asked[:6] == [0, 1, 2, 0, 1, 2]
+    assert sorted(asked) == [0, 0, 0, 1, 1, 1, 2, 2, 2]

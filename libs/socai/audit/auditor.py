@@ -22,6 +22,7 @@ from socai.audit.export import RawEvent
 from socai.audit.keys import find_settlement, settlement_key
 from socai.audit.replay import MISSING_END, ReplayError, ReplayResult, diff_entries, replay
 from socai.audit.report import AuditReport
+from socai.rules import base, registry
 
 SETTLEMENT_KIND: Final = "settlement"
 LEDGER_CALLS_IN_FLIGHT: Final = 32
@@ -33,6 +34,10 @@ LEDGER_MISMATCH: Final = "LEDGER_MISMATCH"
 LEDGER_UNEXPECTED: Final = "LEDGER_UNEXPECTED"
 ACCOUNT_TOTAL: Final = "ACCOUNT_TOTAL"
 ESCROW_BALANCE: Final = "ESCROW_BALANCE"
+# Reasons of cross-hand mismatches: a hand's dealer (or banker) is not the one the rules
+# choose after the previous hand; a carried pot does not continue.
+DEALER_MISMATCH: Final = "DEALER_MISMATCH"
+POT_CARRY_MISMATCH: Final = "POT_CARRY_MISMATCH"
 
 
 @dataclass
@@ -92,7 +97,68 @@ def verify(raws: Iterable[RawEvent], *, source: str, allow_open: bool = False, c
             continue
         audit.results.append(result)
         report.add_hand(result)
+    check_continuity(audit)
     return audit
+
+
+def check_continuity(audit: Audit) -> None:
+    """The facts between hands, for every table: each hand's dealer (or banker, or seat
+    dealt first) is the one the rules choose (``base.choose_dealer``: the owner in the
+    first hand, then from the previous hand's result, stacks and seats); a carried pot
+    continues (HandStarted.pot_gold equals the previous hand's carry) and each hand moves
+    the pot account by exactly the difference. Pairs of hands of which one is missing
+    from the input are not compared."""
+    by_table: dict[str, dict[int, ReplayResult]] = {}
+    for result in audit.results:
+        by_table.setdefault(result.table_id, {})[result.started.hand_number] = result
+    for table_id, hands in by_table.items():
+        for number, result in sorted(hands.items()):
+            started = result.started
+            settlement = result.settlement
+            pot_account = accounts.pot(table_id)
+            moved = settlement.entries().get(pot_account, 0)
+            if moved != settlement.pot_carry_gold - started.pot_gold:
+                audit.report.mismatch(
+                    POT_CARRY_MISMATCH,
+                    f"{started.hand_id}: the pot carries {settlement.pot_carry_gold} after "
+                    f"{started.pot_gold}, but {pot_account} moves {moved:+d}",
+                    hand_id=started.hand_id,
+                    table_id=table_id,
+                )
+            previous = hands.get(number - 1)
+            if number > 1 and previous is None:
+                continue
+            module = registry.get(started.game)
+            seats = [info.seat for info in started.seats]
+            stacks = {info.seat: info.stack_gold for info in started.seats}
+            if previous is None:
+                expected = base.choose_dealer(module, None, None, seats, started.seats_max, started.owner_seat, stacks)
+            else:
+                carry = previous.settlement.pot_carry_gold
+                if started.pot_gold != carry:
+                    audit.report.mismatch(
+                        POT_CARRY_MISMATCH,
+                        f"{started.hand_id}: starts with a pot of {started.pot_gold}; "
+                        f"{previous.hand_id} carried {carry}",
+                        hand_id=started.hand_id,
+                        table_id=table_id,
+                    )
+                expected = base.choose_dealer(
+                    module,
+                    previous.state,
+                    previous.started.dealer_seat,
+                    seats,
+                    started.seats_max,
+                    started.owner_seat,
+                    stacks,
+                )
+            if started.dealer_seat != expected:
+                audit.report.mismatch(
+                    DEALER_MISMATCH,
+                    f"{started.hand_id}: the dealer seat is {started.dealer_seat}; the rules choose {expected}",
+                    hand_id=started.hand_id,
+                    table_id=table_id,
+                )
 
 
 def _note_fact(facts: TableFacts, raw: RawEvent) -> None:

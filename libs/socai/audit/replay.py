@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Final
+from typing import Any, Final
 
 from socai import cards, fairness
 from socai.errors import InvalidArgument, NotFound, PreconditionFailed, RuleViolation
@@ -46,7 +46,7 @@ from socai.events.model import (
 )
 from socai.gen.events.v1 import events_pb2
 from socai.rules import registry
-from socai.rules.base import PENALTY_REASONS, Settlement
+from socai.rules.base import LEGACY_RULES_VERSION, Settlement, version_defaults
 
 # Stable reason codes (dead letters, audit reports and gRPC ErrorInfo reasons).
 BAD_EVENT: Final = "BAD_EVENT"
@@ -62,6 +62,7 @@ DEAL_MISMATCH: Final = "DEAL_MISMATCH"
 DICE_MISMATCH: Final = "DICE_MISMATCH"
 ILLEGAL_EVENT: Final = "ILLEGAL_EVENT"
 ENGINE_INVARIANT: Final = "ENGINE_INVARIANT"
+UNKNOWN_RULES_VERSION: Final = "UNKNOWN_RULES_VERSION"
 REASONS: Final = (
     BAD_EVENT,
     ENVELOPE_MISMATCH,
@@ -76,6 +77,7 @@ REASONS: Final = (
     DICE_MISMATCH,
     ILLEGAL_EVENT,
     ENGINE_INVARIANT,
+    UNKNOWN_RULES_VERSION,
 )
 EVENTS_PER_HAND_MAX: Final = 10_000  # the same bound as autoplay.MAX_STEPS: a limit on everything
 
@@ -103,6 +105,7 @@ class ReplayResult:
     settlement: Settlement
     cards_verified: int
     dice_verified: int
+    state: Any = None  # the rules engine's final state (the next hand's dealer derives from it)
 
     @property
     def hand_id(self) -> str:
@@ -189,11 +192,29 @@ def replay(events: Iterable[object]) -> ReplayResult:
                 hand_id=hand_id,
                 event_id=e.event_id,
             )
+    _check_rules_version(module, first, hand_id)
     end = _check_end(evs, hand_id)
     seed = _check_seed(started, first, end, hand_id)
     cards_verified, dice_verified = _check_fairness(evs, seed, hand_id)
-    settlement = _fold(module, evs, hand_id)
-    return ReplayResult(started, tuple(evs), settlement, cards_verified, dice_verified)
+    state, settlement = _fold(module, evs, hand_id)
+    return ReplayResult(started, tuple(evs), settlement, cards_verified, dice_verified, state)
+
+
+def _check_rules_version(module: ModuleType, first: Event, hand_id: str) -> None:
+    """A hand replays only under the rules it was played with: a rules version this engine
+    does not know is refused, never replayed under other rules (UNKNOWN_RULES_VERSION)."""
+    started = first.body
+    assert isinstance(started, HandStarted)
+    version = started.rules_version or LEGACY_RULES_VERSION
+    known = version_defaults(module)
+    if version not in known:
+        raise ReplayError(
+            UNKNOWN_RULES_VERSION,
+            f"{first.event_id}: {started.game} rules version {version} is not known to this engine "
+            f"(it knows {', '.join(str(v) for v in sorted(known))}); replay the hand with the engine it was played on",
+            hand_id=hand_id,
+            event_id=first.event_id,
+        )
 
 
 def replay_hand(events: Iterable[object]) -> Settlement:
@@ -366,14 +387,14 @@ def _deals(evs: Sequence[Event]) -> bool:
     return any(isinstance(e.body, CardsDealt) for e in evs)
 
 
-def _fold(module: ModuleType, evs: Sequence[Event], hand_id: str) -> Settlement:
+def _fold(module: ModuleType, evs: Sequence[Event], hand_id: str) -> tuple[Any, Settlement]:
     current = evs[0]
     try:
         state = module.initial_state(current.body)
         for current in evs[1:]:
             state = module.apply(state, current.body)
         if not module.is_finished(state):
-            raise RuleViolation("HAND_NOT_FINISHED", "the rules say the hand is not over")
+            raise RuleViolation("HAND_NOT_OVER", "the rules say the hand is not over")
         settlement: Settlement = module.settle(state)
     except RuleViolation as exc:
         raise ReplayError(
@@ -389,7 +410,7 @@ def _fold(module: ModuleType, evs: Sequence[Event], hand_id: str) -> Settlement:
             hand_id=hand_id,
             event_id=current.event_id,
         ) from exc
-    return settlement
+    return state, settlement
 
 
 # --- descriptions -----------------------------------------------------------------------
@@ -428,8 +449,10 @@ def _short(text: str) -> str:
 
 
 def penalties(settlement: Settlement) -> dict[str, int]:
-    """Penalty transfers of a settlement by reason code (``PENALTY_REASONS``)."""
-    return {reason: gold for reason, gold in settlement.by_reason().items() if reason in PENALTY_REASONS}
+    """Penalty transfers of a settlement by reason code: the reasons its game declares as
+    penalties (``REASONS``, ``registry.penalty_reasons``)."""
+    penalty = registry.penalty_reasons(settlement.game)
+    return {reason: gold for reason, gold in settlement.by_reason().items() if reason in penalty}
 
 
 def gold_moved(settlement: Settlement) -> int:

@@ -36,14 +36,16 @@ from socai.events.model import (
     Body,
     Event,
     HandStarted,
+    PlayerDisconnected,
     PlayerLeft,
+    PlayerReconnected,
     PlayerSeated,
     SeatInfo,
     TableOpened,
     WagerPlaced,
 )
-from socai.rules import autoplay, registry
-from socai.rules.base import CLOCKWISE, Settlement, seats_after
+from socai.rules import autoplay, base, registry
+from socai.rules.base import Settlement
 
 BANK_FUNDING_GOLD: Final = 10**12  # what ``fund`` deposits into house:bank (Tài Xỉu vs the house)
 HANDS_PER_TABLE: Final = 10
@@ -93,7 +95,7 @@ def setup_of(game: str) -> GameSetup:
         players_max=top,
         stake_gold=100,
         buy_in_gold=10_000,
-        fee_bps=spec.default_fee_bps,
+        fee_bps=base.default_fee_bps(registry.get(game), {}),
     )
 
 
@@ -173,16 +175,25 @@ def _player(table: SimTable, seat: int) -> str:
 
 
 def random_bot(module: ModuleType, rng: random.Random) -> autoplay.Chooser:
-    """Mostly checks and calls; sometimes bets, raises, folds, lets the timer run out or
-    leaves. Tài Xỉu bots place a few bets of 1-5 times the minimum, then stop."""
+    """Mostly checks and calls; sometimes bets, raises, folds, lets the timer run out,
+    disconnects (and comes back a decision later), or leaves, so that every game's
+    timeout, disconnect and leaving rules run in self-play. Tài Xỉu bots place a few bets
+    of 1-5 times the minimum, then stop."""
     game = module.SPEC.game_id
+    away: set[tuple[str, int]] = set()
 
     def choose(state: Any, seat: int, candidates: Sequence[Body]) -> Body | None:
+        if away and (_hand_of(state), seat) in away:
+            away.discard((_hand_of(state), seat))
+            return PlayerReconnected(seat)
         roll = rng.random()
         if roll < 0.03 or not candidates:
             return None
         if roll < 0.04:
             return PlayerLeft(seat)
+        if roll < 0.05:
+            away.add((_hand_of(state), seat))
+            return PlayerDisconnected(seat)
         if game == "taixiu":
             if roll < 0.45:
                 return None  # done betting
@@ -201,6 +212,17 @@ def random_bot(module: ModuleType, rng: random.Random) -> autoplay.Chooser:
         return rng.choice(list(candidates))
 
     return choose
+
+
+def _hand_of(state: Any) -> str:
+    """The hand id of a game state, whatever the game keeps it in (for the bots' memory)."""
+    for path in (("hand_id",), ("started", "hand_id"), ("hand", "started", "hand_id")):
+        value: Any = state
+        for name in path:
+            value = getattr(value, name, None)
+        if isinstance(value, str):
+            return value
+    return ""
 
 
 # --- simulation -------------------------------------------------------------------------
@@ -289,15 +311,17 @@ def _play_table(
     previous: tuple[Any, int] | None = None  # the last hand's final state and dealer seat
     pot_gold = 0
     choose = bot(module, rng)
+    options = base.full_options(module, setup.options)
     for number in range(1, hands + 1):
-        # As the table does: everyone with chips plays (a stack too small for a blind
-        # plays all-in); the table stops when too few are left.
-        playing = [s for s in seats if stacks[s.seat] > 0]
-        if len(playing) < setup.players_min:
+        # As the table does: every seat the game lets play (``base.can_play``: any chips by
+        # default; a stack too small for a blind plays all-in); the table stops when too
+        # few are left.
+        participants = base.participants(module, stacks, setup.stake_gold, options)
+        if len(participants) < setup.players_min:
             break
-        participants = [s.seat for s in playing]
+        playing = [s for s in seats if s.seat in participants]
         owner_seat = owner.seat if owner.seat in participants else -1
-        dealer = next_dealer(module, previous, participants, setup.seats_max, owner_seat)
+        dealer = next_dealer(module, previous, participants, setup.seats_max, owner_seat, stacks)
         hand_id = f"{table_id}-h{number}"
         seed = bytes(rng.getrandbits(8) for _ in range(fairness.SEED_BYTES))
         started = HandStarted(
@@ -313,7 +337,8 @@ def _play_table(
             deck_commitment=fairness.commitment(seed),
             owner_seat=owner_seat,
             pot_gold=pot_gold,
-            options=dict(setup.options),
+            options=options,
+            rules_version=base.rules_version(module),
         )
         bodies, state = autoplay.play_hand(module, started, seed, choose)
         settlement = module.settle(state)
@@ -327,18 +352,17 @@ def _play_table(
 
 
 def next_dealer(
-    module: ModuleType, previous: tuple[Any, int] | None, participants: Sequence[int], seats_max: int, owner_seat: int
+    module: ModuleType,
+    previous: tuple[Any, int] | None,
+    participants: Sequence[int],
+    seats_max: int,
+    owner_seat: int,
+    stacks: Mapping[int, int] | None = None,
 ) -> int:
-    """The next hand's reference seat, as the table service chooses it: the game's own
-    ``next_hand_dealer`` when it has one (Xì Tố: the winner deals first; Tài Xỉu: the owner
-    banks), else the owner (or the first seat) first, then the button moves clockwise."""
+    """The next hand's reference seat, as the table service chooses it
+    (``base.choose_dealer``)."""
     state, dealer = previous if previous is not None else (None, None)
-    custom = getattr(module, "next_hand_dealer", None)
-    if custom is not None:
-        return int(custom(state, dealer, tuple(participants), seats_max, owner_seat))
-    if dealer is None:
-        return owner_seat if owner_seat in participants else participants[0]
-    return seats_after(participants, dealer, seats_max, CLOCKWISE)[0]
+    return base.choose_dealer(module, state, dealer, participants, seats_max, owner_seat, stacks)
 
 
 # --- publishing and funding ---------------------------------------------------------------

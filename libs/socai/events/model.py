@@ -24,6 +24,22 @@ from socai.cards import Card
 COMMUNITY = -1
 
 
+@dataclass(frozen=True, slots=True)
+class _HiddenCard(Card):
+    """A card a viewer may not see (``socai.rules.base.visible``): encoded as ``""``."""
+
+    def __post_init__(self) -> None:
+        pass  # the one Card that is not in any deck
+
+    def __str__(self) -> str:
+        return ""
+
+
+# A face-down card of another seat, as the ``visible`` hook shows it. Never in a stored
+# event: the codec decodes "" as a bad card.
+HIDDEN_CARD: Card = _HiddenCard(0, 0)
+
+
 class ActionKind(StrEnum):
     """A betting decision (Hold'em, Xì Tố, Liêng, Liêng Sảnh, 3 Cây)."""
 
@@ -57,7 +73,11 @@ class HandStarted:
     against a player) or the first to play (shedding games). ``owner_seat`` is the table
     owner's seat, or -1. ``pot_gold`` is what the table's pot account carries into the hand
     (3 Cây Gà). ``options`` are the game's named flags as strings (RULES.md [Proposed]
-    decisions), parsed and validated by the game's ``Options``.
+    decisions), parsed and validated by the game's ``Options``: the table records every
+    option with its value after defaults (``socai.rules.base.full_options``), and
+    ``rules_version`` is the game's ``RULES_VERSION`` the hand was played under (0 in hands
+    logged before it was recorded, which replay as version 1), so the hand log alone says
+    which rules settle it.
     """
 
     table_id: str
@@ -73,6 +93,7 @@ class HandStarted:
     owner_seat: int = -1
     pot_gold: int = 0
     options: Mapping[str, str] = field(default_factory=dict)
+    rules_version: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,8 @@ from typing import Any
 
 from socai import cards, fairness
 from socai.errors import check
-from socai.events.model import Body, CardsDealt, DealtCard, DiceRolled, HandEnded, HandStarted, TimerExpired
+from socai.events.model import Body, CardsDealt, HandEnded, HandStarted, TimerExpired
+from socai.rules.base import system_event
 
 MAX_STEPS = 10_000
 
@@ -28,40 +29,47 @@ def play_hand(
     choose: Chooser,
 ) -> tuple[list[Body], Any]:
     """Play ``started`` to the end; returns (every body applied, HandStarted first and
-    HandEnded last; the final state)."""
+    HandEnded last; the final state).
+
+    Deals, dice and HandEnded come from ``base.next_system_event``, as at the table. When
+    the hand waits for one seat's decision (``pending.to_act``), ``choose`` is asked for
+    it; None lets that seat's timer run out (``TimerExpired``). Simultaneous
+    decisions (several seats to act on one timer, as in a Tài Xỉu betting window) are
+    counted per (hand, timer) and asked of the owing seats in turn, round the table."""
     deck = fairness.shuffle(seed, cards.deck(started.game)) if module.SPEC.deck else []
     next_card = 0
     state = module.initial_state(started)
     bodies: list[Body] = [started]
+    # Per timer of the hand, the seat asked last and the seats that owed a decision then.
+    asked_on: dict[str, tuple[int, tuple[int, ...]]] = {}
     for _ in range(MAX_STEPS):
         pending = module.pending(state)
-        if pending.finished:
-            break
-        body: Body | None
-        if pending.deal:
-            dealt = []
-            for slot in pending.deal:
-                dealt.append(DealtCard(slot.seat, deck[next_card], slot.face_up))
-                next_card += 1
-            body = CardsDealt(tuple(dealt))
-        elif pending.roll_dice:
-            body = DiceRolled(fairness.roll_dice(seed))
-        else:
-            check(len(pending.to_act) > 0, "a pending hand must wait for someone")
-            seat = pending.to_act[0]
-            body = None
+        body = system_event(pending, deck, next_card, seed)  # base.next_system_event
+        if body is None:
+            to_act = pending.to_act
+            check(len(to_act) > 0, "a pending hand must wait for someone")
+            seat = to_act[0]
+            if len(to_act) > 1:
+                # Simultaneous decisions: each decision on this timer of the hand goes to
+                # the next seat still owing one after the seat asked last, round the
+                # table, so that no seat decides everything before the others are asked.
+                last = asked_on.get(pending.timer)
+                if last is not None:
+                    last_seat, last_owing = last
+                    start = last_owing.index(last_seat) + 1
+                    seat = next((s for s in last_owing[start:] + last_owing[:start] if s in to_act), seat)
+                asked_on[pending.timer] = (seat, to_act)
             if seat >= 0:
                 body = choose(state, seat, module.candidate_actions(state, seat))
             if body is None:
                 body = TimerExpired(seat, pending.timer)
         state = module.apply(state, body)
         bodies.append(body)
-    else:
-        raise AssertionError("hand did not finish within MAX_STEPS")
-    end = HandEnded(seed.hex())
-    state = module.apply(state, end)
-    bodies.append(end)
-    return bodies, state
+        if type(body) is HandEnded:
+            return bodies, state
+        if type(body) is CardsDealt:
+            next_card += len(body.cards)
+    raise AssertionError("hand did not finish within MAX_STEPS")
 
 
 def replay(module: ModuleType, bodies: Sequence[Body]) -> Any:

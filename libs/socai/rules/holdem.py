@@ -46,20 +46,23 @@ auto-acted the same way when their timer runs out. ``PlayerLeft`` is a fold, at 
 when it is not the leaver's turn (an all-in player who leaves folds too); chips already put
 in stay in the pot, and an unmatched bet of a leaver goes back to them (``pots``).
 
-The state is a ``__slots__`` object that ``apply`` copies and never mutates, so replaying
-thousands of hands a second is cheap; treat its fields as read-only.
+The state is the kit's frozen, slotted ``@game_state`` (``socai.rules.base``): ``apply``
+drafts a copy, changes it and freezes it, never mutating a state it was given. Hold'em
+keeps its own betting code rather than the kit's ``socai.rules.betting``: positions
+instead of seat maps, the HE-3 caps and incomplete raises that do not reopen the betting
+are tuned for the replay hot path (``rules.holdem.replay_6max``); the rules are the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
 from itertools import compress
 from operator import add, not_
+from types import MappingProxyType
 from typing import Any, Final
 
-from socai import accounts
 from socai.cards import Card
 from socai.errors import RuleViolation, check
 from socai.events.model import (
@@ -78,19 +81,30 @@ from socai.events.model import (
 from socai.rules import evaluator
 from socai.rules.base import (
     CLOCKWISE,
+    LEGACY_RULES_VERSION,
+    POT_REASONS,
     DealSlot,
     GameSpec,
+    GameState,
     LegalAction,
     Pending,
+    Reason,
     Settlement,
     SettlementBuilder,
+    game_state,
+    next_hand_dealer,
     parse_options,
     seats_after,
+    unexpected,
+    validate_start,
 )
 from socai.rules.evaluator import evaluate_batch, strength7
 from socai.rules.pots import award_pots, build_pots
 
 __all__ = [
+    "OPTION_DEFAULTS",
+    "REASONS",
+    "RULES_VERSION",
     "SPEC",
     "HandValue",
     "HoldemState",
@@ -109,7 +123,9 @@ __all__ = [
 
 SPEC: Final = GameSpec("holdem", "Texas Hold'em", 2, 9, "standard", direction=CLOCKWISE, default_fee_bps=0)
 
-FEE_BPS_MAX: Final = 1000  # GEN-1: a table's fee is 0 to 1000 basis points
+# Bump when a rule or an Options default changes; OPTION_DEFAULTS keeps every version's
+# defaults so that old hands replay under the rules they were played with.
+RULES_VERSION: Final = 1
 TURN_TIMER: Final = "turn"
 TURN_TIMEOUT_S_MAX: Final = 600
 STREETS: Final = ("preflop", "flop", "turn", "river")
@@ -159,6 +175,18 @@ class Options:
             raise RuleViolation("BAD_OPTION", "turn_timeout_s is 1..600", option="turn_timeout_s")
 
 
+OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType(
+    {
+        1: MappingProxyType(
+            {"heads_up_dealer_is_small_blind": "true", "min_raise": "sb", "min_bet": "bb", "turn_timeout_s": "20"}
+        ),
+    }
+)
+
+# Every settlement reason code Hold'em emits (RULES.md 1.4: no bonuses, no penalties).
+REASONS: Final[Mapping[str, Reason]] = POT_REASONS
+
+
 # --- hand values ------------------------------------------------------------------------
 
 
@@ -194,16 +222,17 @@ def warm() -> None:
 
 
 def next_dealer(previous_dealer: int, participating_seats: Iterable[int], seats_max: int) -> int:
-    """The button of the next hand (RULES.md HE-9): the first seat clockwise after
-    ``previous_dealer`` that takes part in the new hand (``previous_dealer`` itself only
-    when it is the sole participant). The first hand's dealer is the table owner.
+    """The button of the next hand (RULES.md HE-9), the kit's default
+    ``base.next_hand_dealer``: the first seat clockwise after ``previous_dealer`` that
+    takes part in the new hand (``previous_dealer`` itself only when it is the sole
+    participant). The first hand's dealer is the table owner.
 
     Raises RuleViolation("BAD_SEATS") when nobody takes part or a seat is off the table.
     """
-    seats = set(participating_seats)
+    seats = sorted(set(participating_seats))
     if not seats or any(not 0 <= s < seats_max for s in seats) or not 0 <= previous_dealer < seats_max:
         raise RuleViolation("BAD_SEATS", "participating seats must be on the table")
-    return seats_after(seats, previous_dealer, seats_max, CLOCKWISE)[0]
+    return next_hand_dealer(True, previous_dealer, seats, seats_max, -1, direction=CLOCKWISE)
 
 
 # --- state ------------------------------------------------------------------------------
@@ -266,16 +295,25 @@ class _Layout:
 
 @lru_cache(maxsize=4096)
 def _layout(
-    numbers: tuple[int, ...], dealer_seat: int, seats_max: int, option_items: frozenset[tuple[str, str]]
+    numbers: tuple[int, ...],
+    dealer_seat: int,
+    seats_max: int,
+    option_items: frozenset[tuple[str, str]],
+    rules_version: int,
 ) -> _Layout:
     # Keyed by the raw option items, not the parsed Options: hashing a frozen dataclass
     # runs Python code, and every hand of a replay looks its layout up here.
-    return _Layout(numbers, dealer_seat, seats_max, _options(option_items))
+    return _Layout(numbers, dealer_seat, seats_max, _options(option_items, rules_version))
 
 
 @lru_cache(maxsize=1024)
-def _options(items: frozenset[tuple[str, str]]) -> Options:
-    return parse_options(Options, dict(items))
+def _options(items: frozenset[tuple[str, str]], rules_version: int) -> Options:
+    # The options the hand states, the others at their defaults under the hand's rules
+    # version (``base.resolve_options``; UNKNOWN_RULES_VERSION for a version not known).
+    defaults = OPTION_DEFAULTS.get(rules_version)
+    if defaults is None:
+        raise RuleViolation("UNKNOWN_RULES_VERSION", f"Hold'em has no rules version {rules_version}")
+    return parse_options(Options, {**defaults, **dict(items)})
 
 
 class _Hand:
@@ -336,7 +374,8 @@ class _Hand:
         self.fee_bps = started.fee_bps
 
 
-class HoldemState:
+@game_state
+class HoldemState(GameState):
     """One moment of a hand. Immutable by contract: ``apply`` returns a new state.
 
     Per-position lists (index = position, see ``seats``): ``stack`` (chips behind),
@@ -344,27 +383,6 @@ class HoldemState:
     ``acted`` (acted on this street since the last full bet or raise). ``bet`` is the
     level to match on this street, ``to_act`` the position to act (-1 when nobody).
     """
-
-    __slots__ = (
-        "acted",
-        "away",
-        "bet",
-        "board",
-        "caps",
-        "committed",
-        "dealt",
-        "folded",
-        "hand",
-        "hole",
-        "last_raise_gold",
-        "left",
-        "live",
-        "phase",
-        "stack",
-        "street",
-        "street_bet",
-        "to_act",
-    )
 
     hand: _Hand
     phase: int
@@ -481,81 +499,31 @@ def _pos(state: HoldemState, seat: int) -> int:
     return pos
 
 
-# A blank state, every field unset: the constructors below set each one.
-_new_state: Final = partial(object.__new__, HoldemState)
-
-
-def _clone(s: HoldemState) -> HoldemState:
-    """A copy of ``s`` that *shares* its per-position lists: whoever changes one of them
-    in the copy replaces it with a copy first.
-
-    ``_commit``, ``_fold`` and ``_apply_deal``, which make most states of a hand, build
-    theirs field by field instead, with the new values at once: a field added here must be
-    added there too (tests/unit/rules/test_state_clone.py checks every state of a hand).
-    """
-    c = _new_state()
-    c.hand = s.hand
-    c.phase = s.phase
-    c.street = s.street
-    c.stack = s.stack
-    c.committed = s.committed
-    c.street_bet = s.street_bet
-    c.folded = s.folded
-    c.acted = s.acted
-    c.away = s.away
-    c.left = s.left
-    c.to_act = s.to_act
-    c.bet = s.bet
-    c.last_raise_gold = s.last_raise_gold
-    c.live = s.live
-    c.caps = s.caps
-    c.hole = s.hole
-    c.board = s.board
-    c.dealt = s.dealt
-    return c
-
-
 # --- the contract -----------------------------------------------------------------------
 
 
 def initial_state(started: HandStarted) -> HoldemState:
     """The state right after ``HandStarted``: blinds posted, waiting for the hole cards.
 
-    Raises RuleViolation: WRONG_GAME, BAD_SEATS (count 2..9, seats on the table, distinct
+    Raises RuleViolation with the kit's codes (``base.validate_start``): WRONG_GAME,
+    BAD_SEAT_COUNT (2..9 players), BAD_SEATS (seats_max 2..9, seats on the table, distinct
     players), BAD_STACK (a stack must be a positive int), BAD_STAKE (the SB, stake/10, is
     at least 1), BAD_FEE (0..1000 bps), BAD_DEALER (the button is a seat in the hand),
-    BAD_OPTION.
+    BAD_OWNER, UNKNOWN_RULES_VERSION, BAD_OPTION.
     """
-    if started.game != SPEC.game_id:
-        raise RuleViolation("WRONG_GAME", f"not a Hold'em hand: {started.game!r}")
-    seats = started.seats
-    seats_max = started.seats_max
-    if not SPEC.players_min <= len(seats) <= SPEC.players_max or not 2 <= seats_max <= 9:
-        raise RuleViolation("BAD_SEATS", "Hold'em is played by 2 to 9 players at a table of up to 9 seats")
-    numbers: list[int] = []
-    players = set()
-    for info in seats:
-        seat = info.seat
-        player = info.player_id
-        stack = info.stack_gold
-        if not 0 <= seat < seats_max or seat in numbers:
-            raise RuleViolation("BAD_SEATS", "seat numbers must be distinct and on the table")
-        if player in players or not _valid_id(player):
-            raise RuleViolation("BAD_SEATS", f"player id {player!r} is repeated or invalid")
-        if type(stack) is not int or stack <= 0:
-            raise RuleViolation("BAD_STACK", "every player brings a positive stack")
-        numbers.append(seat)
-        players.add(player)
-    if not _valid_id(started.table_id):
-        raise RuleViolation("BAD_SEATS", f"bad table id {started.table_id!r}")
-    if type(started.stake_gold) is not int or started.stake_gold < 10:
-        raise RuleViolation("BAD_STAKE", "the stake (Tẩy) must be at least 10 so that the SB is 1 or more")
-    if type(started.fee_bps) is not int or not 0 <= started.fee_bps <= FEE_BPS_MAX:
-        raise RuleViolation("BAD_FEE", f"fee_bps is 0..{FEE_BPS_MAX}")
-    if started.dealer_seat not in numbers:
-        raise RuleViolation("BAD_DEALER", "the dealer button is on a seat in the hand (HE-9)")
+    validate_start(SPEC, started, stake_min_gold=10)
+    numbers = [info.seat for info in started.seats]
     # The layout parses the options (BAD_OPTION) the first time a seating is seen.
-    hand = _Hand(started, _layout(tuple(numbers), started.dealer_seat, seats_max, frozenset(started.options.items())))
+    hand = _Hand(
+        started,
+        _layout(
+            tuple(numbers),
+            started.dealer_seat,
+            started.seats_max,
+            frozenset(started.options.items()),
+            started.rules_version or LEGACY_RULES_VERSION,
+        ),
+    )
     n = hand.n
     folded = [False] * n
     behind = list(hand.stack0)
@@ -565,26 +533,26 @@ def initial_state(started: HandStarted) -> HoldemState:
         put = blind if blind < behind[pos] else behind[pos]
         behind[pos] -= put
         committed[pos] += put
-    s = _new_state()
-    s.hand = hand
-    s.phase = _HOLE
-    s.street = 0
-    s.stack = behind
-    s.committed = committed
-    s.street_bet = committed[:]  # the blinds are all that is in before the first street
-    s.folded = folded
-    s.acted = [False] * n
-    s.away = _NOBODY
-    s.left = _NOBODY
-    s.to_act = -1
-    s.bet = hand.bb_gold
-    s.last_raise_gold = hand.bb_gold
-    s.live = n
-    s.caps = hand.caps0
-    s.hole = ()
-    s.board = ()
-    s.dealt = _NOBODY
-    return s
+    return HoldemState.create(
+        hand=hand,
+        phase=_HOLE,
+        street=0,
+        stack=behind,
+        committed=committed,
+        street_bet=committed[:],  # the blinds are all that is in before the first street
+        folded=folded,
+        acted=[False] * n,
+        away=_NOBODY,
+        left=_NOBODY,
+        to_act=-1,
+        bet=hand.bb_gold,
+        last_raise_gold=hand.bb_gold,
+        live=n,
+        caps=hand.caps0,
+        hole=(),
+        board=(),
+        dealt=_NOBODY,
+    )
 
 
 _NOBODY: Final[frozenset[int]] = frozenset()
@@ -596,7 +564,8 @@ def apply(state: HoldemState, body: Body) -> HoldemState:
     Raises RuleViolation with a stable code and leaves ``state`` as it was: HAND_FINISHED,
     UNKNOWN_SEAT, SEAT_FOLDED, NOT_YOUR_TURN, BAD_BET_KIND, BAD_AMOUNT, CANNOT_CHECK,
     NOTHING_TO_CALL, WRONG_CALL_AMOUNT, BET_TOO_SMALL, RAISE_TOO_SMALL, RAISE_NOT_ALLOWED,
-    BET_ABOVE_STACK, ABOVE_MAX_COMMITMENT, WRONG_DEAL, WRONG_TIMER, HAND_NOT_OVER, BAD_EVENT.
+    BET_ABOVE_STACK, ABOVE_MAX_COMMITMENT, WRONG_DEAL, WRONG_TIMER, HAND_NOT_OVER,
+    UNEXPECTED_EVENT.
     """
     cls = type(body)
     # The two bodies of almost every event of a hand, without the table lookup.
@@ -606,7 +575,7 @@ def apply(state: HoldemState, body: Body) -> HoldemState:
         return _apply_deal(state, body)  # type: ignore[arg-type]
     handler = _HANDLERS.get(cls)
     if handler is None:
-        raise RuleViolation("BAD_EVENT", f"Hold'em takes no {type(body).__name__} here")
+        raise unexpected(SPEC.name, body)
     new: HoldemState = handler(state, body)
     return new
 
@@ -699,10 +668,10 @@ def settle(state: HoldemState) -> Settlement:
     fold-out, no cards compared); unmatched chips go back to whoever put them in. Ties
     split with odd chips one at a time clockwise from the first seat left of the dealer
     (HE-6). Then ``fee_bps`` is charged on each seat's net positive result (GEN-1).
-    Raises RuleViolation("HAND_NOT_FINISHED") before ``HandEnded``.
+    Raises RuleViolation("HAND_NOT_OVER") before ``HandEnded``.
     """
     if state.phase != _ENDED:
-        raise RuleViolation("HAND_NOT_FINISHED", "settle needs HandEnded")
+        raise RuleViolation("HAND_NOT_OVER", "settle needs HandEnded")
     h = state.hand
     started = h.started
     seats = h.seats
@@ -732,11 +701,6 @@ def settle(state: HoldemState) -> Settlement:
     # Each seat's net plus its starting stack is what it ends with, never below zero.
     check(min(map(add, map(settlement.nets.__getitem__, seats), h.stack0)) >= 0, "a seat lost more than its stack")
     return settlement
-
-
-@lru_cache(maxsize=65536)
-def _valid_id(text: str) -> bool:
-    return accounts.is_valid_part(text)
 
 
 # --- betting ----------------------------------------------------------------------------
@@ -889,28 +853,16 @@ def _commit(state: HoldemState, pos: int, add: int) -> HoldemState:
     if acted is None:
         acted = state.acted[:]
     acted[pos] = True
-    # Every field of the new state, as in ``_clone``; ``_next_turn`` sets ``to_act`` and,
-    # when the street ends, ``phase`` and ``street``.
-    new = _new_state()
-    new.hand = h
-    new.phase = state.phase
-    new.street = state.street
+    # ``_next_turn`` sets ``to_act`` and, when the street ends, ``phase`` and ``street``.
+    new = state.draft()
     new.stack = stack
     new.committed = committed
     new.street_bet = street_bet
-    new.folded = state.folded
     new.acted = acted
-    new.away = state.away
-    new.left = state.left
-    new.to_act = state.to_act
     new.bet = bet
     new.last_raise_gold = last_raise_gold
-    new.live = state.live
-    new.caps = state.caps
-    new.hole = state.hole
-    new.board = state.board
-    new.dealt = state.dealt
     _next_turn(new, pos + 1)
+    new.__class__ = HoldemState  # freeze(new), inlined on the replay hot path
     return new
 
 
@@ -923,29 +875,14 @@ def _fold(state: HoldemState, pos: int, on_turn: bool) -> HoldemState:
     if h.stack0[pos] >= caps[2]:  # the fold may lower someone's HE-3 cap
         caps = _caps(h.stack0, folded, h.rotations[0])
     phase = state.phase
-    # Every field of the new state, as in ``_clone``.
-    new = _new_state()
-    new.hand = h
-    new.phase = phase
-    new.street = state.street
-    new.stack = state.stack
-    new.committed = state.committed
-    new.street_bet = state.street_bet
+    new = state.draft()
     new.folded = folded
-    new.acted = state.acted
-    new.away = state.away
-    new.left = state.left
-    new.to_act = state.to_act
-    new.bet = state.bet
-    new.last_raise_gold = state.last_raise_gold
     new.live = live
     new.caps = caps
-    new.hole = state.hole
-    new.board = state.board
-    new.dealt = state.dealt
     if live <= 1:
         new.phase = _OVER
         new.to_act = -1
+        new.__class__ = HoldemState  # freeze(new), inlined on the replay hot path
         return new
     if phase == _BET:
         if state.street_bet[pos] >= state.bet:
@@ -958,6 +895,7 @@ def _fold(state: HoldemState, pos: int, on_turn: bool) -> HoldemState:
                     level = street_bet[j]
             new.bet = level
         _next_turn(new, pos + 1 if on_turn else state.to_act)
+    new.__class__ = HoldemState  # freeze(new), inlined on the replay hot path
     return new
 
 
@@ -1038,34 +976,19 @@ def _apply_deal(state: HoldemState, body: CardsDealt) -> HoldemState:
     dealt = state.dealt
     if len(indices) != len(faces) or not dealt.isdisjoint(indices):
         raise RuleViolation("WRONG_DEAL", "a card was dealt twice")
-    # The street's cards are dealt: its betting round starts. Every field of the new state
-    # is set here, as in ``_clone``.
-    new = _new_state()
-    new.hand = h
+    # The street's cards are dealt: its betting round starts.
+    new = state.draft()
     new.phase = _BET
-    new.street = street = state.street
-    new.stack = state.stack
-    new.committed = state.committed
-    new.folded = state.folded
-    new.away = state.away
-    new.left = state.left
-    new.to_act = state.to_act
-    new.live = state.live
-    new.caps = state.caps
+    street = state.street
     new.dealt = dealt | indices
     if phase == _HOLE:
         n = h.n
         new.hole = tuple(zip(faces[:n], faces[n:], strict=True))
-        new.board = state.board
     else:
-        new.hole = state.hole
         new.board = state.board + tuple(faces)
     if street == 0:
         # Pre-flop the blinds stand as this street's bets; the price is the big blind.
-        new.street_bet = state.street_bet
-        new.acted = state.acted
         new.bet = h.bb_gold
-        new.last_raise_gold = state.last_raise_gold
         _next_turn(new, h.preflop_first)
     else:
         n = h.n
@@ -1074,6 +997,7 @@ def _apply_deal(state: HoldemState, body: CardsDealt) -> HoldemState:
         new.bet = 0
         new.last_raise_gold = h.bb_gold
         _next_turn(new, 0)
+    new.__class__ = HoldemState  # freeze(new), inlined on the replay hot path
     return new
 
 
@@ -1090,19 +1014,13 @@ def _apply_timer(state: HoldemState, body: TimerExpired) -> HoldemState:
 def _apply_disconnected(state: HoldemState, body: PlayerDisconnected) -> HoldemState:
     if state.phase == _ENDED:
         raise RuleViolation("HAND_FINISHED", "the hand has ended")
-    pos = _pos(state, body.seat)
-    new = _clone(state)
-    new.away = state.away | {pos}
-    return new
+    return state.derive(away=state.away | {_pos(state, body.seat)})
 
 
 def _apply_reconnected(state: HoldemState, body: PlayerReconnected) -> HoldemState:
     if state.phase == _ENDED:
         raise RuleViolation("HAND_FINISHED", "the hand has ended")
-    pos = _pos(state, body.seat)
-    new = _clone(state)
-    new.away = state.away - {pos}
-    return new
+    return state.derive(away=state.away - {_pos(state, body.seat)})
 
 
 def _apply_left(state: HoldemState, body: PlayerLeft) -> HoldemState:
@@ -1111,12 +1029,9 @@ def _apply_left(state: HoldemState, body: PlayerLeft) -> HoldemState:
     pos = _pos(state, body.seat)
     if state.folded[pos] or state.phase == _OVER:
         # Out of the hand already, or play is over and the result stands: nothing to fold.
-        new = _clone(state)
-    else:
-        # HE-10: leaving is a fold, at once, whoever's turn it is.
-        new = _fold(state, pos, on_turn=state.phase == _BET and pos == state.to_act)
-    new.left = state.left | {pos}
-    return new
+        return state.derive(left=state.left | {pos})
+    # HE-10: leaving is a fold, at once, whoever's turn it is.
+    return _fold(state, pos, on_turn=state.phase == _BET and pos == state.to_act).derive(left=state.left | {pos})
 
 
 def _apply_ended(state: HoldemState, body: HandEnded) -> HoldemState:
@@ -1124,13 +1039,14 @@ def _apply_ended(state: HoldemState, body: HandEnded) -> HoldemState:
         raise RuleViolation("HAND_FINISHED", "the hand has already ended")
     if state.phase != _OVER:
         raise RuleViolation("HAND_NOT_OVER", "HandEnded comes after the last action")
-    new = _clone(state)
+    new = state.draft()
     new.phase = _ENDED
+    new.__class__ = HoldemState  # freeze(new)
     return new
 
 
 def _apply_started(state: HoldemState, body: HandStarted) -> HoldemState:
-    raise RuleViolation("BAD_EVENT", "the hand has already started")
+    raise unexpected(SPEC.name, body)
 
 
 _HANDLERS: Final[dict[type, Any]] = {

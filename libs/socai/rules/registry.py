@@ -9,9 +9,18 @@ from __future__ import annotations
 import importlib
 from functools import cache
 from types import ModuleType
-from typing import Final
+from typing import TYPE_CHECKING, Final, cast
 
 from socai.errors import InvalidArgument, NotFound
+
+if TYPE_CHECKING:
+    from socai.rules import holdem, taixiu, xito
+    from socai.rules.base import GameRules
+
+    # mypy checks each game module against the kit's Protocol here: add a new game's line.
+    _HOLDEM: GameRules = holdem
+    _XITO: GameRules = xito
+    _TAIXIU: GameRules = taixiu
 
 GAME_IDS: Final = (
     "holdem",
@@ -27,7 +36,9 @@ GAME_IDS: Final = (
     "phom",
 )
 
-# The contract every game module fulfils (socai.rules.base).
+# The names a module must have to be listed as available at all (a module half written is
+# not offered to tables). The whole contract is ``base.GameRules``, checked by mypy and by
+# tests/unit/test_rules_contract.py.
 CONTRACT: Final = (
     "SPEC",
     "Options",
@@ -60,6 +71,22 @@ def get(game_id: str) -> ModuleType:
     if missing:
         raise NotFound("GAME_NOT_AVAILABLE", f"{game_id} lacks {', '.join(missing)}")
     return module
+
+
+def rules(game_id: str) -> GameRules:
+    """``get(game_id)`` typed as the kit's ``GameRules`` Protocol."""
+    return cast("GameRules", get(game_id))
+
+
+def penalty_reasons(game_id: str | None = None) -> frozenset[str]:
+    """The reason codes that are penalties in ``game_id`` (its ``REASONS``), or in any
+    available game when None. Settlement and the audit report count these as penalties."""
+    games = (game_id,) if game_id is not None else available()
+    out: set[str] = set()
+    for game in games:
+        reasons = getattr(get(game), "REASONS", {})
+        out.update(code for code, reason in reasons.items() if reason.penalty)
+    return frozenset(out)
 
 
 def available() -> tuple[str, ...]:

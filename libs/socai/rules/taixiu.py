@@ -75,11 +75,17 @@ from socai.money import fee, is_gold
 from socai.rules.base import (
     CLOCKWISE,
     GameSpec,
+    GameState,
     LegalAction,
     Pending,
+    Reason,
     Settlement,
     SettlementBuilder,
+    game_state,
     parse_options,
+    resolve_options,
+    unexpected,
+    validate_start,
 )
 
 SPEC: Final = GameSpec(
@@ -97,7 +103,8 @@ P2P: Final = "p2p"
 MODES: Final = (SYSTEM, P2P)
 # RULES.md 2.1 / 0.6: 5 % against the system, 3 % against other players.
 DEFAULT_FEE_BPS: Final[Mapping[str, int]] = MappingProxyType({SYSTEM: 500, P2P: 300})
-FEE_BPS_MAX: Final = 1000  # GEN-1: a table's fee_bps is 0 to 1000
+# Bump when a rule or an Options default changes (OPTION_DEFAULTS keeps every version's).
+RULES_VERSION: Final = 1
 GUILD_BPS_MAX: Final = 1000
 ODDS_MAX: Final = 10_000  # a limit on the configurable total payouts (TX-1)
 BETTING_WINDOW_S_MAX: Final = 3600
@@ -187,6 +194,48 @@ class Options:
                 raise _bad_option(name, f"{name} must be 1..{ODDS_MAX}")
 
 
+OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType(
+    {
+        1: MappingProxyType(
+            {
+                "mode": "system",
+                "guild_bps": "100",
+                "guild_threshold_gold": "5000000",
+                "guild_stacks_with_fee": "true",
+                "banker_pays_fee": "true",
+                "triple_loses_tai_xiu": "true",
+                "total_bets_win_on_triple": "true",
+                "bet_min_gold": "1",
+                "bet_max_gold": "0",
+                "betting_window_s": "30",
+                "total_odds_4_17": "50",
+                "total_odds_5_16": "18",
+                "total_odds_6_15": "14",
+                "total_odds_7_14": "12",
+                "total_odds_8_13": "8",
+                "total_odds_9_12": "6",
+            }
+        ),
+    }
+)
+
+# Every settlement reason code Tài Xỉu emits (RULES.md 2.4; no penalties, TX-9).
+REASONS: Final[Mapping[str, Reason]] = MappingProxyType(
+    {
+        "bet_loss": Reason(False, "2.4: a losing bet's stake to the banker"),
+        "bet_win": Reason(False, "2.2 / TX-3: a winning bet's profit from the banker"),
+        "fee": Reason(False, "2.4 / TX-4 / TX-5: the 5 % (system) or 3 % (p2p) fee on a net win"),
+        "guild_fee": Reason(False, "TX-6: 1 % of a member's net win to the guild fund"),
+    }
+)
+
+
+def default_fee_bps(options: Options) -> int:
+    """The fee of a table whose operator set none (RULES.md 0.6, GEN-1): 500 against the
+    system, 300 against other players."""
+    return DEFAULT_FEE_BPS[options.mode]
+
+
 # Each offered total → the Options field holding its payout (TX-1).
 _TOTAL_ODDS_FIELDS: Final[Mapping[int, str]] = MappingProxyType(
     {
@@ -255,8 +304,8 @@ class SeatState:
     disconnected: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class State:
+@game_state
+class State(GameState):
     """A round of Tài Xỉu. ``banker_seat`` is None when the bank is ``house:bank``."""
 
     game: str
@@ -370,44 +419,26 @@ def validate_selection(kind: object, selection: object) -> tuple[int, ...]:
 def initial_state(hand_started: HandStarted) -> State:
     """The round's state before any bet.
 
-    Raises RuleViolation: WRONG_GAME, BAD_OPTION, BAD_FEE (fee_bps outside 0..1000, GEN-1),
-    BAD_SEATS (duplicate or out-of-range seats, bad stacks or ids), TOO_FEW_PLAYERS,
-    TOO_MANY_PLAYERS, BAD_STAKE, BAD_BANKER (p2p: dealer_seat is not a seat).
+    Raises RuleViolation with the kit's codes (``base.validate_start``): WRONG_GAME,
+    UNKNOWN_RULES_VERSION, BAD_OPTION, BAD_SEAT_COUNT (p2p: the banker and a bettor at
+    least), BAD_SEATS (seats_max 1..200, duplicate or out-of-range seats, malformed ids),
+    BAD_STACK (a stack is gold >= 0), BAD_STAKE (>= 0), BAD_FEE (0..1000, GEN-1),
+    BAD_DEALER (p2p: dealer_seat, the banker, is not a seat), BAD_OWNER.
     """
     hs = hand_started
     if hs.game != SPEC.game_id:
         raise RuleViolation("WRONG_GAME", f"{hs.game!r} is not {SPEC.game_id}")
-    options = parse_options(Options, hs.options)
-    if type(hs.fee_bps) is not int or not 0 <= hs.fee_bps <= FEE_BPS_MAX:
-        raise RuleViolation("BAD_FEE", f"fee_bps {hs.fee_bps!r} must be 0..{FEE_BPS_MAX}")
-    if type(hs.stake_gold) is not int or hs.stake_gold < 0:
-        raise RuleViolation("BAD_STAKE", f"stake_gold {hs.stake_gold!r} must be >= 0")
-    if not 1 <= hs.seats_max <= SPEC.players_max:
-        raise RuleViolation("BAD_SEATS", f"seats_max {hs.seats_max} must be 1..{SPEC.players_max}")
-    if not accounts.is_valid_part(hs.table_id):
-        raise RuleViolation("BAD_SEATS", f"table_id {hs.table_id!r} cannot name an escrow account")
-    seen_seats: set[int] = set()
-    seen_players: set[str] = set()
-    for info in hs.seats:
-        if type(info.seat) is not int or not 0 <= info.seat < hs.seats_max or info.seat in seen_seats:
-            raise RuleViolation("BAD_SEATS", f"seat {info.seat!r} is out of range or repeated")
-        if not accounts.is_valid_part(info.player_id) or info.player_id in seen_players:
-            raise RuleViolation("BAD_SEATS", f"player_id {info.player_id!r} is malformed or repeated")
-        if not is_gold(info.stack_gold) or info.stack_gold < 0:
-            raise RuleViolation("BAD_SEATS", f"seat {info.seat} stack {info.stack_gold!r} is not gold")
-        if info.guild_id and not accounts.is_valid_part(info.guild_id):
-            raise RuleViolation("BAD_SEATS", f"guild_id {info.guild_id!r} cannot name a guild account")
-        seen_seats.add(info.seat)
-        seen_players.add(info.player_id)
-    banker_seat: int | None = None
-    players_min = SPEC.players_min
-    if options.mode == P2P:
-        if hs.dealer_seat not in seen_seats:
-            raise RuleViolation("BAD_BANKER", f"the p2p banker (dealer_seat {hs.dealer_seat}) is not seated")
-        banker_seat = hs.dealer_seat
-        players_min += 1  # the banker plus at least one bettor
-    if len(hs.seats) < players_min:
-        raise RuleViolation("TOO_FEW_PLAYERS", f"{options.mode} mode needs at least {players_min} seats")
+    options = parse_options(Options, resolve_options(OPTION_DEFAULTS, hs))
+    p2p = options.mode == P2P
+    validate_start(
+        SPEC,
+        hs,
+        players_min=SPEC.players_min + 1 if p2p else SPEC.players_min,  # p2p: the banker and a bettor
+        stake_min_gold=0,
+        stack_min_gold=0,
+        dealer_seated=True if p2p else None,
+    )
+    banker_seat: int | None = hs.dealer_seat if p2p else None
     seats = tuple(
         SeatState(
             seat=info.seat,
@@ -418,7 +449,7 @@ def initial_state(hand_started: HandStarted) -> State:
         )
         for info in sorted(hs.seats, key=lambda i: i.seat)
     )
-    return State(
+    return State.create(
         game=hs.game,
         table_id=hs.table_id,
         hand_id=hs.hand_id,
@@ -444,8 +475,7 @@ def apply(state: State, body: Body) -> State:
     if isinstance(body, WagerPlaced):
         bet = validate_bet(state, body)
         seat = _seat(state, bet.seat)
-        return dataclasses.replace(
-            state,
+        return state.derive(
             seats=_replace_seat(
                 state,
                 dataclasses.replace(
@@ -465,25 +495,25 @@ def apply(state: State, body: Body) -> State:
         dice = tuple(body.dice)
         if len(dice) != DICE_COUNT or not all(type(d) is int and 1 <= d <= DIE_FACES for d in dice):
             raise RuleViolation("BAD_DICE", f"three dice 1..6, not {body.dice!r}")
-        return dataclasses.replace(state, phase=ROLLED, dice=dice)
+        return state.derive(phase=ROLLED, dice=dice)
     if isinstance(body, HandEnded):
         if state.phase != ROLLED:
             raise RuleViolation("DICE_NOT_ROLLED", "the round ends after the dice are rolled")
-        return dataclasses.replace(state, phase=ENDED, deck_seed=body.deck_seed)
+        return state.derive(phase=ENDED, deck_seed=body.deck_seed)
     if isinstance(body, PlayerDisconnected | PlayerReconnected):
         # TX-9: confirmed bets stand; a disconnected player may still bet if they come back
         # before the window closes.
         seat = _known_seat(state, body.seat)
         changed = dataclasses.replace(seat, disconnected=isinstance(body, PlayerDisconnected))
-        return dataclasses.replace(state, seats=_replace_seat(state, changed))
+        return state.derive(seats=_replace_seat(state, changed))
     if isinstance(body, PlayerLeft):
         # TX-9 / GEN-6: confirmed bets stand and are settled normally; a leaver bets no more.
         seat = _known_seat(state, body.seat)
         if seat.left:
             raise RuleViolation("SEAT_LEFT", f"seat {seat.seat} has already left")
         changed = dataclasses.replace(seat, left=True, done=True)
-        return _close_if_all_done(dataclasses.replace(state, seats=_replace_seat(state, changed)))
-    raise RuleViolation("UNEXPECTED_EVENT", f"Tài Xỉu has no {type(body).__name__}")
+        return _close_if_all_done(state.derive(seats=_replace_seat(state, changed)))
+    raise unexpected(SPEC.name, body)
 
 
 def validate_bet(state: State, body: WagerPlaced) -> Bet:
@@ -591,10 +621,10 @@ def is_finished(state: State) -> bool:
 def settle(state: State) -> Settlement:
     """The round's transfers (RULES.md 2.4, TX-4..TX-6).
 
-    Raises RuleViolation("HAND_NOT_FINISHED") before HandEnded.
+    Raises RuleViolation("HAND_NOT_OVER") before HandEnded.
     """
     if not is_finished(state):
-        raise RuleViolation("HAND_NOT_FINISHED", "settle needs the dice and HandEnded")
+        raise RuleViolation("HAND_NOT_OVER", "settle needs the dice and HandEnded")
     options = state.options
     builder = SettlementBuilder(
         game=state.game,
@@ -724,17 +754,17 @@ def _apply_timer(state: State, body: TimerExpired) -> State:
     if state.phase != BETTING:
         raise RuleViolation("BETTING_CLOSED", "the betting window is already closed")
     if body.seat == COMMUNITY:
-        return dataclasses.replace(state, phase=ROLLING)
+        return state.derive(phase=ROLLING)
     seat = _known_seat(state, body.seat)
     if seat.done:
         raise RuleViolation("SEAT_NOT_BETTING", f"seat {seat.seat} is not betting")
     changed = dataclasses.replace(seat, done=True)
-    return _close_if_all_done(dataclasses.replace(state, seats=_replace_seat(state, changed)))
+    return _close_if_all_done(state.derive(seats=_replace_seat(state, changed)))
 
 
 def _close_if_all_done(state: State) -> State:
     if state.phase == BETTING and not betting_seats(state):
-        return dataclasses.replace(state, phase=ROLLING)
+        return state.derive(phase=ROLLING)
     return state
 
 
@@ -744,6 +774,7 @@ def next_hand_dealer(
     participants: Sequence[int],
     seats_max: int,
     owner_seat: int,
+    stacks: Mapping[int, int] | None = None,
 ) -> int:
     """The banker seat of the next round: always the table owner (RULES.md 2.1, mode
     ``p2p``); against the house the seat is only a reference, the owner or the first seat."""

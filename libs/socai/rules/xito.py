@@ -27,6 +27,10 @@ a zero forced bet skips round 1, and a zero round-2 size leaves round 2 to check
 folds. The house fee is ``HandStarted.fee_bps`` (0 to 1000) on each seat's net win (GEN-1,
 XT-17: default 0).
 
+The betting rounds are the kit's (``socai.rules.betting``): turn order, what is owed, the
+sizes of ``_sizing`` (XT-8), raises reopening the round, timeouts; disconnect, leave and
+HandEnded go through ``base.common_event``.
+
 Voluntary all-in (XT-10): any bet or raise that would leave the seat with no chips is a
 voluntary all-in, allowed only under ``tay_max`` in rounds 3 and 4. Calling with a short
 stack, which puts in everything, is always allowed (as ``CALL`` or ``ALL_IN``).
@@ -47,6 +51,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Final
 
 from socai.cards import CLUBS, DIAMONDS, HEARTS, SPADES, Card
@@ -60,24 +65,29 @@ from socai.events.model import (
     DealtCard,
     HandEnded,
     HandStarted,
-    PlayerDisconnected,
-    PlayerLeft,
-    PlayerReconnected,
     TimerExpired,
 )
 from socai.money import BPS_DENOMINATOR
-from socai.rules import pots, ranking
+from socai.rules import betting, pots, ranking
 from socai.rules.base import (
     COUNTERCLOCKWISE,
+    POT_REASONS,
     DealSlot,
     GameSpec,
+    GameState,
     LegalAction,
     Pending,
+    Reason,
     Settlement,
     SettlementBuilder,
+    common_event,
+    freeze,
+    game_state,
     parse_options,
+    resolve_options,
     seats_after,
     seats_in_order,
+    validate_start,
 )
 
 SPEC: Final = GameSpec("xito", "Xì Tố", 2, 5, "xito", direction=COUNTERCLOCKWISE, default_fee_bps=0)
@@ -90,7 +100,11 @@ DECK: Final[frozenset[Card]] = frozenset(canonical_deck("xito"))
 # The deck's cards by index, rank * 4 + suit: an int hashes in C, a Card in Python.
 _DECK_INDICES: Final[frozenset[int]] = frozenset(c.rank * 4 + c.suit for c in DECK)
 CARDS_PER_SEAT: Final = 5
-FEE_BPS_MAX: Final = 1000  # GEN-1: a table's fee is 0 to 1000 basis points
+# A Xì Tố table seats at most this many (RULES.md 3.1 plays 2 to 5; a table may keep
+# empty seats).
+SEATS_MAX: Final = 9
+# Bump when a rule or an Options default changes (OPTION_DEFAULTS keeps every version's).
+RULES_VERSION: Final = 1
 TURN_TIMER: Final = "turn"
 
 DEAL_ORDER_COMBO: Final = "combo"
@@ -144,8 +158,8 @@ class Options:
             raise RuleViolation("BAD_OPTION", "turn_timeout_s must be >= 1", option="turn_timeout_s")
 
 
-@dataclass(frozen=True, slots=True)
-class State:
+@game_state
+class State(GameState):
     """One hand of Xì Tố. Never mutated: ``apply`` returns a new State.
 
     ``order`` lists the dealt seats counterclockwise from the first-dealt seat.
@@ -169,6 +183,29 @@ class State:
     round_order: tuple[int, ...] = ()
     to_act: int | None = None
     deck_seed: str = ""
+
+
+OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType(
+    {
+        1: MappingProxyType(
+            {
+                "auto_follow_2": "false",
+                "hidden_5th": "false",
+                "tay_max": "false",
+                "straight_flush_lower_wins": "true",
+                "deal_order": "combo",
+                "round3_4_max_bet_stakes": "1",
+                "round1_bet_bps": "500",
+                "round2_bet_bps": "1000",
+                "turn_timeout_s": "15",
+            }
+        ),
+    }
+)
+
+# Every settlement reason code Xì Tố emits (RULES.md 3.4: no bonuses, no penalties; a
+# leaver's chips stay in the pot, XT-14).
+REASONS: Final[Mapping[str, Reason]] = POT_REASONS
 
 
 # --- hand values -------------------------------------------------------------------------
@@ -307,7 +344,7 @@ def _round3_4_cap_gold(state: State) -> int:
 
 
 def _to_call(state: State, seat: int) -> int:
-    return max(state.round_put_in_gold.values()) - state.round_put_in_gold[seat]
+    return betting.to_call(state.round_put_in_gold, seat)
 
 
 def _leader(state: State, cards_count: int, live: list[int]) -> int:
@@ -336,23 +373,34 @@ def _may_go_all_in(state: State) -> bool:
     return state.options.tay_max and state.betting_round >= 3
 
 
+def _sizing(state: State) -> betting.Sizing | None:
+    """The bets of the current round (XT-8): round 2 exactly ``round2_bet_bps`` of S
+    (none when that rounds to 0); rounds 3-4 free amounts of 1 up to
+    ``round3_4_max_bet_stakes`` × S, or any amount up to all chips under Tẩy Max (XT-10).
+    Round 1 is the forced bet: no bets or raises."""
+    if state.betting_round == 1:
+        return None
+    if state.betting_round == 2:
+        size = _round2_size_gold(state)
+        return betting.Sizing(size, size) if size else None
+    if _may_go_all_in(state):
+        return betting.Sizing(1, None, all_in=True)
+    return betting.Sizing(1, _round3_4_cap_gold(state))
+
+
 def _waiting(state: State) -> list[int]:
     """Seats that still owe a decision this round, in betting order."""
-    round_put_in = state.round_put_in_gold
-    highest = max(round_put_in.values())
-    folded = state.folded
-    acted = state.acted
     stacks = state.stacks_gold
     put_in = state.put_in_gold
     # In round 1 a seat owes only the forced bet: matching a raise never comes up.
-    answers_raises = state.betting_round != 1
-    out = []
-    for s in state.round_order:
-        if s in folded or stacks[s] == put_in[s]:
-            continue
-        if s not in acted or (answers_raises and round_put_in[s] < highest):
-            out.append(s)
-    return out
+    return betting.waiting(
+        state.round_order,
+        state.round_put_in_gold,
+        state.acted,
+        state.folded,
+        {s: stacks[s] - put_in[s] for s in state.round_order},
+        answers_raises=state.betting_round != 1,
+    )
 
 
 # --- the contract -----------------------------------------------------------------------
@@ -361,29 +409,15 @@ def _waiting(state: State) -> list[int]:
 def initial_state(started: HandStarted) -> State:
     """The state before any card is dealt.
 
-    Raises RuleViolation: WRONG_GAME, BAD_SEAT_COUNT, BAD_SEAT, DUPLICATE_PLAYER, BAD_STAKE,
-    BAD_STACK, BAD_FEE, BAD_DEALER, BAD_OPTION.
+    Raises RuleViolation with the kit's codes (``base.validate_start``): WRONG_GAME,
+    BAD_SEAT_COUNT (2..5), BAD_SEATS, BAD_STACK, BAD_STAKE, BAD_FEE, BAD_DEALER (the seat
+    dealt first is a seat of the table), BAD_OWNER, UNKNOWN_RULES_VERSION, BAD_OPTION.
     """
-    if started.game != SPEC.game_id:
-        raise RuleViolation("WRONG_GAME", f"hand is {started.game!r}, not xito")
+    validate_start(SPEC, started, dealer_seated=False, seats_max_max=SEATS_MAX)
     seats = [info.seat for info in started.seats]
-    if not SPEC.players_min <= len(seats) <= SPEC.players_max:
-        raise RuleViolation("BAD_SEAT_COUNT", f"Xì Tố needs 2 to 5 players, got {len(seats)}")
-    if len(set(seats)) != len(seats) or not all(0 <= s < started.seats_max for s in seats):
-        raise RuleViolation("BAD_SEAT", "seats must be distinct and within the table")
-    if len({info.player_id for info in started.seats}) != len(seats):
-        raise RuleViolation("DUPLICATE_PLAYER", "a player holds two seats")
-    if started.stake_gold <= 0:
-        raise RuleViolation("BAD_STAKE", "the stake must be positive")
-    if any(info.stack_gold <= 0 for info in started.seats):
-        raise RuleViolation("BAD_STACK", "every seat dealt in brings chips")
-    if not 0 <= started.fee_bps <= FEE_BPS_MAX:
-        raise RuleViolation("BAD_FEE", f"fee_bps {started.fee_bps} is not 0..{FEE_BPS_MAX}")
-    if not 0 <= started.dealer_seat < started.seats_max:
-        raise RuleViolation("BAD_DEALER", f"dealer seat {started.dealer_seat} is not at the table")
-    options = parse_options(Options, started.options)
+    options = parse_options(Options, resolve_options(OPTION_DEFAULTS, started))
     order = tuple(seats_in_order(seats, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE))
-    return State(
+    return State.create(
         started=started,
         options=options,
         order=order,
@@ -410,26 +444,20 @@ def apply(state: State, body: Body) -> State:
         return _apply_bet(state, body)
     if isinstance(body, TimerExpired):
         return _apply_timer(state, body)
-    if isinstance(body, PlayerLeft):
-        return _apply_left(state, body.seat)
-    if isinstance(body, PlayerDisconnected):
-        _known_seat(state, body.seat)
-        new = _clone(state)
-        _set(new, "disconnected", state.disconnected | {body.seat})
-        return new
-    if isinstance(body, PlayerReconnected):
-        _known_seat(state, body.seat)
-        new = _clone(state)
-        _set(new, "disconnected", state.disconnected - {body.seat})
-        return new
-    if isinstance(body, HandEnded):
-        if state.phase != PLAY_OVER:
-            raise RuleViolation("HAND_NOT_OVER", "HandEnded before the hand's result is decided")
-        new = _clone(state)
-        _set(new, "phase", ENDED)
-        _set(new, "deck_seed", body.deck_seed)
-        return new
-    raise RuleViolation("UNEXPECTED_EVENT", f"{type(body).__name__} is not part of a Xì Tố hand")
+    # Disconnect, reconnect, leave (a fold, XT-14), HandEnded and bodies Xì Tố never has.
+    return common_event(
+        state,
+        body,
+        game_name=SPEC.name,
+        seats=state.stacks_gold,
+        over=state.phase == PLAY_OVER,
+        leave=_apply_left,
+        end=_apply_ended,
+    )
+
+
+def _apply_ended(state: State, body: HandEnded) -> State:
+    return state.derive(phase=ENDED, deck_seed=body.deck_seed)
 
 
 def pending(state: State) -> Pending:
@@ -467,21 +495,7 @@ def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
         if due == remaining:
             actions.append(LegalAction(ActionKind.ALL_IN.value, due, due))
         return (*actions, fold)
-    to_call = _to_call(state, seat)
-    actions = []
-    if to_call == 0:
-        actions.append(LegalAction(ActionKind.CHECK.value))
-    else:
-        call = min(to_call, remaining)
-        actions.append(LegalAction(ActionKind.CALL.value, call, call))
-    bounds = _wager_bounds(state, seat)
-    if bounds is not None:
-        kind = ActionKind.BET if to_call == 0 else ActionKind.RAISE
-        actions.append(LegalAction(kind.value, bounds[0], bounds[1]))
-    if remaining <= to_call or (_may_go_all_in(state) and remaining > to_call):
-        actions.append(LegalAction(ActionKind.ALL_IN.value, remaining, remaining))
-    actions.append(fold)
-    return tuple(actions)
+    return betting.legal_actions(_sizing(state), _to_call(state, seat), remaining)
 
 
 def candidate_actions(state: State, seat: int) -> list[Body]:
@@ -570,37 +584,10 @@ def first_seat_next_hand(result: State | Settlement) -> int:
 
 # --- applying events ----------------------------------------------------------------------
 
-# ``apply`` makes each new State as a copy of the old one (``_clone``) and changes the copy
-# with ``_set`` before returning it: nobody else holds it yet, and a State a caller holds
-# is never changed. ``dataclasses.replace`` would look up the fields on every call, several
-# times for every event of every replayed hand.
-_set: Final = object.__setattr__
-
-
-def _clone(state: State) -> State:
-    """A copy of ``state`` for ``apply`` to change before it returns it.
-
-    The copy *shares* the dicts, tuples and frozensets of ``state``: a change replaces
-    one with a new value, never changes it in place. Every field of State is copied here;
-    a field added to State must be added here too.
-    """
-    new: State = object.__new__(State)
-    _set(new, "started", state.started)
-    _set(new, "options", state.options)
-    _set(new, "order", state.order)
-    _set(new, "stacks_gold", state.stacks_gold)
-    _set(new, "hands", state.hands)
-    _set(new, "put_in_gold", state.put_in_gold)
-    _set(new, "round_put_in_gold", state.round_put_in_gold)
-    _set(new, "folded", state.folded)
-    _set(new, "acted", state.acted)
-    _set(new, "disconnected", state.disconnected)
-    _set(new, "phase", state.phase)
-    _set(new, "betting_round", state.betting_round)
-    _set(new, "round_order", state.round_order)
-    _set(new, "to_act", state.to_act)
-    _set(new, "deck_seed", state.deck_seed)
-    return new
+# ``apply`` makes each new State as a draft of the old one (``state.draft()``), changes
+# the draft before returning it (``freeze``): nobody else holds it yet, and a State a
+# caller holds is never changed. The draft *shares* the dicts, tuples and frozensets of
+# the old state: a change replaces one with a new value, never changes it in place.
 
 
 def _known_seat(state: State, seat: int) -> None:
@@ -660,20 +647,20 @@ def _apply_deal(state: State, body: CardsDealt) -> State:
     hands = dict(state.hands)
     for d in cards:
         hands[d.seat] = (*hands[d.seat], d)
-    new = _clone(state)
-    _set(new, "hands", hands)
+    new = state.draft()
+    new.hands = hands
     _start_round(new, _cards_each(new) - 1)
-    return new
+    return freeze(new)
 
 
 def _start_round(new: State, betting_round: int) -> None:
     """Open betting round ``betting_round`` (1 after card 2, …, 4 after card 5) in ``new``,
-    a State not yet returned (see ``_clone``)."""
+    a State not yet returned (a draft, see ``apply``)."""
     order = new.order
-    _set(new, "betting_round", betting_round)
-    _set(new, "round_put_in_gold", dict.fromkeys(order, 0))
-    _set(new, "acted", frozenset())
-    _set(new, "to_act", None)
+    new.betting_round = betting_round
+    new.round_put_in_gold = dict.fromkeys(order, 0)
+    new.acted = frozenset()
+    new.to_act = None
     live = _live(new)
     if betting_round == 1:
         forced = _forced_bet_gold(new)
@@ -683,8 +670,8 @@ def _start_round(new: State, betting_round: int) -> None:
         if new.options.auto_follow_2:
             posted = {s: min(forced, _remaining(new, s)) for s in live}
             put_in = {s: new.put_in_gold[s] + posted.get(s, 0) for s in order}
-            _set(new, "put_in_gold", put_in)
-            _set(new, "round_put_in_gold", {s: posted.get(s, 0) for s in order})
+            new.put_in_gold = put_in
+            new.round_put_in_gold = {s: posted.get(s, 0) for s in order}
             _close_round(new)
             return
     # With a hidden 5th card, round 4 keeps the ranking after card 4 (XT-4).
@@ -692,32 +679,32 @@ def _start_round(new: State, betting_round: int) -> None:
     if betting_round == 4 and new.options.hidden_5th:
         ranked_after = 4
     opener = _leader(new, ranked_after, live)
-    _set(new, "round_order", tuple(_from(live, opener)))
+    new.round_order = tuple(_from(live, opener))
     if betting_round >= 2:
         stacks = new.stacks_gold
         put_in_gold = new.put_in_gold
         if sum(1 for s in live if stacks[s] > put_in_gold[s]) <= 1:
             _close_round(new)  # nobody left to bet against
             return
-    _set(new, "phase", BETTING)
+    new.phase = BETTING
     _next_turn(new, after=None)
 
 
 def _close_round(new: State) -> None:
     if _live_count(new) <= 1 or _cards_each(new) >= CARDS_PER_SEAT:
-        _set(new, "phase", PLAY_OVER)
+        new.phase = PLAY_OVER
     else:
-        _set(new, "phase", DEALING)
-    _set(new, "to_act", None)
+        new.phase = DEALING
+    new.to_act = None
 
 
 def _next_turn(new: State, after: int | None) -> None:
     """Hand the turn on after ``after`` acted (None: keep the current seat if it still
     owes a decision), or close the round, or end the play when one seat is left. Changes
-    ``new``, a State not yet returned (see ``_clone``)."""
+    ``new``, a State not yet returned (a draft, see ``apply``)."""
     if _live_count(new) <= 1:
-        _set(new, "phase", PLAY_OVER)
-        _set(new, "to_act", None)
+        new.phase = PLAY_OVER
+        new.to_act = None
         return
     if new.phase != BETTING:
         return
@@ -725,14 +712,7 @@ def _next_turn(new: State, after: int | None) -> None:
     if not waiting:
         _close_round(new)
         return
-    if after is None:
-        seat = new.to_act if new.to_act in waiting else waiting[0]
-    else:
-        order = new.round_order
-        start = order.index(after)
-        rotated = order[start + 1 :] + order[: start + 1]
-        seat = next(s for s in rotated if s in waiting)
-    _set(new, "to_act", seat)
+    new.to_act = betting.next_seat(new.round_order, waiting, after, new.to_act)
 
 
 def _check_turn(state: State, seat: int) -> None:
@@ -745,55 +725,10 @@ def _check_turn(state: State, seat: int) -> None:
         raise RuleViolation("NOT_YOUR_TURN", f"seat {seat} is not to act", seat=seat)
 
 
-def _wager_bounds(state: State, seat: int) -> tuple[int, int] | None:
-    """Smallest and largest legal BET/RAISE (chips added, the call included), or None."""
-    to_call = _to_call(state, seat)
-    remaining = _remaining(state, seat)
-    if state.betting_round == 2:
-        size = _round2_size_gold(state)
-        if size == 0 or to_call + size >= remaining:  # round 2 never goes all-in (XT-10)
-            return None
-        return (to_call + size, to_call + size)
-    # Without Tẩy Max, keep at least one chip back: betting everything is an all-in (XT-10).
-    capped = to_call + min(_round3_4_cap_gold(state), remaining - to_call - 1)
-    top = remaining if _may_go_all_in(state) else capped
-    low = to_call + 1
-    return (low, top) if top >= low else None
-
-
-def _check_wager(state: State, seat: int, kind: ActionKind, amount: int, to_call: int) -> None:
-    """A BET or RAISE of ``amount`` chips (the call included): size, stack, all-in."""
-    word = "BET" if kind == ActionKind.BET else "RAISE"
-    remaining = _remaining(state, seat)
-    increment = amount - to_call
-    top: int | None
-    if state.betting_round == 2:
-        size = _round2_size_gold(state)
-        if size == 0:
-            raise RuleViolation("BAD_BET_KIND", "at this stake round 2 has no bets")
-        low, top = size, size
-    else:
-        low = 1
-        top = None if state.options.tay_max else _round3_4_cap_gold(state)
-    if increment < low:
-        raise RuleViolation(f"{word}_TOO_SMALL", f"{word.lower()} of {increment} above the call; least {low}")
-    if amount > remaining:
-        raise RuleViolation("BET_ABOVE_STACK", f"{amount} is more than the {remaining} chips left")
-    if top is not None and increment > top:
-        raise RuleViolation(f"{word}_TOO_LARGE", f"{word.lower()} of {increment} above the call; most {top}")
-    if amount == remaining and not _may_go_all_in(state):
-        raise RuleViolation("ALL_IN_NOT_ALLOWED", "a voluntary all-in needs Tẩy Max, from card 4 (XT-10)")
-
-
 def _apply_bet(state: State, action: BetAction) -> State:
     seat, amount = action.seat, action.amount_gold
     _check_turn(state, seat)
-    kind = action.kind
-    if type(kind) is not ActionKind:  # decoded events carry the member itself
-        try:
-            kind = ActionKind(kind)
-        except ValueError as exc:
-            raise RuleViolation("BAD_BET_KIND", f"unknown action {action.kind!r}") from exc
+    kind = betting.action_kind(action.kind)
     if amount < 0:
         raise RuleViolation("BAD_AMOUNT", "a negative amount")
     remaining = _remaining(state, seat)
@@ -810,55 +745,31 @@ def _apply_bet(state: State, action: BetAction) -> State:
         if amount != due:
             raise RuleViolation("BAD_AMOUNT", f"the forced bet is {due}")
         return _put_in(state, seat, amount)
-    to_call = _to_call(state, seat)
-    if kind == ActionKind.CHECK:
-        if to_call != 0:
-            raise RuleViolation("BAD_BET_KIND", f"cannot check facing {to_call}")
-        if amount != 0:
-            raise RuleViolation("BAD_AMOUNT", "a check adds nothing")
-    elif kind == ActionKind.CALL:
-        if to_call == 0:
-            raise RuleViolation("BAD_BET_KIND", "nothing to call: check or bet")
-        if amount != min(to_call, remaining):
-            raise RuleViolation("BAD_AMOUNT", f"the call is {min(to_call, remaining)}")
-    elif kind == ActionKind.BET:
-        if to_call != 0:
-            raise RuleViolation("BAD_BET_KIND", "there is a bet already: call or raise")
-        _check_wager(state, seat, kind, amount, to_call)
-    elif kind == ActionKind.RAISE:
-        if to_call == 0:
-            raise RuleViolation("BAD_BET_KIND", "nothing to raise: bet")
-        _check_wager(state, seat, kind, amount, to_call)
-    else:  # ALL_IN
-        if amount != remaining:
-            raise RuleViolation("BAD_AMOUNT", f"all-in is all {remaining} chips left")
-        if remaining > to_call and not _may_go_all_in(state):
-            raise RuleViolation("ALL_IN_NOT_ALLOWED", "a voluntary all-in needs Tẩy Max, from card 4 (XT-10)")
+    betting.check_action(_sizing(state), kind, amount, _to_call(state, seat), remaining)
     return _put_in(state, seat, amount)
 
 
 def _put_in(state: State, seat: int, amount: int) -> State:
-    old_round_put_in = state.round_put_in_gold
-    highest = max(old_round_put_in.values())
-    round_put_in = {**old_round_put_in, seat: old_round_put_in[seat] + amount}
     put_in = {**state.put_in_gold, seat: state.put_in_gold[seat] + amount}
     check(put_in[seat] <= state.stacks_gold[seat], "a seat put in more than its stack")
-    # A raise reopens the round: everyone else must answer it (XT-11).
-    raised = state.betting_round >= 2 and round_put_in[seat] > highest
-    new = _clone(state)
-    _set(new, "put_in_gold", put_in)
-    _set(new, "round_put_in_gold", round_put_in)
-    _set(new, "acted", frozenset((seat,)) if raised else state.acted | {seat})
+    # A raise reopens the round: everyone else must answer it (XT-11); not the forced bet.
+    round_put_in, acted = betting.after_put_in(
+        state.round_put_in_gold, state.acted, seat, amount, raises_reopen=state.betting_round >= 2
+    )
+    new = state.draft()
+    new.put_in_gold = put_in
+    new.round_put_in_gold = round_put_in
+    new.acted = acted
     _next_turn(new, after=seat)
-    return new
+    return freeze(new)
 
 
 def _fold(state: State, seat: int) -> State:
-    new = _clone(state)
-    _set(new, "folded", state.folded | {seat})
-    _set(new, "acted", state.acted | {seat})
+    new = state.draft()
+    new.folded = state.folded | {seat}
+    new.acted = state.acted | {seat}
     _next_turn(new, after=seat)
-    return new
+    return freeze(new)
 
 
 def _apply_timer(state: State, body: TimerExpired) -> State:
@@ -866,7 +777,7 @@ def _apply_timer(state: State, body: TimerExpired) -> State:
     if body.timer != TURN_TIMER:
         raise RuleViolation("WRONG_TIMER", f"Xì Tố has no {body.timer!r} timer")
     _check_turn(state, body.seat)
-    if state.betting_round >= 2 and _to_call(state, body.seat) == 0:
+    if betting.timeout_checks(_to_call(state, body.seat), check_allowed=state.betting_round >= 2):
         return _put_in(state, body.seat, 0)
     return _fold(state, body.seat)
 
@@ -876,13 +787,13 @@ def _apply_left(state: State, seat: int) -> State:
     _known_seat(state, seat)
     if state.phase == PLAY_OVER or seat in state.folded:
         return state
-    new = _clone(state)
-    _set(new, "folded", state.folded | {seat})
+    new = state.draft()
+    new.folded = state.folded | {seat}
     if state.phase == BETTING and state.to_act == seat:
         _next_turn(new, after=seat)
     else:
         _next_turn(new, after=None)
-    return new
+    return freeze(new)
 
 
 def _best_seat(state: State, seats: Sequence[int], values: dict[int, HandValue] | None = None) -> int:
@@ -912,6 +823,7 @@ def next_hand_dealer(
     participants: Sequence[int],
     seats_max: int,
     owner_seat: int,
+    stacks: Mapping[int, int] | None = None,
 ) -> int:
     """The seat dealt first in the next hand (RULES.md 3.1): the table owner in the first
     hand, then the previous hand's winner; when that seat no longer plays, the owner, else

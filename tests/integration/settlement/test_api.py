@@ -13,7 +13,7 @@ from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
 from socai.infra.grpc_client import channel
 from socai.infra.grpc_errors import error_reason
-from socai.rules.base import PENALTY_REASONS
+from socai.rules import registry
 from tests.support.settlement import Harness, wait_for
 
 pytestmark = pytest.mark.integration
@@ -53,7 +53,8 @@ async def test_get_settlement_gives_seats_transfers_fees_and_the_ledger_transact
         (t.from_account, t.to_account, t.amount_gold, t.reason) for t in hand.settlement.transfers
     ]
     assert s.fees_gold == hand.settlement.fees_gold()
-    assert dict(s.penalties_gold) == {r: v for r, v in hand.settlement.by_reason().items() if r in PENALTY_REASONS}
+    penalty = registry.penalty_reasons(hand.settlement.game)
+    assert dict(s.penalties_gold) == {r: v for r, v in hand.settlement.by_reason().items() if r in penalty}
     tx = await harness.transaction(f"settle:{hand.hand_id}")
     assert tx is not None and s.ledger_transaction_id == tx.transaction_id
     assert s.stream_seq > 0 and s.settled_at.seconds > 0

@@ -142,8 +142,8 @@ def test_an_unknown_or_malformed_option_is_refused() -> None:
 @pytest.mark.parametrize(
     ("start", "code"),
     [
-        (started({0: 100}, 0), "BAD_SEATS"),
-        (started(dict.fromkeys(range(10), 100), 0, seats_max=10), "BAD_SEATS"),
+        (started({0: 100}, 0), "BAD_SEAT_COUNT"),
+        (started(dict.fromkeys(range(10), 100), 0, seats_max=10), "BAD_SEAT_COUNT"),
         (started({0: 100, 7: 100}, 0, seats_max=6), "BAD_SEATS"),
         (started({0: 100, 1: 0}, 0), "BAD_STACK"),
         (started({0: 100, 1: 100}, 0, stake=9), "BAD_STAKE"),
@@ -384,7 +384,7 @@ def test_nothing_is_taken_after_the_hand_is_over_and_settle_waits_for_hand_ended
     hand.act(0, FOLD)
     with pytest.raises(RuleViolation) as err:
         holdem.settle(hand.state)
-    assert err.value.code == "HAND_NOT_FINISHED"
+    assert err.value.code == "HAND_NOT_OVER"
     rejected(hand, BetAction(1, CHECK), "HAND_FINISHED")
     rejected(hand, board_cards("2h 3h 4h"), "HAND_FINISHED")
     hand.apply(HandEnded(SEED_HEX))
@@ -401,8 +401,8 @@ def test_nothing_is_taken_after_the_hand_is_over_and_settle_waits_for_hand_ended
 
 def test_an_event_of_another_game_is_refused() -> None:
     hand = six_handed()
-    rejected(hand, DiceRolled((1, 2, 3)), "BAD_EVENT")
-    rejected(hand, hand.started, "BAD_EVENT")
+    rejected(hand, DiceRolled((1, 2, 3)), "UNEXPECTED_EVENT")
+    rejected(hand, hand.started, "UNEXPECTED_EVENT")
 
 
 # --- timeouts, disconnects, leaving (HE-10) ----------------------------------------------

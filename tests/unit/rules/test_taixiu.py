@@ -558,13 +558,13 @@ def test_default_options_are_the_rules_md_decisions() -> None:
     ("hs", "code"),
     [
         (started(fee_bps=1_001), "BAD_FEE"),
-        (started(seats=()), "TOO_FEW_PLAYERS"),
-        (started("p2p", seats=(SeatInfo(0, "owner", 1_000),)), "TOO_FEW_PLAYERS"),
-        (started("p2p", dealer_seat=7), "BAD_BANKER"),
+        (started(seats=()), "BAD_SEAT_COUNT"),
+        (started("p2p", seats=(SeatInfo(0, "owner", 1_000),)), "BAD_SEAT_COUNT"),
+        (started("p2p", dealer_seat=7), "BAD_DEALER"),
         (started(seats=(SeatInfo(0, "an", 1), SeatInfo(0, "binh", 1))), "BAD_SEATS"),
         (started(seats=(SeatInfo(0, "an", 1), SeatInfo(1, "an", 1))), "BAD_SEATS"),
         (started(seats=(SeatInfo(10, "an", 1),)), "BAD_SEATS"),
-        (started(seats=(SeatInfo(0, "an", -1),)), "BAD_SEATS"),
+        (started(seats=(SeatInfo(0, "an", -1),)), "BAD_STACK"),
         (started(seats=(SeatInfo(0, "an", 1, guild_id="bad guild"),)), "BAD_SEATS"),
         (started(stake_gold=-1), "BAD_STAKE"),
     ],
@@ -802,7 +802,7 @@ def test_settle_before_the_end_is_rejected() -> None:
     _, state = _betting_state()
     with pytest.raises(RuleViolation) as err:
         taixiu.settle(state)
-    assert err.value.code == "HAND_NOT_FINISHED"
+    assert err.value.code == "HAND_NOT_OVER"
 
 
 def test_a_carved_out_guild_share_never_exceeds_the_fee() -> None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from socai import accounts
 from socai.events.model import ActionKind, BetAction, Body, HandStarted, PlayerLeft, SeatInfo
+from socai.money import TABLE_FEE_BPS_MAX
 from socai.rules import autoplay, xito
 from socai.rules.base import Settlement
 
@@ -37,7 +38,7 @@ def hands(draw: st.DrawFn) -> HandStarted:
         game="xito",
         hand_number=1,
         stake_gold=stake,
-        fee_bps=draw(st.integers(0, xito.FEE_BPS_MAX)),
+        fee_bps=draw(st.integers(0, TABLE_FEE_BPS_MAX)),
         seats_max=seats_max,
         seats=tuple(SeatInfo(s, f"p{s}", stack) for s, stack in zip(seats, stacks, strict=True)),
         dealer_seat=draw(st.integers(0, seats_max - 1)),

@@ -11,19 +11,29 @@ from socai import errors
 from socai.cards import parse_card
 from socai.events.model import COMMUNITY, CardsDealt, DealtCard, Event
 from socai.rules import registry
+from socai.rules.base import choose_dealer
 from socai_table.model import TableConfig, facts_id_of, hand_id_of
-from socai_table.table import choose_dealer, redact
+from socai_table.table import redact
 
 AT = datetime(2026, 11, 29, tzinfo=UTC)
 
 
 def test_defaults_are_filled_from_the_game():
-    c = TableConfig(game="holdem", stake_gold=100, fee_bps=0, seats_max=0).normalized()
-    assert c.seats_max == 9
+    c = TableConfig(game="holdem", stake_gold=100, fee_bps=None, seats_max=0).normalized()
+    assert c.seats_max == 9 and c.fee_bps == 0
     assert c.buy_in_min_gold == 100 and c.buy_in_max_gold == 10_000
     assert c.turn_timeout_s == 0  # the game's own turn timer
-    taixiu = TableConfig(game="taixiu", stake_gold=10, fee_bps=0, seats_max=10).normalized()
-    assert taixiu.fee_bps == 500  # the game's default fee (RULES.md 0.6)
+    taixiu = TableConfig(game="taixiu", stake_gold=10, fee_bps=None, seats_max=10).normalized()
+    assert taixiu.fee_bps == 500  # the game's default fee against the system (RULES.md 0.6)
+
+
+def test_an_unset_fee_takes_the_default_of_the_games_mode_and_zero_means_no_fee():
+    """Issue 11: 0 was replaced by the game's default, so a p2p Tài Xỉu table got 500
+    instead of 300 and no table could be fee-free."""
+    p2p = TableConfig(game="taixiu", stake_gold=10, fee_bps=None, seats_max=10, options={"mode": "p2p"})
+    assert p2p.normalized().fee_bps == 300
+    free = TableConfig(game="taixiu", stake_gold=10, fee_bps=0, seats_max=10)
+    assert free.normalized().fee_bps == 0
 
 
 @pytest.mark.parametrize(
@@ -67,6 +77,7 @@ def test_hand_and_fact_ids_never_collide():
 
 
 def test_a_face_down_card_is_hidden_from_everyone_but_its_owner_until_the_hand_ends():
+    holdem = registry.get("holdem")
     dealt = CardsDealt(
         (
             DealtCard(0, parse_card("As"), False),
@@ -75,18 +86,35 @@ def test_a_face_down_card_is_hidden_from_everyone_but_its_owner_until_the_hand_e
         )
     )
     event = Event("t", "t-h1", 2, "holdem", AT, dealt)
-    seen_by_0 = [c.card for c in redact(event, 0, hand_over=False).cards_dealt.cards]
-    seen_by_spectator = [c.card for c in redact(event, -2, hand_over=False).cards_dealt.cards]
-    assert seen_by_0 == ["As", "", "2c"]
-    assert seen_by_spectator == ["", "", "2c"]
-    assert [c.card for c in redact(event, -2, hand_over=True).cards_dealt.cards] == ["As", "Kd", "2c"]
+
+    def seen(viewer: int, over: bool) -> list[str]:
+        msg = redact(holdem, event, viewer, None, hand_over=over)
+        assert msg is not None
+        return [c.card for c in msg.cards_dealt.cards]
+
+    assert seen(0, False) == ["As", "", "2c"]
+    assert seen(-2, False) == ["", "", "2c"]
+    assert seen(-2, True) == ["As", "Kd", "2c"]
+
+
+def test_a_game_can_hide_a_whole_event_through_its_visible_hook():
+    """The kit's ``visible`` hook: a game whose hook returns None hides the event."""
+    import types
+
+    from socai.events.model import PlayerDisconnected
+
+    hiding = types.SimpleNamespace(visible=lambda body, viewer, state: None if viewer != body.seat else body)
+    event = Event("t", "t-h1", 3, "holdem", AT, PlayerDisconnected(1))
+    assert redact(hiding, event, 0, None, hand_over=False) is None  # type: ignore[arg-type]
+    assert redact(hiding, event, 1, None, hand_over=False) is not None  # type: ignore[arg-type]
+    assert redact(hiding, event, 0, None, hand_over=True) is not None  # type: ignore[arg-type]
 
 
 def test_the_button_starts_with_the_owner_and_moves_clockwise_to_the_next_player():
     holdem = registry.get("holdem")
-    assert choose_dealer("holdem", holdem, None, None, [1, 3, 5], 6, 3) in (3,)
-    first = choose_dealer("holdem", holdem, None, None, [1, 3, 5], 6, -1)
-    assert first == 1
+    assert choose_dealer(holdem, None, None, [1, 3, 5], 6, 3) == 3
+    assert choose_dealer(holdem, None, None, [1, 3, 5], 6, -1) == 1
+    assert choose_dealer(holdem, object(), 3, [1, 3, 5], 6, 3, {1: 10, 3: 10, 5: 10}) == 5
 
 
 def test_in_xito_the_previous_winner_is_dealt_first_and_in_taixiu_the_owner_banks():

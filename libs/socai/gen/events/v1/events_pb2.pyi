@@ -252,6 +252,7 @@ class HandStarted(_message.Message):
     OWNER_SEAT_FIELD_NUMBER: _builtins.int
     POT_GOLD_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
+    RULES_VERSION_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     hand_id: _builtins.str
     game: _builtins.str
@@ -270,6 +271,10 @@ class HandStarted(_message.Message):
     """The table owner's seat, or -1."""
     pot_gold: _builtins.int
     """What the table's pot account carries into the hand (3 Cây Gà)."""
+    rules_version: _builtins.int
+    """The game's rules version the hand was played under (0: logged before versions were
+    recorded, replayed as version 1). Replay refuses a version it does not know.
+    """
     @_builtins.property
     def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatInfo]: ...
     @_builtins.property
@@ -292,10 +297,11 @@ class HandStarted(_message.Message):
         owner_seat: _builtins.int = ...,
         pot_gold: _builtins.int = ...,
         options: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        rules_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dealer_seat", b"dealer_seat", "deck_commitment", b"deck_commitment", "fee_bps", b"fee_bps", "game", b"game", "hand_id", b"hand_id", "hand_number", b"hand_number", "options", b"options", "owner_seat", b"owner_seat", "pot_gold", b"pot_gold", "seats", b"seats", "seats_max", b"seats_max", "stake_gold", b"stake_gold", "table_id", b"table_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dealer_seat", b"dealer_seat", "deck_commitment", b"deck_commitment", "fee_bps", b"fee_bps", "game", b"game", "hand_id", b"hand_id", "hand_number", b"hand_number", "options", b"options", "owner_seat", b"owner_seat", "pot_gold", b"pot_gold", "rules_version", b"rules_version", "seats", b"seats", "seats_max", b"seats_max", "stake_gold", b"stake_gold", "table_id", b"table_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -89,7 +89,9 @@ class TableConfig(_message.Message):
     """
     stake_gold: _builtins.int
     fee_bps: _builtins.int
-    """0..1000; 0 means the game's default (Tài Xỉu 500/300, Mậu Binh 500, others 0)."""
+    """0..1000 basis points; 0 means no fee. Unset: the game's default for its mode
+    (Tài Xỉu 500 against the system, 300 against players; Mậu Binh 500; others 0).
+    """
     seats_max: _builtins.int
     buy_in_min_gold: _builtins.int
     buy_in_max_gold: _builtins.int
@@ -109,7 +111,7 @@ class TableConfig(_message.Message):
         *,
         game: _builtins.str = ...,
         stake_gold: _builtins.int = ...,
-        fee_bps: _builtins.int = ...,
+        fee_bps: _builtins.int | None = ...,
         seats_max: _builtins.int = ...,
         options: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         buy_in_min_gold: _builtins.int = ...,
@@ -119,11 +121,13 @@ class TableConfig(_message.Message):
         owner_player_id: _builtins.str = ...,
         between_hands_ms: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_fee_bps", b"_fee_bps", "fee_bps", b"fee_bps"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_start_players", b"auto_start_players", "between_hands_ms", b"between_hands_ms", "buy_in_max_gold", b"buy_in_max_gold", "buy_in_min_gold", b"buy_in_min_gold", "fee_bps", b"fee_bps", "game", b"game", "options", b"options", "owner_player_id", b"owner_player_id", "seats_max", b"seats_max", "stake_gold", b"stake_gold", "turn_timeout_s", b"turn_timeout_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_fee_bps", b"_fee_bps", "auto_start_players", b"auto_start_players", "between_hands_ms", b"between_hands_ms", "buy_in_max_gold", b"buy_in_max_gold", "buy_in_min_gold", b"buy_in_min_gold", "fee_bps", b"fee_bps", "game", b"game", "options", b"options", "owner_player_id", b"owner_player_id", "seats_max", b"seats_max", "stake_gold", b"stake_gold", "turn_timeout_s", b"turn_timeout_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__fee_bps: _TypeAlias = _typing.Literal["fee_bps"]  # noqa: Y015
+    _WhichOneofArgType__fee_bps: _TypeAlias = _typing.Literal["_fee_bps", b"_fee_bps"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__fee_bps) -> _WhichOneofReturnType__fee_bps | None: ...
 
 Global___TableConfig: _TypeAlias = TableConfig  # noqa: Y015
 

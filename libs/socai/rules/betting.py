@@ -1,0 +1,215 @@
+"""The betting round of the pot games, written once (Xì Tố now; Liêng, Liêng Sảnh and the
+Ba Cây games next).
+
+A round is a few plain values the game keeps in its state: ``order`` (the seats in
+betting order, from the opener, in the game's direction), each seat's chips put in this
+round (``round_put_in``), the seats that acted since the last raise (``acted``), and the
+seat to act. What the game adds around it: who opens (Xì Tố's card ranking, Liêng's
+previous winner), the bet sizes of the round (``Sizing``), the forced bet or ante, and
+the pots at the end (``socai.rules.pots``: main pot and side pots from each seat's total).
+
+Amounts are always the chips an action *adds* (``BetAction.amount_gold``). The rules every
+game shares:
+
+- check (``CHECK``, Liêng Sảnh's "Chuyển"): only when the seat owes nothing; a round of
+  checks all the way round closes the round with nobody adding;
+- call: exactly what the seat owes, or everything it has left when that is less (a
+  short stack's call is always allowed, XT-10, LI-4, LS-3); as ``ALL_IN`` too;
+- bet (nobody has bet) and raise: the call plus an increment of ``Sizing.min_gold`` to
+  ``Sizing.max_gold`` in steps of ``Sizing.step_gold`` (k × S raises with a cap: Liêng
+  LI-4 and Liêng Sảnh LS-3, k 1..30); a bet or raise of everything left is a voluntary
+  all-in, allowed only with ``Sizing.all_in`` (Xì Tố's Tẩy Max, XT-10);
+- every raise reopens the round (raises are unlimited, XT-11, LI-4, LS-3);
+- fold at any turn; a timeout checks when a check is free, otherwise folds (GEN-5); a
+  seat that leaves folds at once, in or out of turn, its chips staying in (GEN-6).
+
+The round ends when every seat that is neither folded nor all-in has acted since the last
+raise and matched the highest contribution (``waiting`` is empty).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from socai.errors import RuleViolation
+from socai.events.model import ActionKind
+from socai.rules.base import LegalAction
+
+CHECK: Final = ActionKind.CHECK
+BET: Final = ActionKind.BET
+CALL: Final = ActionKind.CALL
+RAISE: Final = ActionKind.RAISE
+FOLD: Final = ActionKind.FOLD
+ALL_IN: Final = ActionKind.ALL_IN
+
+
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    """The bets and raises of one round, as increments above the call.
+
+    ``min_gold``..``max_gold`` (None: no cap but the stack), in multiples of ``step_gold``
+    (1: free amounts; S: k × S). ``all_in``: a voluntary bet or raise of everything left is
+    allowed (beyond the cap). Without it a bet must leave the seat at least one chip.
+    """
+
+    min_gold: int
+    max_gold: int | None
+    step_gold: int = 1
+    all_in: bool = False
+
+
+def action_kind(kind: object) -> ActionKind:
+    """``kind`` as an ActionKind; RuleViolation("BAD_BET_KIND") for anything else."""
+    if type(kind) is ActionKind:
+        return kind
+    try:
+        return ActionKind(kind)  # type: ignore[arg-type]  # a str, or ValueError
+    except (ValueError, TypeError) as exc:
+        raise RuleViolation("BAD_BET_KIND", f"unknown action {kind!r}") from exc
+
+
+def to_call(round_put_in: Mapping[int, int], seat: int) -> int:
+    """What ``seat`` owes to match the highest contribution of the round."""
+    return max(round_put_in.values()) - round_put_in[seat]
+
+
+def wager_bounds(sizing: Sizing | None, owed: int, remaining: int) -> tuple[int, int] | None:
+    """The smallest and largest legal BET/RAISE (chips added, the call included), or None
+    when the seat cannot bet or raise (no sizing this round, or too few chips)."""
+    if sizing is None or sizing.min_gold <= 0:
+        return None
+    if sizing.all_in and sizing.max_gold is None:
+        top = remaining
+    else:
+        # Without a voluntary all-in the seat keeps at least one chip back.
+        room = remaining - owed - (0 if sizing.all_in else 1)
+        cap = room if sizing.max_gold is None else min(sizing.max_gold, room)
+        cap -= cap % sizing.step_gold if sizing.step_gold > 1 else 0
+        top = owed + cap
+        if sizing.all_in and remaining > top:
+            top = remaining
+    low = owed + sizing.min_gold
+    return (low, top) if top >= low else None
+
+
+def check_wager(sizing: Sizing | None, kind: ActionKind, amount: int, owed: int, remaining: int) -> None:
+    """A BET or RAISE of ``amount`` chips (the call included) against ``sizing``.
+
+    Raises RuleViolation: BAD_BET_KIND (no bets this round), BET_TOO_SMALL /
+    RAISE_TOO_SMALL, BET_ABOVE_STACK, BET_TOO_LARGE / RAISE_TOO_LARGE, BAD_AMOUNT (not a
+    multiple of the step), ALL_IN_NOT_ALLOWED (everything left without ``Sizing.all_in``).
+    """
+    if sizing is None or sizing.min_gold <= 0:
+        raise RuleViolation("BAD_BET_KIND", "this round has no bets or raises")
+    increment = amount - owed
+    if increment < sizing.min_gold:
+        code = "BET_TOO_SMALL" if kind == BET else "RAISE_TOO_SMALL"
+        raise RuleViolation(code, f"{kind.value} of {increment} above the call; least {sizing.min_gold}")
+    if amount > remaining:
+        raise RuleViolation("BET_ABOVE_STACK", f"{amount} is more than the {remaining} chips left")
+    all_in = amount == remaining
+    if sizing.max_gold is not None and increment > sizing.max_gold and not (all_in and sizing.all_in):
+        code = "BET_TOO_LARGE" if kind == BET else "RAISE_TOO_LARGE"
+        raise RuleViolation(code, f"{kind.value} of {increment} above the call; most {sizing.max_gold}")
+    if sizing.step_gold > 1 and increment % sizing.step_gold and not (all_in and sizing.all_in):
+        raise RuleViolation("BAD_AMOUNT", f"a {kind.value} is a multiple of {sizing.step_gold} above the call")
+    if all_in and not sizing.all_in:
+        raise RuleViolation("ALL_IN_NOT_ALLOWED", "a voluntary all-in is not allowed now")
+
+
+def check_action(sizing: Sizing | None, kind: ActionKind, amount: int, owed: int, remaining: int) -> int:
+    """The chips a CHECK, CALL, BET, RAISE or ALL_IN adds, or RuleViolation (BAD_BET_KIND,
+    BAD_AMOUNT, ALL_IN_NOT_ALLOWED and those of ``check_wager``). FOLD is the game's."""
+    if kind == CHECK:
+        if owed != 0:
+            raise RuleViolation("BAD_BET_KIND", f"cannot check facing {owed}")
+        if amount != 0:
+            raise RuleViolation("BAD_AMOUNT", "a check adds nothing")
+    elif kind == CALL:
+        if owed == 0:
+            raise RuleViolation("BAD_BET_KIND", "nothing to call: check or bet")
+        if amount != min(owed, remaining):
+            raise RuleViolation("BAD_AMOUNT", f"the call is {min(owed, remaining)}")
+    elif kind == BET:
+        if owed != 0:
+            raise RuleViolation("BAD_BET_KIND", "there is a bet already: call or raise")
+        check_wager(sizing, kind, amount, owed, remaining)
+    elif kind == RAISE:
+        if owed == 0:
+            raise RuleViolation("BAD_BET_KIND", "nothing to raise: bet")
+        check_wager(sizing, kind, amount, owed, remaining)
+    elif kind == ALL_IN:
+        if amount != remaining:
+            raise RuleViolation("BAD_AMOUNT", f"all-in is all {remaining} chips left")
+        if remaining > owed and not (sizing is not None and sizing.all_in):
+            raise RuleViolation("ALL_IN_NOT_ALLOWED", "a voluntary all-in is not allowed now")
+    else:
+        raise RuleViolation("BAD_BET_KIND", f"{kind.value} is not a betting action here")
+    return amount
+
+
+def legal_actions(sizing: Sizing | None, owed: int, remaining: int) -> tuple[LegalAction, ...]:
+    """The moves of a seat whose turn it is: check or call, bet or raise with the bounds of
+    ``wager_bounds``, all-in when the call takes everything or ``Sizing.all_in``, fold."""
+    actions = []
+    if owed == 0:
+        actions.append(LegalAction(CHECK.value))
+    else:
+        call = min(owed, remaining)
+        actions.append(LegalAction(CALL.value, call, call))
+    bounds = wager_bounds(sizing, owed, remaining)
+    if bounds is not None:
+        actions.append(LegalAction((BET if owed == 0 else RAISE).value, bounds[0], bounds[1]))
+    if remaining <= owed or (sizing is not None and sizing.all_in and remaining > owed):
+        actions.append(LegalAction(ALL_IN.value, remaining, remaining))
+    actions.append(LegalAction(FOLD.value))
+    return tuple(actions)
+
+
+def after_put_in(
+    round_put_in: Mapping[int, int], acted: frozenset[int], seat: int, amount: int, raises_reopen: bool = True
+) -> tuple[dict[int, int], frozenset[int]]:
+    """The round after ``seat`` adds ``amount``: its contributions, and who has acted (a
+    raise reopens the round: everyone else must answer it; not so for a forced bet)."""
+    highest = max(round_put_in.values())
+    new_put_in = {**round_put_in, seat: round_put_in[seat] + amount}
+    raised = raises_reopen and new_put_in[seat] > highest
+    return new_put_in, frozenset((seat,)) if raised else acted | {seat}
+
+
+def waiting(
+    order: Sequence[int],
+    round_put_in: Mapping[int, int],
+    acted: Collection[int],
+    folded: Collection[int],
+    remaining: Mapping[int, int],
+    answers_raises: bool = True,
+) -> list[int]:
+    """Seats that still owe a decision this round, in betting order: not folded, not
+    all-in (``remaining`` 0), and not acted since the last raise or (with
+    ``answers_raises``) below the highest contribution."""
+    highest = max(round_put_in.values())
+    out = []
+    for s in order:
+        if s in folded or remaining[s] == 0:
+            continue
+        if s not in acted or (answers_raises and round_put_in[s] < highest):
+            out.append(s)
+    return out
+
+
+def next_seat(order: Sequence[int], owing: Sequence[int], after: int | None, current: int | None) -> int:
+    """Who acts next among ``owing`` (non-empty, ``waiting``): after ``after`` in ``order``,
+    or with ``after`` None the current seat when it still owes, else the first."""
+    if after is None:
+        return current if current is not None and current in owing else owing[0]
+    start = order.index(after)
+    return next(s for s in (*order[start + 1 :], *order[: start + 1]) if s in owing)
+
+
+def timeout_checks(owed: int, check_allowed: bool = True) -> bool:
+    """GEN-5: a turn timeout checks when a check is free (and the round allows one),
+    otherwise the seat folds."""
+    return check_allowed and owed == 0
