@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from socai import errors
@@ -22,6 +24,7 @@ from socai.infra.config import Settings
 
 SETTLE_TIMEOUT_S = 120.0
 CASHOUT_TIMEOUT_S = 60.0
+DEMO_HEARTBEAT_TIMEOUT_S = 2.0
 
 
 def add_commands(sub: Any, command: Any) -> None:
@@ -31,6 +34,12 @@ def add_commands(sub: Any, command: Any) -> None:
     p.add_argument("--games", default="all", help="comma-separated game ids, or 'all' (default)")
     p.add_argument("--timeout-rate", type=float, default=0.03, help="chance a bot lets its timer run out")
     p.add_argument("--leave-rate", type=float, default=0.01, help="chance a bot leaves mid-hand")
+    p.add_argument(
+        "--disconnect-rate",
+        type=float,
+        default=0.02,
+        help="chance a bot goes silent at a decision (disconnected by the table, reconnects later)",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed of the bots' choices")
     command("demo")(cmd_demo)
 
@@ -41,6 +50,9 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from socai.infra.stack import Stack
 
     console = Console()
+    if "SOCAI_HEARTBEAT_TIMEOUT_S" not in os.environ:
+        # Bots that go silent are disconnected within the demo's few seconds per hand.
+        settings = replace(settings, heartbeat_timeout_s=DEMO_HEARTBEAT_TIMEOUT_S)
     stack = Stack(settings)
     try:
         with console.status("starting NATS, PostgreSQL and the services…"):
@@ -73,6 +85,7 @@ async def _demo(args: argparse.Namespace, settings: Settings, console: Any) -> i
         games=games,
         timeout_rate=args.timeout_rate,
         leave_rate=args.leave_rate,
+        disconnect_rate=args.disconnect_rate,
         seed=args.seed,
     )
     columns = (TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

@@ -19,6 +19,12 @@ def add_commands(sub: Any, command: Any) -> None:
     p.add_argument("--players", type=int, default=0, help="bots per table (default: per game)")
     p.add_argument("--timeout-rate", type=float, default=0.02, help="chance a bot lets its timer run out")
     p.add_argument("--leave-rate", type=float, default=0.0, help="chance a bot leaves mid-hand")
+    p.add_argument(
+        "--disconnect-rate",
+        type=float,
+        default=0.0,
+        help="chance a bot goes silent at a decision (the table disconnects it; it reconnects later)",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed of the bots' choices (not of the cards)")
     command("simulate")(cmd_simulate)
 
@@ -45,6 +51,7 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
         players=args.players,
         timeout_rate=args.timeout_rate,
         leave_rate=args.leave_rate,
+        disconnect_rate=args.disconnect_rate,
         seed=args.seed,
     )
     total = config.tables * config.hands
@@ -64,6 +71,9 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
     print(f"played {result.hands} hands on {len(result.tables)} tables in {result.elapsed_s:.1f}s")
     for game, hands in result.by_game().items():
         print(f"  {game:<14} {hands:>6} hands")
+    silences = sum(t.silences for t in result.tables)
+    if silences:
+        print(f"  {silences} bots went silent (disconnected), {sum(t.reconnects for t in result.tables)} reconnected")
     actions = sum(t.actions for t in result.tables)
     rejected = sum(sum(t.rejected.values()) for t in result.tables)
     print(f"  actions accepted {actions}, rejected {rejected} (races with timers are expected)")

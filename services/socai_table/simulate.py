@@ -11,6 +11,7 @@ the end-to-end tests and the benchmarks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import uuid
@@ -49,6 +50,10 @@ class SimConfig:
     turn_timeout_s: int = 1
     timeout_rate: float = 0.02  # chance a bot lets its timer run out
     leave_rate: float = 0.0  # chance a bot leaves mid-hand
+    # Chance a bot goes silent at a decision: no actions and no heartbeats until it calls
+    # Reconnect a while later. The table disconnects it after SOCAI_HEARTBEAT_TIMEOUT_S, so
+    # every game's disconnect rule (forfeits, automatic play) runs under the bots too.
+    disconnect_rate: float = 0.0
     seed: int | None = None
     between_hands_ms: int = 20
 
@@ -58,6 +63,8 @@ class TableResult:
     table_id: str
     game: str
     hands: int = 0
+    silences: int = 0  # bots that went silent (and were disconnected by the table)
+    reconnects: int = 0
     actions: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     act_latency_ms: list[float] = field(default_factory=list)
@@ -192,6 +199,8 @@ class Simulator:
 
     async def _drive(self, table_id: str, bots: dict[int, str], result: TableResult) -> None:
         stream = self.tables.WatchTable(pb.WatchTableRequest(table_id=table_id))
+        silent: dict[int, float] = {}  # seat -> monotonic time it reconnects
+        heartbeats = asyncio.get_running_loop().create_task(self._heartbeats(table_id, bots, silent, result))
         acted: set[tuple[str, int]] = set()
         per_hand: Counter[tuple[str, int]] = Counter()
         minimum = registry.get(result.game).SPEC.players_min
@@ -216,10 +225,37 @@ class Simulator:
                         break
                 if body in ("hand_ended", "player_stood_up", "table_opened", "player_seated"):
                     continue
-                await self._act_if_due(table_id, bots, result, acted, per_hand)
+                await self._act_if_due(table_id, bots, result, acted, per_hand, silent)
         finally:
             stream.cancel()
+            heartbeats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeats
         await self._leave_all(table_id, bots)
+
+    async def _heartbeats(
+        self, table_id: str, bots: dict[int, str], silent: dict[int, float], result: TableResult
+    ) -> None:
+        """Every bot that is not silent says it is here; a silent bot whose time is up
+        reconnects. A bot that never sent a heartbeat is never disconnected by the table,
+        so every bot sends them."""
+        period = max(0.1, self.settings.heartbeat_timeout_s / 3)
+        while True:
+            now = time.monotonic()
+            for seat, token in list(bots.items()):
+                back_at = silent.get(seat)
+                if back_at is not None and now < back_at:
+                    continue
+                if back_at is not None:
+                    del silent[seat]
+                    call = self.tables.Reconnect(pb.ReconnectRequest(table_id=table_id, player_token=token))
+                    if await self._call(result, call):
+                        result.reconnects += 1
+                    continue
+                await self._call(
+                    result, self.tables.Heartbeat(pb.HeartbeatRequest(table_id=table_id, player_token=token))
+                )
+            await asyncio.sleep(period)
 
     async def _act_if_due(
         self,
@@ -228,11 +264,12 @@ class Simulator:
         result: TableResult,
         acted: set[tuple[str, int]],
         per_hand: Counter[tuple[str, int]],
+        silent: dict[int, float],
     ) -> None:
         view = (await self.tables.GetTableState(pb.GetTableStateRequest(table_id=table_id))).state
         for seat in view.to_act:
             token = bots.get(seat)
-            if token is None:
+            if token is None or seat in silent:
                 continue
             mine = (
                 await self.tables.GetTableState(pb.GetTableStateRequest(table_id=table_id, player_token=token))
@@ -247,6 +284,12 @@ class Simulator:
                 continue  # betting at once (Tài Xỉu): a few wagers each, then let the window close
             per_hand[(mine.hand_id, seat)] += 1
             roll = self.rng.random()
+            if roll < self.config.disconnect_rate:
+                # Silent for twice the heartbeat timeout: the table disconnects it first.
+                silent[seat] = time.monotonic() + 2 * self.settings.heartbeat_timeout_s
+                result.silences += 1
+                continue
+            roll -= self.config.disconnect_rate
             if roll < self.config.timeout_rate:
                 continue  # let the timer run out
             if roll < self.config.timeout_rate + self.config.leave_rate:
