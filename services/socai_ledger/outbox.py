@@ -33,8 +33,11 @@ cursor update re-publishes those messages on restart; within the duplicate windo
 minutes) JetStream stores them once, after it a consumer may see a transaction twice and
 recognises it by its id or journal sequence.
 
-Postings first: while the write batcher is busy the relay publishes in small chunks with
-pauses between them (BUSY_CHUNK below), and at full speed when it idles.
+Postings first, with a bounded lag: the pending outbox ranges (one per batch, often of a
+transaction or two) are merged into one span and published in pipelined chunks. While the
+write batcher is busy the relay takes a share of the time (BUSY_SHARE below: it pauses in
+proportion to the time its chunks took, however the span was cut into ranges), and past
+LAG_BOUND transactions behind it stops yielding; when the batcher idles it runs at full speed.
 
 Several ledger replicas: only the replica holding the session advisory lock ``RELAY_LOCK``
 relays; the others stand by and take over when its connection goes away.
@@ -45,6 +48,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -66,16 +71,26 @@ PUBLISHED = Counter("socai_ledger_outbox_published_total", "Transactions publish
 RELAY_ERRORS = Counter("socai_ledger_outbox_errors_total", "Outbox relay failures (retried)", ["reason"])
 
 WRONG_LAST_MSG_ID_CODE: Final = 10070  # JSStreamWrongLastMsgIDErrF
-RANGES_PER_ROUND: Final = 100
-CHUNK_MAX: Final = 1000  # transactions loaded and in flight at once
+# Outbox rows read per round. A batch appends one range, under a light load of a transaction
+# or two; the rows are merged into one span, so a round's work does not depend on how the
+# write path happened to cut the journal.
+RANGES_PER_ROUND: Final = 2000
+CHUNK_MAX: Final = 1000  # transactions loaded at once
+PIPELINE_CHUNKS: Final = 2  # chunks in flight at full speed (at most 2,000 messages)
 # POSTINGS FIRST. Publishing competes with the write path for the ledger's CPU, for
 # PostgreSQL (reading the journal) and for the disk (JetStream fsyncs every message, next to
 # PostgreSQL's commit fsyncs); unthrottled it cost a third of the posting throughput under
-# load. While the write batcher is busy the relay publishes at most BUSY_CHUNK transactions
-# per BUSY_PAUSE_S (~800 a second: more than the ledger's steady load; a burst above it is
-# absorbed by the outbox and visible as socai_ledger_outbox_lag), and at full speed otherwise.
-BUSY_CHUNK: Final = 200
-BUSY_PAUSE_S: Final = 0.25
+# load. While the write batcher is busy the relay publishes chunks of BUSY_CHUNK transactions
+# and after each one pauses so that it works BUSY_SHARE of the time: a budget of time, so its
+# rate under load is a fixed fraction of its full speed whatever the size of the outbox ranges
+# (a pause per range let it fall behind for good when ranges held a transaction or two).
+# But the lag must stay bounded: LAG_BOUND transactions behind, the relay stops yielding and
+# takes what it needs (the postings then slow down a little instead of the outbox growing
+# without end). When the batcher idles the relay runs at full speed. Its full speed is
+# JetStream's: one fsync per message.
+BUSY_CHUNK: Final = 100
+BUSY_SHARE: Final = 0.5
+LAG_BOUND: Final = 1000
 YIELD_EVERY: Final = 25  # messages built between two yields to the event loop (the writer goes first)
 
 
@@ -86,6 +101,17 @@ def kind_of(account_id: str) -> str:
 
 def subject_of(prefix: str, transaction: Transaction) -> str:
     return posted_subject(prefix, kind_of(transaction.entries[0].account_id))
+
+
+def pending_through(cursor: int, ranges: list[tuple[int, int]]) -> int:
+    """The last journal sequence the outbox ``ranges`` (in journal order) cover without a gap
+    after ``cursor``; ``cursor`` itself when the first of them does not continue it."""
+    through = cursor
+    for first_seq, last_seq in ranges:
+        if first_seq > through + 1:
+            break
+        through = max(through, last_seq)
+    return through
 
 
 class _ChainBroken(Exception):
@@ -171,8 +197,10 @@ class OutboxRelay:
         chunk_max: int = CHUNK_MAX,
         writer_busy: Callable[[], bool] | None = None,
         busy_chunk: int = BUSY_CHUNK,
-        busy_pause_s: float = BUSY_PAUSE_S,
+        busy_share: float = BUSY_SHARE,
+        lag_bound: int = LAG_BOUND,
     ) -> None:
+        errors.check(0 < busy_share <= 1 and busy_chunk >= 1 and lag_bound >= 0, "outbox relay limits")
         self._db_url = database_url
         self._nats_url = nats_url
         self._stream = stream
@@ -183,7 +211,8 @@ class OutboxRelay:
         self._chunk_max = chunk_max
         self._writer_busy = writer_busy or (lambda: False)
         self._busy_chunk = busy_chunk
-        self._busy_pause_s = busy_pause_s
+        self._busy_share = busy_share
+        self._lag_bound = lag_bound
         self._wakeup = asyncio.Event()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -207,8 +236,8 @@ class OutboxRelay:
             self._task = asyncio.create_task(self._run(), name="ledger-outbox-relay")
 
     async def stop(self, grace_s: float = 10.0) -> None:
-        """Finish the chunk in progress (its acks and cursor), then disconnect. A relay still
-        busy after ``grace_s`` (NATS unreachable) is cancelled: its chunk is published again
+        """Finish the chunks in flight (their acks and cursor), then disconnect. A relay still
+        busy after ``grace_s`` (NATS unreachable) is cancelled: its chunks are published again
         by the next relay, which the duplicate window makes harmless."""
         self._stopping.set()
         self._wakeup.set()
@@ -265,51 +294,67 @@ class OutboxRelay:
         head, cursor, ranges = await store.outbox_pending(conn, RANGES_PER_ROUND)
         self.published_seq = cursor
         OUTBOX_LAG.set(max(0, head - cursor))
+        through = pending_through(cursor, ranges)
+        if through == cursor and head > cursor:
+            # Committed transactions without an outbox range would be a bug in the write path.
+            log.error("outbox_missing_ranges", head=head, published=cursor)
         published = 0
-        for first_seq, last_seq in ranges:
-            start = max(first_seq, cursor + 1)
-            while start <= last_seq:
-                if self._stopping.is_set():
-                    return published
-                busy = self._writer_busy()
-                end = min(last_seq, start + (self._busy_chunk if busy else self._chunk_max) - 1)
-                transactions = await store.load_journal(conn, start, end)
-                errors.check(
-                    [t.journal_seq for t in transactions] == list(range(start, end + 1)),
-                    f"the journal is gapless over the outbox range {start}..{end}",
-                )
-                stored, failure = await self._publish(publisher, transactions)
+        start = cursor + 1
+        chain = self._last_msg_id  # the expectation of the next message sent
+        in_flight: deque[tuple[list[Transaction], list[asyncio.Future[dict[str, Any]]], float]] = deque()
+        try:
+            while start <= through or in_flight:
+                # Postings first, by a budget of time (see POSTINGS FIRST above).
+                gentle = self._writer_busy() and head - cursor < self._lag_bound
+                window = 1 if gentle else PIPELINE_CHUNKS
+                if start <= through and len(in_flight) < window and not self._stopping.is_set():
+                    # The next chunk goes out while the acks of the previous one come back, so
+                    # JetStream always has messages to store.
+                    end = min(through, start + (self._busy_chunk if gentle else self._chunk_max) - 1)
+                    began = time.monotonic()
+                    transactions = await store.load_journal(conn, start, end)
+                    errors.check(
+                        [t.journal_seq for t in transactions] == list(range(start, end + 1)),
+                        f"the journal is gapless over the outbox range {start}..{end}",
+                    )
+                    futures = await self._send(publisher, transactions, chain)
+                    in_flight.append((transactions, futures, began))
+                    chain = transactions[-1].transaction_id
+                    start = end + 1
+                    continue
+                if not in_flight:
+                    return published  # stopping
+                transactions, futures, began = in_flight.popleft()
+                stored, failure = await self._acked(publisher, transactions, futures)
                 if stored:
                     # Record the stored prefix even when a later message failed: a retry then
                     # starts at the first message that is not in the stream.
-                    end = start + stored - 1
-                    await store.mark_published(conn, end)
+                    last_stored = transactions[stored - 1].journal_seq
+                    await store.mark_published(conn, last_stored)
+                    cursor = self.published_seq = last_stored
                     published += stored
                     PUBLISHED.inc(stored)
-                    cursor = self.published_seq = end
                     OUTBOX_LAG.set(max(0, head - cursor))
-                    start = end + 1
                 if failure is not None:
                     raise failure
-                if busy:
-                    # Postings first: while batches are waiting, publish a small chunk and
-                    # step aside (see POSTINGS FIRST above); the backlog drains at full speed
-                    # as soon as the write path idles.
+                if gentle and start <= through and not self._stopping.is_set():
+                    pause_s = (time.monotonic() - began) * (1 - self._busy_share) / self._busy_share
                     with contextlib.suppress(TimeoutError):  # commits do not cut it short; a stop does
-                        await asyncio.wait_for(self._stopping.wait(), self._busy_pause_s)
-        if not ranges and head > cursor:
-            # Committed transactions without an outbox range would be a bug in the write path.
-            log.error("outbox_missing_ranges", head=head, published=cursor)
+                        await asyncio.wait_for(self._stopping.wait(), pause_s)
+        finally:
+            for _, futures, _ in in_flight:  # after a failure: whatever they hold is retried
+                publisher.forget(futures)
         return published
 
-    async def _publish(self, publisher: _Publisher, transactions: list[Transaction]) -> tuple[int, Exception | None]:
-        """Publish in order; (how many leading messages the stream acknowledged, the first failure)."""
+    async def _send(
+        self, publisher: _Publisher, transactions: list[Transaction], previous: str | None
+    ) -> list[asyncio.Future[dict[str, Any]]]:
+        """Send one message per transaction, in order, each expecting its predecessor
+        ``previous`` (none after a failure or a restart); the futures of their acks."""
         futures: list[asyncio.Future[dict[str, Any]]] = []
-        previous = self._last_msg_id
         times = convert.TimestampCache()
-        built = 0
         try:
-            for tx in transactions:
+            for built, tx in enumerate(transactions, start=1):
                 kinds = sorted({kind_of(e.account_id) for e in tx.entries})
                 headers = {
                     "Nats-Msg-Id": tx.transaction_id,
@@ -321,16 +366,25 @@ class OutboxRelay:
                 payload = convert.transaction(tx, times=times).SerializeToString()
                 futures.append(await publisher.publish(subject_of(self._prefix, tx), payload, headers))
                 previous = tx.transaction_id
-                built += 1
                 if built % YIELD_EVERY == 0:
                     # Building and sending a chunk is CPU work; let the write path run between.
                     await asyncio.sleep(0)
+        except BaseException:
+            publisher.forget(futures)
+            raise
+        return futures
+
+    async def _acked(
+        self, publisher: _Publisher, transactions: list[Transaction], futures: list[asyncio.Future[dict[str, Any]]]
+    ) -> tuple[int, Exception | None]:
+        """Wait for the acks of a chunk; (how many leading messages the stream stored, the first failure)."""
+        try:
             if futures:
                 await asyncio.wait(futures, timeout=self._publish_timeout_s)
         finally:
             publisher.forget(futures)
         stored = 0
-        for tx, future in zip(transactions, futures, strict=False):
+        for tx, future in zip(transactions, futures, strict=True):
             if future.cancelled():
                 failure: Exception = errors.Unavailable(
                     "NATS_UNAVAILABLE", f"no ack within {self._publish_timeout_s}s for journal {tx.journal_seq}"

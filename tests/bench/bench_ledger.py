@@ -2,7 +2,7 @@
 
 Setup (all under ``ctx.workdir``): an embedded PostgreSQL and nats-server, a real
 ``python -m socai_ledger`` process (gRPC server, write batcher and outbox relay, as
-deployed), 10,000 funded player accounts. Every transaction moves gold between two players
+deployed), 10,000 funded escrows of one table. Every transaction moves gold between two escrows
 and credits ``house:fees`` (three entries), so every one of them touches the hot account.
 
 - ``ledger.post_single_32``: 32 concurrent callers, one ``PostTransaction`` per call.
@@ -16,8 +16,14 @@ and credits ``house:fees`` (three entries), so every one of them touches the hot
   rows, no outbox, no gRPC: the ceiling the ledger is compared with (``params.ratio``).
 - ``ledger.outbox_drain``: how fast the relay publishes the backlog left by the 1,000-item
   run to JetStream (which fsyncs every message), with no postings competing.
+- ``ledger.outbox_relay_under_load``: how fast the relay publishes while postings continue:
+  32 callers post single settlements (``PostTransaction``: many small
+  batches, so many small outbox ranges) for a fixed time on a fresh journal; the figure is
+  the transactions published per second during that time, next to the transactions posted
+  per second (``params.posted_tx_per_s``), the largest lag seen and the time the relay needs
+  to catch up once the postings stop.
 
-Every case starts from a fresh journal (a new database, 10,000 funded players, a
+Every case starts from a fresh journal (a new database, 10,000 funded escrows, a
 checkpoint), as the raw peer does. The ledger runs as deployed: production logging (a JSON
 line per RPC), the outbox relay publishing (gently while postings wait: outbox.py).
 Requests are serialised before the clock starts and responses parsed after it stops, so
@@ -28,6 +34,8 @@ NATS share the machine's cores. Medians of several rounds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import os
 import random
 import statistics
@@ -54,6 +62,16 @@ from tests.bench.harness import BenchContext, Result
 
 PLAYERS = 10_000
 OPENING_GOLD = 10**12
+# Settlement-shaped postings: the escrows of one table under settlement's keys (the ledger
+# lets settlement post only among the escrows and pot of the hand's table, fees and bank).
+TABLE = "bench"
+_HANDS = itertools.count(1)
+
+
+def escrow(i: int) -> str:
+    return f"escrow:{TABLE}:p{i}"
+
+
 SERVICE = "/socai.ledger.v1.LedgerService/"
 
 
@@ -66,7 +84,7 @@ class Workload:
     def next(self) -> tuple[str, str, int, int]:
         a, b = self.rng.sample(range(PLAYERS), 2)
         amount = self.rng.randint(20, 5_000)
-        return f"player:p{a}", f"player:p{b}", amount, amount // 20
+        return escrow(a), escrow(b), amount, amount // 20
 
     def transactions(self, count: int, prefix: str) -> list[pb.TransactionInput]:
         out = []
@@ -74,7 +92,7 @@ class Workload:
             source, target, amount, fee = self.next()
             out.append(
                 pb.TransactionInput(
-                    idempotency_key=f"{prefix}:{n}",
+                    idempotency_key=f"settle:{TABLE}-h{next(_HANDS)}",
                     kind="settlement",
                     reference=f"hand-{prefix}-{n}",
                     entries=[
@@ -106,10 +124,10 @@ def raw_ceiling(url: str, rounds: int, batches_per_round: int) -> float:
                 conn.execute(f"alter table raw.{table} set ({row[0]})")
         with conn.cursor().copy("copy raw.accounts (account_id, kind, balance_gold, version) from stdin") as copy:
             for i in range(PLAYERS):
-                copy.write_row((f"player:p{i}", "player", OPENING_GOLD, 0))
+                copy.write_row((escrow(i), "escrow", OPENING_GOLD, 0))
             copy.write_row(("house:fees", "house", 0, 0))
     workload = Workload(random.Random(7))
-    balance = {f"player:p{i}": OPENING_GOLD for i in range(PLAYERS)} | {"house:fees": 0}
+    balance = {escrow(i): OPENING_GOLD for i in range(PLAYERS)} | {"house:fees": 0}
     version = dict.fromkeys(balance, 0)
     seq = 0
     rates = []
@@ -193,8 +211,16 @@ async def fund(address: str, token: str) -> None:
 
         async def one(i: int) -> None:
             async with sem:
-                await stub.Deposit(
-                    pb.DepositRequest(idempotency_key=f"fund:{i}", player_id=f"p{i}", amount_gold=OPENING_GOLD),
+                await stub.Transfer(
+                    pb.TransferRequest(
+                        idempotency_key=f"fund:{i}",
+                        from_account_id="external:cashier",
+                        to_account_id=escrow(i),
+                        amount_gold=OPENING_GOLD,
+                        kind="deposit",
+                        reference=TABLE,
+                        open_accounts=True,
+                    ),
                     timeout=60,
                 )
 
@@ -309,6 +335,7 @@ def run(ctx: BenchContext) -> list[Result]:
                 if size == 1000:
                     results.append(drain_rate(url))
             verify(url)
+        results.append(relay_under_load(nats.url, fresh_database("under_load"), pg.admin_url(), ctx))
         return results
     finally:
         nats.stop()
@@ -379,6 +406,140 @@ def drain_rate(url: str, timeout_s: float = 600.0) -> Result:
             "nats_sync": "sync_interval: always (fsync per message)",
         },
     )
+
+
+UNDER_LOAD_CALLERS = 32
+
+
+def relay_under_load(nats_url: str, url: str, admin_url: str, ctx: BenchContext) -> Result:
+    """Publish rate of the relay while 32 callers keep posting single transactions."""
+    name = "ledger.outbox_relay_under_load"
+    seconds = 8.0 if ctx.quick else 20.0
+    settings = Settings(
+        nats_url=nats_url,
+        database_url=url,
+        ledger_addr=f"127.0.0.1:{free_port()}",
+        metrics_port_base=free_port(),
+        ledger_stream="LEDGER_UNDER_LOAD",
+        ledger_prefix="bench.under_load",
+        log_format="json",
+    )
+    with LedgerProcess(settings, ctx.workdir / f"{name}.log"):
+        asyncio.run(fund(settings.ledger_addr, settings.tokens["cashier"]))
+        wait_published(url)  # the funding's own backlog is not part of the figure
+        checkpoint(admin_url)
+        load = asyncio.run(post_while_sampling(settings, url, seconds))
+        catch_up_started = time.perf_counter()
+        published, head = outbox_progress(url)
+        while published < head and time.perf_counter() - catch_up_started < 300:
+            time.sleep(0.1)
+            published, head = outbox_progress(url)
+        catch_up_s = time.perf_counter() - catch_up_started
+    verify(url)
+    rate = load["published"] / load["elapsed_s"]
+    posted_rate = load["posted"] / load["elapsed_s"]
+    print(
+        f"   {name}: {rate:,.0f} tx/s published while {posted_rate:,.0f} tx/s were posted "
+        f"(lag max {load['lag_max']}, at the end {load['lag_end']}, caught up in {catch_up_s:.1f} s)",
+        flush=True,
+    )
+    return Result(
+        name=name,
+        value=rate,
+        unit="tx/s",
+        params={
+            "posted_tx_per_s": round(posted_rate),
+            "published_of_posted": round(load["published"] / max(1, load["posted"]), 3),
+            "load_s": round(load["elapsed_s"], 1),
+            "lag_max": load["lag_max"],
+            "lag_at_end_of_load": load["lag_end"],
+            "lag_samples": load["lag_samples"],
+            "caught_up": published >= head,
+            "catch_up_s": round(catch_up_s, 2),
+            "method": "PostTransaction (backend: payments between wallets)",
+            "concurrent_callers": UNDER_LOAD_CALLERS,
+            "entries_per_transaction": 2,
+            "nats_sync": "sync_interval: always (fsync per message)",
+            "cpus": os.cpu_count(),
+        },
+    )
+
+
+def outbox_progress(url: str) -> tuple[int, int]:
+    """(the relay's cursor, the journal head)."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "select (select published_seq from socai_ledger.outbox_progress), "
+            "(select coalesce(max(journal_seq), 0) from socai_ledger.transactions)"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def wait_published(url: str, timeout_s: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    published, head = outbox_progress(url)
+    while published < head and time.monotonic() < deadline:
+        time.sleep(0.2)
+        published, head = outbox_progress(url)
+
+
+async def post_while_sampling(settings: Settings, url: str, seconds: float) -> dict[str, Any]:
+    """Post for ``seconds`` with UNDER_LOAD_CALLERS callers, sampling the outbox twice a second."""
+    workload = Workload(random.Random(13))
+    capacity = int(seconds * 4_000) + UNDER_LOAD_CALLERS  # more than one process can post
+    requests = []
+    # Settlements of one table's hands, one per call (many small batches, so many small
+    # outbox ranges), as the other cases post them.
+    for tx in workload.transactions(capacity, "under-load"):
+        requests.append(pb.PostTransactionRequest(transaction=tx).SerializeToString())
+    payloads = iter(requests)
+    stop = asyncio.Event()
+    lags: list[int] = []
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as db:
+
+        async def progress() -> tuple[int, int]:
+            cursor = await db.execute(
+                "select (select published_seq from socai_ledger.outbox_progress), "
+                "(select coalesce(max(journal_seq), 0) from socai_ledger.transactions)"
+            )
+            row = await cursor.fetchone()
+            assert row is not None
+            return int(row[0]), int(row[1])
+
+        async def sample() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.5)
+                published, head = await progress()
+                lags.append(head - published)
+
+        async with channel(settings.ledger_addr, settings.tokens["settlement"]) as ch:
+            call = raw_call(ch, "PostTransaction")
+
+            async def caller() -> None:
+                for payload in payloads:
+                    if stop.is_set():
+                        return
+                    await call(payload, timeout=120)
+
+            published_before, head_before = await progress()
+            started = time.perf_counter()
+            sampler = asyncio.create_task(sample())
+            callers = [asyncio.create_task(caller()) for _ in range(UNDER_LOAD_CALLERS)]
+            await asyncio.sleep(seconds)
+            stop.set()
+            await asyncio.gather(*callers, sampler)
+            published_after, head_after = await progress()
+            elapsed = time.perf_counter() - started
+    return {
+        "elapsed_s": elapsed,
+        "posted": head_after - head_before,
+        "published": published_after - published_before,
+        "lag_max": max(lags, default=0),
+        "lag_end": head_after - published_after,
+        "lag_samples": lags[:: max(1, len(lags) // 20)],
+    }
 
 
 def verify(url: str) -> None:

@@ -254,7 +254,11 @@ def test_sigkill_mid_batch_loses_nothing_acknowledged_and_applies_nothing_twice(
     async def run_until_killed() -> bool:
         stop = asyncio.Event()
         clients = [asyncio.create_task(load(ledger.settings.ledger_addr, token, book, stop, i)) for i in range(CLIENTS)]
-        while len(book.applied) < 3_000:  # noqa: ASYNC110 - the clients fill the book; poll it
+        deadline = time.monotonic() + 120
+        while len(book.applied) < 3_000:  # the clients fill the book; poll it
+            assert time.monotonic() < deadline, (
+                f"only {len(book.applied)} postings applied ({len(book.refused)} refused)"
+            )
             await asyncio.sleep(0.05)
         killed_mid_batch = await kill_mid_batch(ledger, url)
         await asyncio.sleep(1.0)  # the clients see their calls fail
