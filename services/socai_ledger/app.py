@@ -16,6 +16,7 @@ from prometheus_client import Gauge
 
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
+from socai.infra.db_pool import Pool
 from socai.infra.grpc_server import GrpcServer, build_server
 from socai.infra.logging import get_logger
 from socai.infra.stack import default_database_url, default_nats_url
@@ -35,7 +36,7 @@ TRIAL_BALANCE_INTERVAL_S: Final = 30.0
 class App:
     settings: Settings
     grpc: GrpcServer
-    pool: Any
+    pool: Pool
     batcher: WriteBatcher
     relay: OutboxRelay | None
     trial_balance_interval_s: float = TRIAL_BALANCE_INTERVAL_S
@@ -53,7 +54,7 @@ class App:
         Starting the gRPC server is idempotent: a caller that started it already (as
         ``socai.infra.service`` and the test harnesses may) loses nothing.
         """
-        await self.pool.open(wait=True, timeout=30)
+        await self.pool.open(wait=True, wait_s=30)
         await self.batcher.start()
         if self.relay is not None:
             await self.relay.start()

@@ -25,9 +25,14 @@ RPC deadline) instead of piling up memory.
 Failures. Serialization failures and deadlocks (possible when something outside the
 ledger locks account rows) are retried with a short backoff. A lost database connection
 fails the batch's callers with UNAVAILABLE — the commit may or may not have happened, and
-a retry with the same idempotency key returns the original outcome either way. Any other
-database error on a multi-item batch re-runs its items one by one, so a poison item fails
-alone instead of taking the batch with it.
+a retry with the same idempotency key returns the original outcome either way — and the
+next batch opens a fresh connection; so does a batch that finds the database unreachable
+(nothing was written: UNAVAILABLE too). A batch is never written again by the batcher
+after a lost connection: only the caller's retry, under its key, learns the outcome. The
+writer's connection is checked before each batch (``socai.infra.db_pool.usable``), so one
+that idled through a database restart is replaced instead of failing the first batch after
+it. Any other database error on a multi-item batch re-runs its items one by one, so a
+poison item fails alone instead of taking the batch with it.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from prometheus_client import Counter, Histogram
 from psycopg import errors as pg_errors
 
 from socai import errors
+from socai.infra import db_pool
 from socai.infra.logging import get_logger
 from socai_ledger import domain, store
 from socai_ledger.domain import PostOutcome, PostStatus, PreparedTransaction
@@ -218,6 +224,10 @@ class WriteBatcher:
         started = time.perf_counter()
         try:
             result = await self._write_with_retries(items)
+        except errors.Unavailable as exc:  # no connection could be made: nothing was sent
+            log.warning("batch_not_written", items=len(items), error=exc.message)
+            self._fail(units, exc)
+            return
         except psycopg.OperationalError as exc:
             await self._drop_connection()
             log.warning("batch_outcome_unknown", items=len(items), error=str(exc))
@@ -262,6 +272,9 @@ class WriteBatcher:
             for item in unit.items:
                 try:
                     result = await self._write_with_retries([item])
+                except errors.Unavailable as exc:
+                    outcomes.append(PostOutcome(PostStatus.REJECTED, error=exc))
+                    continue
                 except psycopg.OperationalError:
                     await self._drop_connection()
                     outcomes.append(
@@ -296,7 +309,14 @@ class WriteBatcher:
                 unit.future.set_exception(exc)
 
     async def _connection(self) -> store.AConn:
-        if self._conn is None or self._conn.closed or self._conn.broken:
+        """The writer's connection, a new one when there is none or it stopped working.
+
+        Raises Unavailable("DATABASE_UNAVAILABLE") when PostgreSQL cannot be reached.
+        """
+        if self._conn is not None and not await db_pool.usable(self._conn):
+            log.info("writer_connection_replaced")
+            await self._drop_connection()
+        if self._conn is None:
             self._conn = await store.connect(self._url)
             # A statement stuck longer than this (a lock held by a stuck session) fails the batch
             # with UNAVAILABLE instead of blocking every caller forever.

@@ -48,10 +48,10 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import TupleRow
 from psycopg.waiting import Ready, Wait
-from psycopg_pool import AsyncConnectionPool
 
 from socai import accounts as account_ids
 from socai import errors
+from socai.infra import db_pool
 from socai.infra.db import libpq_url
 from socai.money import INT64_MAX
 from socai_ledger import domain
@@ -241,15 +241,20 @@ async def connect(url: str, *, autocommit: bool = True) -> AConn:
         raise errors.Unavailable("DATABASE_UNAVAILABLE", f"cannot connect to PostgreSQL: {exc}") from exc
 
 
-def create_pool(url: str, *, min_size: int = 1, max_size: int = 8) -> AsyncConnectionPool:
-    """The read pool (autocommit: each read is one statement or an explicit transaction)."""
-    return AsyncConnectionPool(
+def create_pool(url: str, *, min_size: int = 1, max_size: int = 8) -> db_pool.Pool:
+    """The read pool (autocommit: each read is one statement or an explicit transaction).
+
+    Its connections are checked when taken out and its failures are
+    Unavailable("DATABASE_UNAVAILABLE") (``socai.infra.db_pool``); the reads below run once
+    more when their connection dies under them (``retried_read``).
+    """
+    return db_pool.Pool(
         libpq_url(url),
+        name="socai-ledger-reads",
         min_size=min_size,
         max_size=max_size,
+        wait_s=10,
         kwargs={"autocommit": True, "application_name": APPLICATION_NAME},
-        open=False,
-        timeout=10,
     )
 
 
@@ -651,7 +656,7 @@ def _account(row: tuple[Any, ...]) -> Account:
     return Account(row[0], row[1], row[2], row[3], row[4], row[5])
 
 
-async def open_account(pool: AsyncConnectionPool, account_id: str) -> tuple[Account, bool]:
+async def open_account(pool: db_pool.Pool, account_id: str) -> tuple[Account, bool]:
     """Open ``account_id`` (idempotent): (the account, whether this call created it).
 
     Takes the journal's write lock, so an account never appears under a running batch
@@ -677,7 +682,8 @@ async def open_account(pool: AsyncConnectionPool, account_id: str) -> tuple[Acco
     return _account(row), False
 
 
-async def get_account(pool: AsyncConnectionPool, account_id: str) -> Account:
+@db_pool.retried_read
+async def get_account(pool: db_pool.Pool, account_id: str) -> Account:
     """Raises NotFound("ACCOUNT_NOT_FOUND")."""
     async with pool.connection() as conn:
         cur = await conn.execute(
@@ -689,8 +695,9 @@ async def get_account(pool: AsyncConnectionPool, account_id: str) -> Account:
     return _account(row)
 
 
+@db_pool.retried_read
 async def list_accounts(
-    pool: AsyncConnectionPool, *, kind: str, id_prefix: str, after: str, limit: int
+    pool: db_pool.Pool, *, kind: str, id_prefix: str, after: str, limit: int
 ) -> tuple[list[Account], bool]:
     """Accounts ordered by id after ``after``: (up to ``limit`` accounts, whether more follow)."""
     where = ["account_id > %s"]
@@ -722,9 +729,8 @@ order by e.entry_index
 """
 
 
-async def get_transaction(
-    pool: AsyncConnectionPool, *, transaction_id: UUID | None, idempotency_key: str
-) -> Transaction:
+@db_pool.retried_read
+async def get_transaction(pool: db_pool.Pool, *, transaction_id: UUID | None, idempotency_key: str) -> Transaction:
     """Raises NotFound("TRANSACTION_NOT_FOUND"), also for a key whose request was refused
     (the refusal's reason is in the message and in the ErrorInfo metadata)."""
     param: UUID | str
@@ -754,8 +760,9 @@ async def _require_account(conn: AConn, account_id: str) -> None:
         raise errors.NotFound("ACCOUNT_NOT_FOUND", f"account {account_id} does not exist", account_id=account_id)
 
 
+@db_pool.retried_read
 async def list_entries(
-    pool: AsyncConnectionPool, account_id: str, *, before_version: int, limit: int
+    pool: db_pool.Pool, account_id: str, *, before_version: int, limit: int
 ) -> tuple[list[Entry], bool]:
     """An account's entries, newest first, with versions below ``before_version``.
 
@@ -775,8 +782,9 @@ async def list_entries(
     return entries, len(rows) > limit
 
 
+@db_pool.retried_read
 async def balance_at(
-    pool: AsyncConnectionPool, account_id: str, *, transaction_id: UUID | None, at: datetime | None
+    pool: db_pool.Pool, account_id: str, *, transaction_id: UUID | None, at: datetime | None
 ) -> tuple[int, int]:
     """(balance, version) of an account right after a transaction, or at a time.
 
@@ -867,7 +875,8 @@ def _gold(value: Any) -> int:
     return max(-INT64_MAX - 1, min(INT64_MAX, number))
 
 
-async def verify_journal(pool: AsyncConnectionPool) -> VerifyReport:
+@db_pool.retried_read
+async def verify_journal(pool: db_pool.Pool) -> VerifyReport:
     """Recompute every balance from the entries, in one consistent snapshot.
 
     Checks: each account's balance and version against the sum and count of its entries and
@@ -928,7 +937,8 @@ async def verify_journal(pool: AsyncConnectionPool) -> VerifyReport:
     return VerifyReport(int(counts[0]), int(counts[1]), tuple(mismatches[:VERIFY_MISMATCHES_MAX]))
 
 
-async def trial_balance(pool: AsyncConnectionPool) -> TrialBalance:
+@db_pool.retried_read
+async def trial_balance(pool: db_pool.Pool) -> TrialBalance:
     """The sum of all balances, and per account kind (one statement: one snapshot)."""
     async with pool.connection() as conn:
         rows = await (

@@ -15,7 +15,12 @@ element by element. A statement is atomic on its own; with dead letters in the b
 lane runs the statements in one transaction.
 
 Connection failures become ``Unavailable("DATABASE_UNAVAILABLE")`` so that callers retry
-them instead of dead-lettering a hand for a database outage.
+them instead of dead-lettering a hand for a database outage (and RPCs answer UNAVAILABLE).
+Connections are checked before use: the SQLAlchemy pool pings each one it hands out
+(``pool_pre_ping``), a lane checks its connection the way ``socai.infra.db_pool.usable``
+does, so one that idled through a database restart is replaced instead of failing. A read
+whose connection dies under it runs once more on a fresh one; a write does not (whether it
+committed is unknown: the settler retries it, and storing a hand twice changes nothing).
 """
 
 from __future__ import annotations
@@ -24,20 +29,23 @@ import asyncio
 import base64
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 import psycopg
 from psycopg.rows import namedtuple_row
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from socai import errors
+from socai.infra import db_pool
 from socai.infra.db import libpq_url
+from socai.infra.grpc_errors import DATABASE_UNAVAILABLE, database_unavailable
+from socai.infra.logging import get_logger
 from socai.rules.base import Shortfall, Transfer
 
 SCHEMA: Final = "socai_settlement"
@@ -46,6 +54,9 @@ PAGE_SIZE_MAX: Final = 500
 DETAIL_MAX_CHARS: Final = 4000  # a limit on everything: a dead letter's detail text
 APPLICATION_NAME: Final = "socai-settlement"
 CONNECT_TIMEOUT_S: Final = 5
+
+log = get_logger("socai.settlement.store")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,17 +241,25 @@ class Store:
     async def close(self) -> None:
         await asyncio.gather(self._reads.close(), self._writes.close())
 
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[AsyncConnection]:
-        try:
-            async with self.engine.begin() as conn:
-                yield conn
-        except (OperationalError, InterfaceError) as exc:
-            raise errors.Unavailable("DATABASE_UNAVAILABLE", f"PostgreSQL: {exc.orig or exc}") from exc
-        except DBAPIError as exc:
-            if exc.connection_invalidated:
-                raise errors.Unavailable("DATABASE_UNAVAILABLE", f"PostgreSQL: {exc.orig or exc}") from exc
-            raise
+    async def _read(self, query: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """``query`` in one transaction; once more on a fresh connection when its connection
+        died under it (reads only).
+
+        Raises Unavailable("DATABASE_UNAVAILABLE") when PostgreSQL cannot be reached.
+        """
+        for attempt in (1, 2):
+            try:
+                async with self.engine.begin() as conn:
+                    return await query(conn)
+            except (DBAPIError, PoolTimeout) as exc:
+                mapped = database_unavailable(exc)
+                if mapped is None:
+                    raise
+                if attempt == 1 and isinstance(exc, DBAPIError) and exc.connection_invalidated:
+                    log.info("read_retried", error=mapped.message)
+                    continue
+                raise mapped from exc
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _t(self, name: str) -> str:
         return f'"{self.schema}".{name}'
@@ -251,7 +270,7 @@ class Store:
         """The hands of ``hand_ids`` that are already settled."""
         if not hand_ids:
             return set()
-        (rows,) = await self._reads.run([(self._settled_among_sql, (list(hand_ids),))])
+        (rows,) = await self._reads.run([(self._settled_among_sql, (list(hand_ids),))], read=True)
         return {r[0] for r in rows}
 
     async def commit(self, records: Sequence[SettlementRecord], dead: Sequence[NewDeadLetter] = ()) -> set[str]:
@@ -281,7 +300,7 @@ class Store:
     # --- reads --------------------------------------------------------------------------
 
     async def get(self, hand_id: str) -> SettlementRecord | None:
-        async with self._tx() as conn:
+        async def query(conn: AsyncConnection) -> SettlementRecord | None:
             row = (
                 await conn.execute(
                     text(f"select {_SETTLEMENT_COLUMNS} from {self._t('settlements')} where hand_id = :h"),
@@ -291,6 +310,8 @@ class Store:
             if row is None:
                 return None
             return (await self._with_seats(conn, [row]))[0]
+
+        return await self._read(query)
 
     async def list_by_table(self, table_id: str, size: int, after: tuple[int, str] | None) -> list[SettlementRecord]:
         """Up to ``size`` settlements of a table, newest first, after the ``after`` position."""
@@ -317,7 +338,8 @@ class Store:
             if after is not None:
                 position = "and (p.stream_seq, p.hand_id) < (:after_seq, :after_hand)"
         columns = ", ".join(f"s.{c.strip()}" for c in _SETTLEMENT_COLUMNS.split(","))
-        async with self._tx() as conn:
+
+        async def query(conn: AsyncConnection) -> list[SettlementRecord]:
             rows = (
                 await conn.execute(
                     text(f"select {columns} from {source} where {where} {position} order by {order_by} limit :size"),
@@ -325,6 +347,8 @@ class Store:
                 )
             ).all()
             return await self._with_seats(conn, rows)
+
+        return await self._read(query)
 
     async def _with_seats(self, conn: AsyncConnection, rows: Sequence[Any]) -> list[SettlementRecord]:
         if not rows:
@@ -342,13 +366,15 @@ class Store:
         return [_record(r, tuple(seats.get(r.hand_id, ()))) for r in rows]
 
     async def get_dead_letter(self, hand_id: str) -> DeadLetter | None:
-        async with self._tx() as conn:
+        async def query(conn: AsyncConnection) -> DeadLetter | None:
             row = (
                 await conn.execute(
                     text(f"select {_DEAD_COLUMNS} from {self._t('dead_letters')} where hand_id = :h"), {"h": hand_id}
                 )
             ).one_or_none()
             return _dead(row) if row is not None else None
+
+        return await self._read(query)
 
     async def list_dead_letters(self, size: int, after: tuple[int, str] | None) -> list[DeadLetter]:
         """Open dead letters, oldest first (by the HandEnded stream sequence)."""
@@ -357,7 +383,8 @@ class Store:
         if after is not None:
             position = "and (stream_seq, hand_id) > (:after_seq, :after_hand)"
             params.update(after_seq=after[0], after_hand=after[1])
-        async with self._tx() as conn:
+
+        async def query(conn: AsyncConnection) -> list[DeadLetter]:
             rows = await conn.execute(
                 text(
                     f"""select {_DEAD_COLUMNS} from {self._t("dead_letters")}
@@ -367,14 +394,19 @@ class Store:
             )
             return [_dead(r) for r in rows]
 
+        return await self._read(query)
+
     async def counts(self) -> tuple[int, int]:
         """(settled hands, open dead letters)."""
-        async with self._tx() as conn:
+
+        async def query(conn: AsyncConnection) -> tuple[int, int]:
             settled = (await conn.execute(text(f"select count(*) from {self._t('settlements')}"))).scalar_one()
             dead = (
                 await conn.execute(text(f"select count(*) from {self._t('dead_letters')} where resolved_at is null"))
             ).scalar_one()
             return int(settled), int(dead)
+
+        return await self._read(query)
 
 
 _SETTLEMENT_COLUMNS: Final = (
@@ -398,33 +430,60 @@ def _dead_letter_params(d: NewDeadLetter) -> dict[str, Any]:
 
 class _Lane:
     """One PostgreSQL connection of the batch path: autocommit, opened on first use and
-    again after a failure (which is ``Unavailable``, so callers wait and retry). Its
-    statements run one at a time; several given together run in one transaction."""
+    again after a failure (which is ``Unavailable``, so callers wait and retry), checked
+    before each use (``db_pool.usable``: a connection that idled through a database restart
+    is replaced before a statement is sent on it). Its statements run one at a time;
+    several given together run in one transaction."""
 
     def __init__(self, conninfo: str) -> None:
         self.conninfo = conninfo
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()
 
-    async def run(self, statements: Sequence[tuple[str, Any]]) -> list[list[Any]]:
-        """The rows of each statement (an empty list for a statement that returns none)."""
+    async def run(self, statements: Sequence[tuple[str, Any]], *, read: bool = False) -> list[list[Any]]:
+        """The rows of each statement (an empty list for a statement that returns none).
+        ``read``: the statements change nothing, so they run once more when the connection
+        dies under them.
+
+        Raises Unavailable("DATABASE_UNAVAILABLE") when PostgreSQL cannot be reached and
+        ``db_pool.ConnectionLost`` when the connection died under a write.
+        """
         async with self._lock:
+            for attempt in (1, 2):
+                conn = await self._connection()
+                try:
+                    if len(statements) == 1:
+                        return [await _execute(conn, *statements[0])]
+                    async with conn.transaction():
+                        return [await _execute(conn, query, params) for query, params in statements]
+                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    lost = db_pool.lost(conn)
+                    await self.close()
+                    if lost and read and attempt == 1:
+                        log.info("read_retried", error=type(exc).__name__)
+                        continue
+                    # The driver's words stay in the message: the settler logs it, and no
+                    # RPC caller sees it (the batch path's failures are retried, not returned).
+                    error_class = db_pool.ConnectionLost if lost else errors.Unavailable
+                    raise error_class(DATABASE_UNAVAILABLE, f"PostgreSQL: {exc}") from exc
+            raise AssertionError("unreachable: the second attempt returns or raises")
+
+    async def _connection(self) -> psycopg.AsyncConnection[Any]:
+        conn = self._conn
+        if conn is not None and not await db_pool.usable(conn):
+            await self.close()
+            conn = None
+        if conn is None:
             try:
-                conn = self._conn
-                if conn is None or conn.closed:
-                    conn = self._conn = await psycopg.AsyncConnection.connect(
-                        self.conninfo,
-                        autocommit=True,
-                        application_name=APPLICATION_NAME,
-                        connect_timeout=CONNECT_TIMEOUT_S,
-                    )
-                if len(statements) == 1:
-                    return [await _execute(conn, *statements[0])]
-                async with conn.transaction():
-                    return [await _execute(conn, query, params) for query, params in statements]
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                await self.close()
-                raise errors.Unavailable("DATABASE_UNAVAILABLE", f"PostgreSQL: {exc}") from exc
+                conn = self._conn = await psycopg.AsyncConnection.connect(
+                    self.conninfo,
+                    autocommit=True,
+                    application_name=APPLICATION_NAME,
+                    connect_timeout=CONNECT_TIMEOUT_S,
+                )
+            except psycopg.Error as exc:
+                raise errors.Unavailable(DATABASE_UNAVAILABLE, f"PostgreSQL: {exc}") from exc
+        return conn
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None

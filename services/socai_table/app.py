@@ -14,7 +14,7 @@ from socai.infra.config import Settings
 from socai.infra.grpc_server import GrpcServer, build_server
 from socai.infra.stack import default_database_url, default_nats_url
 from socai.rules import registry
-from socai_table import seeds
+from socai_table import seeds, signing
 from socai_table.ledger_client import Money
 from socai_table.manager import TableManager
 from socai_table.server import TableServicer, policy
@@ -59,6 +59,7 @@ async def build_app(settings: Settings) -> TableApp:
         money,
         settings.table_instance,
         seeds.seal_key(settings.player_token_key),
+        signing.writer_key(settings.player_token_key),
         heartbeat_timeout_s=settings.heartbeat_timeout_s,
     )
     manager = TableManager(deps)

@@ -1,4 +1,12 @@
-"""``socai simulate``: bots playing through the table service (see socai_table.simulate)."""
+"""``socai simulate``: bots playing through the table service (see socai_table.simulate);
+``socai table quarantine``: the messages a table's rebuild would not apply.
+
+    socai table quarantine list [--table T] [--all]     unresolved (or all) records, as JSON
+    socai table quarantine resolve STREAM_SEQ --note TEXT   acknowledge one (an operator)
+
+The records live in the table service's schema (``SOCAI_DATABASE_URL``, the embedded
+server otherwise). Exit status of ``resolve``: 1 when there is no such unresolved record.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +35,39 @@ def add_commands(sub: Any, command: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=None, help="seed of the bots' choices (not of the cards)")
     command("simulate")(cmd_simulate)
+    table = sub.add_parser("table", help="table service records (quarantined messages)")
+    tsub = table.add_subparsers(dest="table_command", required=True)
+    quarantine = tsub.add_parser("quarantine", help="messages a table's rebuild did not apply")
+    qsub = quarantine.add_subparsers(dest="quarantine_command", required=True)
+    listing = qsub.add_parser("list", help="quarantined messages, oldest first (JSON)")
+    listing.add_argument("--table", default="", help="one table only")
+    listing.add_argument("--all", action="store_true", help="resolved ones too")
+    resolve = qsub.add_parser("resolve", help="acknowledge a quarantined message")
+    resolve.add_argument("stream_seq", type=int)
+    resolve.add_argument("--note", required=True, help="what was decided (kept with the record)")
+    command("table")(cmd_table)
+
+
+def cmd_table(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    from socai.infra.stack import default_database_url
+    from socai_table.store import TableStore
+
+    async def main() -> int:
+        store = await TableStore.open(default_database_url(settings), max_size=1)
+        try:
+            if args.quarantine_command == "list":
+                rows = await store.quarantined(args.table, include_resolved=args.all)
+                print(json.dumps(rows, indent=2, default=str))
+                return 0
+            done = await store.resolve_quarantined(args.stream_seq, args.note)
+            print("resolved" if done else f"no unresolved quarantined message at stream sequence {args.stream_seq}")
+            return 0 if done else 1
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
 
 
 def parse_games(text: str) -> tuple[str, ...]:

@@ -9,6 +9,9 @@ ACTIONS = Counter("socai_table_actions_total", "Player actions accepted", ["game
 TIMEOUTS = Counter("socai_table_timeouts_total", "Timers that ran out", ["game", "timer"])
 TABLES = Gauge("socai_table_tables", "Open tables owned by this instance")
 HEAL_FAILURES = Counter("socai_table_heal_failures_total", "Watchdog attempts to heal a table that failed")
+QUARANTINED = Counter(
+    "socai_table_quarantined_total", "Messages on a table's subjects its rebuild did not apply", ["reason"]
+)
 TABLES_BROKEN = Gauge("socai_table_tables_broken", "Tables of this instance that could not be loaded at start")
 CASHOUTS_PENDING = Gauge("socai_table_cashouts_pending", "Cash-outs waiting for settlement")
 ESCROW_MISMATCH = Counter(

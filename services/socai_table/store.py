@@ -1,4 +1,9 @@
-"""The table service's own rows in PostgreSQL (schema ``socai_table``)."""
+"""The table service's own rows in PostgreSQL (schema ``socai_table``).
+
+Every statement goes through ``TableStore._exec`` on a ``socai.infra.db_pool.Pool``: a
+database outage is ``Unavailable("DATABASE_UNAVAILABLE")``, a connection that outlived a
+restart is replaced before use, and a read whose connection dies under it runs once more.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,23 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
 
+from socai.infra import db_pool
 from socai.infra.db import libpq_url
 from socai_table.model import TableConfig
 
 SCHEMA = "socai_table"
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A message on a table's subject that its rebuild did not apply, and why."""
+
+    table_id: str
+    hand_id: str
+    stream_seq: int
+    reason: str  # UNSIGNED | BAD_SIGNATURE | BAD_EVENT | OUT_OF_ORDER | a rules engine code
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -26,25 +42,36 @@ class Cashout:
 
 
 class TableStore:
-    def __init__(self, pool: AsyncConnectionPool) -> None:
+    def __init__(self, pool: db_pool.Pool) -> None:
         self.pool = pool
 
     @classmethod
     async def open(cls, url: str, max_size: int = 10) -> TableStore:
-        pool = AsyncConnectionPool(
+        pool = db_pool.Pool(
             libpq_url(url),
+            name="socai-table",
             min_size=1,
             max_size=max_size,
-            open=False,
             kwargs={"autocommit": True, "application_name": "socai-table"},
         )
-        await pool.open(wait=True, timeout=30)
+        await pool.open(wait=True, wait_s=30)
         return cls(pool)
 
     async def close(self) -> None:
         await self.pool.close()
 
-    async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    async def _exec(self, sql: str, params: tuple[Any, ...] = (), *, read: bool = False) -> list[dict[str, Any]]:
+        """The rows of one statement (autocommit). ``read``: it changes nothing, so it runs once
+        more when its connection dies under it; a write does not (whether it committed is
+        unknown; the caller's retry finds out).
+
+        Raises Unavailable("DATABASE_UNAVAILABLE") when PostgreSQL cannot be reached.
+        """
+        if read:
+            return await db_pool.read(lambda: self._exec_once(sql, params))
+        return await self._exec_once(sql, params)
+
+    async def _exec_once(self, sql: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
         async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(sql, params)
             return await cur.fetchall() if cur.description else []
@@ -75,11 +102,12 @@ class TableStore:
             f"select table_id, config from {SCHEMA}.tables where instance = %s and closed_at is null "
             f"order by created_at, table_id",
             (instance,),
+            read=True,
         )
         return [(r["table_id"], TableConfig.from_json(r["config"])) for r in rows]
 
     async def owner_of(self, table_id: str) -> str | None:
-        rows = await self._exec(f"select instance from {SCHEMA}.tables where table_id = %s", (table_id,))
+        rows = await self._exec(f"select instance from {SCHEMA}.tables where table_id = %s", (table_id,), read=True)
         return rows[0]["instance"] if rows else None
 
     # seeds -----------------------------------------------------------------------------
@@ -101,6 +129,7 @@ class TableStore:
             f"select hand_number, hand_id, seed from {SCHEMA}.hand_seeds where table_id = %s "
             f"order by hand_number desc limit %s",
             (table_id, limit),
+            read=True,
         )
         return [(int(r["hand_number"]), r["hand_id"], bytes(r["seed"])) for r in rows]
 
@@ -127,6 +156,7 @@ class TableStore:
             f"select idempotency_key, player_id, seat, amount_gold from {SCHEMA}.joins "
             f"where table_id = %s and status = 'pending' order by created_at",
             (table_id,),
+            read=True,
         )
 
     # cash-outs -------------------------------------------------------------------------
@@ -143,6 +173,7 @@ class TableStore:
             f"select cashout_id, table_id, player_id, amount_gold, last_hand_id, status from {SCHEMA}.cashouts "
             f"where status = 'pending' and table_id = any(%s) order by created_at",
             (table_ids,),
+            read=True,
         )
         return [Cashout(**r) for r in rows]
 
@@ -150,6 +181,7 @@ class TableStore:
         rows = await self._exec(
             f"select 1 from {SCHEMA}.cashouts where table_id = %s and player_id = %s and status <> 'done' limit 1",
             (table_id, player_id),
+            read=True,
         )
         return bool(rows)
 
@@ -159,3 +191,32 @@ class TableStore:
             f"where cashout_id = %s",
             (status, ledger_tx, detail, cashout_id),
         )
+
+    # quarantine --------------------------------------------------------------------------
+
+    async def quarantine(self, q: Quarantined) -> None:
+        """Record a message the rebuild would not apply (once per stream sequence)."""
+        await self._exec(
+            f"insert into {SCHEMA}.quarantine (stream_seq, table_id, hand_id, reason, detail) "
+            f"values (%s, %s, %s, %s, %s) on conflict (stream_seq) do nothing",
+            (q.stream_seq, q.table_id, q.hand_id, q.reason, q.detail[:2000]),
+        )
+
+    async def quarantined(self, table_id: str = "", include_resolved: bool = False) -> list[dict[str, Any]]:
+        where = ["(%s = '' or table_id = %s)"]
+        if not include_resolved:
+            where.append("resolved_at is null")
+        return await self._exec(
+            f"select stream_seq, table_id, hand_id, reason, detail, found_at, resolved_at, resolution "
+            f"from {SCHEMA}.quarantine where {' and '.join(where)} order by stream_seq",
+            (table_id, table_id),
+            read=True,
+        )
+
+    async def resolve_quarantined(self, stream_seq: int, resolution: str) -> bool:
+        rows = await self._exec(
+            f"update {SCHEMA}.quarantine set resolved_at = now(), resolution = %s "
+            f"where stream_seq = %s and resolved_at is null returning stream_seq",
+            (resolution, stream_seq),
+        )
+        return bool(rows)

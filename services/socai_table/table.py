@@ -27,7 +27,7 @@ from socai import accounts, errors, fairness
 from socai.cards import Card
 from socai.cards import deck as canonical_deck
 from socai.events import codec
-from socai.events.log import EventLog
+from socai.events.log import EventLog, RawStored
 from socai.events.model import (
     COMMUNITY,
     Body,
@@ -49,10 +49,10 @@ from socai.infra.logging import bound, get_logger
 from socai.rules import base as kit
 from socai.rules import registry
 from socai.rules.base import LegalAction, Pending, Settlement
-from socai_table import metrics, seeds
+from socai_table import metrics, seeds, signing
 from socai_table.ledger_client import Money, buy_in_key, join_key
 from socai_table.model import TURN_TIMEOUT_DEFAULT_S, Seat, TableConfig, facts_id_of, hand_id_of
-from socai_table.store import Cashout, TableStore
+from socai_table.store import Cashout, Quarantined, TableStore
 
 log = get_logger("socai.table")
 
@@ -115,6 +115,7 @@ class Deps:
     money: Money
     instance: str
     seal_key: bytes  # seals hand seeds at rest (socai_table.seeds)
+    writer_key: bytes  # signs every event this service appends (socai_table.signing)
     on_cashout: Callable[[], None] = lambda: None
     heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
 
@@ -201,8 +202,14 @@ class Table:
         return event
 
     async def _append(self, event: Event, expected: int, headers: dict[str, str] | None = None) -> int:
+        payload = codec.encode(event)
+        subject = self.deps.log.subject_of(self.table_id, event.hand_id)
+        signature = signing.sign(self.deps.writer_key, subject, payload)
+        headers = {**(headers or {}), signing.SIGNATURE_HEADER: signature}
         try:
-            seq = await self.deps.log.append(event, expected, headers)
+            seq = await self.deps.log.append(
+                event, expected, headers, payload=payload, msg_id=f"{event.event_id}:{signature}"
+            )
         except (errors.Conflict, errors.Unavailable):
             # The log may hold more than we know (a lost ack, another writer): re-read it
             # before the next command instead of guessing.
@@ -289,15 +296,19 @@ class Table:
         self.seated_at.clear()
         self.facts_seq = self.facts_subject_seq = 0
         self.hand = None
-        async for stored in self.deps.log.read(self.deps.log.subject_of(self.table_id, self.facts_id)):
-            self.facts_seq = stored.event.seq
-            self.facts_subject_seq = stored.stream_seq
-            self._apply_fact(stored.event.body, stored.stream_seq)
+        subject = self.deps.log.subject_of(self.table_id, self.facts_id)
+        reader = signing.SubjectReader(self.deps.writer_key)
+        async for raw in self.deps.log.read_raw(subject):
+            # The next append must name the subject's real last sequence, a stranger's included.
+            self.facts_subject_seq = raw.stream_seq
+            event = await self._admit(reader, subject, raw, self.facts_id, self.facts_seq + 1)
+            if event is not None:
+                self.facts_seq = event.seq
+                self._apply_fact(event.body, raw.stream_seq)
         hand = None
         for number, hand_id, seed in await self.deps.store.last_hands(self.table_id, 2):
-            stored_events = await self.deps.log.read_hand(self.table_id, hand_id)
-            if stored_events:
-                hand = self._replay_hand(number, hand_id, seed, stored_events)
+            hand = await self._replay_hand(number, hand_id, seed)
+            if hand is not None:
                 break
         self.dirty = False
         if hand is None:
@@ -323,31 +334,83 @@ class Table:
             log.info("hand_resumed", table_id=self.table_id, hand_id=hand.hand_id, seq=hand.seq)
             await self._advance()
 
-    def _replay_hand(self, number: int, hand_id: str, seed: bytes, stored: list[Any]) -> Hand:
-        started = stored[0].event.body
-        if not isinstance(started, HandStarted):
-            raise errors.PreconditionFailed("CORRUPT_HAND", f"{hand_id} does not start with HandStarted")
-        seed = seeds.open_seed(self.deps.seal_key, hand_id, seed, started.deck_commitment)
-        deck = fairness.shuffle(seed, canonical_deck(self.config.game)) if self.module.SPEC.deck else []
-        hand = Hand(hand_id, number, started, seed, deck, self.module.initial_state(started))
-        hand.started_stream_seq = stored[0].stream_seq
-        hand.events.append(stored[0].event)
-        for s in stored[1:]:
-            body = s.event.body
+    async def _replay_hand(self, number: int, hand_id: str, sealed_seed: bytes) -> Hand | None:
+        """The hand as its own events make it, or None when none of its events stands.
+
+        Only what this service wrote and the rules engine accepts is applied: anything else
+        on the hand's subject is quarantined and skipped, and the hand goes on from its last
+        valid state (issue: one foreign message used to stop the table for good).
+        """
+        subject = self.deps.log.subject_of(self.table_id, hand_id)
+        reader = signing.SubjectReader(self.deps.writer_key)
+        hand: Hand | None = None
+        last_stream_seq = 0
+        async for raw in self.deps.log.read_raw(subject):
+            last_stream_seq = raw.stream_seq
+            event = await self._admit(reader, subject, raw, hand_id, 1 if hand is None else hand.seq + 1)
+            if event is None:
+                continue
+            body = event.body
+            if hand is None:
+                if not isinstance(body, HandStarted):
+                    await self._quarantine(hand_id, raw.stream_seq, "OUT_OF_ORDER", "a hand starts with HandStarted")
+                    continue
+                seed = seeds.open_seed(self.deps.seal_key, hand_id, sealed_seed, body.deck_commitment)
+                deck = fairness.shuffle(seed, canonical_deck(self.config.game)) if self.module.SPEC.deck else []
+                hand = Hand(hand_id, number, body, seed, deck, self.module.initial_state(body))
+                hand.started_stream_seq = raw.stream_seq
+                hand.events.append(event)
+                continue
+            try:
+                hand.state = self.module.apply(hand.state, body)
+            except errors.RuleViolation as exc:
+                await self._quarantine(hand_id, raw.stream_seq, exc.code, exc.message)
+                continue
             if isinstance(body, HandEnded):
-                hand.state = self.module.apply(hand.state, body)
                 hand.ended = True
-            else:
-                hand.state = self.module.apply(hand.state, body)
             if isinstance(body, CardsDealt):
                 hand.next_card += len(body.cards)
-            hand.events.append(s.event)
-            key = s.headers.get(IDEMPOTENCY_HEADER)
+            hand.events.append(event)
+            key = raw.headers.get(IDEMPOTENCY_HEADER)
             if key:
-                player = s.headers.get(PLAYER_HEADER, "")
-                hand.act_keys[(player, key)] = (ActResult(s.event.seq, s.event.event_id), body)
-        hand.subject_seq = stored[-1].stream_seq
+                player = raw.headers.get(PLAYER_HEADER, "")
+                hand.act_keys[(player, key)] = (ActResult(event.seq, event.event_id), body)
+        if hand is not None:
+            hand.subject_seq = last_stream_seq
         return hand
+
+    async def _admit(
+        self, reader: signing.SubjectReader, subject: str, raw: RawStored, hand_id: str, due_seq: int
+    ) -> Event | None:
+        """The event of ``raw`` when the table wrote it and it is the one due, else None
+        (after quarantining it)."""
+        reason = reader.reject_reason(subject, raw.data, raw.headers)
+        detail = ""
+        event: Event | None = None
+        if reason is None:
+            try:
+                event = codec.decode(raw.data)
+            except Exception as exc:  # any bytes at all may arrive on the subject
+                reason, detail = "BAD_EVENT", str(exc)[:500]
+            else:
+                if (event.table_id, event.hand_id, event.seq) != (self.table_id, hand_id, due_seq):
+                    reason, detail = "OUT_OF_ORDER", f"{event.event_id} where {hand_id}/{due_seq} was due"
+        if reason is None:
+            return event
+        await self._quarantine(hand_id, raw.stream_seq, reason, detail)
+        return None
+
+    async def _quarantine(self, hand_id: str, stream_seq: int, reason: str, detail: str) -> None:
+        await self.deps.store.quarantine(Quarantined(self.table_id, hand_id, stream_seq, reason, detail))
+        metrics.QUARANTINED.labels(reason).inc()
+        log.error(
+            "message_quarantined",
+            table_id=self.table_id,
+            hand_id=hand_id,
+            stream_seq=stream_seq,
+            reason=reason,
+            detail=detail[:200],
+        )
 
     async def _ensure_synced(self) -> None:
         if self.dirty:

@@ -73,6 +73,7 @@ EXPECTED_GRANTS: dict[tuple[str, str], dict[str, set[str]]] = {
     ("socai_table", "hand_seeds"): {TABLE: {SELECT, INSERT, UPDATE}},
     ("socai_table", "joins"): {TABLE: {SELECT, INSERT, UPDATE}},
     ("socai_table", "cashouts"): {TABLE: {SELECT, INSERT, UPDATE}},
+    ("socai_table", "quarantine"): {TABLE: {SELECT, INSERT, UPDATE}},
     ("socai_table", "service_meta"): {},
     ("socai_table", "alembic_version"): {},
     ("socai_settlement", "settlements"): {SETTLEMENT: {SELECT, INSERT}, AUDITOR_ROLE: {SELECT}},

@@ -33,6 +33,15 @@ READ_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
+class RawStored:
+    """A message as stored, not yet decoded: its stream sequence, bytes and headers."""
+
+    stream_seq: int
+    data: bytes
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class Stored:
     """An event as stored: its stream sequence and the decoded event."""
 
@@ -51,20 +60,32 @@ class EventLog:
     def subject_of(self, table_id: str, hand_id: str) -> str:
         return subject(table_id, hand_id, self.prefix)
 
-    async def append(self, event: Event, expected_last_subject_seq: int, headers: dict[str, str] | None = None) -> int:
-        """Publish ``event``; returns its stream sequence.
+    async def append(
+        self,
+        event: Event,
+        expected_last_subject_seq: int,
+        headers: dict[str, str] | None = None,
+        *,
+        payload: bytes | None = None,
+        msg_id: str | None = None,
+    ) -> int:
+        """Publish ``event`` (``payload``: its encoding, when the caller has it already);
+        returns its stream sequence. ``msg_id`` defaults to the event id.
 
         Raises Conflict("WRONG_LAST_SEQUENCE") when another writer appended to the hand
-        first, Unavailable when NATS does not acknowledge.
+        first, Conflict("DUPLICATE_OF_ANOTHER") when JetStream took the message for a
+        duplicate of a different one (another publisher used the same message id),
+        Unavailable when NATS does not acknowledge.
         """
         subj = self.subject_of(event.table_id, event.hand_id)
-        payload = codec.encode(event)
+        if payload is None:
+            payload = codec.encode(event)
         try:
             ack = await publish(
                 self.js,
                 subj,
                 payload,
-                msg_id=event.event_id,
+                msg_id=msg_id or event.event_id,
                 expected_last_subject_seq=expected_last_subject_seq,
                 stream=self.stream,
                 headers=headers,
@@ -74,6 +95,12 @@ class EventLog:
             if last is not None and last[1] == payload:
                 return last[0]  # our own earlier attempt was stored; its ack was lost
             raise
+        if ack.duplicate:
+            # JetStream answers a duplicate with the sequence of the message it kept: only
+            # ours if the bytes are ours (a lost ack retried), never a stranger's.
+            stored = await self.js.get_msg(self.stream, int(ack.seq), direct=True)
+            if bytes(stored.data or b"") != payload:
+                raise errors.Conflict("DUPLICATE_OF_ANOTHER", f"{subj}: message id taken by another publisher")
         return int(ack.seq)
 
     async def last(self, subj: str) -> tuple[int, bytes] | None:
@@ -90,6 +117,12 @@ class EventLog:
 
         Raises InvalidArgument("BAD_EVENT") for a message that does not decode.
         """
+        async for raw in self.read_raw(subj, from_seq):
+            yield Stored(raw.stream_seq, codec.decode(raw.data), raw.headers)
+
+    async def read_raw(self, subj: str, from_seq: int = 1) -> AsyncIterator[RawStored]:
+        """Like ``read``, without decoding: a reader that must survive a message it cannot
+        decode (the table's rebuild quarantines it) looks at the bytes itself."""
         seq = from_seq
         while True:
             inbox = self.nc.new_inbox()
@@ -111,7 +144,7 @@ class EventLog:
                         raise errors.Unavailable("NATS_UNAVAILABLE", f"direct get {subj}: status {status}")
                     stream_seq = int(headers["Nats-Sequence"])
                     extra = {k: v for k, v in headers.items() if isinstance(k, str) and not k.startswith("Nats-")}
-                    yield Stored(stream_seq, codec.decode(msg.data), extra)
+                    yield RawStored(stream_seq, bytes(msg.data or b""), extra)
                     seq = stream_seq + 1
             finally:
                 await sub.unsubscribe()

@@ -3,7 +3,9 @@
 Servers raise ``SocaiError`` subclasses; the server interceptor turns them into a rich
 status (code, message, ``ErrorInfo{reason, domain="socai", metadata}``). Clients read the
 reason back with ``error_reason``. Anything else becomes INTERNAL with a generic message;
-the details go to the log, never to the caller.
+the details go to the log, never to the caller. A failure to reach PostgreSQL is not
+"anything else": ``database_unavailable`` names it ``Unavailable("DATABASE_UNAVAILABLE")``
+(each service's store raises that, so a database outage answers UNAVAILABLE).
 
 What goes back is capped (``MESSAGE_MAX_CHARS``, ``DETAIL_VALUE_MAX_CHARS``,
 ``DETAILS_MAX_CHARS``): messages quote the caller's input, and the status travels in the
@@ -14,6 +16,7 @@ as ~20 KB of trailers and the caller saw RESOURCE_EXHAUSTED instead of INVALID_A
 
 from __future__ import annotations
 
+import sys
 from typing import Final
 
 import grpc
@@ -49,6 +52,49 @@ def status_code_of(exc: errors.SocaiError) -> grpc.StatusCode:
         if code is not None:
             return code
     return grpc.StatusCode.INTERNAL
+
+
+DATABASE_UNAVAILABLE: Final = "DATABASE_UNAVAILABLE"
+# SQLSTATE class 40 (serialization failure, deadlock) is psycopg's OperationalError too, but
+# it is a conflict between transactions on a working connection, not an unreachable database.
+_CONFLICT_SQLSTATE_CLASS: Final = "40"
+
+
+def database_unavailable(exc: BaseException) -> errors.Unavailable | None:
+    """``Unavailable("DATABASE_UNAVAILABLE")`` when ``exc`` is a failure to reach PostgreSQL or
+    a connection to it that failed, else None.
+
+    Those are psycopg's OperationalError and InterfaceError and their subclasses (a refused
+    connection, ``AdminShutdown`` on a connection that outlived a restart, psycopg_pool's
+    ``PoolTimeout``, a statement timeout), and SQLAlchemy's wrappers of them, its
+    invalidated connections and its pool timeout. The message names the error's class only:
+    a driver's message quotes the server's address, which is no business of the caller's.
+
+    The drivers are looked up among the modules already imported, not imported here: an
+    exception cannot come from a driver nobody imported, and importing psycopg and
+    SQLAlchemy would cost every client of this module (the ``socai`` command) 150 ms.
+    """
+    psycopg = sys.modules.get("psycopg")
+    sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
+    cause: BaseException | None = None
+    if psycopg is not None and isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        if (getattr(exc, "sqlstate", None) or "").startswith(_CONFLICT_SQLSTATE_CLASS):
+            return None
+        cause = exc
+    elif sqlalchemy_exc is not None:
+        if isinstance(exc, sqlalchemy_exc.DBAPIError):
+            orig = exc.orig
+            if orig is not None and orig is not exc and database_unavailable(orig) is not None:
+                cause = orig
+            elif exc.connection_invalidated or (
+                orig is None and isinstance(exc, (sqlalchemy_exc.OperationalError, sqlalchemy_exc.InterfaceError))
+            ):
+                cause = exc
+        elif isinstance(exc, (sqlalchemy_exc.TimeoutError, sqlalchemy_exc.DisconnectionError)):
+            cause = exc  # the pool's timeout: no connection came free (or could be made) in time
+    if cause is None:
+        return None
+    return errors.Unavailable(DATABASE_UNAVAILABLE, f"PostgreSQL is unavailable ({type(cause).__name__}); retry later")
 
 
 def rich_status(exc: errors.SocaiError) -> grpc.Status:

@@ -33,7 +33,7 @@ from prometheus_client import Counter, Histogram
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from socai import errors
-from socai.infra.grpc_errors import internal_status, rich_status, status_code_of
+from socai.infra.grpc_errors import database_unavailable, internal_status, rich_status, status_code_of
 from socai.infra.logging import get_logger
 
 log = get_logger("socai.grpc")
@@ -265,6 +265,13 @@ class _Outcome:
         reset_contextvars(**self.tokens)
 
     async def fail(self, exc: BaseException, context: grpc.aio.ServicerContext) -> None:
+        if not isinstance(exc, errors.SocaiError):
+            # A database outage a service did not map itself is still UNAVAILABLE (a
+            # dependency), never INTERNAL (issue 17, defect 4).
+            mapped = database_unavailable(exc)
+            if mapped is not None:
+                log.warning("rpc_database_unavailable", method=self.rpc.method, error=str(exc)[:300])
+                exc = mapped
         if isinstance(exc, errors.SocaiError):
             self.code, self.reason = status_code_of(exc), exc.code
             await context.abort_with_status(rich_status(exc))

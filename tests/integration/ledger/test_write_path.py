@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra.grpc_errors import error_reason
-from socai_ledger.store import ROWS_BY_ARRAY_MAX
+from socai_ledger.store import ROWS_BY_ARRAY_MAX, WRITE_LOCK
 from tests.integration.ledger.conftest import Ledger, balances, deposit, transaction
 
 pytestmark = pytest.mark.integration
@@ -126,10 +126,10 @@ async def test_a_poison_item_in_a_copied_batch_fails_alone(ledger: Ledger, table
     assert report.ok
 
 
-async def test_a_lost_database_connection_is_unavailable_then_the_same_key_applies_once(ledger: Ledger):
+async def test_a_connection_lost_while_idle_is_replaced_before_the_next_batch(ledger: Ledger):
     await deposit(ledger, "alice", 100)
     url = ledger.settings.database_url or ""
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True) as conn:  # every ledger session, the writer's included
         conn.execute(
             "select pg_terminate_backend(pid) from pg_stat_activity "
             "where application_name = 'socai-ledger' and datname = current_database()"
@@ -137,9 +137,30 @@ async def test_a_lost_database_connection_is_unavailable_then_the_same_key_appli
     request = pb.PostTransactionRequest(
         transaction=transaction("after-crash", ("player:alice", -5), ("player:bob", 5), open_accounts=True)
     )
+    first = await ledger.stub("backend").PostTransaction(request)  # nothing was sent on the dead connection
+    assert first.result.status == pb.POST_STATUS_APPLIED
+    assert balances(url, ["player:alice"]) == {"player:alice": 95}
+
+
+async def test_a_connection_lost_under_a_batch_is_unavailable_then_the_same_key_applies_once(ledger: Ledger):
+    await deposit(ledger, "alice", 100)
+    url = ledger.settings.database_url or ""
+    request = pb.PostTransactionRequest(
+        transaction=transaction("mid-batch", ("player:alice", -5), ("player:bob", 5), open_accounts=True)
+    )
     stub = ledger.stub("backend")
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await stub.PostTransaction(request)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as blocker:
+        # The batch waits for the journal's write lock, held here; its session dies meanwhile.
+        await blocker.execute("select pg_advisory_lock(%s)", (WRITE_LOCK,))
+        pending = asyncio.ensure_future(stub.PostTransaction(request))
+        await wait_until_blocked(url)
+        await blocker.execute(
+            "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'socai-ledger' "
+            "and wait_event_type = 'Lock' and datname = current_database()"
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await pending
+        await blocker.execute("select pg_advisory_unlock(%s)", (WRITE_LOCK,))
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert error_reason(caught.value) == "DATABASE_UNAVAILABLE"
     first = await stub.PostTransaction(request)  # the writer reconnects

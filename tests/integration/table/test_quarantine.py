@@ -1,0 +1,111 @@
+"""Foreign and broken messages on a table's subjects are quarantined, never applied (issue 17, defect 1).
+
+Before: an event appended after a hand's HandEnded, or garbage bytes, on a table's last hand
+made the table service exit at start, and the same message in a live hand made every Act
+and LeaveTable fail. Now only what the table service wrote (signed) and the rules accept
+is a fact: anything else is skipped and recorded with its table, hand, stream sequence and
+reason, and the table goes on from its last valid state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import grpc
+import pytest
+
+from socai.events import codec
+from socai.events.model import ActionKind, BetAction, Event
+from socai.gen.table.v1 import table_pb2 as pb
+from socai.infra.embedded import free_port
+from tests.integration.table.conftest import World, seat_players
+from tests.support.clients import bet
+from tests.support.services import build
+
+pytestmark = pytest.mark.integration
+
+
+async def publish_raw(w: World, table_id: str, hand_id: str, data: bytes) -> int:
+    """A stranger's publish onto the table's subject: no signature, no expected sequence."""
+    js = w.running.apps["table"].nc.jetstream()
+    ack = await js.publish(w.log.subject_of(table_id, hand_id), data, stream=w.running.settings.events_stream)
+    return int(ack.seq)
+
+
+async def restarted_table_service(w: World) -> object:
+    """A second table service on the same database and stream (the first one's tables)."""
+    app = await build("table", replace(w.running.settings, table_addr=f"127.0.0.1:{free_port()}"))
+    await app.manager.start()  # type: ignore[attr-defined]
+    return app
+
+
+async def stop(app: object) -> None:
+    await app.manager.stop()  # type: ignore[attr-defined]
+    await app.money.close()  # type: ignore[attr-defined]
+    await app.store.close()  # type: ignore[attr-defined]
+    await app.nc.drain()  # type: ignore[attr-defined]
+
+
+async def one_finished_hand(w: World) -> tuple[str, str]:
+    table_id, _ = await seat_players(w, "holdem", [1000, 1000], stake_gold=100, seats_max=2)
+    hand_id = (await w.backend.table.StartHand(pb.StartHandRequest(table_id=table_id))).hand_id
+    await w.backend.act(table_id, "p0", 0, bet(0, "fold"))
+    return table_id, hand_id
+
+
+@pytest.mark.parametrize("kind", ["event_after_hand_ended", "garbage"])
+async def test_a_stranger_on_the_last_hand_does_not_stop_the_table_service(world: World, kind: str):
+    w = world
+    table_id, hand_id = await one_finished_hand(w)
+    if kind == "garbage":
+        data = b"\x00not an event\xff"
+    else:
+        late = Event(table_id, hand_id, 99, "holdem", datetime.now(UTC), BetAction(0, ActionKind.CHECK))
+        data = codec.encode(late)
+    stream_seq = await publish_raw(w, table_id, hand_id, data)
+
+    app = await restarted_table_service(w)
+    try:
+        manager = app.manager  # type: ignore[attr-defined]
+        assert table_id in manager.tables and not manager.broken
+        records = await manager.deps.store.quarantined(table_id)
+        assert [(r["stream_seq"], r["hand_id"]) for r in records] == [(stream_seq, hand_id)]
+        assert records[0]["reason"] == "UNSIGNED"
+        # The table goes on: its next hand starts and is written after the stranger's message.
+        table = manager.tables[table_id]
+        next_hand = await table.start_hand()
+        assert next_hand != hand_id
+    finally:
+        await stop(app)
+
+
+async def test_a_stranger_in_a_live_hand_is_skipped_and_play_goes_on(world: World):
+    w = world
+    table_id, (a, b) = await seat_players(w, "holdem", [1000, 1000], stake_gold=100, seats_max=2)
+    hand_id = (await w.backend.table.StartHand(pb.StartHandRequest(table_id=table_id))).hand_id
+    stored = await w.log.read_hand(table_id, hand_id)
+    # A forged "fold" for seat 1 with the very event id the table's next event will have.
+    forged = Event(table_id, hand_id, len(stored) + 1, "holdem", datetime.now(UTC), BetAction(1, ActionKind.FOLD))
+    stream_seq = await publish_raw(w, table_id, hand_id, codec.encode(forged))
+
+    # The table's next append finds the subject moved on: that call is ABORTED, the table
+    # rebuilds, quarantines the stranger, and the player's retry is applied.
+    for attempt in range(3):
+        try:
+            await w.backend.act(table_id, a, 0, bet(0, "call", 10), key="call-1", hand_id=hand_id)
+            break
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() in (grpc.StatusCode.ABORTED, grpc.StatusCode.UNAVAILABLE), exc
+            await asyncio.sleep(0.2 * (attempt + 1))
+    await w.backend.act(table_id, b, 1, bet(1, "check"), hand_id=hand_id)
+    state = await w.backend.state(table_id)
+    assert state.hand_id == hand_id and list(state.to_act) == [1]  # the flop: b acts first
+    records = await w.running.apps["table"].manager.deps.store.quarantined(table_id)
+    assert [(r["stream_seq"], r["reason"]) for r in records] == [(stream_seq, "UNSIGNED")]
+    # Nothing the stranger wrote is a fact: seat 1 did not fold.
+    table = w.running.apps["table"].manager.tables[table_id]
+    assert not any(
+        isinstance(e.body, BetAction) and e.body.seat == 1 and e.body.kind == ActionKind.FOLD for e in table.hand.events
+    )
