@@ -106,6 +106,14 @@ def options_for(game: str, index: int) -> dict[str, str]:
         return {"mode": "p2p" if index % 2 else "system", "betting_window_s": "1"}
     if game == "xito" and index % 2:
         return {"tay_max": "true", "auto_follow_2": "true"}
+    # The games' own windows (not the table's turn timer) short enough for bots: a bot
+    # that lets one run out must not leave the table idle for the rules' 90 s.
+    if game == "maubinh":
+        return {"arrange_timeout_s": "3"}
+    if game == "samloc":
+        return {"declare_timeout_s": "2"}
+    if game in ("bacay_ga", "bacay_chuong"):
+        return {"fast_mode": "true", **({"betting_timeout_s": "3"} if game == "bacay_chuong" else {})}
     return {}
 
 

@@ -196,9 +196,9 @@ class Passed:
 
 @dataclass(frozen=True, slots=True)
 class Declared:
-    """A declaration: ``sam`` (báo Sâm), ``no_sam``, ``u`` (Phỏm Ù), ``special`` (Mậu Binh
-    special hand), ``instant_win`` (tới trắng), ``bank`` (take the bank), ``flip`` (Ba Cây
-    lật bài)."""
+    """A declaration: ``sam`` (báo Sâm), ``no_sam``, ``u`` (Phỏm Ù), ``draw`` (Phỏm bốc: the
+    table then deals the seat one card from the stock), ``flip`` (Ba Cây lật bài); reserved:
+    ``special``, ``instant_win``, ``bank`` (the games detect those from the cards today)."""
 
     seat: int
     declaration: str

@@ -711,10 +711,12 @@ def baseline_arrangement(cards13: Iterable[Card], wheel_second_highest: bool = T
 
 
 def warm() -> None:
-    """Build the arranger's tables now (well under a second for both wheel rules) rather
-    than on the first hand that needs them; imports numpy."""
+    """Build the arranger's tables now (well under a second for both wheel rules) and its
+    split indices (``_static``, about 0.3 s) rather than on the first hand that needs them;
+    imports numpy."""
     _tables(True)
     _tables(False)
+    _static()
 
 
 # How a seat's 13 cards (positions 0..12 in canonical order) can be split: every 5-card

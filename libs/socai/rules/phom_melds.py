@@ -386,9 +386,10 @@ def sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]]) -> tuple[S
     """The largest set of ``junk`` cards that can be sent to ``laid_melds`` (other players').
 
     A sent card extends its meld, so a second card may then fit (7♥ 8♥ 9♥ takes 10♥, then
-    J♥). Sending never stops another junk card from fitting (a set of three has one free
-    suit; a run's two ends are different cards), so sending whatever fits until nothing
-    does sends the most. Cards are tried in ``card_order``, each to the first meld it fits.
+    J♥). Cards are tried in ``card_order``, each to the first meld it fits, until nothing
+    fits; a send can stop another card from fitting (2♣ sent to a set of 2s leaves A♣ out
+    of 3♣ 4♣ 5♣ 6♣), so when that pass keeps some cards an exact search over the orders
+    of sends is used instead if it sends more points.
     Raises RuleViolation("BAD_MELD") when a laid meld is not a Phỏm.
     """
     melds = [list(m) for m in laid_melds]
@@ -407,7 +408,38 @@ def sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]]) -> tuple[S
                     out.append(Send(card, index))
                     progress = True
                     break
+    if out and left:
+        # A card sent to one meld can stop another from growing (2♣ sent to 2♠ 2♦ 2♥
+        # leaves A♣ out of 3♣ 4♣ 5♣ 6♣): when the greedy pass kept some cards, the exact
+        # search decides, and the greedy order stands whenever it already sends the most.
+        best = _most_sends(tuple(tuple(m) for m in laid_melds), tuple(_sorted(junk)), {})
+        if best[0] > sum(card_points(s.card) for s in out):
+            return best[1]
     return tuple(out)
+
+
+def _most_sends(
+    melds: tuple[tuple[Card, ...], ...],
+    left: tuple[Card, ...],
+    memo: dict[tuple[tuple[frozenset[Card], ...], tuple[Card, ...]], tuple[int, tuple[Send, ...]]],
+) -> tuple[int, tuple[Send, ...]]:
+    """The sends of ``left`` to ``melds`` with the most points sent, trying every card
+    that fits each meld in ``card_order`` (the first best found wins)."""
+    key = (tuple(frozenset(m) for m in melds), left)
+    if key in memo:
+        return memo[key]
+    best: tuple[int, tuple[Send, ...]] = (0, ())
+    for card in left:
+        for index, meld in enumerate(melds):
+            if card not in _fits(meld):
+                continue
+            grown = (*melds[:index], (*meld, card), *melds[index + 1 :])
+            rest = _most_sends(grown, tuple(c for c in left if c != card), memo)
+            total = rest[0] + card_points(card)
+            if total > best[0]:
+                best = (total, (Send(card, index), *rest[1]))
+    memo[key] = best
+    return best
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,7 +481,8 @@ def best_lay_down(
     if len(cards) > LAY_DOWN_CARDS_MAX:
         raise RuleViolation("BAD_HAND", f"{len(cards)} cards is more than {LAY_DOWN_CARDS_MAX} to lay down")
     # Whether any card could be sent even if every free card were junk: if not, the
-    # sends of each arrangement need not be worked out (sending never blocks a send).
+    # sends of each arrangement need not be worked out (with no card fitting a laid meld
+    # as it is, no subset of them can be sent either).
     may_send = bool(sends([c for c in cards if c not in taken_set], laid_melds))
     best: tuple[tuple[bool, int, int, int], LayDown] | None = None
     # ``iter_arrangements`` lists arrangements in the tie-break order: the first of the

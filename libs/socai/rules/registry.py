@@ -14,13 +14,33 @@ from typing import TYPE_CHECKING, Final, cast
 from socai.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:
-    from socai.rules import holdem, taixiu, xito
+    from socai.rules import (
+        bacay_chuong,
+        bacay_ga,
+        holdem,
+        lieng,
+        lieng_sanh,
+        maubinh,
+        phom,
+        samloc,
+        taixiu,
+        tienlen,
+        xito,
+    )
     from socai.rules.base import GameRules
 
     # mypy checks each game module against the kit's Protocol here: add a new game's line.
     _HOLDEM: GameRules = holdem
     _XITO: GameRules = xito
+    _MAUBINH: GameRules = maubinh
+    _LIENG: GameRules = lieng
+    _LIENG_SANH: GameRules = lieng_sanh
+    _BACAY_GA: GameRules = bacay_ga
+    _BACAY_CHUONG: GameRules = bacay_chuong
     _TAIXIU: GameRules = taixiu
+    _TIENLEN: GameRules = tienlen
+    _SAMLOC: GameRules = samloc
+    _PHOM: GameRules = phom
 
 GAME_IDS: Final = (
     "holdem",

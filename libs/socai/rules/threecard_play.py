@@ -1,0 +1,593 @@
+"""How a hand of the three-card games is played, shared by their modules.
+
+``threecard`` says what a hand is worth; this module says how a hand goes:
+
+- the Liêng family (``lieng``, RULES.md §5, and ``lieng_sanh``, §12): an ante from every
+  player, three cards face down to each, one (Liêng) or three (Liêng Sảnh) betting rounds of
+  the kit's ``betting`` with raises of k × S for k from 1 to ``raise_max_stakes`` (LI-4,
+  LS-3), folding, all-in calls and side pots (``pots``), disconnect and leaving as a fold at
+  once with the chips forfeited (LI-5, §12.5), then the showdown. ``LiengFamily`` is one
+  game of the family: its SPEC, value function and whether the Sáp bonus is paid
+  (§12.4, LS-5, LS-9, LS-12);
+- the Ba Cây flip (``bacay_ga``, §7, and ``bacay_chuong``, §8): three cards face down to
+  every seat, then every seat squeezes and flips at once under one timer (15 s, 7 s in fast
+  mode, GEN-5) with ``Declared(seat, "flip")``; a seat whose timer runs out is flipped for it;
+  ``visible`` keeps a seat's cards hidden from the others until it flips (``flip_visible``).
+
+The game modules keep the contract (``SPEC``, ``Options``, ``REASONS``, ``apply``, …) and
+call in here; nothing here is a game on its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from socai.cards import Card
+from socai.errors import RuleViolation, check
+from socai.events.model import (
+    HIDDEN_CARD,
+    ActionKind,
+    BetAction,
+    Body,
+    CardsDealt,
+    DealtCard,
+    HandEnded,
+    HandStarted,
+    PlayerDisconnected,
+    TimerExpired,
+)
+from socai.rules import betting, pots, threecard
+from socai.rules.base import (
+    COUNTERCLOCKWISE,
+    POT_REASONS,
+    DealSlot,
+    GameSpec,
+    GameState,
+    LegalAction,
+    Obligation,
+    Pending,
+    Reason,
+    Settlement,
+    SettlementBuilder,
+    common_event,
+    freeze,
+    game_state,
+    parse_options,
+    pay_obligations,
+    resolve_options,
+    seats_after,
+    seats_in_order,
+    validate_start,
+)
+from socai.rules.threecard import ThreeCardValue
+
+CARDS_PER_SEAT: Final = threecard.CARDS_PER_HAND
+# A table of the three-card games seats at most 9 (RULES.md 5.1, 7.1, 8.1, LS-10).
+SEATS_MAX: Final = 9
+TURN_TIMER: Final = "turn"
+FLIP_TIMER: Final = "flip"
+FLIP: Final = "flip"  # Declared.declaration of a flip (lật bài)
+
+# Phases of a hand.
+WAGERING: Final = "wagering"  # Ba Cây Chương's betting window (WagerPlaced)
+DEALING: Final = "dealing"  # the table must deal pending(state).deal
+BETTING: Final = "betting"  # a Liêng betting round waits for ``to_act``
+FLIPPING: Final = "flipping"  # Ba Cây: every seat still to flip acts under one timer
+PLAY_OVER: Final = "play_over"  # the result is decided; only HandEnded is expected
+ENDED: Final = "ended"  # HandEnded applied; settle() may run
+
+# The reasons of a Liêng-family settlement (5.4, 12.4).
+DISCONNECT_FORFEIT: Final = "disconnect_forfeit"
+SAP_BONUS: Final = "sap_bonus"
+LIENG_REASONS: Final[Mapping[str, Reason]] = {
+    **POT_REASONS,
+    DISCONNECT_FORFEIT: Reason(
+        False, "LI-5, 12.5: a player who disconnects or leaves folds; what they bet goes to the pot's winner"
+    ),
+}
+LIENG_SANH_REASONS: Final[Mapping[str, Reason]] = {
+    **LIENG_REASONS,
+    SAP_BONUS: Reason(True, "12.4, LS-5, LS-9, LS-12: 5 x S to the best Sap dealt from every other player dealt in"),
+}
+
+
+def deal_three_face_down(order: Sequence[int]) -> tuple[DealSlot, ...]:
+    """Three cards face down to each seat, one at a time round the table from ``order[0]``."""
+    return tuple(DealSlot(seat, False) for _ in range(CARDS_PER_SEAT) for seat in order)
+
+
+def check_deal(
+    body: CardsDealt, due: Sequence[DealSlot], deck_cards: frozenset[Card], game_name: str
+) -> dict[int, tuple[Card, ...]]:
+    """The cards of a deal, by seat, after checking them against ``due``.
+
+    Raises RuleViolation: WRONG_DEAL (other slots than ``due``), BAD_CARD (a card not in the
+    game's deck), DUPLICATE_CARD."""
+    got = tuple(DealSlot(d.seat, d.face_up) for d in body.cards)
+    if got != tuple(due):
+        raise RuleViolation("WRONG_DEAL", f"expected slots {tuple(due)}, got {got}")
+    seen: set[Card] = set()
+    hands: dict[int, tuple[Card, ...]] = {}
+    for d in body.cards:
+        card = d.card
+        if type(card) is not Card or card not in deck_cards:
+            raise RuleViolation("BAD_CARD", f"{card} is not in the {game_name} deck")
+        if card in seen:
+            raise RuleViolation("DUPLICATE_CARD", f"{card} was dealt twice")
+        seen.add(card)
+        hands[d.seat] = (*hands.get(d.seat, ()), card)
+    return hands
+
+
+def flip_visible(body: Body, viewer_seat: int, flipped: frozenset[int]) -> Body | None:
+    """Ba Cây's squeeze-and-flip view: a seat's face-down cards are hidden from the others
+    until that seat has flipped (``flipped``, from the table's current state); the seat
+    always sees its own. Everything else is public (the kit's default ``visible``)."""
+    if type(body) is CardsDealt and any(
+        not c.face_up and c.seat != viewer_seat and c.seat not in flipped for c in body.cards
+    ):
+        return CardsDealt(
+            tuple(
+                c if c.face_up or c.seat == viewer_seat or c.seat in flipped else DealtCard(c.seat, HIDDEN_CARD, False)
+                for c in body.cards
+            )
+        )
+    return body
+
+
+# --- the Liêng family ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LiengFamily:
+    """One game of the Liêng family: how many betting rounds, whose hand values, whether the
+    best Sáp dealt takes a bonus from every other player dealt in."""
+
+    spec: GameSpec
+    options_type: type
+    option_defaults: Mapping[int, Mapping[str, str]]
+    rounds: int
+    value: Callable[[Sequence[Card]], ThreeCardValue]
+    deck_cards: frozenset[Card]
+    sap_bonus: bool
+
+
+@game_state
+class LiengState(GameState):
+    """One hand of Liêng or Liêng Sảnh. Never mutated: ``apply`` returns a new state.
+
+    ``order`` lists the dealt seats counterclockwise from the first to act
+    (``HandStarted.dealer_seat``: the table owner, then the previous winner; LI-4, LS-4).
+    ``put_in_gold`` is each seat's total in the pot this hand, ante included;
+    ``round_put_in_gold`` its part in the current betting round. ``forfeited`` are the seats
+    that disconnected or left mid-hand (folded at once, LI-5, 12.5).
+    """
+
+    started: HandStarted
+    options: Any
+    rounds: int
+    order: tuple[int, ...]
+    stacks_gold: Mapping[int, int]
+    hands: Mapping[int, tuple[Card, ...]]
+    put_in_gold: Mapping[int, int]
+    round_put_in_gold: Mapping[int, int]
+    folded: frozenset[int] = frozenset()
+    forfeited: frozenset[int] = frozenset()
+    acted: frozenset[int] = frozenset()
+    disconnected: frozenset[int] = frozenset()
+    phase: str = DEALING
+    betting_round: int = 0
+    round_order: tuple[int, ...] = ()
+    to_act: int | None = None
+    deck_seed: str = ""
+
+
+def ante_gold(started: HandStarted, options: Any) -> int:
+    """The ante every player puts in before the deal: ``ante_stakes`` × S (5.1, LS-2)."""
+    return int(started.stake_gold * options.ante_stakes)
+
+
+def lieng_initial_state(game: LiengFamily, started: HandStarted) -> LiengState:
+    """The state before the deal, every ante in the pot.
+
+    Raises RuleViolation with the kit's codes (``base.validate_start``): WRONG_GAME,
+    BAD_SEAT_COUNT (2..9), BAD_SEATS, BAD_STACK (a stack below the ante), BAD_STAKE, BAD_FEE,
+    BAD_DEALER (the first to act is a seat in the hand), BAD_OWNER, UNKNOWN_RULES_VERSION,
+    BAD_OPTION.
+    """
+    options: Any = parse_options(game.options_type, resolve_options(game.option_defaults, started))
+    ante = ante_gold(started, options)
+    validate_start(game.spec, started, stack_min_gold=max(1, ante), seats_max_max=SEATS_MAX)
+    order = tuple(
+        seats_in_order([i.seat for i in started.seats], started.dealer_seat, started.seats_max, COUNTERCLOCKWISE)
+    )
+    return LiengState.create(
+        started=started,
+        options=options,
+        rounds=game.rounds,
+        order=order,
+        stacks_gold={i.seat: i.stack_gold for i in started.seats},
+        hands={s: () for s in order},
+        put_in_gold=dict.fromkeys(order, ante),
+        round_put_in_gold=dict.fromkeys(order, 0),
+    )
+
+
+def _remaining(state: LiengState, seat: int) -> int:
+    return state.stacks_gold[seat] - state.put_in_gold[seat]
+
+
+def _live(state: LiengState) -> list[int]:
+    return [s for s in state.order if s not in state.folded]
+
+
+def sizing(state: LiengState) -> betting.Sizing:
+    """Bets and raises of k × S above the call, k from 1 to ``raise_max_stakes`` (LI-4, LS-3,
+    LS-11); no voluntary all-in: a short stack calls all-in instead."""
+    stake = state.started.stake_gold
+    return betting.Sizing(stake, stake * state.options.raise_max_stakes, step_gold=stake)
+
+
+def _to_call(state: LiengState, seat: int) -> int:
+    return betting.to_call(state.round_put_in_gold, seat)
+
+
+def _start_round(new: LiengState, betting_round: int) -> None:
+    """Open betting round ``betting_round`` in ``new`` (a draft), or end the play when
+    there is nobody left to bet against."""
+    live = _live(new)
+    new.betting_round = betting_round
+    new.round_put_in_gold = dict.fromkeys(new.order, 0)
+    new.acted = frozenset()
+    new.to_act = None
+    # LS-4: each round starts with the first active player from the same position.
+    new.round_order = tuple(live)
+    with_chips = sum(1 for s in live if new.stacks_gold[s] > new.put_in_gold[s])
+    if len(live) <= 1 or with_chips <= 1:
+        new.phase = PLAY_OVER  # nobody left to bet against: straight to the showdown
+        return
+    new.phase = BETTING
+    _next_turn(new, after=None)
+
+
+def _close_round(new: LiengState) -> None:
+    if len(_live(new)) <= 1 or new.betting_round >= new.rounds:
+        new.phase = PLAY_OVER
+        new.to_act = None
+        return
+    _start_round(new, new.betting_round + 1)
+
+
+def _waiting(state: LiengState) -> list[int]:
+    return betting.waiting(
+        state.round_order,
+        state.round_put_in_gold,
+        state.acted,
+        state.folded,
+        {s: _remaining(state, s) for s in state.round_order},
+    )
+
+
+def _next_turn(new: LiengState, after: int | None) -> None:
+    if len(_live(new)) <= 1:
+        new.phase = PLAY_OVER
+        new.to_act = None
+        return
+    if new.phase != BETTING:
+        return
+    owing = _waiting(new)
+    if not owing:
+        _close_round(new)
+        return
+    new.to_act = betting.next_seat(new.round_order, owing, after, new.to_act)
+
+
+def _known_seat(state: LiengState, seat: int) -> None:
+    if seat not in state.stacks_gold:
+        raise RuleViolation("UNKNOWN_SEAT", f"seat {seat} is not in this hand", seat=seat)
+
+
+def _check_turn(state: LiengState, seat: int) -> None:
+    if state.phase == PLAY_OVER:
+        raise RuleViolation("HAND_FINISHED", "the hand's result is already decided")
+    _known_seat(state, seat)
+    if seat in state.folded:
+        raise RuleViolation("SEAT_FOLDED", f"seat {seat} has folded", seat=seat)
+    if state.phase != BETTING or state.to_act != seat:
+        raise RuleViolation("NOT_YOUR_TURN", f"seat {seat} is not to act", seat=seat)
+
+
+def _apply_deal(game: LiengFamily, state: LiengState, body: CardsDealt) -> LiengState:
+    if state.phase != DEALING:
+        raise RuleViolation("WRONG_DEAL", "no cards are due now")
+    dealt = check_deal(body, deal_three_face_down(_live(state)), game.deck_cards, game.spec.name)
+    new = state.draft()
+    new.hands = {**state.hands, **dealt}
+    _start_round(new, 1)
+    return freeze(new)
+
+
+def _apply_bet(state: LiengState, action: BetAction) -> LiengState:
+    seat, amount = action.seat, action.amount_gold
+    _check_turn(state, seat)
+    kind = betting.action_kind(action.kind)
+    if type(amount) is not int or amount < 0:
+        raise RuleViolation("BAD_AMOUNT", "a negative amount")
+    if kind == ActionKind.FOLD:
+        if amount != 0:
+            raise RuleViolation("BAD_AMOUNT", "a fold adds nothing")
+        return _fold(state, seat)
+    betting.check_action(sizing(state), kind, amount, _to_call(state, seat), _remaining(state, seat))
+    return _put_in(state, seat, amount)
+
+
+def _put_in(state: LiengState, seat: int, amount: int) -> LiengState:
+    put_in = {**state.put_in_gold, seat: state.put_in_gold[seat] + amount}
+    check(put_in[seat] <= state.stacks_gold[seat], "a seat put in more than its stack")
+    round_put_in, acted = betting.after_put_in(state.round_put_in_gold, state.acted, seat, amount)
+    new = state.draft()
+    new.put_in_gold = put_in
+    new.round_put_in_gold = round_put_in
+    new.acted = acted
+    _next_turn(new, after=seat)
+    return freeze(new)
+
+
+def _fold(state: LiengState, seat: int) -> LiengState:
+    new = state.draft()
+    new.folded = state.folded | {seat}
+    new.acted = state.acted | {seat}
+    _next_turn(new, after=seat)
+    return freeze(new)
+
+
+def _apply_timer(state: LiengState, body: TimerExpired) -> LiengState:
+    """GEN-5: a turn timeout checks ("Chuyển" in Liêng Sảnh) when free, otherwise folds."""
+    if body.timer != TURN_TIMER:
+        raise RuleViolation("WRONG_TIMER", f"this game has no {body.timer!r} timer")
+    _check_turn(state, body.seat)
+    if betting.timeout_checks(_to_call(state, body.seat)):
+        return _put_in(state, body.seat, 0)
+    return _fold(state, body.seat)
+
+
+def _forfeit(state: LiengState, seat: int) -> LiengState:
+    """LI-5, 12.5, GEN-6: a player who disconnects or leaves is folded at once, in or out of
+    turn, and forfeits everything already in the pot."""
+    _known_seat(state, seat)
+    if state.phase in (PLAY_OVER, ENDED) or seat in state.folded:
+        return state
+    new = state.draft()
+    new.folded = state.folded | {seat}
+    new.forfeited = state.forfeited | {seat}
+    if state.phase == BETTING and state.to_act == seat:
+        _next_turn(new, after=seat)
+    else:
+        _next_turn(new, after=None)
+    return freeze(new)
+
+
+def lieng_apply(game: LiengFamily, state: LiengState, body: Body) -> LiengState:
+    """The state after ``body``; ``state`` itself is never changed.
+
+    Raises RuleViolation with a stable code (HAND_FINISHED, UNKNOWN_SEAT, SEAT_FOLDED,
+    NOT_YOUR_TURN, the betting codes of ``betting.check_action``, WRONG_DEAL, BAD_CARD,
+    DUPLICATE_CARD, WRONG_TIMER, HAND_NOT_OVER, UNEXPECTED_EVENT).
+    """
+    if state.phase == ENDED:
+        raise RuleViolation("HAND_FINISHED", "the hand has ended")
+    if isinstance(body, CardsDealt):
+        return _apply_deal(game, state, body)
+    if isinstance(body, BetAction):
+        return _apply_bet(state, body)
+    if isinstance(body, TimerExpired):
+        return _apply_timer(state, body)
+    if isinstance(body, PlayerDisconnected):
+        marked = common_event(state, body, game_name=game.spec.name, seats=state.stacks_gold, over=False)
+        return _forfeit(marked, body.seat)
+    return common_event(
+        state,
+        body,
+        game_name=game.spec.name,
+        seats=state.stacks_gold,
+        over=state.phase == PLAY_OVER,
+        leave=_forfeit,
+        end=_apply_ended,
+    )
+
+
+def _apply_ended(state: LiengState, body: HandEnded) -> LiengState:
+    return state.derive(phase=ENDED, deck_seed=body.deck_seed)
+
+
+def lieng_pending(state: LiengState) -> Pending:
+    if state.phase in (PLAY_OVER, ENDED):
+        return Pending(finished=True)
+    if state.phase == DEALING:
+        return Pending(deal=deal_three_face_down(_live(state)))
+    check(state.to_act is not None, "a betting hand has a seat to act")
+    return Pending(
+        to_act=(state.to_act,) if state.to_act is not None else (),
+        timer=TURN_TIMER,
+        timeout_s=state.options.turn_timeout_s,
+    )
+
+
+def lieng_legal_actions(state: LiengState, seat: int) -> tuple[LegalAction, ...]:
+    """The moves of ``seat`` now (empty unless it is its turn): check ("Chuyển") or call
+    ("Theo", "Cân"), bet or raise ("Tố") by k × S, all-in when the call takes everything,
+    fold ("Bỏ", "Úp bỏ")."""
+    if state.phase != BETTING or state.to_act != seat:
+        return ()
+    return betting.legal_actions(sizing(state), _to_call(state, seat), _remaining(state, seat))
+
+
+def lieng_candidate_actions(state: LiengState, seat: int) -> list[Body]:
+    """A small finite set of legal BetActions: check or call, fold, and bets or raises of
+    1 × S, 2 × S and the most allowed above the call."""
+    out: list[Body] = []
+    stake = state.started.stake_gold
+    legal = lieng_legal_actions(state, seat)
+    calls = {a.min_gold for a in legal if a.kind == ActionKind.CALL.value}
+    for action in legal:
+        kind = ActionKind(action.kind)
+        if kind in (ActionKind.CHECK, ActionKind.FOLD):
+            out.append(BetAction(seat, kind, 0))
+        elif kind == ActionKind.CALL:
+            out.append(BetAction(seat, kind, action.min_gold))
+        elif kind == ActionKind.ALL_IN:
+            if action.min_gold not in calls:
+                out.append(BetAction(seat, kind, action.min_gold))
+        else:
+            for amount in sorted({action.min_gold, action.min_gold + stake, action.max_gold}):
+                if action.min_gold <= amount <= action.max_gold:
+                    out.append(BetAction(seat, kind, amount))
+    return out
+
+
+def values_of(game: LiengFamily, state: LiengState, seats: Sequence[int]) -> dict[int, ThreeCardValue]:
+    """The hand values of ``seats`` that were dealt their cards."""
+    return {s: game.value(state.hands[s]) for s in seats if len(state.hands[s]) == CARDS_PER_SEAT}
+
+
+def lieng_winner(game: LiengFamily, state: LiengState) -> int:
+    """The seat that won the hand (the main pot): the last seat standing, or the best hand
+    at showdown. Raises RuleViolation("HAND_NOT_OVER") before that."""
+    if state.phase not in (PLAY_OVER, ENDED):
+        raise RuleViolation("HAND_NOT_OVER", "the hand has no winner yet")
+    live = _live(state)
+    if len(live) == 1:
+        return live[0]
+    return threecard.winner(values_of(game, state, live))
+
+
+def sap_bonus_seat(game: LiengFamily, state: LiengState) -> int | None:
+    """Liêng Sảnh (12.4, LS-5, LS-12): the seat dealt the best Sáp, folded or not, or None."""
+    if not game.sap_bonus:
+        return None
+    values = values_of(game, state, state.order)
+    return threecard.sap_bonus_seat(values) if values else None  # type: ignore[arg-type]
+
+
+def lieng_settle(game: LiengFamily, state: LiengState) -> Settlement:
+    """The hand's transfers: each pot (antes, calls and raises) to its best eligible hand or
+    the last player left (5.4, 12.4, LI-6), unmatched chips back; what a seat that
+    disconnected or left had put in is labelled ``disconnect_forfeit`` (LI-5, 12.5); in
+    Liêng Sảnh the Sáp bonus from every other player dealt in, capped at what each has left
+    (GEN-4); then the fee on each net win (GEN-1).
+
+    Raises RuleViolation("HAND_NOT_OVER") before HandEnded.
+    """
+    if state.phase != ENDED:
+        raise RuleViolation("HAND_NOT_OVER", "settle needs a finished hand")
+    started = state.started
+    builder = SettlementBuilder(
+        game.spec.game_id, started.table_id, started.hand_id, {i.seat: i.player_id for i in started.seats}
+    )
+    live = _live(state)
+    payout_order = seats_after(state.order, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE)
+    values = values_of(game, state, state.order)
+
+    def best(eligible: tuple[int, ...]) -> list[int]:
+        return [threecard.winner({s: values[s] for s in eligible})]
+
+    pots.award_pots(builder, pots.build_pots(state.put_in_gold, live), best, payout_order)
+    if state.forfeited:
+        forfeit_accounts = {builder.account(s) for s in state.forfeited}
+        builder.transfers = [
+            dataclasses.replace(t, reason=DISCONNECT_FORFEIT)
+            if t.from_account in forfeit_accounts and t.reason in ("pot", "side_pot")
+            else t
+            for t in builder.transfers
+        ]
+    bonus_seat = sap_bonus_seat(game, state)
+    if bonus_seat is not None:
+        bonus = started.stake_gold * state.options.sap_bonus_stakes
+        owed = [Obligation(s, bonus_seat, bonus, SAP_BONUS) for s in payout_order if s != bonus_seat]
+        pay_obligations(builder, owed, state.stacks_gold, payout_order)
+    builder.charge_fees(started.fee_bps, payout_order)
+    settlement = builder.build()
+    for seat, net in settlement.nets.items():
+        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought")
+    check(sum(settlement.nets.values()) + settlement.fees_gold() == 0, "gold is conserved")
+    return settlement
+
+
+def lieng_next_hand_dealer(
+    game: LiengFamily,
+    previous_state: LiengState | None,
+    participants: Sequence[int],
+    owner_seat: int,
+) -> int:
+    """The first to act in the next hand (LI-4, LS-4): the table owner in the first hand,
+    then the previous hand's winner; when that seat no longer plays, the owner, else the
+    first participating seat."""
+    if previous_state is not None and previous_state.phase in (PLAY_OVER, ENDED):
+        champion = lieng_winner(game, previous_state)
+        if champion in participants:
+            return champion
+    return owner_seat if owner_seat in participants else participants[0]
+
+
+__all__ = [
+    "CARDS_PER_SEAT",
+    "DEALING",
+    "ENDED",
+    "FLIP",
+    "FLIPPING",
+    "FLIP_TIMER",
+    "PLAY_OVER",
+    "SEATS_MAX",
+    "TURN_TIMER",
+    "WAGERING",
+    "LiengFamily",
+    "LiengState",
+    "check_deal",
+    "deal_three_face_down",
+    "flip_visible",
+]
+
+
+# --- the Ba Cây flip -------------------------------------------------------------------------
+# Both Ba Cây states have the fields ``order``, ``hands``, ``flipped``, ``out`` (seats that
+# disconnected or left: their cards do not count, GA-6, CH-5, CH-7) and ``phase``.
+
+FLIP_TIMEOUT_S: Final = 15  # 7.1, 8.1: 15 s to squeeze or flip
+FAST_FLIP_TIMEOUT_S: Final = 7  # 7 s in fast mode
+
+
+def flip_timeout_s(fast_mode: bool) -> int:
+    """GEN-5: 15 s to squeeze or flip, 7 s in fast mode (7.1, 8.1)."""
+    return FAST_FLIP_TIMEOUT_S if fast_mode else FLIP_TIMEOUT_S
+
+
+def still_to_flip(state: Any) -> tuple[int, ...]:
+    """The seats that have not flipped yet and still take part, in dealing order."""
+    return tuple(s for s in state.order if s not in state.flipped and s not in state.out)
+
+
+def after_flip_change(new: Any) -> None:
+    """End the flipping (the timer ends early, 7.1) once nobody is left to flip."""
+    if new.phase == FLIPPING and not still_to_flip(new):
+        new.phase = PLAY_OVER
+
+
+def check_flip(state: Any, seat: int) -> None:
+    """A flip of ``seat`` now, by its ``Declared(seat, "flip")`` or its timer.
+
+    Raises RuleViolation: HAND_FINISHED (the result is decided), UNKNOWN_SEAT, SEAT_LEFT
+    (the seat disconnected or left: its cards no longer count), NOT_YOUR_TURN (no flipping
+    now), ALREADY_ACTED (the seat has flipped)."""
+    if state.phase == PLAY_OVER:
+        raise RuleViolation("HAND_FINISHED", "the hand's result is already decided")
+    if seat not in state.hands:
+        raise RuleViolation("UNKNOWN_SEAT", f"seat {seat} is not in this hand", seat=seat)
+    if seat in state.out:
+        raise RuleViolation("SEAT_LEFT", f"seat {seat} has left the hand", seat=seat)
+    if state.phase != FLIPPING:
+        raise RuleViolation("NOT_YOUR_TURN", "no cards are being flipped now", seat=seat)
+    if seat in state.flipped:
+        raise RuleViolation("ALREADY_ACTED", f"seat {seat} has flipped", seat=seat)
