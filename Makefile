@@ -10,7 +10,7 @@ STAMP_RUN  := $(VENV)/.installed-run
 STAMP_DEV  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 
-.PHONY: run up test test-fast lint typecheck proto proto-check bench lock install install-dev clean clean-var
+.PHONY: run up test test-fast lint typecheck proto proto-check bench chaos soak lock install install-dev clean clean-var
 
 run: $(STAMP_RUN)            ## bring up the whole stack, play, settle and audit hands, print a summary
 	$(BIN)/socai demo
@@ -35,6 +35,15 @@ proto: $(STAMP_DEV)          ## regenerate libs/socai/gen from proto/
 
 bench: $(STAMP_DEV)          ## benchmarks -> var/bench/report.json and report.md
 	$(BIN)/python -m tests.bench
+
+CHAOS_ARGS ?=
+SOAK_ARGS  ?=
+
+chaos: $(STAMP_DEV)          ## every fault in turn against real processes under bot load -> var/chaos/report.json
+	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)
+
+soak: $(STAMP_DEV)           ## 250 bot tables for 10 minutes -> var/soak/report.json and soak.png
+	$(BIN)/python -m tests.soak $(SOAK_ARGS)
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -1,0 +1,1 @@
+"""Fault injection against real processes under bot load (``make chaos``; issue 17)."""

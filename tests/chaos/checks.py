@@ -1,0 +1,229 @@
+"""What must hold after every fault, read from the stack's own sources of truth.
+
+- the event stream (HandEnded per hand, undecodable messages),
+- the settlement records and dead letters and the ledger's ``settle:`` transactions
+  (PostgreSQL, read as the superuser: one applied transaction per hand at most, every
+  finished hand settled),
+- the ledger through gRPC as the auditor (``TrialBalance`` 0, ``VerifyJournal`` clean),
+- ``socai audit`` as its own process (exit 0, or mismatches only on hands the harness
+  tampered with),
+- the table service's cash-outs (no ``alarm`` row) and ``socai_table_escrow_mismatch_total``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psycopg
+
+from socai.audit.export import read_stream
+from socai.events.log import EventLog
+from socai.gen.ledger.v1 import ledger_pb2 as lpb
+from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
+from socai.infra.grpc_client import channel
+from socai.infra.nats import connect
+from tests.chaos.bots import hand_number
+from tests.chaos.stack import ProcessStack, metric_sum
+
+RETRYABLE = (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+@dataclass
+class StreamScan:
+    last_seq: int = 0
+    ended: dict[str, str] = field(default_factory=dict)  # hand id -> table id
+    hand_ended_messages: Counter[str] = field(default_factory=Counter)
+    undecodable: int = 0
+
+
+async def scan_stream(stack: ProcessStack) -> StreamScan:
+    assert stack.settings is not None
+    s = stack.settings
+    nc = await connect(s.nats_url or "", name="socai-chaos-scan")
+    scan = StreamScan()
+    try:
+        log = EventLog(nc, s.events_stream, s.events_prefix)
+        async for raw in read_stream(log):
+            scan.last_seq = max(scan.last_seq, raw.stream_seq)
+            if raw.message is None:
+                scan.undecodable += 1
+                continue
+            if raw.message.WhichOneof("body") == "hand_ended":
+                scan.ended[raw.hand_id] = raw.table_id
+                scan.hand_ended_messages[raw.hand_id] += 1
+    finally:
+        await nc.close()
+    return scan
+
+
+@dataclass
+class Books:
+    settled: set[str]
+    dead_letters: dict[str, str]  # open ones: hand id -> reason
+    settle_keys: Counter[str]  # hand id -> applied settle: transactions
+    cashout_alarms: list[str]
+    cashouts_pending: int
+
+
+def _hand_of_key(key: str) -> str:
+    return key.removeprefix("settle:").split(":retry", 1)[0]
+
+
+async def read_books(stack: ProcessStack) -> Books:
+    assert stack.stack is not None and stack.stack.postgres is not None
+    async with await psycopg.AsyncConnection.connect(stack.stack.postgres.url, connect_timeout=5) as conn:
+        settled = {
+            r[0] for r in await (await conn.execute("select hand_id from socai_settlement.settlements")).fetchall()
+        }
+        dead = {
+            r[0]: r[1]
+            for r in await (
+                await conn.execute(
+                    "select hand_id, reason from socai_settlement.dead_letters where resolved_at is null"
+                )
+            ).fetchall()
+        }
+        keys: Counter[str] = Counter()
+        for (key,) in await (
+            await conn.execute(
+                "select idempotency_key from socai_ledger.transactions where idempotency_key like 'settle:%' and status = 'applied'"
+            )
+        ).fetchall():
+            keys[_hand_of_key(key)] += 1
+        alarms = [
+            f"{r[0]}/{r[1]}: {r[2]}"
+            for r in await (
+                await conn.execute(
+                    "select table_id, player_id, detail from socai_table.cashouts where status = 'alarm'"
+                )
+            ).fetchall()
+        ]
+        pending = (
+            await (await conn.execute("select count(*) from socai_table.cashouts where status = 'pending'")).fetchone()
+        )[0]  # type: ignore[index]
+    return Books(settled, dead, keys, alarms, int(pending))
+
+
+async def ledger_verdict(
+    stack: ProcessStack, notes: list[str] | None = None, patience_s: float = 60.0
+) -> dict[str, object]:
+    """TrialBalance and VerifyJournal, as the auditor. A call failing with INTERNAL or
+    UNAVAILABLE is retried for ``patience_s`` (after a PostgreSQL restart the ledger answers
+    INTERNAL once per stale pooled connection: issue 17 defect 4), each failure noted."""
+    assert stack.settings is not None
+    failures: Counter[str] = Counter()
+    started = time.monotonic()
+
+    async def call(method: str, request: object, timeout_s: float) -> Any:
+        while True:
+            try:
+                return await getattr(stub, method)(request, timeout=timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in RETRYABLE or time.monotonic() - started > patience_s:
+                    raise
+                failures[f"{method}:{exc.code().name}"] += 1
+                await asyncio.sleep(0.5)
+
+    async with channel(stack.settings.ledger_addr, stack.settings.token_of("auditor")) as ch:
+        stub = lgrpc.LedgerServiceStub(ch)
+        trial = await call("TrialBalance", lpb.TrialBalanceRequest(), 60)
+        verify = await call("VerifyJournal", lpb.VerifyJournalRequest(), 120)
+    if failures and notes is not None:
+        notes.append(f"ledger answered the auditor with errors before a result: {dict(failures)}")
+    return {
+        "trial_balance_gold": int(trial.total_gold),
+        "verify_ok": bool(verify.ok),
+        "verify_mismatches": len(verify.mismatches),
+        "accounts_checked": int(verify.accounts_checked),
+        "entries_checked": int(verify.entries_checked),
+        "failed_calls": dict(failures),
+    }
+
+
+def run_audit(stack: ProcessStack, out: Path, until: datetime | None = None) -> dict[str, object]:
+    """``socai audit --allow-open`` as its own process; its exit status and mismatches."""
+    env = stack.service_env("ledger")
+    env.pop("SOCAI_DATABASE_URL", None)
+    cmd = [sys.executable, "-m", "socai.cli", "audit", "--allow-open", "--json", str(out)]
+    if until is not None:
+        cmd += ["--until", until.isoformat()]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    mismatches: list[dict[str, object]] = []
+    hands = 0
+    try:
+        report = json.loads(out.read_text())
+        mismatches = list(report.get("mismatches", []))
+        hands = sum(int(g.get("hands", 0)) for g in report.get("games", {}).values())
+    except (OSError, ValueError):
+        pass
+    return {
+        "exit_status": done.returncode,
+        "hands_verified": hands,
+        "mismatches": mismatches,
+        "output_tail": (done.stdout + done.stderr)[-1500:] if done.returncode else "",
+    }
+
+
+async def wait_settled(
+    stack: ProcessStack, upto: dict[str, int], timeout_s: float
+) -> tuple[float | None, StreamScan, Books]:
+    """Wait until every finished hand numbered at most ``upto[table]`` is settled or
+    dead-lettered; the seconds it took (None on time-out) and the last reads."""
+    started = asyncio.get_running_loop().time()
+    while True:
+        # The books first: a hand settled after the scan would look like one without a HandEnded.
+        books = await read_books(stack)
+        scan = await scan_stream(stack)
+        waiting = [
+            h
+            for h, t in scan.ended.items()
+            if hand_number(h) <= upto.get(t, 0) and h not in books.settled and h not in books.dead_letters
+        ]
+        took = asyncio.get_running_loop().time() - started
+        if not waiting:
+            return took, scan, books
+        if took > timeout_s:
+            return None, scan, books
+        await asyncio.sleep(0.5)
+
+
+def money_problems(scan: StreamScan, books: Books, upto: dict[str, int], tampered: set[str]) -> list[str]:
+    """Exactly once: no hand posted twice, no settlement without a HandEnded, every
+    finished hand (up to ``upto``) settled, no dead letter but on tampered hands."""
+    problems = []
+    doubled = sorted(h for h, n in books.settle_keys.items() if n > 1)
+    if doubled:
+        problems.append(f"{len(doubled)} hands posted more than once: {doubled[:5]}")
+    phantom = sorted(books.settled - set(scan.ended))
+    if phantom:
+        problems.append(f"{len(phantom)} settlements without a HandEnded: {phantom[:5]}")
+    unposted = sorted(h for h in books.settle_keys if h not in scan.ended)
+    if unposted:
+        problems.append(f"{len(unposted)} ledger settle: transactions without a HandEnded: {unposted[:5]}")
+    missing = sorted(
+        h
+        for h, t in scan.ended.items()
+        if hand_number(h) <= upto.get(t, 0) and h not in books.settled and h not in tampered
+    )
+    if missing:
+        problems.append(f"{len(missing)} finished hands not settled: {missing[:5]}")
+    dead = {h: r for h, r in books.dead_letters.items() if h not in tampered}
+    if dead:
+        problems.append(f"{len(dead)} dead letters: {sorted(dead.items())[:5]}")
+    if books.cashout_alarms:
+        problems.append(f"escrow mismatch on cash-out: {books.cashout_alarms[:5]}")
+    return problems
+
+
+def escrow_mismatch_metric(stack: ProcessStack) -> float:
+    return metric_sum(stack.metrics("table"), "socai_table_escrow_mismatch_total")
