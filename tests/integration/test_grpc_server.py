@@ -227,3 +227,35 @@ async def test_routine_successes_are_sampled_and_every_failure_is_logged(server:
     # The first and the 101st; a call slower than SLOW_RPC_S on a loaded machine adds one.
     assert 1 <= len(successes) < calls // 10
     assert all(line["sampled_1_in"] == grpc_server.OK_LOG_EVERY for line in successes)
+
+
+async def test_a_stream_closed_by_its_client_mid_way_is_cancelled_not_internal():
+    """Issue 17, defect 7: grpc closes a server stream's generator when the client hangs up
+    (GeneratorExit at the ``yield``); that used to be logged as an ERROR and counted INTERNAL."""
+    import logging
+
+    import structlog
+    from structlog.testing import capture_logs
+
+    class Context:  # what the wrapper reads of a call: its metadata
+        def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+            return (("authorization", "Bearer auditor-secret"),)
+
+    async def endless(request: Any, context: Any) -> Any:
+        n = 0
+        while True:
+            n += 1
+            yield n
+
+    rpc = grpc_server._Rpc("example", "/socai.settlement.v1.SettlementService/ListDeadLetters", POLICY)
+    stream = grpc_server._wrap_stream(endless, rpc)(None, Context())
+    previous = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    try:
+        with capture_logs() as logs:
+            assert await stream.__anext__() == 1
+            await stream.aclose()  # the client went away
+    finally:
+        structlog.configure(wrapper_class=previous)
+    assert [e for e in logs if e["event"] == "rpc_failed"] == []
+    assert [e["status"] for e in logs if e["event"] == "rpc"] == ["CANCELLED"]

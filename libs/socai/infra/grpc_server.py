@@ -197,6 +197,11 @@ def _wrap_stream(inner: Any, rpc: _Rpc) -> Any:
             outcome.authorize()
             async for item in inner(request, context):
                 yield item
+        except GeneratorExit:
+            # The client went away (a WatchTable cancelled): grpc closes the stream's
+            # generator. Nothing failed; nothing may be awaited or yielded any more.
+            outcome.code = grpc.StatusCode.CANCELLED
+            raise
         except BaseException as exc:
             await outcome.fail(exc, context)
         finally:

@@ -182,3 +182,31 @@ async def test_join_keys_belong_to_their_player(world: World):
     assert await w.backend.join(table_id, "ben", 700, key="same") == 1
     assert await w.backend.balance(accounts.escrow(table_id, "ann")) == 500
     assert await w.backend.balance(accounts.escrow(table_id, "ben")) == 700
+
+
+async def test_a_watcher_who_hangs_up_mid_stream_is_a_cancelled_call_not_an_internal_error(world: World):
+    """Issue 17, defect 7: cancelling WatchTable logged an ERROR with a GeneratorExit
+    traceback and counted as INTERNAL."""
+    import logging
+
+    import structlog
+    from structlog.testing import capture_logs
+
+    w = world
+    table_id, _ = await seat_players(w, "holdem", [1000, 1000], stake_gold=100, seats_max=2)
+    await w.backend.table.StartHand(pb.StartHandRequest(table_id=table_id))
+    previous = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    try:
+        with capture_logs() as logs:
+            for _ in range(5):
+                stream = w.backend.table.WatchTable(pb.WatchTableRequest(table_id=table_id))
+                async for _message in stream:
+                    break  # hang up while the server still has the snapshot to send
+                stream.cancel()
+            await asyncio.sleep(0.5)
+    finally:
+        structlog.configure(wrapper_class=previous)
+    assert [entry for entry in logs if entry["event"] == "rpc_failed"] == []
+    statuses = {entry["status"] for entry in logs if entry["event"] == "rpc" and "WatchTable" in entry["method"]}
+    assert "INTERNAL" not in statuses and "UNKNOWN" not in statuses
