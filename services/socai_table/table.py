@@ -458,6 +458,12 @@ class Table:
             if row["status"] in ("failed", "refunded"):
                 raise errors.PreconditionFailed("JOIN_FAILED", f"this join already failed: {row['error']}")
             if existing is not None:
+                # A retry of a join whose seating was written but not acknowledged (NATS
+                # went away between the append and its ack): that seat is this key's.
+                tx = await self.deps.money.transaction_of(buy_in_key(key, self.table_id))
+                if tx is not None and existing.join_tx == tx:
+                    await store.finish_join(key, "seated", tx)
+                    return existing.seat
                 await store.finish_join(key, "failed", error="already seated")
                 raise errors.AlreadyExists("ALREADY_SEATED", f"{player_id} is already at seat {existing.seat}")
             if await store.has_pending_cashout(self.table_id, player_id):

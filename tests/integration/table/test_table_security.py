@@ -210,3 +210,25 @@ async def test_a_watcher_who_hangs_up_mid_stream_is_a_cancelled_call_not_an_inte
     assert [entry for entry in logs if entry["event"] == "rpc_failed"] == []
     statuses = {entry["status"] for entry in logs if entry["event"] == "rpc" and "WatchTable" in entry["method"]}
     assert "INTERNAL" not in statuses and "UNKNOWN" not in statuses
+
+
+async def test_a_join_retried_after_its_seating_was_written_but_not_acknowledged_answers_its_seat(world: World):
+    """Found by `make chaos`: NATS killed between the PlayerSeated append and its ack left the
+    join pending though the player sat; the retry with the same key answered ALREADY_SEATED
+    and used the key up. The retry now recognises its own seating (same ledger buy-in)."""
+    w = world
+    table_id = await w.backend.create("holdem", stake_gold=100, seats_max=6)
+    await w.backend.deposit("dora", 1000)
+    assert await w.backend.join(table_id, "dora", 500, seat=2, key="j-lost-ack") == 2
+    async with await psycopg.AsyncConnection.connect(
+        libpq_url(w.running.settings.database_url or ""), autocommit=True
+    ) as conn:
+        await conn.execute(
+            "update socai_table.joins set status = 'pending', ledger_transaction_id = '' where idempotency_key = %s",
+            ("dora/j-lost-ack",),
+        )
+    assert await w.backend.join(table_id, "dora", 500, seat=2, key="j-lost-ack") == 2
+    assert await w.backend.balance(accounts.escrow(table_id, "dora")) == 500  # paid once
+    # Another key is still a second join, refused while seated.
+    error = await refused(w.backend.join(table_id, "dora", 500, key="j-other"))
+    assert error_reason(error) == "ALREADY_SEATED"
