@@ -735,8 +735,14 @@ class Table:
         self.last_hand = hand
         self.hand = None
         log.info("hand_ended", table_id=self.table_id, hand_id=hand.hand_id, nets=dict(settlement.nets))
+        c = self.config
         for seat in sorted(self.seats.values(), key=lambda s: s.seat):
-            if seat.leaving or seat.stack_gold <= 0:
+            # Busted is below the game's minimum (``can_play``: an ante, a Gà pay-in), not
+            # only at 0: a seat left with chips it cannot play would sit out every hand,
+            # holding its seat (a table of such seats never starts again), and a rebuild,
+            # which takes stacks from the last hand's HandStarted, would give it back its
+            # buy-in instead of what its escrow holds.
+            if seat.leaving or not kit.can_play(self.module, seat.stack_gold, c.stake_gold, c.options):
                 await self._stand_up(seat)
         self._maybe_autostart()
 
