@@ -24,9 +24,10 @@ test: $(STAMP_DEV) lint      ## linters, then every test suite on real NATS and 
 test-fast: $(STAMP_DEV)      ## unit tests only
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-lint: $(STAMP_DEV)           ## ruff, mypy on libs/, buf lint on proto/
-	$(BIN)/ruff check libs services tests
-	$(BIN)/ruff format --check libs services tests
+lint: $(STAMP_DEV)           ## ruff, the import layers, mypy, buf lint on proto/
+	$(BIN)/ruff check apps libs services tests
+	$(BIN)/ruff format --check apps libs services tests
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 	cd proto && ../$(BIN)/buf lint
 

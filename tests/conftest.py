@@ -22,9 +22,9 @@ import psycopg
 import pytest
 
 from socai.infra.db import ensure_roles, libpq_url
-from socai.infra.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 from socai.infra.logging import configure
 from socai.infra.nats import StreamSpec
+from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 configure(fmt="console", level=os.environ.get("SOCAI_TEST_LOG_LEVEL", "warning"))
@@ -133,7 +133,7 @@ def database_url(pg_admin_url: str) -> Iterator[str]:
 @pytest.fixture
 def migrated_database_url(database_url: str) -> str:
     """A fresh database with every service's migrations applied."""
-    from socai.infra import migrate
+    from socai_cli import migrations as migrate
 
     migrate.upgrade_all(database_url)
     return database_url

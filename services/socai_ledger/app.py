@@ -19,12 +19,10 @@ from socai.infra.config import Settings
 from socai.infra.db_pool import Pool
 from socai.infra.grpc_server import GrpcServer, build_server
 from socai.infra.logging import get_logger
-from socai.infra.stack import default_database_url, default_nats_url
 from socai_ledger import store
 from socai_ledger.batcher import WriteBatcher
 from socai_ledger.outbox import OutboxRelay
 from socai_ledger.server import SERVICE_NAME, LedgerServicer, access_policy
-from socai_ledger.streams import outbox_stream_spec
 
 log = get_logger("socai.ledger")
 
@@ -100,13 +98,13 @@ async def build_app(
     """The ledger, listening on ``settings.listen_address(settings.ledger_addr)`` (port 0
     picks a free one). ``relay=False`` runs without the outbox relay (the outbox keeps
     filling; another replica's relay publishes it)."""
-    database_url = settings.database_url or default_database_url(settings)
+    database_url = settings.effective_database_url
     pool = store.create_pool(database_url)
     outbox = (
         OutboxRelay(
             database_url,
-            settings.nats_url or default_nats_url(settings),
-            stream=outbox_stream_spec(settings),
+            settings.effective_nats_url,
+            stream=settings.ledger_stream_spec(),
             prefix=settings.ledger_prefix,
         )
         if relay

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -180,9 +179,3 @@ _HANDLERS: dict[str, Callable[[Any, argparse.Namespace], Awaitable[int]]] = {
     "trial-balance": _trial_balance,
     "deposit": _deposit,
 }
-
-
-if __name__ == "__main__":  # pragma: no cover - `socai ledger …` is the entry point
-    from socai.cli import main
-
-    sys.exit(main(["ledger", *sys.argv[1:]]))

@@ -8,7 +8,7 @@ those transactions, publishes one message per transaction, and after the acks ad
 ``outbox_progress.published_seq`` and deletes the ranges it covers.
 
 Messages (stream ``SOCAI_LEDGER``, subjects ``socai.ledger.>``, provisioned by ``socai
-migrate`` — or by this relay when it is missing, see ``socai_ledger.streams``):
+migrate`` — or by this relay when it is missing, see ``socai.infra.nats.ledger_stream_spec``):
 
 - subject ``socai.ledger.posted.<kind>``, where ``<kind>`` is the account kind of the
   transaction's *first* entry (one message per transaction: JetStream fsyncs every message,
@@ -59,10 +59,9 @@ from prometheus_client import Counter, Gauge
 
 from socai import errors
 from socai.infra.logging import get_logger
-from socai.infra.nats import StreamSpec, connect, ensure_stream
+from socai.infra.nats import StreamSpec, connect, ensure_stream, posted_subject
 from socai_ledger import convert, store
 from socai_ledger.domain import Transaction
-from socai_ledger.streams import posted_subject
 
 log = get_logger("socai.ledger.outbox")
 

@@ -142,13 +142,10 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
     Raises Unavailable("NATS_UNAVAILABLE") when NATS cannot be reached and
     Unavailable("PORT_IN_USE") when the gRPC address is taken. The ledger need not be up.
     """
-    from socai.infra.stack import default_database_url, default_nats_url
 
     cfg = config or SettlementConfig.from_env()
-    engine = db.create_engine(
-        settings.database_url or default_database_url(settings), pool_size=5, max_overflow=5, app="socai-settlement"
-    )
-    nc = await connect(settings.nats_url or default_nats_url(settings), name="socai-settlement")
+    engine = db.create_engine(settings.effective_database_url, pool_size=5, max_overflow=5, app="socai-settlement")
+    nc = await connect(settings.effective_nats_url, name="socai-settlement")
     ledger_channel = channel(settings.ledger_addr, settings.token_of("settlement"))
     store = Store(engine)
     event_log = EventLog(nc, settings.events_stream, settings.events_prefix)

@@ -15,11 +15,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Final, NamedTuple
 
-from socai.audit.keys import settlement_key
-from socai.audit.replay import ReplayResult, penalties
 from socai.gen.ledger.v1 import ledger_pb2
 from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.rules.base import Settlement
+from socai.settle.keys import settlement_key
+from socai.settle.replay import ReplayResult, penalties
 from socai_settlement.store import DeadLetter, HandRow, SeatNet, SettlementRecord
 
 TRANSACTION_KIND: Final = "settlement"

@@ -1,4 +1,4 @@
-"""Running ``socai.audit.replay.replay`` over a batch of hands, here or in worker processes.
+"""Running ``socai.settle.replay.replay`` over a batch of hands, here or in worker processes.
 
 Replaying is pure CPU (decoding, the seeded shuffle, the rules engine) and was about half
 of settlement's time per hand. With ``workers`` > 0 the batch goes to a process pool, so
@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Final, NamedTuple
 
-from socai.audit.replay import ReplayError, replay
 from socai.events import codec
 from socai.events.model import Event
 from socai.gen.events.v1 import events_pb2
 from socai.rules import registry
+from socai.settle.replay import ReplayError, replay
 from socai_settlement.convert import SettledHand, settled_hand
 
 PARENT_CHECK_S: Final = 1.0

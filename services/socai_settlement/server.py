@@ -12,13 +12,13 @@ import re
 from typing import Any, Final
 
 from socai import accounts, errors
-from socai.audit.keys import settlement_key
-from socai.audit.replay import replay
 from socai.events.log import EventLog, Stored
 from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
 from socai.infra.grpc_server import AccessPolicy
 from socai.infra.logging import get_logger
+from socai.settle.keys import settlement_key
+from socai.settle.replay import replay
 from socai_settlement import convert
 from socai_settlement.settler import HandJob, Settler
 from socai_settlement.store import Store, decode_token, encode_token, page_size

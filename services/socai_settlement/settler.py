@@ -8,7 +8,7 @@ For each hand (in the order given, which is stream order):
    which the consumer counts);
 2. its events: the consumer's cached copy when it is complete, else read by subject (the
    stream is the truth);
-3. ``socai.audit.replay.replay``: gapless seq, the seed against the commitment and every
+3. ``socai.settle.replay.replay``: gapless seq, the seed against the commitment and every
    card or die, the rules engine's fold and settlement. A ``ReplayError`` dead-letters the
    hand with its reason;
 4. the hands whose settlement moves gold are posted together (``LedgerPoster``, key
@@ -35,10 +35,10 @@ from typing import Any, Final, TypeVar
 from nats.errors import Error as NatsError
 
 from socai import errors
-from socai.audit.keys import find_settlement, settlement_key
-from socai.audit.replay import diff_entries
 from socai.events.log import EventLog
 from socai.infra.logging import get_logger
+from socai.settle.keys import find_settlement, settlement_key
+from socai.settle.replay import diff_entries
 from socai_settlement import convert, lookups, metrics
 from socai_settlement.convert import SettledHand
 from socai_settlement.poster import Backoff, LedgerPoster, Posted
@@ -268,7 +268,7 @@ class Settler:
 
     async def retry(self, job: HandJob) -> Outcome:
         """Settle one dead-lettered hand again (RetryDeadLetter): the same path, except that
-        the ledger key is found by walking the hand's key chain (``socai.audit.keys``).
+        the ledger key is found by walking the hand's key chain (``socai.settle.keys``).
 
         The ledger remembers a refusal under its key, so once ``settle:{hand_id}`` was
         refused (INSUFFICIENT_FUNDS …) the hand can only be posted under the next unused key

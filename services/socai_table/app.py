@@ -12,7 +12,6 @@ from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
 from socai.infra import nats as socai_nats
 from socai.infra.config import Settings
 from socai.infra.grpc_server import GrpcServer, build_server
-from socai.infra.stack import default_database_url, default_nats_url
 from socai.rules import registry
 from socai_table import seeds, signing
 from socai_table.ledger_client import Money
@@ -49,9 +48,9 @@ class TableApp:
 
 
 async def build_app(settings: Settings) -> TableApp:
-    nc = await socai_nats.connect(default_nats_url(settings), name=f"socai-table-{settings.table_instance}")
+    nc = await socai_nats.connect(settings.effective_nats_url, name=f"socai-table-{settings.table_instance}")
     await socai_nats.ensure_stream(nc.jetstream(), settings.events_stream_spec())
-    store = await TableStore.open(default_database_url(settings))
+    store = await TableStore.open(settings.effective_database_url)
     money = Money(settings.ledger_addr, settings.settlement_addr, settings.token_of("table"))
     deps = Deps(
         EventLog(nc, settings.events_stream, settings.events_prefix),

@@ -51,11 +51,10 @@ def add_commands(sub: Any, command: Any) -> None:
 def cmd_table(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
-    from socai.infra.stack import default_database_url
     from socai_table.store import TableStore
 
     async def main() -> int:
-        store = await TableStore.open(default_database_url(settings), max_size=1)
+        store = await TableStore.open(settings.effective_database_url, max_size=1)
         try:
             if args.quarantine_command == "list":
                 rows = await store.quarantined(args.table, include_resolved=args.all)

@@ -53,11 +53,11 @@ import psycopg
 
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
-from socai.infra import migrate
 from socai.infra.config import Settings
-from socai.infra.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 from socai.infra.grpc_client import channel
-from socai.infra.stack import grpc_health
+from socai_cli import migrations as migrate
+from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+from socai_cli.stack import grpc_health
 from tests.bench.harness import BenchContext, Result
 
 PLAYERS = 10_000

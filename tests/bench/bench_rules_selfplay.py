@@ -1,7 +1,7 @@
 """``rules.<game>.selfplay`` (hands/s) for every game in the rules registry except Hold'em
 (``bench_rules_holdem`` measures it on a fixed 6-max setup).
 
-Whole tables of random bots through ``socai.audit.simulate``: each hand deals from the fair
+Whole tables of random bots through ``tests.support.simulate``: each hand deals from the fair
 shuffle (or rolls the seeded dice), the bots choose among ``candidate_actions`` through
 ``autoplay.play_hand``, the events are recorded as the table service writes them, and the
 hand is settled. A game added to the registry gets its figure here without changes.
@@ -9,9 +9,9 @@ hand is settled. A game added to the registry gets its figure here without chang
 
 from __future__ import annotations
 
-from socai.audit.simulate import HANDS_PER_TABLE, setup_of, simulate
 from socai.rules import registry
 from tests.bench.harness import BenchContext, Result, rate
+from tests.support.simulate import HANDS_PER_TABLE, setup_of, simulate
 
 
 def run(ctx: BenchContext) -> list[Result]:
@@ -34,7 +34,7 @@ def run(ctx: BenchContext) -> list[Result]:
                     "hands": hands,
                     "players": f"{setup.players_min}-{setup.players_max}",
                     "hands_per_table": HANDS_PER_TABLE,
-                    "chooser": "uniform over candidate_actions (socai.audit.simulate.random_bot)",
+                    "chooser": "uniform over candidate_actions (tests.support.simulate.random_bot)",
                     "includes": "fair shuffle or dice, events recorded, settle",
                 },
             )

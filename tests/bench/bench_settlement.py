@@ -1,7 +1,7 @@
 """Settlement and audit benchmarks, on real NATS, PostgreSQL and the real ledger.
 
 - ``settlement.drain`` (hands/s): 20,000 finished hands of every available game (500 with
-  ``--quick``), from ``socai.audit.simulate`` at 10 hands a table, are in the stream before
+  ``--quick``), from ``tests.support.simulate`` at 10 hands a table, are in the stream before
   settlement starts; the ledger (``python -m socai_ledger``) and settlement
   (``python -m socai_settlement``) run as their own processes, as in production. The figure
   is hands / (last ``settled_at`` − first ``settled_at``) from the settlement database, once
@@ -42,20 +42,20 @@ import psycopg
 
 from socai.audit.auditor import verify
 from socai.audit.export import read_jsonl, write_jsonl
-from socai.audit.simulate import Simulation, fund, simulate
 from socai.events import codec
 from socai.events.log import EventLog
 from socai.events.model import HandEnded
 from socai.gen.ledger.v1 import ledger_pb2, ledger_pb2_grpc
-from socai.infra import migrate
 from socai.infra.config import Settings
-from socai.infra.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 from socai.infra.grpc_client import channel
 from socai.infra.nats import connect, ensure_stream, events_stream_spec
-from socai.infra.stack import grpc_health
 from socai.rules import registry
+from socai_cli import migrations as migrate
+from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+from socai_cli.stack import grpc_health
 from socai_settlement.config import default_replay_workers
 from tests.bench.harness import BenchContext, Result, percentile, rate
+from tests.support.simulate import Simulation, fund, simulate
 
 DRAIN_HANDS = 20_000
 DRAIN_HANDS_QUICK = 500
@@ -352,7 +352,7 @@ async def _latency(ctx: BenchContext, env: BenchEnv) -> list[Result]:
         "tables": LATENCY_TABLES,
         "hands": len(keys),
         "think_ms": 2,
-        "publisher": "socai.audit.simulate via EventLog",
+        "publisher": "tests.support.simulate via EventLog",
     }
     return [
         Result(

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from socai.infra.config import Settings
-from socai.infra.embedded import free_port
-from socai.infra.stack import Stack
+from socai_cli.embedded import free_port
+from socai_cli.stack import Stack
 
 
 def bench_settings(workdir: Path) -> Settings:

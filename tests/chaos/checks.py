@@ -154,7 +154,7 @@ def run_audit(stack: ProcessStack, out: Path, until: datetime | None = None) -> 
     """``socai audit --allow-open`` as its own process; its exit status and mismatches."""
     env = stack.service_env("ledger")
     env.pop("SOCAI_DATABASE_URL", None)
-    cmd = [sys.executable, "-m", "socai.cli", "audit", "--allow-open", "--json", str(out)]
+    cmd = [sys.executable, "-m", "socai_cli.main", "audit", "--allow-open", "--json", str(out)]
     if until is not None:
         cmd += ["--until", until.isoformat()]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)

@@ -3,7 +3,7 @@
 ``ProcessStack`` starts nats-server and PostgreSQL (the embedded binaries, data under its own
 var directory, free ports), applies the migrations, provisions the streams and runs each
 service as ``python -m socai_<name>`` with its own PostgreSQL role, exactly as ``socai up``
-does (``socai.infra.stack.Stack``). On top of that it can SIGKILL, SIGSTOP/SIGCONT and
+does (``socai_cli.stack.Stack``). On top of that it can SIGKILL, SIGSTOP/SIGCONT and
 restart any service, restart NATS (SIGTERM or SIGKILL) and PostgreSQL (fast or immediate
 shutdown) on the same data, read each service's Prometheus metrics and each process's RSS.
 The chaos suite and the soak share it.
@@ -26,7 +26,7 @@ from typing import IO
 import psutil
 
 from socai.infra.config import Settings
-from socai.infra.stack import SERVICES, Stack, grpc_health, service_address
+from socai_cli.stack import SERVICES, Stack, grpc_health, service_address
 from tests.support.stack import stack_env
 
 METRICS_OFFSET = {"ledger": 0, "table": 1, "settlement": 2}

@@ -195,7 +195,7 @@ async def socai(s: Stack, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **s.running.settings.as_env(), "SOCAI_LOG_LEVEL": "warning"}
     return await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "socai.cli", *args],
+        [sys.executable, "-m", "socai_cli.main", *args],
         env=env,
         capture_output=True,
         text=True,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from socai.infra.embedded import port_is_free
+from socai_cli.embedded import port_is_free
 from tests.support.stack import stack_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 def test_the_demo_plays_every_game_settles_audits_and_balances(tmp_path: Path):
     env = stack_env(tmp_path / "var")
     done = subprocess.run(
-        [sys.executable, "-m", "socai.cli", "demo", "--tables-per-game", "1", "--hands", "3", "--seed", "5"],
+        [sys.executable, "-m", "socai_cli.main", "demo", "--tables-per-game", "1", "--hands", "3", "--seed", "5"],
         env=env,
         capture_output=True,
         text=True,

@@ -15,7 +15,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from socai.audit.replay import replay
 from socai.events.log import EventLog
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
@@ -26,6 +25,7 @@ from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
 from socai.infra.nats import StreamSpec
 from socai.rules import maubinh
+from socai.settle.replay import replay
 from tests.support.clients import Backend, body_names
 from tests.support.services import running
 from tests.support.settlement import test_settings as settings_for
@@ -44,7 +44,7 @@ async def socai(settings: Settings, *args: str) -> subprocess.CompletedProcess[s
     env = {**os.environ, **settings.as_env(), "SOCAI_LOG_LEVEL": "warning"}
     return await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "socai.cli", *args],
+        [sys.executable, "-m", "socai_cli.main", *args],
         env=env,
         capture_output=True,
         text=True,

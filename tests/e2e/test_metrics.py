@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from socai.infra.config import Settings
-from socai.infra.stack import Stack
+from socai_cli.stack import Stack
 from socai_table.simulate import SimConfig, Simulator
 from tests.support.stack import stack_env
 

@@ -19,13 +19,13 @@ import pytest
 
 from socai.audit.auditor import reconcile, verify
 from socai.audit.export import read_stream
-from socai.audit.keys import find_settlement
 from socai.gen.events.v1 import events_pb2 as epb
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.grpc_client import channel
 from socai.infra.nats import StreamSpec
+from socai.settle.keys import find_settlement
 from tests.support.clients import Backend
 from tests.support.services import Running, running, service_settings
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from socai.audit.simulate import Simulation, fund, publish, simulate
 from socai.infra.nats import StreamSpec
 from tests.support.settlement import Harness, harness_for, wait_for
+from tests.support.simulate import Simulation, fund, publish, simulate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -44,7 +44,7 @@ async def socai(h: Harness, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **h.settings.as_env(), "SOCAI_LOG_LEVEL": "warning"}
     return await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "socai.cli", *args],
+        [sys.executable, "-m", "socai_cli.main", *args],
         env=env,
         capture_output=True,
         text=True,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from socai.infra.embedded import port_is_free
+from socai_cli.embedded import port_is_free
 from tests.support.stack import stack_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-SOCAI = [sys.executable, "-m", "socai.cli"]
+SOCAI = [sys.executable, "-m", "socai_cli.main"]
 
 
 def test_socai_up_starts_everything_and_stops_cleanly_on_sigint(tmp_path: Path):

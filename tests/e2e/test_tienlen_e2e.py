@@ -241,7 +241,7 @@ async def socai(settings: Settings, *args: str) -> subprocess.CompletedProcess[s
     env = {**os.environ, **settings.as_env(), "SOCAI_LOG_LEVEL": "warning"}
     return await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "socai.cli", *args],
+        [sys.executable, "-m", "socai_cli.main", *args],
         env=env,
         capture_output=True,
         text=True,

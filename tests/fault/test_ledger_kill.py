@@ -30,11 +30,11 @@ import pytest
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
-from socai.infra.embedded import free_port
 from socai.infra.grpc_client import channel
 from socai.infra.grpc_errors import error_reason
 from socai.infra.nats import connect
-from socai.infra.stack import grpc_health
+from socai_cli.embedded import free_port
+from socai_cli.stack import grpc_health
 from socai_ledger.store import WRITE_LOCK
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration]

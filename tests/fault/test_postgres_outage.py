@@ -39,11 +39,11 @@ from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
 from socai.gen.settlement.v1 import settlement_pb2 as spb
 from socai.gen.settlement.v1 import settlement_pb2_grpc as sgrpc
 from socai.gen.table.v1 import table_pb2 as tpb
-from socai.infra import migrate
-from socai.infra.embedded import EmbeddedPostgres, free_port
 from socai.infra.grpc_client import channel
 from socai.infra.grpc_errors import error_reason
 from socai.infra.nats import StreamSpec
+from socai_cli import migrations as migrate
+from socai_cli.embedded import EmbeddedPostgres, free_port
 from tests.support.clients import Backend
 from tests.support.services import running, service_settings
 

@@ -20,12 +20,12 @@ import psycopg
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from socai.audit.simulate import fund, publish, simulate
 from socai.infra.config import Settings
 from socai.infra.db import libpq_url
 from socai.infra.nats import StreamSpec
-from socai.infra.stack import grpc_health
+from socai_cli.stack import grpc_health
 from tests.support.settlement import Harness, harness_for
+from tests.support.simulate import fund, publish, simulate
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 

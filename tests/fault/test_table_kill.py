@@ -15,7 +15,7 @@ import pytest
 from socai.events.log import EventLog
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.nats import StreamSpec, connect
-from socai.infra.stack import grpc_health
+from socai_cli.stack import grpc_health
 from tests.support.clients import Backend, bet
 from tests.support.services import running, service_settings
 

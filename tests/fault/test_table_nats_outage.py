@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from socai.events.model import HandEnded
-from socai.infra.embedded import EmbeddedNats, free_port
 from socai.infra.nats import StreamSpec
+from socai_cli.embedded import EmbeddedNats, free_port
 from tests.support.clients import Backend
 from tests.support.services import running, service_settings
 

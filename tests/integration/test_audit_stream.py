@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from socai.audit.export import read_jsonl
-from socai.audit.simulate import Simulation, publish, simulate
-from socai.cli import main
 from socai.events import codec
 from socai.events.log import EventLog
 from socai.infra.logging import configure
 from socai.infra.nats import StreamSpec, ensure_stream
+from socai_cli.main import main
+from tests.support.simulate import Simulation, publish, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -17,10 +17,9 @@ import pytest
 from psycopg import errors as pg_errors
 
 from socai.gen.ledger.v1 import ledger_pb2 as pb
-from socai.infra import migrate
 from socai.infra.config import Settings
 from socai.infra.db import AUDITOR_ROLE, OWNER_ROLE, SERVICE_ROLES, role_url
-from socai.infra.stack import default_database_url, default_service_database_url
+from socai_cli import migrations as migrate
 from socai_ledger import domain, store
 from socai_ledger.batcher import WriteBatcher
 from socai_ledger.store import ROWS_BY_ARRAY_MAX
@@ -392,8 +391,8 @@ def test_role_url_swaps_only_the_role(owner_migrated: str) -> None:
 
 def test_the_stack_gives_each_embedded_service_its_own_role() -> None:
     embedded = Settings(pg_port=5999)
-    assert default_database_url(embedded) == "postgresql://socai@127.0.0.1:5999/socai"  # migrations, tools
+    assert embedded.effective_database_url == "postgresql://socai@127.0.0.1:5999/socai"  # migrations, tools
     for service, role in SERVICE_ROLES.items():
-        assert default_service_database_url(embedded, service) == f"postgresql://{role}@127.0.0.1:5999/socai"
+        assert embedded.service_database_url(service) == f"postgresql://{role}@127.0.0.1:5999/socai"
     configured = Settings(database_url="postgresql://someone:secret@db.internal:5432/socai")
-    assert default_service_database_url(configured, "table") == configured.database_url
+    assert configured.service_database_url("table") == configured.database_url

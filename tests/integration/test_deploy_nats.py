@@ -36,8 +36,8 @@ from nats.js.errors import NotFoundError
 
 from socai.events.log import EventLog
 from socai.events.model import Event, Passed
-from socai.infra.embedded import EmbeddedNats
 from socai.infra.nats import StreamSpec, ensure_stream, events_stream_spec, publish
+from socai_cli.embedded import EmbeddedNats
 
 pytestmark = pytest.mark.integration
 

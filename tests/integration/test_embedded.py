@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from socai import errors
-from socai.infra.embedded import EmbeddedNats, EmbeddedPostgres, free_port, port_is_free
 from socai.infra.nats import StreamSpec, connect, ensure_stream, publish
+from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port, port_is_free
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,8 @@ import psycopg
 import pytest
 from alembic.script import ScriptDirectory
 
-from socai.infra import migrate
 from socai.infra.db import AUDITOR_ROLE, OWNER_ROLE, SERVICE_ROLES, SERVICE_SCHEMAS, give_schemas_to_owner, role_url
+from socai_cli import migrations as migrate
 
 pytestmark = pytest.mark.integration
 
@@ -159,5 +159,7 @@ def test_schemas_a_superuser_migrated_pass_to_the_owner_who_migrates_on(database
         ).fetchall()
     assert owners == [(OWNER_ROLE,)]
     for service, schema in SERVICE_SCHEMAS.items():
-        head = ScriptDirectory.from_config(migrate.alembic_config(database_url, service)).get_current_head()
+        head = ScriptDirectory.from_config(
+            migrate.migrate.alembic_config(database_url, SERVICE_SCHEMAS[service], migrate.location(service))
+        ).get_current_head()
         assert version(database_url, schema) == head

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from socai.infra.config import Settings
-from socai.infra.embedded import free_port
 from socai.infra.nats import StreamSpec
+from socai_cli.embedded import free_port
 
 ADDR_FIELD = {"ledger": "ledger_addr", "table": "table_addr", "settlement": "settlement_addr"}
 

@@ -25,9 +25,9 @@ from socai.events.log import EventLog
 from socai.gen.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from socai.gen.settlement.v1 import settlement_pb2_grpc
 from socai.infra.config import Settings
-from socai.infra.embedded import free_port
 from socai.infra.grpc_client import channel
 from socai.infra.nats import StreamSpec, ensure_stream
+from socai_cli.embedded import free_port
 from socai_settlement.app import App, build_app
 from socai_settlement.config import SettlementConfig
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from socai.infra.embedded import free_port
+from socai_cli.embedded import free_port
 
 
 def stack_env(var_dir: Path, log_level: str = "warning") -> dict[str, str]:

@@ -55,7 +55,7 @@ FORBIDDEN_MODULES = frozenset(
     }
 )
 # socai packages that are infrastructure, never part of the pure core.
-FORBIDDEN_SOCAI = ("socai.infra", "socai.gen", "socai.cli", "socai.audit")
+FORBIDDEN_SOCAI = ("socai.infra", "socai.gen", "socai_cli", "socai.audit", "socai.settle")
 # Calls that read the clock, the OS or randomness, or do I/O, by their dotted name.
 FORBIDDEN_CALLS = frozenset(
     {

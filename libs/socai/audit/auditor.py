@@ -1,11 +1,11 @@
 """The audit itself: verify every hand of an event log, then reconcile with the ledger.
 
 ``verify(raw_events)`` groups the events by hand (keeping their order), replays each hand
-through ``socai.audit.replay`` (commitment, every card and die, the rules engine) and
+through ``socai.settle.replay`` (commitment, every card and die, the rules engine) and
 fills an ``AuditReport``; a hand that does not replay is a mismatch with the replay's
 reason and message. ``reconcile(audit, ledger)`` then looks up each hand's transaction by
 its idempotency key ``settle:{hand_id}`` (or the retry key it was settled under after a
-refusal, ``socai.audit.keys``) and compares its entries with the replay, sums
+refusal, ``socai.settle.keys``) and compares its entries with the replay, sums
 the entries per account on both sides, and, for tables whose whole history is in the
 input, checks each escrow's balance against buy-ins, cash-outs and hands.
 """
@@ -19,16 +19,16 @@ from typing import Any, Final
 
 from socai import accounts, errors
 from socai.audit.export import RawEvent
-from socai.audit.keys import find_settlement, settlement_key
-from socai.audit.replay import MISSING_END, ReplayError, ReplayResult, diff_entries, replay
 from socai.audit.report import AuditReport
 from socai.rules import base, registry
+from socai.settle.keys import find_settlement, settlement_key
+from socai.settle.replay import MISSING_END, ReplayError, ReplayResult, diff_entries, replay
 
 SETTLEMENT_KIND: Final = "settlement"
 LEDGER_CALLS_IN_FLIGHT: Final = 32
 LEDGER_DEADLINE_S: Final = 10.0
 
-# Reasons of reconciliation mismatches (replay mismatches use socai.audit.replay.REASONS).
+# Reasons of reconciliation mismatches (replay mismatches use socai.settle.replay.REASONS).
 LEDGER_MISSING: Final = "LEDGER_MISSING"
 LEDGER_MISMATCH: Final = "LEDGER_MISMATCH"
 LEDGER_UNEXPECTED: Final = "LEDGER_UNEXPECTED"

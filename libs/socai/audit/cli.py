@@ -76,9 +76,8 @@ def _filter(args: argparse.Namespace) -> EventFilter:
 async def _open_log(args: argparse.Namespace, settings: Settings) -> Any:
     from socai.events.log import EventLog
     from socai.infra.nats import connect
-    from socai.infra.stack import default_nats_url
 
-    nc = await connect(args.nats_url or default_nats_url(settings), name="socai-audit", max_reconnect_attempts=2)
+    nc = await connect(args.nats_url or settings.effective_nats_url, name="socai-audit", max_reconnect_attempts=2)
     return EventLog(nc, args.stream or settings.events_stream, args.prefix or settings.events_prefix)
 
 

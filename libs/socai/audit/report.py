@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from socai.audit.replay import ReplayResult, gold_moved, penalties
+from socai.settle.replay import ReplayResult, gold_moved, penalties
 
 
 @dataclass

@@ -175,11 +175,36 @@ class Settings:
             raise KeyError(f"no token for caller {caller!r}; set SOCAI_SERVICE_TOKEN or SOCAI_TOKENS")
         return token.split("|", 1)[0]  # during a rotation the first token is the new one
 
+    @property
+    def effective_nats_url(self) -> str:
+        """SOCAI_NATS_URL, else the embedded nats-server's address."""
+        return self.nats_url or f"nats://127.0.0.1:{self.nats_port}"
+
+    @property
+    def effective_database_url(self) -> str:
+        """SOCAI_DATABASE_URL, else the owner role on the embedded server (``socai migrate``,
+        ``socai status``, a service started by hand)."""
+        from socai.infra.db import OWNER_ROLE
+
+        return self.database_url or f"postgresql://{OWNER_ROLE}@127.0.0.1:{self.pg_port}/socai"
+
+    def service_database_url(self, service: str) -> str:
+        """SOCAI_DATABASE_URL, else service ``service``'s own role on the embedded server."""
+        from socai.infra.db import SERVICE_ROLES, role_url
+
+        return self.database_url or role_url(self.effective_database_url, SERVICE_ROLES[service])
+
     def events_stream_spec(self) -> StreamSpec:
         """The event stream as these settings describe it (name, subjects, replicas)."""
         from socai.infra.nats import events_stream_spec
 
         return events_stream_spec(self.events_stream, self.events_prefix, self.stream_replicas)
+
+    def ledger_stream_spec(self) -> StreamSpec:
+        """The ledger's outbox stream as these settings describe it."""
+        from socai.infra.nats import ledger_stream_spec
+
+        return ledger_stream_spec(self.ledger_stream, self.ledger_prefix, self.stream_replicas)
 
     def as_env(self) -> dict[str, str]:
         """The environment that reproduces these settings in a child process."""

@@ -1,28 +1,25 @@
 """Alembic migrations, one schema per service, run programmatically.
 
 Each service package has ``migrations/`` (``env.py`` calls ``run_env`` here) and keeps its
-version table inside its own schema, so services migrate independently.
-``upgrade(url, "ledger")`` / ``downgrade(url, "ledger", "base")``; ``socai migrate``
-runs all of them (the migration job of deploy/).
+version table inside its own schema, so services migrate independently. This module knows
+no service: its callers pass the schema and the migrations folder (``socai_cli.migrations``
+maps each service to its own, for ``socai migrate`` and the local stack).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from importlib import resources
+from importlib.resources.abc import Traversable
 
 from alembic import command
 from alembic.config import Config
 
-from socai.infra.db import SERVICE_SCHEMAS, sqlalchemy_url
+from socai.infra.db import sqlalchemy_url
 from socai.infra.logging import get_logger
 
 log = get_logger("socai.migrate")
 
 
-def alembic_config(url: str, service: str) -> Config:
-    schema = SERVICE_SCHEMAS[service]
-    location = resources.files(f"socai_{service}") / "migrations"
+def alembic_config(url: str, schema: str, location: Traversable | str) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(location))
     cfg.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
@@ -30,19 +27,14 @@ def alembic_config(url: str, service: str) -> Config:
     return cfg
 
 
-def upgrade(url: str, service: str, revision: str = "head") -> None:
-    command.upgrade(alembic_config(url, service), revision)
-    log.info("migrated", service=service, revision=revision)
+def upgrade(url: str, schema: str, location: Traversable | str, revision: str = "head") -> None:
+    command.upgrade(alembic_config(url, schema, location), revision)
+    log.info("migrated", schema=schema, revision=revision)
 
 
-def downgrade(url: str, service: str, revision: str = "base") -> None:
-    command.downgrade(alembic_config(url, service), revision)
-    log.info("downgraded", service=service, revision=revision)
-
-
-def upgrade_all(url: str, services: Iterable[str] = tuple(SERVICE_SCHEMAS)) -> None:
-    for service in services:
-        upgrade(url, service)
+def downgrade(url: str, schema: str, location: Traversable | str, revision: str = "base") -> None:
+    command.downgrade(alembic_config(url, schema, location), revision)
+    log.info("downgraded", schema=schema, revision=revision)
 
 
 def run_env() -> None:

@@ -9,7 +9,7 @@ Stream ``SOCAI_EVENTS`` (subjects ``socai.events.>``):
   ``Nats-Expected-Last-Subject-Sequence``, so a second writer of the same hand is rejected.
 
 Durability (sync policy): the embedded nats-server runs with ``sync_interval: always``
-(``socai.infra.embedded``) and deploy/ sets the same: JetStream fsyncs every message before
+(``socai_cli.embedded``) and deploy/ sets the same: JetStream fsyncs every message before
 it acks it. An acknowledged event then survives a power loss or kernel crash, not only a
 process crash; money depends on these events, and the table service answers a player only
 after the ack. The cost is an fsync per publish: a few hundred microseconds to a few
@@ -69,7 +69,29 @@ class StreamSpec:
 
 
 def events_stream_spec(name: str = "SOCAI_EVENTS", prefix: str = "socai.events", replicas: int = 1) -> StreamSpec:
+    """The event log: every table's events, ``<prefix>.<table>.<hand>``."""
     return StreamSpec(name=name, subjects=(f"{prefix}.>",), replicas=replicas)
+
+
+def ledger_stream_spec(name: str = "SOCAI_LEDGER", prefix: str = "socai.ledger", replicas: int = 1) -> StreamSpec:
+    """The ledger's outbox stream: every committed transaction, in commit order.
+
+    Provisioned by ``socai migrate`` / ``socai up`` (the deploy/ migration job, whose NATS
+    user may create it) and, when it is missing, by the ledger's outbox relay itself
+    (development and tests). Same durability as the event log: file storage, never aged
+    out, no deletes or purges, a 10-minute duplicate window.
+    """
+    return StreamSpec(
+        name=name,
+        subjects=(f"{prefix}.>",),
+        replicas=replicas,
+        description="socai ledger: every committed transaction, in commit order",
+    )
+
+
+def posted_subject(prefix: str, account_kind: str) -> str:
+    """``<prefix>.posted.<account kind>``: where the ledger publishes a transaction."""
+    return f"{prefix}.posted.{account_kind}"
 
 
 async def connect(url: str, name: str, **options: Any) -> NatsClient:

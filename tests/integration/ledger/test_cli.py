@@ -21,7 +21,7 @@ async def socai(ledger: Ledger, *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "socai.cli",
+        "socai_cli.main",
         "ledger",
         *args,
         env=env,

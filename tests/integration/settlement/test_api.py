@@ -8,13 +8,13 @@ import grpc
 import pytest
 from sqlalchemy import text
 
-from socai.audit.simulate import Simulation, fund, publish, simulate
 from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
 from socai.infra.grpc_client import channel
 from socai.infra.grpc_errors import error_reason
 from socai.rules import registry
 from tests.support.settlement import Harness, wait_for
+from tests.support.simulate import Simulation, fund, publish, simulate
 
 pytestmark = pytest.mark.integration
 

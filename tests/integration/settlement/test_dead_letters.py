@@ -9,14 +9,14 @@ import grpc
 import pytest
 from prometheus_client import REGISTRY
 
-from socai.audit.keys import find_settlement
-from socai.audit.simulate import SimHand, fund, publish, publish_hand, simulate
 from socai.events.model import HandEnded
 from socai.gen.events.v1 import events_pb2
 from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.infra.grpc_errors import error_reason
+from socai.settle.keys import find_settlement
 from socai_settlement.consumer import Consumer
 from tests.support.settlement import Harness, wait_for
+from tests.support.simulate import SimHand, fund, publish, publish_hand, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from socai.audit.simulate import fund, publish, simulate
 from socai_settlement.settler import HandJob
 from tests.support.settlement import Harness, wait_for
+from tests.support.simulate import fund, publish, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,9 @@ from nats.js import api as js_api
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from socai.audit.simulate import fund, publish, simulate
 from socai.gen.events.v1 import events_pb2
 from tests.support.settlement import Harness, wait_for
+from tests.support.simulate import fund, publish, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ import pytest
 from socai.events import codec
 from socai.events.model import ActionKind, BetAction, Event
 from socai.gen.table.v1 import table_pb2 as pb
-from socai.infra.embedded import free_port
+from socai_cli.embedded import free_port
 from tests.integration.table.conftest import World, seat_players
 from tests.support.clients import bet
 from tests.support.services import build

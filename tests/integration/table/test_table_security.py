@@ -19,9 +19,9 @@ from socai import accounts, fairness
 from socai.gen.events.v1 import events_pb2 as epb
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.db import libpq_url
-from socai.infra.embedded import free_port
 from socai.infra.grpc_errors import error_reason
 from socai.infra.nats import ensure_stream
+from socai_cli.embedded import free_port
 from tests.integration.table.conftest import World, seat_players
 from tests.support.clients import bet
 from tests.support.services import build

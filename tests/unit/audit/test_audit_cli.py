@@ -10,8 +10,8 @@ import pytest
 
 from socai.audit.auditor import verify
 from socai.audit.export import read_jsonl
-from socai.cli import main
 from socai.infra.logging import configure
+from socai_cli.main import main
 
 FIXTURE = Path(__file__).parent / "fixtures" / "hands.jsonl"
 

@@ -9,10 +9,10 @@ import dataclasses
 import pytest
 
 from socai.audit.auditor import DEALER_MISMATCH, POT_CARRY_MISMATCH, Audit, check_continuity
-from socai.audit.replay import ReplayResult, replay
 from socai.audit.report import AuditReport
-from socai.audit.simulate import simulate
 from socai.rules import registry
+from socai.settle.replay import ReplayResult, replay
+from tests.support.simulate import simulate
 
 
 def audited(results: list[ReplayResult]) -> list[tuple[str, str]]:

@@ -15,10 +15,10 @@ import pytest
 
 from socai import fairness
 from socai.audit import REASONS, ReplayError, replay_hand
-from socai.audit.replay import replay
 from socai.events import codec
 from socai.rules import registry
 from socai.rules.autoplay import replay as fold
+from socai.settle.replay import replay
 
 FIXTURE = Path(__file__).parent / "fixtures" / "hands.jsonl"
 Line = dict[str, Any]

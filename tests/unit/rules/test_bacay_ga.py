@@ -13,7 +13,6 @@ import pytest
 from socai import accounts
 from socai.audit.auditor import verify
 from socai.audit.export import RawEvent
-from socai.audit.simulate import simulate
 from socai.cards import parse_cards
 from socai.errors import RuleViolation
 from socai.events import codec
@@ -34,6 +33,7 @@ from socai.events.model import (
 from socai.rules import bacay_ga, base, registry
 from socai.rules.base import Settlement
 from socai.rules.threecard_play import deal_three_face_down
+from tests.support.simulate import simulate
 
 S = 100
 SEED_HEX = "00" * 32

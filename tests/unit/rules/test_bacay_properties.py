@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from socai import accounts, cards, fairness
-from socai.audit import simulate as sim
 from socai.events.model import CardsDealt, HandEnded, HandStarted, WagerPlaced
 from socai.rules import autoplay, registry
+from tests.support import simulate as sim
 
 HANDS = int(os.environ.get("SOCAI_SELFPLAY_HANDS", "10000"))
 # Short stacks and a fee: last payers, bank capacity, shortfalls and fees all come up.

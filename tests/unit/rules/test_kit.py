@@ -18,8 +18,6 @@ from typing import Any
 import pytest
 
 from socai import cards, fairness
-from socai.audit.replay import ReplayError, replay
-from socai.audit.simulate import SimHand, simulate
 from socai.errors import RuleViolation
 from socai.events.model import (
     HIDDEN_CARD,
@@ -48,6 +46,8 @@ from socai.rules.base import (
     pay_obligations,
     visible,
 )
+from socai.settle.replay import ReplayError, replay
+from tests.support.simulate import SimHand, simulate
 
 GAMES = registry.available()
 KIT_FILES = ("base", "pots", "betting", "autoplay")

@@ -604,8 +604,8 @@ def test_the_auditor_re_derives_hands_with_timeouts_and_disconnects_from_the_exp
     """Simulated tables (bots that sometimes let the window run out, disconnect or leave):
     every hand, exported as JSON and replayed by the auditor, settles exactly as it did
     while it was played, automatic arrangements included (MB-20)."""
-    from socai.audit.replay import replay_hand
-    from socai.audit.simulate import simulate
+    from socai.settle.replay import replay_hand
+    from tests.support.simulate import simulate
 
     hands = simulate(40, ("maubinh",), seed=13).hands
     timed_out = 0

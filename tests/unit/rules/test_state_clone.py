@@ -9,9 +9,9 @@ import dataclasses
 
 import pytest
 
-from socai.audit.simulate import simulate
 from socai.rules import registry
 from socai.rules.base import GameState, freeze, game_state
+from tests.support.simulate import simulate
 
 
 @pytest.mark.parametrize("game", registry.available())

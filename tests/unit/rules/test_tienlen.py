@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 import pytest
 
 from socai import fairness
-from socai.audit import replay_hand
 from socai.cards import parse_cards
 from socai.errors import RuleViolation
 from socai.events.model import Body, CardsPlayed, Event, PlayerDisconnected, PlayerLeft, PlayerReconnected
 from socai.rules import autoplay, base, shedding, tienlen
+from socai.settle import replay_hand
 from tests.unit.rules.test_shedding_play import Hand, started
 
 NO_INSTANT = {"instant_wins": "false"}

@@ -6,14 +6,14 @@ import dataclasses
 
 import pytest
 
-from socai.audit import replay
-from socai.audit.simulate import simulate
 from socai.events import codec
 from socai.gen.ledger.v1 import ledger_pb2
+from socai.settle import replay
 from socai_settlement import convert
 from socai_settlement.config import SettlementConfig
 from socai_settlement.consumer import HandCache, subject_tokens
 from socai_settlement.poster import Backoff
+from tests.support.simulate import simulate
 
 SIM = simulate(3, ("holdem", "xito", "taixiu"), seed=9)
 

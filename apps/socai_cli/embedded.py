@@ -120,7 +120,7 @@ class EmbeddedNats:
         log_file = self.root / "nats.log"
         conf = self.root / "nats.conf"
         conf.write_text(
-            f"""# written by socai.infra.embedded; regenerated at every start
+            f"""# written by socai_cli.embedded; regenerated at every start
 listen: 127.0.0.1:{self.port}
 server_name: socai-embedded
 pid_file: "{pid_file}"

@@ -4,20 +4,20 @@
     socai status        each component's health; exit status 1 if any is down
     socai migrate       run every service's database migrations (the deploy/ migration job)
 
-Each service package adds its own subcommands: a module listed in ``PLUGINS`` defines
+Each service package adds its own subcommands: a module in ``plugins()`` defines
 ``add_commands(subparsers, command)``, which adds its parsers and registers their handlers
-with ``command(name)``. A plugin that is not installed yet is skipped.
+with ``command(name)``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from types import ModuleType
 
 from socai import errors
 from socai.infra import logging as slog
@@ -26,8 +26,16 @@ from socai.infra.config import Settings
 Handler = Callable[[argparse.Namespace, Settings], int]
 _COMMANDS: dict[str, Handler] = {}
 
-# Modules that add subcommands (``add_commands(subparsers, command)``), in help order.
-PLUGINS = ("socai_ledger.cli", "socai_table.cli", "socai.audit.cli", "socai_settlement.cli", "socai.demo")
+
+def plugins() -> tuple[ModuleType, ...]:
+    """The modules that add subcommands (``add_commands(subparsers, command)``), in help order."""
+    from socai.audit import cli as audit_cli
+    from socai_cli import demo
+    from socai_ledger import cli as ledger_cli
+    from socai_settlement import cli as settlement_cli
+    from socai_table import cli as table_cli
+
+    return (ledger_cli, table_cli, audit_cli, settlement_cli, demo)
 
 
 def command(name: str) -> Callable[[Handler], Handler]:
@@ -40,7 +48,7 @@ def command(name: str) -> Callable[[Handler], Handler]:
 
 @command("up")
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
-    from socai.infra.stack import Stack
+    from socai_cli.stack import Stack
 
     stack = Stack(settings)
     stop = threading.Event()
@@ -53,7 +61,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  NATS        {s.nats_url}{'  (embedded, var/nats)' if stack.nats else ''}")
         print(f"  PostgreSQL  {s.database_url}{'  (embedded, var/pg)' if stack.postgres else ''}")
         for name in started:
-            from socai.infra.stack import service_address
+            from socai_cli.stack import service_address
 
             print(f"  {name:<11} grpc://{service_address(s, name)}  (log: {s.var_dir / 'log' / name}.log)")
         missing = [n for n in ("ledger", "table", "settlement") if n not in started]
@@ -78,12 +86,12 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 @command("status")
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from socai.infra.stack import default_database_url, default_nats_url, running_services
+    from socai_cli.stack import running_services
 
     rows: list[tuple[str, bool, str]] = []
-    nats_url = default_nats_url(settings)
+    nats_url = settings.effective_nats_url
     rows.append(("nats", *asyncio.run(_nats_status(nats_url, settings))))
-    db_url = default_database_url(settings)
+    db_url = settings.effective_database_url
     rows.append(("postgres", *_pg_status(db_url)))
     for name, status in running_services(settings).items():
         rows.append((name, status == "SERVING", status))
@@ -134,10 +142,10 @@ def _pg_status(url: str) -> tuple[bool, str]:
 
 @command("migrate")
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    from socai.infra import migrate
-    from socai.infra.stack import default_database_url, provision_streams
+    from socai_cli import migrations as migrate
+    from socai_cli.stack import provision_streams
 
-    migrate.upgrade_all(default_database_url(settings))
+    migrate.upgrade_all(settings.effective_database_url)
     if settings.nats_url:  # the deploy/ migration job also provisions the streams
         asyncio.run(provision_streams(settings))
     return 0
@@ -149,13 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("up", help="run NATS, PostgreSQL and the services in the foreground")
     sub.add_parser("status", help="show each component's health")
     sub.add_parser("migrate", help="run every service's database migrations (and provision the streams)")
-    for name in PLUGINS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and name.startswith(exc.name):
-                continue  # not built yet
-            raise
+    for module in plugins():
         module.add_commands(sub, command)
     return parser
 

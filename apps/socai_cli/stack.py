@@ -24,11 +24,11 @@ from dataclasses import dataclass, field, replace
 from typing import IO
 
 from socai import errors
-from socai.infra import migrate
 from socai.infra.config import Settings
 from socai.infra.db import OWNER_ROLE, SERVICE_ROLES, role_url
-from socai.infra.embedded import EmbeddedNats, EmbeddedPostgres
 from socai.infra.logging import get_logger
+from socai_cli import migrations as migrate
+from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres
 
 log = get_logger("socai.stack")
 
@@ -171,35 +171,17 @@ class Stack:
 
 async def provision_streams(settings: Settings) -> None:
     """Create or update every stream socai owns (idempotent; keeps their data): the event
-    log, and the ledger's outbox stream when the ledger provides its spec."""
+    log and the ledger's outbox stream."""
     from socai.infra.nats import connect, ensure_stream
 
-    nc = await connect(default_nats_url(settings), name="socai-provision")
+    nc = await connect(settings.effective_nats_url, name="socai-provision")
     try:
         js = nc.jetstream()
         await ensure_stream(js, settings.events_stream_spec())
-        if service_exists("ledger"):
-            from socai_ledger import streams
-
-            await ensure_stream(js, streams.outbox_stream_spec(settings))
+        await ensure_stream(js, settings.ledger_stream_spec())
     finally:
         await nc.close()
 
 
 def running_services(settings: Settings) -> dict[str, str]:
     return {name: asyncio.run(grpc_health(service_address(settings, name))) for name in SERVICES}
-
-
-def default_nats_url(settings: Settings) -> str:
-    return settings.nats_url or f"nats://127.0.0.1:{settings.nats_port}"
-
-
-def default_database_url(settings: Settings) -> str:
-    """SOCAI_DATABASE_URL, else the owner role on the embedded server (``socai migrate``,
-    ``socai status``, a service started by hand)."""
-    return settings.database_url or f"postgresql://{OWNER_ROLE}@127.0.0.1:{settings.pg_port}/socai"
-
-
-def default_service_database_url(settings: Settings, name: str) -> str:
-    """SOCAI_DATABASE_URL, else service ``name``'s own role on the embedded server."""
-    return settings.database_url or role_url(default_database_url(settings), SERVICE_ROLES[name])

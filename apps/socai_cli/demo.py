@@ -47,7 +47,7 @@ def add_commands(sub: Any, command: Any) -> None:
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from rich.console import Console
 
-    from socai.infra.stack import Stack
+    from socai_cli.stack import Stack
 
     console = Console()
     if "SOCAI_HEARTBEAT_TIMEOUT_S" not in os.environ:
