@@ -24,15 +24,24 @@ test: $(STAMP_DEV) lint      ## linters, then every test suite on real NATS and 
 test-fast: $(STAMP_DEV)      ## unit tests only
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-lint: $(STAMP_DEV)           ## ruff, the import layers, mypy, buf lint on proto/
+lint: $(STAMP_DEV)           ## ruff, the import layers, mypy on all code, buf lint on proto/
 	$(BIN)/ruff check apps libs services tests
 	$(BIN)/ruff format --check apps libs services tests
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 	cd proto && ../$(BIN)/buf lint
 
+typecheck: $(STAMP_DEV)      ## mypy (strict) on apps/, libs/ and services/
+	$(BIN)/mypy
+
 proto: $(STAMP_DEV)          ## regenerate libs/socai/gen from proto/
 	$(BIN)/python -m socai.infra.protogen
+
+proto-check: $(STAMP_DEV)    ## fail when libs/socai/gen is stale against proto/
+	$(BIN)/python -m socai.infra.protogen --check
+
+install: $(STAMP_RUN)        ## create .venv and install what `make run` needs
+install-dev: $(STAMP_DEV)    ## ... and the test, lint and benchmark tools
 
 bench: $(STAMP_DEV)          ## benchmarks -> var/bench/report.json and report.md
 	$(BIN)/python -m tests.bench

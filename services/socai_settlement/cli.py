@@ -85,7 +85,7 @@ async def _call(stub: Any, args: argparse.Namespace) -> tuple[Any, int]:
         reply = await stub.ReplayHand(pb.ReplayHandRequest(hand_id=args.hand_id))
         return reply, 1 if reply.differences else 0
     if what == "dead-letters":
-        request = pb.ListDeadLettersRequest(page_size=args.page_size, page_token=args.page_token)
-        return await stub.ListDeadLetters(request), 0
+        dead = pb.ListDeadLettersRequest(page_size=args.page_size, page_token=args.page_token)
+        return await stub.ListDeadLetters(dead), 0
     reply = await stub.RetryDeadLetter(pb.RetryDeadLetterRequest(hand_id=args.hand_id))
     return reply, 0 if reply.settled else 1

@@ -80,7 +80,7 @@ class Backoff:
     attempt: int = 0
 
     def next_delay(self) -> float:
-        delay = min(self.max_s, self.initial_s * (2**self.attempt))
+        delay = min(self.max_s, self.initial_s * 2.0**self.attempt)
         self.attempt += 1
         return delay * (0.5 + random.random() / 2)
 

@@ -39,6 +39,13 @@ class TableConfig:
     owner_player_id: str = ""
     between_hands_ms: int = 0
 
+    @property
+    def fee(self) -> int:
+        """The fee of a validated config (``validated`` resolves an unset fee to the game's)."""
+        if self.fee_bps is None:
+            raise errors.PreconditionFailed("FEE_UNRESOLVED", "the table config was not validated")
+        return self.fee_bps
+
     @classmethod
     def from_json(cls, data: dict[str, Any] | str) -> TableConfig:
         import json

@@ -89,8 +89,8 @@ class SimResult:
 
 def players_for(game: str, wanted: int) -> int:
     spec = registry.get(game).SPEC
-    default = {"taixiu": 4, "holdem": 4, "xito": 3}.get(game, max(spec.players_min, 4))
-    return max(spec.players_min, min(wanted or default, spec.players_max, 9))
+    default: int = {"taixiu": 4, "holdem": 4, "xito": 3}.get(game, max(spec.players_min, 4))
+    return int(max(spec.players_min, min(wanted or default, spec.players_max, 9)))
 
 
 def fee_for(game: str, index: int, options: dict[str, str]) -> int:

@@ -137,7 +137,7 @@ def table_opened(table_id: str, c: TableConfig) -> TableOpened:
         table_id,
         c.game,
         c.stake_gold,
-        c.fee_bps,
+        c.fee,
         c.seats_max,
         c.owner_player_id,
         dict(c.options),
@@ -624,7 +624,7 @@ class Table:
             game=self.config.game,
             hand_number=number,
             stake_gold=self.config.stake_gold,
-            fee_bps=self.config.fee_bps,
+            fee_bps=self.config.fee,
             seats_max=self.config.seats_max,
             seats=tuple(
                 SeatInfo(s, self.seats[s].player_id, self.seats[s].stack_gold, self.seats[s].guild_id)
