@@ -105,10 +105,18 @@ class Stack:
         await provision_streams(self.resolved_settings())
 
     def start_service(self, name: str, timeout_s: float = 30.0) -> None:
-        env = {**os.environ, **self.resolved_settings().as_env(), "SOCAI_DATABASE_URL": self.service_database_url(name)}
         log_dir = self.settings.var_dir / "log"
         log_dir.mkdir(parents=True, exist_ok=True)
-        out = (log_dir / f"{name}.log").open("ab")
+        log_path = log_dir / f"{name}.log"
+        env = {
+            **os.environ,
+            **self.resolved_settings().as_env(),
+            "SOCAI_DATABASE_URL": self.service_database_url(name),
+            # The service rotates this file itself and moves its stdout/stderr along; the
+            # redirect below catches what it prints before its logging is configured.
+            "SOCAI_LOG_FILE": str(log_path.resolve()),
+        }
+        out = log_path.open("ab")
         self.log_files[name] = out
         proc = subprocess.Popen([sys.executable, "-m", f"socai_{name}"], env=env, stdout=out, stderr=subprocess.STDOUT)
         self.procs[name] = proc

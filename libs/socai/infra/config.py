@@ -24,6 +24,8 @@
 | ``SOCAI_STREAM_REPLICAS`` | ``1`` | JetStream replicas of the streams socai provisions (3 in a cluster) |
 | ``SOCAI_LOG_FORMAT`` | ``json`` in services | ``json`` or ``console`` |
 | ``SOCAI_LOG_LEVEL`` | ``info`` | |
+| ``SOCAI_LOG_FILE`` | (stderr) | write the log to this file, rotated by size (``socai up`` sets it per service: ``var/log/<service>.log``) |
+| ``SOCAI_LOG_MAX_BYTES`` / ``SOCAI_LOG_BACKUPS`` | 52428800 / 5 | rotation: the size of one file and how many older files are kept |
 
 The development tokens are public and printed in the README; every deployment sets its own
 (deploy/ puts them in Secrets). A service refuses to start with a public development value
@@ -99,6 +101,9 @@ class Settings:
     stream_replicas: int = 1
     log_format: str = "json"
     log_level: str = "info"
+    log_file: str | None = None
+    log_max_bytes: int = 50 * 1024 * 1024
+    log_backups: int = 5
     # Settings built in code (tests, the local stack) are development settings; from_env
     # decides from the environment.
     dev_mode: bool = True
@@ -131,6 +136,9 @@ class Settings:
             stream_replicas=int(e.get("SOCAI_STREAM_REPLICAS", s.stream_replicas)),
             log_format=e.get("SOCAI_LOG_FORMAT", s.log_format),
             log_level=e.get("SOCAI_LOG_LEVEL", s.log_level),
+            log_file=e.get("SOCAI_LOG_FILE") or None,
+            log_max_bytes=int(e.get("SOCAI_LOG_MAX_BYTES", s.log_max_bytes)),
+            log_backups=int(e.get("SOCAI_LOG_BACKUPS", s.log_backups)),
             dev_mode=_dev_mode(e),
         )
 
@@ -227,6 +235,8 @@ class Settings:
             "SOCAI_STREAM_REPLICAS": str(self.stream_replicas),
             "SOCAI_LOG_FORMAT": self.log_format,
             "SOCAI_LOG_LEVEL": self.log_level,
+            "SOCAI_LOG_MAX_BYTES": str(self.log_max_bytes),
+            "SOCAI_LOG_BACKUPS": str(self.log_backups),
             "SOCAI_DEV_MODE": "1" if self.dev_mode else "0",
         }
         if self.listen_addr:
