@@ -101,6 +101,7 @@ class Holder:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self.lines: list[tuple[float, str]] = []
+        self._taken: set[int] = set()
 
     @classmethod
     async def start(cls, *args: str) -> Holder:
@@ -116,16 +117,18 @@ class Holder:
         return cls(proc)
 
     async def expect(self, prefix: str, deadline_s: float = DEADLINE_S) -> str:
-        """The next line starting with ``prefix`` (the lines before it are kept)."""
+        """The first line starting with ``prefix`` not returned before (lines read while
+        looking for another prefix count: facts may come in either order)."""
         assert self.proc.stdout is not None
         while True:
+            for index, (_, line) in enumerate(self.lines):
+                if index not in self._taken and line.startswith(prefix):
+                    self._taken.add(index)
+                    return line
             raw = await asyncio.wait_for(self.proc.stdout.readline(), deadline_s)
             if not raw:
                 raise AssertionError(f"holder exited waiting for {prefix!r}; said {self.lines}")
-            line = raw.decode().strip()
-            self.lines.append((lease_clock(), line))
-            if line.startswith(prefix):
-                return line
+            self.lines.append((lease_clock(), raw.decode().strip()))
 
     async def send(self, command: str) -> None:
         assert self.proc.stdin is not None
