@@ -485,6 +485,9 @@ class LeaseManager:
         retried after a backoff that never exceeds the renew period (leases depend on it)."""
         failures = 0
         while not self._stopping:
+            if name == "rebalance":
+                # Cleared before the round, so a loss signalled during it wakes the next one.
+                self._wake.clear()
             try:
                 await round_()
                 failures = 0
@@ -499,7 +502,6 @@ class LeaseManager:
                     self.metrics.errors.labels(name).inc()
             delay = self.config.renew_every if failures == 0 else min(self.config.renew_every, 0.1 * 2**failures)
             if name == "rebalance":
-                self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), delay)
             else:
