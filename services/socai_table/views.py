@@ -4,6 +4,11 @@ The game's ``visible`` hook decides, per event, from the seat the viewer holds a
 moment (the kit's default hides other seats' face-down cards; Mậu Binh's arrangements and
 Ba Cây's unflipped cards are hidden by their games) until the hand is over, when the
 revealed seed makes every card public anyway.
+
+A game with its own hook may show more of an earlier event as the hand moves on (a Ba Cây
+flip, Mậu Binh's comparison). A live watcher is then sent that earlier event again, as it
+may see it now: same ``seq`` and ``event_id``, more cards. A client keeps the latest copy
+of each ``seq``; ``GetTableState`` always shows the latest.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -84,6 +89,10 @@ class Watcher:
     player_id: str | None
     queue: asyncio.Queue[events_pb2.Event | None]
     overflowed: bool = False
+    # The events of ``hand_id`` (the hand in play) this watcher has seen only in part, or
+    # not at all: seq -> the copy it was sent (None: none). Only these can show more later.
+    hand_id: str = ""
+    partial: dict[int, Event | None] = field(default_factory=dict)
 
 
 class Watchers:
@@ -92,11 +101,20 @@ class Watchers:
     def __init__(self, module: ModuleType) -> None:
         self.module = module
         self._watchers: set[Watcher] = set()
+        # The kit's default visibility depends on the event alone; only a game's own hook
+        # looks at the state, so only such a game can show more of an event later.
+        self._reveals_later = getattr(module, "visible", None) is not None
 
     def add(self, player_id: str | None, hand: Hand | None, viewer: int) -> Watcher:
         """A new stream for ``player_id``, which is about to be sent the view of ``hand``
         as ``viewer`` may see it now (the caller's snapshot)."""
         watcher = Watcher(player_id, asyncio.Queue(maxsize=WATCH_QUEUE_MAX))
+        if self._reveals_later and hand is not None and not hand.ended:
+            watcher.hand_id = hand.hand_id
+            for event in hand.events:
+                seen = kit.visible_event(self.module, event, viewer, hand.state, False)
+                if seen is not event:
+                    watcher.partial[event.seq] = seen
         self._watchers.add(watcher)
         return watcher
 
@@ -104,8 +122,9 @@ class Watchers:
         self._watchers.discard(watcher)
 
     def broadcast(self, event: Event, hand: Hand | None, seat_of: Callable[[str | None], int], hand_over: bool) -> None:
-        """Send ``event`` to every watcher as its viewer may see it. ``hand`` is the hand in
-        play with ``event`` already applied (None, or another hand, for a table fact)."""
+        """Send ``event`` to every watcher as its viewer may see it, followed by any earlier
+        event of the hand that the viewer now sees more of. ``hand`` is the hand in play
+        with ``event`` already applied (None, or another hand, for a table fact)."""
         if not self._watchers:
             return
         in_hand = hand is not None and event.hand_id == hand.hand_id
@@ -120,6 +139,31 @@ class Watchers:
             seen = protos[viewer]
             if seen is not None:
                 self._send(watcher, seen)
+            if self._reveals_later and hand is not None and in_hand:
+                self._track(watcher, event, hand, viewer, hand_over)
+
+    def _track(self, watcher: Watcher, event: Event, hand: Hand, viewer: int, hand_over: bool) -> None:
+        if hand_over or watcher.hand_id != hand.hand_id:
+            # A new hand (or its end, when HandEnded's seed reveals every card): what was
+            # partly seen of the hand before no longer matters.
+            watcher.partial = {}
+            watcher.hand_id = "" if hand_over else hand.hand_id
+            if hand_over:
+                return
+        for seq, before in list(watcher.partial.items()):
+            original = hand.events[seq - 1]
+            now = kit.visible_event(self.module, original, viewer, hand.state, False)
+            if now == before:
+                continue
+            if now is original:
+                del watcher.partial[seq]
+            else:
+                watcher.partial[seq] = now
+            if now is not None:
+                self._send(watcher, codec.to_proto(now))
+        seen = kit.visible_event(self.module, event, viewer, hand.state, False)
+        if seen is not event:
+            watcher.partial[event.seq] = seen
 
     @staticmethod
     def _send(watcher: Watcher, message: events_pb2.Event) -> None:
