@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from socai import errors
 from socai.audit.auditor import Audit, reconcile, verify
@@ -39,8 +40,14 @@ Handler = Callable[[argparse.Namespace, Settings], int]
 def add_commands(subparsers: Any, command: Callable[[str], Callable[[Handler], Handler]]) -> None:
     events = subparsers.add_parser("events", help="the event log: export it as JSONL")
     events_sub = events.add_subparsers(dest="events_command", required=True)
-    export = events_sub.add_parser("export", help="write events as JSONL (protobuf JSON mapping)")
+    export = events_sub.add_parser("export", help="write events as JSONL (protobuf JSON mapping) or Hold'em as PHH")
     export.add_argument("--out", default="-", help="output file (default: standard output)")
+    export.add_argument(
+        "--format",
+        choices=("jsonl", "phh"),
+        default="jsonl",
+        help="jsonl: every event; phh: every verified Hold'em hand as Poker Hand History (.phhs)",
+    )
     _filters(export)
     _stream_flags(export)
     command("events")(cmd_events)
@@ -134,13 +141,32 @@ async def _open_log(args: argparse.Namespace, settings: Settings) -> Any:
 
 def cmd_events(args: argparse.Namespace, settings: Settings) -> int:
     raws = asyncio.run(_read_stream(args, settings, _filter(args)))
+    writer = _write_phh if args.format == "phh" else write_jsonl
+    write: Callable[[IO[str]], int] = functools.partial(writer, raws)
     if args.out == "-":
-        count = write_jsonl(raws, sys.stdout)
+        count = write(sys.stdout)
     else:
         with Path(args.out).open("w", encoding="utf-8") as out:
-            count = write_jsonl(raws, out)
-    print(f"exported {count} events", file=sys.stderr)
+            count = write(out)
+    print(f"exported {count} {'hands' if args.format == 'phh' else 'events'}", file=sys.stderr)
     return 0
+
+
+def _write_phh(raws: list[RawEvent], out: IO[str]) -> int:
+    """The Hold'em hands that verify, as PHH; a hand that does not verify (the audit names
+    it) or that PHH cannot express is left out and named on standard error."""
+    from socai.audit import phh
+
+    audit = verify(raws, source="export", allow_open=True, complete=False)
+    written, skipped = phh.write_phhs(audit.results, out)
+    for m in audit.report.mismatches:
+        if m.hand_id and any(
+            r.message is not None and r.message.game == phh.GAME for r in audit.hands.get((m.table_id, m.hand_id), ())
+        ):
+            print(f"left out {m.hand_id}: it does not verify ({m.reason})", file=sys.stderr)
+    for hand in skipped:
+        print(f"left out {hand.hand_id}: {hand.reason}", file=sys.stderr)
+    return written
 
 
 async def _read_stream(args: argparse.Namespace, settings: Settings, flt: EventFilter) -> list[RawEvent]:
