@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -142,7 +143,8 @@ async def test_the_offline_audit_of_both_exports_gives_the_live_verdict_and_name
     edited = tmp_path / "edited.jsonl"
     edited.write_text("\n".join(lines) + "\n")
 
-    caught = await socai(h, "audit", "--events", str(forged), "--journal", str(edited))
+    site = tmp_path / "site"
+    caught = await socai(h, "audit", "--events", str(forged), "--journal", str(edited), "--html", str(site))
     assert caught.returncode == 1, caught.stdout
     found = findings(caught.stdout)
     reasons = {(hand, reason) for hand, reason, _ in found}
@@ -157,3 +159,45 @@ async def test_the_offline_audit_of_both_exports_gives_the_live_verdict_and_name
     # Nothing else is blamed on a hand that was not touched.
     touched = {wagered.hand_id, cut.hand_id, edited_hand.hand_id, "-"}
     assert {hand for hand, _, _ in found} <= touched, found
+
+    # The site's overview lists the same findings first, each with its hand.
+    overview = (site / "index.html").read_text()
+    assert 'id="verdict" class="bad" data-ok="false"' in overview
+    listed = set(re.findall(r'<tr class="bad" data-hand="([^"]*)" data-reason="([A-Z_]+)"', overview))
+    assert {(hand, reason) for hand, reason, _ in found if hand != "-"} <= listed
+    assert (cut.hand_id, "SEQ_GAP") in listed and (edited_hand.hand_id, "JOURNAL_MISMATCH") in listed
+    assert overview.index('id="mismatches"') < overview.index('id="games"')
+
+
+async def test_audit_hand_prints_the_same_hand_live_and_from_the_exports(
+    settled: tuple[Harness, Simulation], tmp_path: Path
+) -> None:
+    h, sim = settled
+    events, journal = tmp_path / "events.jsonl", tmp_path / "journal.csv"
+    assert (await socai(h, "events", "export", "--out", str(events))).returncode == 0
+    assert (await socai(h, "ledger", "export", "--format", "csv", "--out", str(journal))).returncode == 0
+    hand = next(
+        hd for hd in sim.hands if hd.game == "tienlen" and any(t.reason != "fee" for t in hd.settlement.transfers)
+    )
+    live = await socai(h, "audit", "hand", hand.hand_id)
+    offline = await socai(h, "audit", "hand", hand.hand_id, "--events", str(events), "--journal", str(journal))
+    assert live.returncode == 0, live.stdout + live.stderr
+    assert offline.stdout == live.stdout
+    text = live.stdout
+    posted = await h.transaction(f"settle:{hand.hand_id}")
+    assert f"settle:{hand.hand_id}  transaction {posted.transaction_id}" in text
+    for entry in posted.entries:
+        assert re.search(
+            rf"{re.escape(entry.account_id)}\s+{re.escape(f'{entry.amount_gold:+,}')}\s+balance after\s+"
+            rf"{entry.balance_after_gold:,}\s",
+            text,
+        ), entry.account_id
+    module_reasons = {t.reason for t in hand.settlement.transfers}
+    for reason in module_reasons:
+        assert re.search(rf"\s{re.escape(reason)}( penalty)?  \(RULES\.md [^?]", text), reason
+    assert "OK         sha256(seed) = " in text and "the commitment holds" in text
+    assert "(" in next(x for x in text.splitlines() if " dealt " in x)  # face-down cards are marked
+    assert "findings: none" in text
+
+    missing = await socai(h, "audit", "hand", "t9999-h1", "--events", str(events), "--journal", str(journal))
+    assert missing.returncode == 2 and "HAND_NOT_FOUND" in missing.stderr
