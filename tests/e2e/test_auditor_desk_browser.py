@@ -133,7 +133,18 @@ async def test_the_site_of_an_export_shows_the_ledgers_numbers_and_finds_a_playe
     for args in (("events", "export", "--out", str(events)), ("ledger", "export", "--out", str(journal))):
         done = await socai(h, *args)
         assert done.returncode == 0, done.stderr
-    built = await socai(h, "audit", "--events", str(events), "--journal", str(journal), "--html", str(site))
+    built = await socai(
+        h,
+        "audit",
+        "--events",
+        str(events),
+        "--journal",
+        str(journal),
+        "--html",
+        str(site),
+        "--settlement",
+        h.settings.settlement_addr,  # its dead letters (none here) on the overview
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     assert sorted(p.name for p in (site / "hands").iterdir()) == sorted(f"{hd.hand_id}.html" for hd in sim.hands)
     # Self-contained: no page names anything outside the folder.
@@ -143,6 +154,7 @@ async def test_the_site_of_an_export_shows_the_ledgers_numbers_and_finds_a_playe
     SHOTS.mkdir(parents=True, exist_ok=True)
     overview = await asyncio.to_thread(browse, chromium, (site / "index.html").as_uri(), "--dump-dom")
     assert attr(overview, "verdict", "data-ok") == "true"
+    assert attr(overview, "dead-letters", "class") == "note"  # asked, and settlement has none
     assert attr(overview, "hands-verified", "data-value") == str(len(sim.hands))
     fees = await h.ledger("auditor").GetAccount(ledger_pb2.GetAccountRequest(account_id="house:fees"))
     assert int(attr(overview, "total-fees", "data-gold")) == fees.account.balance_gold > 0

@@ -59,6 +59,9 @@ def add_commands(subparsers: Any, command: Callable[[str], Callable[[Handler], H
         "--verdict", dest="verdict_out", help="also write the verdict (the JSON report without its inputs' names)"
     )
     audit.add_argument("--html", dest="html_dir", help="also write the auditor's site (static HTML) to this folder")
+    audit.add_argument(
+        "--settlement", help="with --html: list this settlement service's dead letters on the overview (gRPC address)"
+    )
     audit_sub = audit.add_subparsers(dest="audit_command", metavar="{hand}")
     hand = audit_sub.add_parser("hand", help="one hand: timeline, seed, settlement and ledger, for a terminal")
     hand.add_argument("hand_id")
@@ -189,7 +192,8 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     if args.html_dir:
         import socai.audit.html as html
 
-        pages = html.write_site(audit, Path(args.html_dir))
+        dead = asyncio.run(_dead_letters(args.settlement, settings)) if args.settlement else []
+        pages = html.write_site(audit, Path(args.html_dir), dead_letters=dead)
         print(f"wrote {pages} hand pages and the overview to {args.html_dir}/index.html", file=sys.stderr)
     return 0 if audit.report.ok else 1
 
@@ -237,6 +241,38 @@ def run_audit(
     elif ledger_addr:
         asyncio.run(_reconcile(audit, ledger_addr, settings))
     return audit
+
+
+DEAD_LETTERS_MAX = 10_000  # the overview lists them; more than this is a different problem
+RPC_DEADLINE_S = 30.0
+
+
+async def _dead_letters(address: str, settings: Settings) -> list[tuple[str, str, str]]:
+    """(hand, reason, detail) of the settlement service's dead letters, as the auditor.
+    Raises Unavailable("SETTLEMENT_UNAVAILABLE") when it does not answer."""
+    import grpc
+
+    from socai.gen.settlement.v1 import settlement_pb2, settlement_pb2_grpc
+    from socai.infra.grpc_client import channel
+
+    out: list[tuple[str, str, str]] = []
+    async with channel(address, settings.token_of("auditor")) as ch:
+        stub = settlement_pb2_grpc.SettlementServiceStub(ch)
+        token = ""
+        while len(out) < DEAD_LETTERS_MAX:
+            try:
+                reply = await stub.ListDeadLetters(
+                    settlement_pb2.ListDeadLettersRequest(page_size=1000, page_token=token), timeout=RPC_DEADLINE_S
+                )
+            except grpc.aio.AioRpcError as exc:
+                raise errors.Unavailable(
+                    "SETTLEMENT_UNAVAILABLE", f"settlement ListDeadLetters: {exc.code().name}: {exc.details()}"
+                ) from exc
+            out += [(d.hand_id, d.reason, d.detail) for d in reply.dead_letters]
+            token = reply.next_page_token
+            if not token:
+                break
+    return out[:DEAD_LETTERS_MAX]
 
 
 async def _reconcile(audit: Any, address: str, settings: Settings) -> None:

@@ -86,11 +86,15 @@ def test_the_site_escapes_what_the_input_says_and_lists_findings_first(tmp_path:
     audit = audited(sim, journal_of(sim))
     evil = '<script>alert("x")</script>/../../etc'
     audit.report.mismatch("BAD_EVENT", f"line 3: {evil}", hand_id=evil, table_id=evil)
-    pages = html.write_site(audit, tmp_path / "site")
+    pages = html.write_site(audit, tmp_path / "site", dead_letters=[(sim.hands[1].hand_id, "LEDGER_REJECTED", evil)])
     assert pages == len(sim.hands)
     index = (tmp_path / "site" / "index.html").read_text()
     assert "<script>alert" not in index and "&lt;script&gt;alert(&quot;x&quot;)" in index
-    assert index.index('id="mismatches"') < index.index('id="games"')
+    assert index.index('id="mismatches"') < index.index('id="dead-letters"') < index.index('id="games"')
+    assert (
+        f'<td><a href="hands/{sim.hands[1].hand_id}.html">{sim.hands[1].hand_id}</a></td><td>LEDGER_REJECTED</td>'
+        in index
+    )
     assert html.page_name(evil).startswith("hand-") and "/" not in html.page_name(evil)
     listing = (tmp_path / "site" / "hands.html").read_text()
     assert '<script src="search.js"></script>' in listing
