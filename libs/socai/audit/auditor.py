@@ -6,8 +6,10 @@ fills an ``AuditReport``; a hand that does not replay is a mismatch with the rep
 reason and message. ``reconcile(audit, ledger)`` then looks up each hand's transaction by
 its idempotency key ``settle:{hand_id}`` (or the retry key it was settled under after a
 refusal, ``socai.settle.keys``) and compares its entries with the replay, sums
-the entries per account on both sides, and, for tables whose whole history is in the
-input, checks each escrow's balance against buy-ins, cash-outs and hands.
+the entries per account on both sides, for tables whose whole history is in the input
+checks each escrow's balance against buy-ins, cash-outs and hands, and asks whether the
+journal agrees with itself. The ledger is a ``socai.audit.ledger_source.LedgerSource``:
+the live service or an exported journal, read by the same comparisons.
 """
 
 from __future__ import annotations
