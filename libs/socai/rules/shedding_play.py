@@ -184,7 +184,7 @@ def reasons(rules: SheddingRules, extra: Mapping[str, str] | None = None) -> dic
     out: dict[str, Reason] = {}
     for code, rule in (*rules.rule_ids, *(extra or {}).items()):
         meaning = shedding.REASONS.get(code, "the ranking table (9.4): each place pays the first")
-        out[code] = Reason(code not in _NOT_PENALTIES, f"RULES.md {rule}: {meaning}")
+        out[code] = Reason(code not in _NOT_PENALTIES, f"{rule}: {meaning}")
     out["fee"] = Reason(False, "GEN-1: the table's fee_bps on each net win")
     return out
 
