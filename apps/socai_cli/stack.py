@@ -177,15 +177,16 @@ class Stack:
             self.nats.stop()
 
 
-async def provision_streams(settings: Settings) -> None:
+async def provision_streams(settings: Settings, *, allow_repartition: bool = False) -> None:
     """Create or update every stream socai owns (idempotent; keeps their data): the event
-    log and the ledger's outbox stream."""
+    log (with ``SOCAI_EVENT_PARTITIONS``) and the ledger's outbox stream. A different P on
+    an existing event log is refused unless ``allow_repartition`` (the migration)."""
     from socai.infra.nats import connect, ensure_stream
 
     nc = await connect(settings.effective_nats_url, name="socai-provision")
     try:
         js = nc.jetstream()
-        await ensure_stream(js, settings.events_stream_spec())
+        await ensure_stream(js, settings.events_stream_spec(), allow_repartition=allow_repartition)
         await ensure_stream(js, settings.ledger_stream_spec())
     finally:
         await nc.close()
