@@ -126,6 +126,8 @@ class HandOptions:
     the pair's base total: 4 (xử bắn doubled again) by default, 2 for no extra doubling.
     ``home_run_extra_units`` (MB-6's "+2 units" reading): added to each victim's payment
     on top of the multiple; use ``home_run_multiplier=2, home_run_extra_units=2`` for it.
+    Raises RuleViolation("BAD_OPTION") for a multiplier outside 2..16 or extra units
+    outside 0..100 (the detail ``option`` names which).
     """
 
     wheel_second_highest: bool = True
@@ -134,9 +136,9 @@ class HandOptions:
 
     def __post_init__(self) -> None:
         if type(self.home_run_multiplier) is not int or not 2 <= self.home_run_multiplier <= 16:
-            raise RuleViolation("BAD_OPTIONS", "home_run_multiplier is 2..16")
+            raise RuleViolation("BAD_OPTION", "home_run_multiplier is 2..16", option="home_run_multiplier")
         if type(self.home_run_extra_units) is not int or not 0 <= self.home_run_extra_units <= 100:
-            raise RuleViolation("BAD_OPTIONS", "home_run_extra_units is 0..100")
+            raise RuleViolation("BAD_OPTION", "home_run_extra_units is 0..100", option="home_run_extra_units")
 
     @property
     def wheel(self) -> str:
@@ -589,12 +591,12 @@ def table_result(hands: Sequence[PlayedHand], options: HandOptions = DEFAULT_OPT
     fouled), is paid ``options.home_run_multiplier`` × each pair's base total (xử bắn
     included) plus ``options.home_run_extra_units``. Each seat's units are the sum of its
     pairs (net settlement, 11.5 step 4).
-    Raises RuleViolation("BAD_PLAYER_COUNT") outside 2–4 seats (MB-21) and
+    Raises RuleViolation("BAD_SEAT_COUNT") outside 2–4 seats (MB-21) and
     RuleViolation("BAD_HAND") when a card is held by two seats.
     """
     n = len(hands)
     if not PLAYERS_MIN <= n <= PLAYERS_MAX:
-        raise RuleViolation("BAD_PLAYER_COUNT", f"Mậu Binh is played by 2 to 4, not {n}")
+        raise RuleViolation("BAD_SEAT_COUNT", f"Mậu Binh is played by 2 to 4, not {n}")
     cards = [c for h in hands for c in h.arrangement.cards]
     if len(set(cards)) != len(cards):
         raise RuleViolation("BAD_HAND", "a card is held by two seats")
