@@ -344,6 +344,21 @@ def test_hand_values_agree_with_the_arrangers_class_tables() -> None:
     assert mb.DEFAULT_OPTIONS.wheel == WHEEL_SECOND_HIGHEST
 
 
+def test_the_arrangers_pruning_bound_is_never_below_the_criterion() -> None:
+    """The arranger scores exactly only the splits whose bound reaches the best's floor,
+    which is exhaustive only if the bound is never below a split's criterion."""
+    tables = mb._tables(True)
+    checked = 0
+    for hand in random_hands(20, 15):
+        sorted_hand = sorted(hand, key=lambda c: (-c.rank, c.suit))
+        _, _, back, middle, front = mb._valid_splits(sorted_hand, tables)
+        bound = tables.bound[0][back] + tables.bound[1][middle] + tables.bound[2][front]
+        scores = mb._scores(tables, back, middle, front)
+        assert (bound >= scores).all()
+        checked += len(scores)
+    assert checked > 20 * 10_000  # every valid split of each hand, not a handful
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_suggestion_is_close_to_the_best_arrangement_by_simulation() -> None:
