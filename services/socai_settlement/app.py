@@ -1,12 +1,12 @@
 """Wiring: ``build_app(settings, config) -> App`` creates the pools, clients and servers.
 
 Nothing here runs at import. The process shape is ``socai.infra.service.run``: it serves
-the metrics port, builds the app, calls ``App.start`` (the gRPC server, the consumer loop
-under a supervisor, the lag watcher), waits for SIGTERM, then calls ``App.stop``: health
-NOT_SERVING, in-flight calls finish, no new batch is taken and the current one finishes
+the metrics port, builds the app, calls ``App.start`` (the gRPC server, the consumer's
+``Pipeline`` under a supervisor, the lag watcher), waits for SIGTERM, then calls
+``App.stop``: health NOT_SERVING, in-flight calls finish, no new batch is taken and the current one finishes
 (or is cancelled after ``grace_s``; its messages come back by redelivery), and everything
-closes in reverse order. An unexpected error in the consumer loop is logged and the loop
-restarts after a pause.
+closes in reverse order. An unexpected error in the pipeline is logged and it restarts
+after a pause.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from socai.infra.logging import get_logger
 from socai.infra.nats import connect
 from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig
-from socai_settlement.consumer import Consumer
+from socai_settlement.lag import LagWatch
+from socai_settlement.pipeline import Pipeline
 from socai_settlement.poster import LedgerPoster
 from socai_settlement.replayer import Replayer
 from socai_settlement.server import SERVICE_NAME, SettlementServicer, access_policy
@@ -53,7 +54,8 @@ class App:
     event_log: EventLog
     poster: LedgerPoster
     settler: Settler
-    consumer: Consumer
+    pipeline: Pipeline
+    lag: LagWatch
     grpc: GrpcServer
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -68,7 +70,7 @@ class App:
         """Serve gRPC (health SERVING at once: reads are answered even while the ledger is
         down) and start consuming.
 
-        The durable consumer is created by the consumer loop, which retries until the
+        The durable consumer is created by the pipeline, which retries until the
         stream exists: in a deployment the migration job provisions it, and the settlement
         NATS user may not create or change streams. Starting twice starts nothing new.
         """
@@ -79,7 +81,7 @@ class App:
         await self.grpc.set_serving(True)
         self._tasks = [
             asyncio.create_task(self._supervise(), name="settlement-consumer"),
-            asyncio.create_task(self.consumer.watch_lag(self._stop), name="settlement-lag"),
+            asyncio.create_task(self.lag.run(self._stop), name="settlement-lag"),
             asyncio.create_task(self._watch_dead_letters(), name="settlement-dead-letters"),
         ]
         log.info(
@@ -105,7 +107,7 @@ class App:
     async def _supervise(self) -> None:
         while not self._stop.is_set():
             try:
-                await self.consumer.run(self._stop)
+                await self.pipeline.run(self._stop)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -125,7 +127,7 @@ class App:
             for task in still:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.consumer.close()
+        await self.pipeline.close()
         await self.settler.replayer.close()
         with contextlib.suppress(Exception):
             await self.nc.close()
@@ -164,7 +166,8 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
         backoff_initial_s=cfg.backoff_initial_s,
         backoff_max_s=cfg.backoff_max_s,
     )
-    consumer = Consumer(nc, settler, cfg, stream=settings.events_stream, prefix=settings.events_prefix)
+    pipeline = Pipeline(nc, settler, cfg, stream=settings.events_stream, prefix=settings.events_prefix)
+    lag = LagWatch(pipeline.js, settings.events_stream, cfg.durable, cfg.lag_interval_s)
     servicer = SettlementServicer(store, event_log, settler)
     grpc_server = build_server(
         service="settlement",
@@ -183,6 +186,7 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
         event_log=event_log,
         poster=poster,
         settler=settler,
-        consumer=consumer,
+        pipeline=pipeline,
+        lag=lag,
         grpc=grpc_server,
     )

@@ -40,7 +40,7 @@ async def test_every_hand_ended_delivered_again_changes_nothing(harness: Harness
     await wait_for(all_settled, 60, "the forgotten hands to be stored again")
 
     async def drained() -> bool:
-        lag, pending = await app.consumer.lag()
+        lag, pending = await app.lag.measure()
         return lag == 0 and pending == 0
 
     await wait_for(drained, 30, "the redelivered stream to be drained")
