@@ -17,12 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from socai.events.log import EventLog
 from socai.gen.ledger.v1 import ledger_pb2_grpc
 from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
-from socai.infra import db
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
 from socai.infra.grpc_server import GrpcServer, build_server
@@ -47,7 +45,6 @@ RESTART_PAUSE_S = 1.0
 class App:
     settings: Settings
     config: SettlementConfig
-    engine: AsyncEngine
     nc: NatsClient
     ledger_channel: Any
     store: Store
@@ -133,7 +130,6 @@ class App:
             await self.nc.close()
         await self.ledger_channel.close()
         await self.store.close()
-        await self.engine.dispose()
         log.info("settlement_stopped")
 
 
@@ -146,10 +142,9 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
     """
 
     cfg = config or SettlementConfig.from_env()
-    engine = db.create_engine(settings.effective_database_url, pool_size=5, max_overflow=5, app="socai-settlement")
     nc = await connect(settings.effective_nats_url, name="socai-settlement")
     ledger_channel = channel(settings.ledger_addr, settings.token_of("settlement"))
-    store = Store(engine)
+    store = await Store.open(settings.effective_database_url)
     event_log = EventLog(nc, settings.events_stream, settings.events_prefix)
     poster = LedgerPoster(
         ledger_pb2_grpc.LedgerServiceStub(ledger_channel),
@@ -179,7 +174,6 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
     return App(
         settings=settings,
         config=cfg,
-        engine=engine,
         nc=nc,
         ledger_channel=ledger_channel,
         store=store,

@@ -36,7 +36,6 @@ from socai.infra.logging import get_logger
 from socai.infra.nats_pull import Delivery, Pull
 from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig
-from socai_settlement.lookups import dead_lettered_among
 from socai_settlement.settler import HandJob, Settler
 from socai_settlement.store import Store
 
@@ -143,7 +142,7 @@ async def outstanding_hand_ends(
     if not found:
         return Outstanding([], scanned, hand_ends)
     ids = list(found)
-    done = await store.settled_among(ids) | await dead_lettered_among(store, ids)
+    done = await store.settled_among(ids) | await store.dead_lettered_among(ids)
     return Outstanding([j for j in found.values() if j.hand_id not in done], scanned, hand_ends)
 
 
