@@ -1,12 +1,12 @@
 """Wiring: ``build_app(settings, config) -> App`` creates the pools, clients and servers.
 
 Nothing here runs at import. The process shape is ``socai.infra.service.run``: it serves
-the metrics port, builds the app, calls ``App.start`` (the gRPC server, the consumer loop
-under a supervisor, the lag watcher), waits for SIGTERM, then calls ``App.stop``: health
-NOT_SERVING, in-flight calls finish, no new batch is taken and the current one finishes
+the metrics port, builds the app, calls ``App.start`` (the gRPC server, the consumer's
+``Pipeline`` under a supervisor, the lag watcher), waits for SIGTERM, then calls
+``App.stop``: health NOT_SERVING, in-flight calls finish, no new batch is taken and the current one finishes
 (or is cancelled after ``grace_s``; its messages come back by redelivery), and everything
-closes in reverse order. An unexpected error in the consumer loop is logged and the loop
-restarts after a pause.
+closes in reverse order. An unexpected error in the pipeline is logged and it restarts
+after a pause.
 """
 
 from __future__ import annotations
@@ -17,12 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from socai.events.log import EventLog
 from socai.gen.ledger.v1 import ledger_pb2_grpc
 from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
-from socai.infra import db
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
 from socai.infra.grpc_server import GrpcServer, build_server
@@ -30,7 +28,8 @@ from socai.infra.logging import get_logger
 from socai.infra.nats import connect
 from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig
-from socai_settlement.consumer import Consumer
+from socai_settlement.lag import LagWatch
+from socai_settlement.pipeline import Pipeline
 from socai_settlement.poster import LedgerPoster
 from socai_settlement.replayer import Replayer
 from socai_settlement.server import SERVICE_NAME, SettlementServicer, access_policy
@@ -46,14 +45,14 @@ RESTART_PAUSE_S = 1.0
 class App:
     settings: Settings
     config: SettlementConfig
-    engine: AsyncEngine
     nc: NatsClient
     ledger_channel: Any
     store: Store
     event_log: EventLog
     poster: LedgerPoster
     settler: Settler
-    consumer: Consumer
+    pipeline: Pipeline
+    lag: LagWatch
     grpc: GrpcServer
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -68,7 +67,7 @@ class App:
         """Serve gRPC (health SERVING at once: reads are answered even while the ledger is
         down) and start consuming.
 
-        The durable consumer is created by the consumer loop, which retries until the
+        The durable consumer is created by the pipeline, which retries until the
         stream exists: in a deployment the migration job provisions it, and the settlement
         NATS user may not create or change streams. Starting twice starts nothing new.
         """
@@ -79,7 +78,7 @@ class App:
         await self.grpc.set_serving(True)
         self._tasks = [
             asyncio.create_task(self._supervise(), name="settlement-consumer"),
-            asyncio.create_task(self.consumer.watch_lag(self._stop), name="settlement-lag"),
+            asyncio.create_task(self.lag.run(self._stop), name="settlement-lag"),
             asyncio.create_task(self._watch_dead_letters(), name="settlement-dead-letters"),
         ]
         log.info(
@@ -105,7 +104,7 @@ class App:
     async def _supervise(self) -> None:
         while not self._stop.is_set():
             try:
-                await self.consumer.run(self._stop)
+                await self.pipeline.run(self._stop)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -125,13 +124,12 @@ class App:
             for task in still:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.consumer.close()
+        await self.pipeline.close()
         await self.settler.replayer.close()
         with contextlib.suppress(Exception):
             await self.nc.close()
         await self.ledger_channel.close()
         await self.store.close()
-        await self.engine.dispose()
         log.info("settlement_stopped")
 
 
@@ -144,10 +142,9 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
     """
 
     cfg = config or SettlementConfig.from_env()
-    engine = db.create_engine(settings.effective_database_url, pool_size=5, max_overflow=5, app="socai-settlement")
     nc = await connect(settings.effective_nats_url, name="socai-settlement")
     ledger_channel = channel(settings.ledger_addr, settings.token_of("settlement"))
-    store = Store(engine)
+    store = await Store.open(settings.effective_database_url)
     event_log = EventLog(nc, settings.events_stream, settings.events_prefix)
     poster = LedgerPoster(
         ledger_pb2_grpc.LedgerServiceStub(ledger_channel),
@@ -164,7 +161,8 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
         backoff_initial_s=cfg.backoff_initial_s,
         backoff_max_s=cfg.backoff_max_s,
     )
-    consumer = Consumer(nc, settler, cfg, stream=settings.events_stream, prefix=settings.events_prefix)
+    pipeline = Pipeline(nc, settler, cfg, stream=settings.events_stream, prefix=settings.events_prefix)
+    lag = LagWatch(pipeline.js, settings.events_stream, cfg.durable, cfg.lag_interval_s)
     servicer = SettlementServicer(store, event_log, settler)
     grpc_server = build_server(
         service="settlement",
@@ -176,13 +174,13 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
     return App(
         settings=settings,
         config=cfg,
-        engine=engine,
         nc=nc,
         ledger_channel=ledger_channel,
         store=store,
         event_log=event_log,
         poster=poster,
         settler=settler,
-        consumer=consumer,
+        pipeline=pipeline,
+        lag=lag,
         grpc=grpc_server,
     )

@@ -16,26 +16,29 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 
 def default_replay_workers() -> int:
     """Two replay processes beside the service when there is a second core: replay is most
     of a hand's CPU, and with two the replay of a batch is split in halves that use what the
-    service, the ledger, PostgreSQL and NATS leave of both cores (measured on 2 cores,
-    draining 20,000 hands with 4,000-message pulls: ~2,090-2,320 hands/s with two workers,
-    ~1,450-2,030 with one). Never more than two by default: ``os.cpu_count`` is the node's,
-    not the container's CPU limit."""
+    service, the ledger, PostgreSQL and NATS leave of both cores (one worker drains a backlog
+    markedly slower on two cores; README, "Settlement"). Never more than two by default:
+    ``os.cpu_count`` is the node's, not the container's CPU limit."""
     return 2 if (os.cpu_count() or 1) >= 2 else 0
 
 
 @dataclass(frozen=True)
 class SettlementConfig:
+    """Immutable, like ``socai.infra.config.Settings``: each field's default is written once,
+    here, and ``from_env`` starts from these defaults, so a config built in code and one read
+    from an empty environment are the same."""
+
     durable: str = "settlement"
     fetch_batch: int = 4000  # bigger pulls, bigger ledger batches (~120 hands, not ~60, in a backlog)
     fetch_timeout_s: float = 1.0
     post_batch_max: int = 200
-    replay_workers: int = 0
+    replay_workers: int = field(default_factory=default_replay_workers)
     pipeline_depth: int = 2  # replayed chunks waiting for the ledger (a bound on memory and on held messages)
     max_ack_pending: int = 20_000
     ack_wait_s: float = 30.0
@@ -61,9 +64,11 @@ class SettlementConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SettlementConfig:
+        """The defaults above, with what the environment sets (see the module docstring)."""
         e = os.environ if env is None else env
         d = cls()
-        return cls(
+        return replace(
+            d,
             durable=e.get("SOCAI_SETTLEMENT_DURABLE", d.durable),
             fetch_batch=int(e.get("SOCAI_SETTLEMENT_FETCH_BATCH", d.fetch_batch)),
             post_batch_max=int(e.get("SOCAI_SETTLEMENT_POST_BATCH", d.post_batch_max)),
@@ -71,5 +76,5 @@ class SettlementConfig:
             ack_wait_s=float(e.get("SOCAI_SETTLEMENT_ACK_WAIT_S", d.ack_wait_s)),
             max_deliver=int(e.get("SOCAI_SETTLEMENT_MAX_DELIVER", d.max_deliver)),
             poison_after_deliveries=int(e.get("SOCAI_SETTLEMENT_POISON_AFTER", d.poison_after_deliveries)),
-            replay_workers=int(e.get("SOCAI_SETTLEMENT_REPLAY_WORKERS", default_replay_workers())),
+            replay_workers=int(e.get("SOCAI_SETTLEMENT_REPLAY_WORKERS", d.replay_workers)),
         )

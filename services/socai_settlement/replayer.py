@@ -1,7 +1,7 @@
 """Running ``socai.settle.replay.replay`` over a batch of hands, here or in worker processes.
 
-Replaying is pure CPU (decoding, the seeded shuffle, the rules engine) and was about half
-of settlement's time per hand. With ``workers`` > 0 the batch goes to a process pool, so
+Replaying is pure CPU (decoding, the seeded shuffle, the rules engine) and most of
+settlement's work per hand. With ``workers`` > 0 the batch goes to a process pool, so
 the service's event loop keeps acking, posting and storing while another core replays.
 It is the same function either way: the events are decoded from their stored bytes and
 ``replay`` runs on them (one code path, as for the auditor), then ``convert.settled_hand``

@@ -39,7 +39,7 @@ from socai.events.log import EventLog
 from socai.infra.logging import get_logger
 from socai.settle.keys import find_settlement, settlement_key
 from socai.settle.replay import diff_entries
-from socai_settlement import convert, lookups, metrics
+from socai_settlement import convert, metrics
 from socai_settlement.convert import SettledHand
 from socai_settlement.poster import Backoff, LedgerPoster, Posted
 from socai_settlement.replayer import Replayer
@@ -264,7 +264,7 @@ class Settler:
         if not hand_ids:
             return {}
         ids = list(hand_ids)
-        return await self.retrying(lambda: lookups.settled_seqs(self.store, ids), on_wait)
+        return await self.retrying(lambda: self.store.settled_seqs(ids), on_wait)
 
     async def retry(self, job: HandJob) -> Outcome:
         """Settle one dead-lettered hand again (RetryDeadLetter): the same path, except that

@@ -6,46 +6,36 @@ hand that is already there changes nothing (``on conflict do nothing``): redeliv
 two settlement instances racing are harmless. Reads page newest first by the HandEnded
 stream sequence.
 
-The batch path (``settled_among``, ``commit_rows``) runs on two connections of its own
-(``_Lane``: one for reads, one for writes), autocommit, outside the SQLAlchemy pool: a
+The batch path (``settled_among``, ``commit_rows``) is built for few round trips: a
 batch's rows go as one JSON parameter to one statement, which inserts the settlements and
-their seats and closes their dead letters — one round trip, instead of a pool check-out
-with its ping, BEGIN, three statements and COMMIT, and instead of binding a dozen arrays
+their seats and closes their dead letters — one round trip on an autocommit connection,
+instead of BEGIN, three statements and COMMIT, and instead of binding a dozen arrays
 element by element. A statement is atomic on its own; with dead letters in the batch the
-lane runs the statements in one transaction.
+statements run in one transaction.
 
-Connection failures become ``Unavailable("DATABASE_UNAVAILABLE")`` so that callers retry
-them instead of dead-lettering a hand for a database outage (and RPCs answer UNAVAILABLE).
-Connections are checked before use: the SQLAlchemy pool pings each one it hands out
-(``pool_pre_ping``), a lane checks its connection the way ``socai.infra.db_pool.usable``
-does, so one that idled through a database restart is replaced instead of failing. A read
-whose connection dies under it runs once more on a fresh one; a write does not (whether it
-committed is unknown: the settler retries it, and storing a hand twice changes nothing).
+Every statement runs on a ``socai.infra.db_pool.Pool`` (autocommit connections, as in the
+ledger and table services). Connection failures become ``Unavailable("DATABASE_UNAVAILABLE")``
+so that callers retry them instead of dead-lettering a hand for a database outage (and RPCs
+answer UNAVAILABLE); a connection that idled through a database restart is replaced before
+use. A read whose connection dies under it runs once more on a fresh one; a write does not
+(whether it committed is unknown: the settler retries it, and storing a hand twice changes
+nothing).
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple
 
-import psycopg
 from psycopg.rows import namedtuple_row
-from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from socai import errors
 from socai.infra import db_pool
 from socai.infra.db import libpq_url
-from socai.infra.grpc_errors import DATABASE_UNAVAILABLE, database_unavailable
-from socai.infra.logging import get_logger
 from socai.rules.base import Shortfall, Transfer
 
 SCHEMA: Final = "socai_settlement"
@@ -54,9 +44,10 @@ PAGE_SIZE_MAX: Final = 500
 DETAIL_MAX_CHARS: Final = 4000  # a limit on everything: a dead letter's detail text
 APPLICATION_NAME: Final = "socai-settlement"
 CONNECT_TIMEOUT_S: Final = 5
-
-log = get_logger("socai.settlement.store")
-T = TypeVar("T")
+# The batch path holds one or two connections at a time (settled_among while a chunk is
+# replayed, commit_rows while the previous one is stored); the rest serve the RPCs' reads.
+POOL_SIZE_MIN: Final = 2
+POOL_SIZE_MAX: Final = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,14 +178,13 @@ def page_size(requested: int) -> int:
 
 
 class Store:
-    def __init__(self, engine: AsyncEngine, schema: str = SCHEMA) -> None:
-        self.engine = engine
+    def __init__(self, pool: db_pool.Pool, schema: str = SCHEMA) -> None:
+        self.pool = pool
         self.schema = schema
-        conninfo = libpq_url(engine.url.render_as_string(hide_password=False))
-        self._reads = _Lane(conninfo)
-        self._writes = _Lane(conninfo)
         t = self._t
         self._settled_among_sql = f"select hand_id from {t('settlements')} where hand_id = any(%s)"
+        self._settled_seqs_sql = f"select hand_id, stream_seq from {t('settlements')} where hand_id = any(%s)"
+        self._dead_lettered_among_sql = f"select hand_id from {t('dead_letters')} where hand_id = any(%s)"
         # One statement: the batch's rows as a JSON array of HandRow arrays; seats only for
         # the hands this statement inserted (a hand already stored is left as it was).
         self._commit_sql = f"""
@@ -238,28 +228,40 @@ class Store:
                 resolved_at = null, resolution = null
             returning {_DEAD_COLUMNS}"""
 
+    @classmethod
+    async def open(cls, url: str, schema: str = SCHEMA) -> Store:
+        """A store on a new pool of connections to ``url``. The pool connects in the
+        background: the service starts, and answers UNAVAILABLE, while PostgreSQL is down."""
+        pool = db_pool.Pool(
+            libpq_url(url),
+            name=APPLICATION_NAME,
+            min_size=POOL_SIZE_MIN,
+            max_size=POOL_SIZE_MAX,
+            kwargs={"autocommit": True, "application_name": APPLICATION_NAME, "connect_timeout": CONNECT_TIMEOUT_S},
+        )
+        await pool.open(wait=False)
+        return cls(pool, schema)
+
     async def close(self) -> None:
-        await asyncio.gather(self._reads.close(), self._writes.close())
+        await self.pool.close()
 
-    async def _read(self, query: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        """``query`` in one transaction; once more on a fresh connection when its connection
-        died under it (reads only).
+    async def _run(self, statements: Sequence[tuple[str, Any]]) -> list[list[Any]]:
+        """The rows of each statement (an empty list for a statement that returns none), on
+        one connection; several statements run in one transaction.
 
-        Raises Unavailable("DATABASE_UNAVAILABLE") when PostgreSQL cannot be reached.
+        Raises Unavailable("DATABASE_UNAVAILABLE") when PostgreSQL cannot be reached and
+        ``db_pool.ConnectionLost`` when the connection died under the statements.
         """
-        for attempt in (1, 2):
-            try:
-                async with self.engine.begin() as conn:
-                    return await query(conn)
-            except (DBAPIError, PoolTimeout) as exc:
-                mapped = database_unavailable(exc)
-                if mapped is None:
-                    raise
-                if attempt == 1 and isinstance(exc, DBAPIError) and exc.connection_invalidated:
-                    log.info("read_retried", error=mapped.message)
-                    continue
-                raise mapped from exc
-        raise AssertionError("unreachable: the second attempt returns or raises")
+        async with self.pool.connection() as conn, conn.cursor(row_factory=namedtuple_row) as cur:
+            if len(statements) == 1:
+                return [await _execute(cur, *statements[0])]
+            async with conn.transaction():
+                return [await _execute(cur, query, params) for query, params in statements]
+
+    async def _read(self, statements: Sequence[tuple[str, Any]]) -> list[list[Any]]:
+        """``_run`` for statements that change nothing: once more on a fresh connection
+        when the connection died under them."""
+        return await db_pool.read(lambda: self._run(statements))
 
     def _t(self, name: str) -> str:
         return f'"{self.schema}".{name}'
@@ -270,7 +272,22 @@ class Store:
         """The hands of ``hand_ids`` that are already settled."""
         if not hand_ids:
             return set()
-        (rows,) = await self._reads.run([(self._settled_among_sql, (list(hand_ids),))], read=True)
+        (rows,) = await self._read([(self._settled_among_sql, (list(hand_ids),))])
+        return {r[0] for r in rows}
+
+    async def settled_seqs(self, hand_ids: Sequence[str]) -> dict[str, int]:
+        """The stream sequence of the HandEnded each settled hand of ``hand_ids`` was settled
+        from (a HandEnded of the same hand at another sequence is a duplicate)."""
+        if not hand_ids:
+            return {}
+        (rows,) = await self._read([(self._settled_seqs_sql, (list(hand_ids),))])
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    async def dead_lettered_among(self, hand_ids: Sequence[str]) -> set[str]:
+        """The hands of ``hand_ids`` that have a dead letter (open or resolved)."""
+        if not hand_ids:
+            return set()
+        (rows,) = await self._read([(self._dead_lettered_among_sql, (list(hand_ids),))])
         return {r[0] for r in rows}
 
     async def commit(self, records: Sequence[SettlementRecord], dead: Sequence[NewDeadLetter] = ()) -> set[str]:
@@ -287,39 +304,30 @@ class Store:
         if rows:
             statements.append((self._commit_sql, (json.dumps(rows),)))
         statements += [(self._dead_letter_sql, _dead_letter_params(d)) for d in dead]
-        results = await self._writes.run(statements)
+        results = await self._run(statements)
         return {r[0] for r in results[0]} if rows else set()
 
     async def record_dead_letter(self, dead: NewDeadLetter) -> DeadLetter | None:
         """Add a dead letter, or count another failed attempt of an existing one (reopening
         it with the latest reason and detail). None when the hand is settled: a late
         failure (a redelivery racing a retry) never reopens a settled hand."""
-        (rows,) = await self._writes.run([(self._dead_letter_sql, _dead_letter_params(dead))])
+        (rows,) = await self._run([(self._dead_letter_sql, _dead_letter_params(dead))])
         return _dead(rows[0]) if rows else None
 
     # --- reads --------------------------------------------------------------------------
 
     async def get(self, hand_id: str) -> SettlementRecord | None:
-        async def query(conn: AsyncConnection) -> SettlementRecord | None:
-            row = (
-                await conn.execute(
-                    text(f"select {_SETTLEMENT_COLUMNS} from {self._t('settlements')} where hand_id = :h"),
-                    {"h": hand_id},
-                )
-            ).one_or_none()
-            if row is None:
-                return None
-            return (await self._with_seats(conn, [row]))[0]
-
-        return await self._read(query)
+        sql = f"select {_SETTLEMENT_COLUMNS} from {self._t('settlements')} where hand_id = %s"
+        records = await self._with_seats(sql, (hand_id,))
+        return records[0] if records else None
 
     async def list_by_table(self, table_id: str, size: int, after: tuple[int, str] | None) -> list[SettlementRecord]:
         """Up to ``size`` settlements of a table, newest first, after the ``after`` position."""
-        return await self._list("s.table_id = :key", table_id, size, after, join_seats=False)
+        return await self._list("s.table_id = %(key)s", table_id, size, after, join_seats=False)
 
     async def list_by_player(self, player_id: str, size: int, after: tuple[int, str] | None) -> list[SettlementRecord]:
         """Up to ``size`` settlements a player took part in, newest first."""
-        return await self._list("p.player_id = :key", player_id, size, after, join_seats=True)
+        return await self._list("p.player_id = %(key)s", player_id, size, after, join_seats=True)
 
     async def _list(
         self, where: str, key: str, size: int, after: tuple[int, str] | None, *, join_seats: bool
@@ -328,7 +336,7 @@ class Store:
         order_by = "s.stream_seq desc, s.hand_id desc"
         position = ""
         if after is not None:
-            position = "and (s.stream_seq, s.hand_id) < (:after_seq, :after_hand)"
+            position = "and (s.stream_seq, s.hand_id) < (%(after_seq)s, %(after_hand)s)"
             params.update(after_seq=after[0], after_hand=after[1])
         source = self._t("settlements") + " s"
         if join_seats:
@@ -336,77 +344,59 @@ class Store:
             source = f"{self._t('settlement_seats')} p join {self._t('settlements')} s on s.hand_id = p.hand_id"
             order_by = "p.stream_seq desc, p.hand_id desc"
             if after is not None:
-                position = "and (p.stream_seq, p.hand_id) < (:after_seq, :after_hand)"
+                position = "and (p.stream_seq, p.hand_id) < (%(after_seq)s, %(after_hand)s)"
         columns = ", ".join(f"s.{c.strip()}" for c in _SETTLEMENT_COLUMNS.split(","))
+        sql = f"select {columns} from {source} where {where} {position} order by {order_by} limit %(size)s"
+        return await self._with_seats(sql, params)
 
-        async def query(conn: AsyncConnection) -> list[SettlementRecord]:
-            rows = (
-                await conn.execute(
-                    text(f"select {columns} from {source} where {where} {position} order by {order_by} limit :size"),
-                    params,
-                )
-            ).all()
-            return await self._with_seats(conn, rows)
+    async def _with_seats(self, sql: str, params: Any) -> list[SettlementRecord]:
+        """The settlements ``sql`` selects, with their seats (a second statement on the same
+        connection; a settlement and its seats were committed together)."""
+        seats_sql = f"""select hand_id, seat, player_id, account_id, net_gold from {self._t("settlement_seats")}
+            where hand_id = any(%s) order by hand_id, seat"""
 
-        return await self._read(query)
+        async def attempt() -> list[SettlementRecord]:
+            async with self.pool.connection() as conn, conn.cursor(row_factory=namedtuple_row) as cur:
+                rows = await _execute(cur, sql, params)
+                if not rows:
+                    return []
+                seat_rows = await _execute(cur, seats_sql, ([r.hand_id for r in rows],))
+            seats: dict[str, list[SeatNet]] = {}
+            for s in seat_rows:
+                seats.setdefault(s.hand_id, []).append(SeatNet(s.seat, s.player_id, s.account_id, s.net_gold))
+            return [_record(r, tuple(seats.get(r.hand_id, ()))) for r in rows]
 
-    async def _with_seats(self, conn: AsyncConnection, rows: Sequence[Any]) -> list[SettlementRecord]:
-        if not rows:
-            return []
-        seat_rows = await conn.execute(
-            text(
-                f"""select hand_id, seat, player_id, account_id, net_gold from {self._t("settlement_seats")}
-                where hand_id = any(:ids) order by hand_id, seat"""
-            ),
-            {"ids": [r.hand_id for r in rows]},
-        )
-        seats: dict[str, list[SeatNet]] = {}
-        for s in seat_rows:
-            seats.setdefault(s.hand_id, []).append(SeatNet(s.seat, s.player_id, s.account_id, s.net_gold))
-        return [_record(r, tuple(seats.get(r.hand_id, ()))) for r in rows]
+        return await db_pool.read(attempt)
 
     async def get_dead_letter(self, hand_id: str) -> DeadLetter | None:
-        async def query(conn: AsyncConnection) -> DeadLetter | None:
-            row = (
-                await conn.execute(
-                    text(f"select {_DEAD_COLUMNS} from {self._t('dead_letters')} where hand_id = :h"), {"h": hand_id}
-                )
-            ).one_or_none()
-            return _dead(row) if row is not None else None
-
-        return await self._read(query)
+        sql = f"select {_DEAD_COLUMNS} from {self._t('dead_letters')} where hand_id = %s"
+        (rows,) = await self._read([(sql, (hand_id,))])
+        return _dead(rows[0]) if rows else None
 
     async def list_dead_letters(self, size: int, after: tuple[int, str] | None) -> list[DeadLetter]:
         """Open dead letters, oldest first (by the HandEnded stream sequence)."""
         params: dict[str, Any] = {"size": size}
         position = ""
         if after is not None:
-            position = "and (stream_seq, hand_id) > (:after_seq, :after_hand)"
+            position = "and (stream_seq, hand_id) > (%(after_seq)s, %(after_hand)s)"
             params.update(after_seq=after[0], after_hand=after[1])
-
-        async def query(conn: AsyncConnection) -> list[DeadLetter]:
-            rows = await conn.execute(
-                text(
-                    f"""select {_DEAD_COLUMNS} from {self._t("dead_letters")}
-                    where resolved_at is null {position} order by stream_seq, hand_id limit :size"""
-                ),
-                params,
-            )
-            return [_dead(r) for r in rows]
-
-        return await self._read(query)
+        sql = f"""select {_DEAD_COLUMNS} from {self._t("dead_letters")}
+            where resolved_at is null {position} order by stream_seq, hand_id limit %(size)s"""
+        (rows,) = await self._read([(sql, params)])
+        return [_dead(r) for r in rows]
 
     async def counts(self) -> tuple[int, int]:
         """(settled hands, open dead letters)."""
-
-        async def query(conn: AsyncConnection) -> tuple[int, int]:
-            settled = (await conn.execute(text(f"select count(*) from {self._t('settlements')}"))).scalar_one()
-            dead = (
-                await conn.execute(text(f"select count(*) from {self._t('dead_letters')} where resolved_at is null"))
-            ).scalar_one()
-            return int(settled), int(dead)
-
-        return await self._read(query)
+        (rows,) = await self._read(
+            [
+                (
+                    f"""select (select count(*) from {self._t("settlements")}) as settled,
+                        (select count(*) from {self._t("dead_letters")} where resolved_at is null) as open_dead""",
+                    None,
+                )
+            ]
+        )
+        return int(rows[0][0]), int(rows[0][1])
 
 
 _SETTLEMENT_COLUMNS: Final = (
@@ -428,74 +418,9 @@ def _dead_letter_params(d: NewDeadLetter) -> dict[str, Any]:
     }
 
 
-class _Lane:
-    """One PostgreSQL connection of the batch path: autocommit, opened on first use and
-    again after a failure (which is ``Unavailable``, so callers wait and retry), checked
-    before each use (``db_pool.usable``: a connection that idled through a database restart
-    is replaced before a statement is sent on it). Its statements run one at a time;
-    several given together run in one transaction."""
-
-    def __init__(self, conninfo: str) -> None:
-        self.conninfo = conninfo
-        self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._lock = asyncio.Lock()
-
-    async def run(self, statements: Sequence[tuple[str, Any]], *, read: bool = False) -> list[list[Any]]:
-        """The rows of each statement (an empty list for a statement that returns none).
-        ``read``: the statements change nothing, so they run once more when the connection
-        dies under them.
-
-        Raises Unavailable("DATABASE_UNAVAILABLE") when PostgreSQL cannot be reached and
-        ``db_pool.ConnectionLost`` when the connection died under a write.
-        """
-        async with self._lock:
-            for attempt in (1, 2):
-                conn = await self._connection()
-                try:
-                    if len(statements) == 1:
-                        return [await _execute(conn, *statements[0])]
-                    async with conn.transaction():
-                        return [await _execute(conn, query, params) for query, params in statements]
-                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                    lost = db_pool.lost(conn)
-                    await self.close()
-                    if lost and read and attempt == 1:
-                        log.info("read_retried", error=type(exc).__name__)
-                        continue
-                    # The driver's words stay in the message: the settler logs it, and no
-                    # RPC caller sees it (the batch path's failures are retried, not returned).
-                    error_class = db_pool.ConnectionLost if lost else errors.Unavailable
-                    raise error_class(DATABASE_UNAVAILABLE, f"PostgreSQL: {exc}") from exc
-            raise AssertionError("unreachable: the second attempt returns or raises")
-
-    async def _connection(self) -> psycopg.AsyncConnection[Any]:
-        conn = self._conn
-        if conn is not None and not await db_pool.usable(conn):
-            await self.close()
-            conn = None
-        if conn is None:
-            try:
-                conn = self._conn = await psycopg.AsyncConnection.connect(
-                    self.conninfo,
-                    autocommit=True,
-                    application_name=APPLICATION_NAME,
-                    connect_timeout=CONNECT_TIMEOUT_S,
-                )
-            except psycopg.Error as exc:
-                raise errors.Unavailable(DATABASE_UNAVAILABLE, f"PostgreSQL: {exc}") from exc
-        return conn
-
-    async def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None and not conn.closed:
-            with contextlib.suppress(Exception):
-                await conn.close()
-
-
-async def _execute(conn: psycopg.AsyncConnection[Any], query: str, params: Any) -> list[Any]:
-    async with conn.cursor(row_factory=namedtuple_row) as cur:
-        await cur.execute(query, params)
-        return await cur.fetchall() if cur.description is not None else []
+async def _execute(cur: Any, query: str, params: Any) -> list[Any]:
+    await cur.execute(query, params)
+    return await cur.fetchall() if cur.description is not None else []
 
 
 def _record(row: Any, seats: tuple[SeatNet, ...]) -> SettlementRecord:

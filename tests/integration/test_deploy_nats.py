@@ -226,7 +226,7 @@ async def test_each_user_does_its_job_and_nothing_more(sessions: dict[str, Sessi
     assert await table.refused("socai.events.>", subscribe=True)
     assert await table.refused("$JS.EVENT.ADVISORY.>", subscribe=True)
 
-    # settlement: the shared durable pull consumer as socai_settlement.consumer sets it up
+    # settlement: the shared durable pull consumer as socai_settlement.pipeline sets it up
     # (info, create by name with a filter, again on restart, bind, the max-deliveries advisory),
     # progress beats and acks, then direct gets of a hand
     wanted = ConsumerConfig(

@@ -146,7 +146,11 @@ def test_settings(nats_url: str, database_url: str, stream_spec: StreamSpec) -> 
     )
 
 
-FAST = SettlementConfig(fetch_timeout_s=0.2, backoff_initial_s=0.05, backoff_max_s=0.5, lag_interval_s=0.5)
+# Replay in the test's own process (replay_workers=0): a pool of worker processes per test
+# would cost each test their start-up on a shared machine; test_replay_workers.py covers them.
+FAST = SettlementConfig(
+    fetch_timeout_s=0.2, backoff_initial_s=0.05, backoff_max_s=0.5, lag_interval_s=0.5, replay_workers=0
+)
 
 
 @asynccontextmanager

@@ -6,8 +6,7 @@ import grpc
 import psycopg
 import psycopg.errors
 import pytest
-import sqlalchemy.exc
-from psycopg_pool import PoolTimeout
+from psycopg_pool import PoolClosed, PoolTimeout
 
 from socai import errors
 from socai.infra.grpc_errors import database_unavailable, status_code_of
@@ -21,9 +20,8 @@ from socai.infra.grpc_errors import database_unavailable, status_code_of
         psycopg.errors.CannotConnectNow("the database system is starting up"),
         psycopg.InterfaceError("the connection is closed"),
         PoolTimeout("couldn't get a connection after 10.00 sec"),
-        sqlalchemy.exc.OperationalError("select 1", {}, psycopg.errors.AdminShutdown("terminating")),
-        sqlalchemy.exc.DBAPIError("select 1", {}, RuntimeError("gone"), connection_invalidated=True),
-        sqlalchemy.exc.TimeoutError("QueuePool limit of size 5 overflow 5 reached"),
+        PoolClosed("the pool 'socai-settlement' is already closed"),
+        psycopg.errors.QueryCanceled("canceling statement due to statement timeout"),
     ],
     ids=lambda exc: type(exc).__name__,
 )
@@ -41,8 +39,7 @@ def test_a_connection_failure_is_unavailable_and_quotes_no_address(exc: BaseExce
         psycopg.errors.SerializationFailure("could not serialize access"),  # a conflict, not an outage
         psycopg.errors.DeadlockDetected("deadlock detected"),
         psycopg.errors.UniqueViolation("duplicate key"),
-        sqlalchemy.exc.IntegrityError("insert", {}, psycopg.errors.UniqueViolation("duplicate key")),
-        sqlalchemy.exc.DBAPIError("select 1", {}, psycopg.errors.SerializationFailure("conflict")),
+        psycopg.errors.UndefinedTable('relation "socai_settlement.settlements" does not exist'),  # a bug, not an outage
         ValueError("not a database error"),
     ],
     ids=lambda exc: type(exc).__name__,

@@ -1,8 +1,9 @@
-"""PostgreSQL: SQLAlchemy 2 async engines on psycopg 3, and URL helpers.
+"""PostgreSQL: URL helpers, the schemas and the roles.
 
 Every service owns one schema (``socai_ledger``, ``socai_table``, ``socai_settlement``)
-migrated by Alembic (``socai.infra.migrate``). Services read ``SOCAI_DATABASE_URL`` as a
-plain ``postgresql://`` URL; SQLAlchemy gets ``postgresql+psycopg://``.
+migrated by Alembic (``socai.infra.migrate``, the one user of SQLAlchemy). Services read
+``SOCAI_DATABASE_URL`` as a plain ``postgresql://`` URL and connect with psycopg through
+``socai.infra.db_pool``; Alembic's SQLAlchemy gets ``postgresql+psycopg://``.
 
 Roles (deploy/README.md, "PostgreSQL roles"): the migrations run as the owner of the
 schemas (``OWNER_ROLE``); each service connects as its own role (``SERVICE_ROLES``), which
@@ -17,8 +18,6 @@ from __future__ import annotations
 
 from typing import Final
 from urllib.parse import quote, urlsplit, urlunsplit
-
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 SERVICE_SCHEMAS: dict[str, str] = {
     "ledger": "socai_ledger",
@@ -45,18 +44,6 @@ def sqlalchemy_url(url: str) -> str:
 def libpq_url(url: str) -> str:
     """Any of our URL forms → the plain ``postgresql://`` form psycopg.connect takes."""
     return "postgresql://" + sqlalchemy_url(url)[len("postgresql+psycopg://") :]
-
-
-def create_engine(url: str, *, pool_size: int = 10, max_overflow: int = 10, app: str = "socai") -> AsyncEngine:
-    """An async engine with a bounded pool, pre-ping, and the app name in pg_stat_activity."""
-    return create_async_engine(
-        sqlalchemy_url(url),
-        pool_size=pool_size,
-        max_overflow=max_overflow,
-        pool_pre_ping=True,
-        pool_timeout=30,
-        connect_args={"application_name": app},
-    )
 
 
 def role_url(url: str, role: str) -> str:

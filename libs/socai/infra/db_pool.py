@@ -1,11 +1,10 @@
 """PostgreSQL connections that outlive a database restart: a checked pool, lost connections
 told apart from other failures, and one more try for a read.
 
-Issue 17 (defect 4): while PostgreSQL was down the services answered INTERNAL, and for up
-to 23 s after it came back they kept failing: every pooled connection that had idled through
-the restart failed once with ``AdminShutdown``, and psycopg_pool, whose reconnection attempts
-back off (1, 2, 4, … s) while the server is down, kept its callers queueing for a connection
-long after the server answered again. Here:
+A database restart must cost the callers no more than its own downtime. Left to itself, every
+pooled connection that idled through the restart fails once with ``AdminShutdown``, and
+psycopg_pool, whose reconnection attempts back off (1, 2, 4, … s) while the server is down,
+keeps its callers queueing for a connection long after the server answers again. Here:
 
 - Every failure to reach PostgreSQL is ``Unavailable("DATABASE_UNAVAILABLE")``
   (``socai.infra.grpc_errors.database_unavailable`` says which errors those are); a

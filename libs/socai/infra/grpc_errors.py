@@ -66,35 +66,19 @@ def database_unavailable(exc: BaseException) -> errors.Unavailable | None:
 
     Those are psycopg's OperationalError and InterfaceError and their subclasses (a refused
     connection, ``AdminShutdown`` on a connection that outlived a restart, psycopg_pool's
-    ``PoolTimeout``, a statement timeout), and SQLAlchemy's wrappers of them, its
-    invalidated connections and its pool timeout. The message names the error's class only:
-    a driver's message quotes the server's address, which is no business of the caller's.
+    ``PoolTimeout``, a statement timeout). The message names the error's class only: a
+    driver's message quotes the server's address, which is no business of the caller's.
 
-    The drivers are looked up among the modules already imported, not imported here: an
-    exception cannot come from a driver nobody imported, and importing psycopg and
-    SQLAlchemy would cost every client of this module (the ``socai`` command) 150 ms.
+    psycopg is looked up among the modules already imported, not imported here: an
+    exception cannot come from a driver nobody imported, and importing it would cost every
+    client of this module (the ``socai`` command) its import time.
     """
     psycopg = sys.modules.get("psycopg")
-    sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
-    cause: BaseException | None = None
-    if psycopg is not None and isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
-        if (getattr(exc, "sqlstate", None) or "").startswith(_CONFLICT_SQLSTATE_CLASS):
-            return None
-        cause = exc
-    elif sqlalchemy_exc is not None:
-        if isinstance(exc, sqlalchemy_exc.DBAPIError):
-            orig = exc.orig
-            if orig is not None and orig is not exc and database_unavailable(orig) is not None:
-                cause = orig
-            elif exc.connection_invalidated or (
-                orig is None and isinstance(exc, (sqlalchemy_exc.OperationalError, sqlalchemy_exc.InterfaceError))
-            ):
-                cause = exc
-        elif isinstance(exc, (sqlalchemy_exc.TimeoutError, sqlalchemy_exc.DisconnectionError)):
-            cause = exc  # the pool's timeout: no connection came free (or could be made) in time
-    if cause is None:
+    if psycopg is None or not isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
         return None
-    return errors.Unavailable(DATABASE_UNAVAILABLE, f"PostgreSQL is unavailable ({type(cause).__name__}); retry later")
+    if (getattr(exc, "sqlstate", None) or "").startswith(_CONFLICT_SQLSTATE_CLASS):
+        return None
+    return errors.Unavailable(DATABASE_UNAVAILABLE, f"PostgreSQL is unavailable ({type(exc).__name__}); retry later")
 
 
 def rich_status(exc: errors.SocaiError) -> grpc.Status:

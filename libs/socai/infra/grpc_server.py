@@ -27,7 +27,7 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_health.v1._async import HealthServicer
+from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import Counter, Histogram
 from structlog.contextvars import bind_contextvars, reset_contextvars
@@ -322,7 +322,7 @@ class _Outcome:
 @dataclass
 class GrpcServer:
     server: grpc.aio.Server
-    health: HealthServicer
+    health: health_aio.HealthServicer
     port: int
     service_names: tuple[str, ...]
 
@@ -361,7 +361,7 @@ def build_server(
     )
     for register in registrations:
         register(server)
-    health = HealthServicer()
+    health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection((*names, reflection.SERVICE_NAME, "grpc.health.v1.Health"), server)
     try:

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from sqlalchemy import text
 
 from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
@@ -98,12 +97,10 @@ async def test_replay_hand_finds_no_difference_then_names_a_tampered_net(harness
 
     seat, net = next(iter(hand.settlement.nets.items()))
     assert harness.settlement is not None
-    async with harness.settlement.engine.begin() as conn:
+    async with harness.settlement.store.pool.connection() as conn:
         await conn.execute(
-            text(
-                'update "socai_settlement".settlement_seats set net_gold = net_gold + 7 where hand_id = :h and seat = :s'
-            ),
-            {"h": hand.hand_id, "s": seat},
+            'update "socai_settlement".settlement_seats set net_gold = net_gold + 7 where hand_id = %s and seat = %s',
+            (hand.hand_id, seat),
         )
     reply = await api.ReplayHand(pb.ReplayHandRequest(hand_id=hand.hand_id))
     account = hand.settlement.seat_accounts[seat]

@@ -14,7 +14,7 @@ from socai.gen.events.v1 import events_pb2
 from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.infra.grpc_errors import error_reason
 from socai.settle.keys import find_settlement
-from socai_settlement.consumer import Consumer
+from socai_settlement.pipeline import Pipeline
 from tests.support.settlement import Harness, wait_for
 from tests.support.simulate import SimHand, fund, publish, publish_hand, simulate
 
@@ -124,11 +124,11 @@ async def test_a_hand_ended_delivered_too_often_is_dead_lettered_not_dropped(har
 
     # A worker on the same durable consumer keeps failing on this hand: it takes the
     # HandEnded and gives it back (nak) twice, so the settlement service gets delivery 3.
-    worker = Consumer(harness.nc, None, config, stream=harness.settings.events_stream, prefix=harness.log.prefix)  # type: ignore[arg-type]
-    await worker.subscribe()
+    worker = Pipeline(harness.nc, None, config, stream=harness.settings.events_stream, prefix=harness.log.prefix)  # type: ignore[arg-type]
+    pull = await worker.subscribe()
     naks = 0
     while naks < 2:
-        for msg in await worker._sub.fetch(100, 5):
+        for msg in await pull.fetch(100, 5):
             ev = events_pb2.Event.FromString(msg.data)
             if ev.WhichOneof("body") == "hand_ended":
                 await msg.nak()
@@ -150,7 +150,7 @@ async def test_a_hand_ended_delivered_too_often_is_dead_lettered_not_dropped(har
         == f"{hand.hand_id}/{len(hand.events)}: HandEnded delivered 3 times without being settled; set aside"
     )
     assert await harness.transaction(f"settle:{hand.hand_id}") is None
-    lag, _ = await app.consumer.lag()
+    lag, _ = await app.lag.measure()
     assert lag == 0  # acked: set aside, not left to block the consumer
 
     # Retried, it settles: the hand itself was fine.
@@ -173,6 +173,6 @@ async def test_a_message_that_is_not_an_event_is_dead_lettered_under_its_hand(ha
     assert letters[0].detail.startswith(f"stream seq 1 on {subject} is not an Event message")
 
     async def drained() -> bool:
-        return (await app.consumer.lag())[0] == 0
+        return (await app.lag.measure())[0] == 0
 
     await wait_for(drained, 10, "the message to be acked")

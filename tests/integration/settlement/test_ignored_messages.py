@@ -57,7 +57,7 @@ async def test_garbage_duplicates_and_late_events_on_a_settled_hand_are_counted_
         late = (await js.publish(subject, first_event)).seq
 
         async def drained() -> bool:
-            lag, pending = await app.consumer.lag()
+            lag, pending = await app.lag.measure()
             return lag == 0 and pending == 0
 
         await wait_for(drained, 30, "the foreign messages to be handled")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import psycopg
 import pytest
-from sqlalchemy import text
 
+from socai.infra.db import libpq_url
 from socai_settlement.settler import HandJob
 from tests.support.settlement import Harness, wait_for
 from tests.support.simulate import fund, publish, simulate
@@ -29,10 +30,8 @@ async def test_every_hand_ended_delivered_again_changes_nothing(harness: Harness
 
     # As if the service had crashed after posting some hands but before storing them…
     forgotten = [h.hand_id for h in sim.hands[::5]]
-    async with app.engine.begin() as conn:
-        await conn.execute(
-            text('delete from "socai_settlement".settlements where hand_id = any(:ids)'), {"ids": forgotten}
-        )
+    async with await psycopg.AsyncConnection.connect(libpq_url(harness.settings.effective_database_url)) as conn:
+        await conn.execute('delete from "socai_settlement".settlements where hand_id = any(%s)', (forgotten,))
     # …and as if every message were delivered again: a fresh durable consumer starts from
     # the first event.
     await harness.log.js.delete_consumer(harness.settings.events_stream, harness.config.durable)
@@ -40,7 +39,7 @@ async def test_every_hand_ended_delivered_again_changes_nothing(harness: Harness
     await wait_for(all_settled, 60, "the forgotten hands to be stored again")
 
     async def drained() -> bool:
-        lag, pending = await app.consumer.lag()
+        lag, pending = await app.lag.measure()
         return lag == 0 and pending == 0
 
     await wait_for(drained, 30, "the redelivered stream to be drained")

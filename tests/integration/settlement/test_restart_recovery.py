@@ -108,7 +108,7 @@ async def test_a_restart_settles_what_a_dead_instance_left_unacked_without_waiti
     for account, expected in sim.expected_balances().items():
         if account.startswith("escrow:"):
             assert await harness.balance(account) == expected, account
-    assert app.consumer.batches > 0
+    assert app.pipeline.batches > 0
 
 
 async def test_a_restart_after_a_dead_instance_whose_hands_are_all_settled_does_not_wait(harness: Harness) -> None:

@@ -55,7 +55,7 @@ async def test_300_hands_of_every_game_settle_exactly_once_and_the_audit_is_clea
     assert trial.total_gold == 0
 
     # Every message was acked, table facts included; nothing is left behind.
-    lag, pending = await app.consumer.lag()
+    lag, pending = await app.lag.measure()
     assert (lag, pending) == (0, 0)
 
     # The auditor, from the stream, with the ledger: clean.

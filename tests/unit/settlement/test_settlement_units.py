@@ -11,8 +11,9 @@ from socai.gen.ledger.v1 import ledger_pb2
 from socai.settle import replay
 from socai_settlement import convert
 from socai_settlement.config import SettlementConfig
-from socai_settlement.consumer import HandCache, subject_tokens
+from socai_settlement.hand_cache import HandCache
 from socai_settlement.poster import Backoff
+from socai_settlement.recovery import subject_tokens
 from tests.support.simulate import simulate
 
 SIM = simulate(3, ("holdem", "xito", "taixiu"), seed=9)

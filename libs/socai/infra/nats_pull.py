@@ -1,0 +1,226 @@
+"""A JetStream pull subscription read as raw frames: the one module that uses nats-py's
+internals.
+
+A consumer of the event stream handles many small messages (about 15 per hand), and
+nats-py's work for each (a ``Msg`` object, its header dict, its metadata, a queue and a
+task hop) would be a large part of the consumer's CPU. So ``Pull`` takes the frames of its
+inbox as the protocol parser hands them over and builds a ``Delivery`` straight from the
+subject, reply and payload bytes. That needs three things nats-py does not promise:
+
+- ``Client._process_msg(sid, subject, reply, data, headers)``, the parser's call for every
+  message, replaced on the client instance by one that routes tapped subscriptions here
+  and everything else to the original;
+- ``Subscription._id``, the ``sid`` the parser passes;
+- ``Msg.Metadata._from_reply``, which parses the ack-subject forms other than the common
+  nine-token one.
+
+``tests/integration/test_nats_pull.py`` checks each of them on the pinned nats-py
+(``pyproject.toml``) and fails when the fast path is not taken. Should a different nats-py
+be installed anyway, ``Pull`` still works through nats-py's public ``Msg`` path, slower,
+and says so once with a warning naming the nats-py version (``nats_pull_slow_path``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+from collections import deque
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any, Final
+
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+
+from socai.infra.logging import get_logger
+
+log = get_logger("socai.nats_pull")
+
+ACK: Final = b""
+IN_PROGRESS: Final = b"+WPI"
+NAK: Final = b"-NAK"
+PENDING_MSGS_MAX: Final = 100_000  # above any pull batch: the inbox never drops a message
+GRACE_S: Final = 1.0  # past a pull request's expiry, give up waiting for its 408
+_STATUS_LINE: Final = b"NATS/1.0 "  # a status frame's header block starts "NATS/1.0 404 No Messages"
+# The parameters of the parser's per-message call that ``_tap`` replaces.
+PROCESS_MSG_PARAMETERS: Final = ("sid", "subject", "reply", "data", "headers")
+
+Frame = Callable[[bytes, bytes, bytes, bytes | None], None]
+
+
+def nats_py_version() -> str:
+    try:
+        return metadata.version("nats-py")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class Delivery:
+    """One message of a pull subscription: its subject, reply (ack) subject and data, and
+    the delivery count and stream sequence its ack subject carries. ``ack``/``nak``/
+    ``in_progress`` as on nats-py's ``Msg``."""
+
+    __slots__ = ("_nc", "data", "num_delivered", "reply", "stream_seq", "subject")
+
+    def __init__(self, nc: NatsClient, subject: str, reply: str, data: bytes) -> None:
+        self._nc = nc
+        self.subject = subject
+        self.reply = reply
+        self.data = data
+        self.num_delivered, self.stream_seq = ack_fields(reply)
+
+    async def ack(self) -> None:
+        await self._nc.publish(self.reply, ACK)
+
+    async def nak(self) -> None:
+        await self._nc.publish(self.reply, NAK)
+
+    async def in_progress(self) -> None:
+        await self._nc.publish(self.reply, IN_PROGRESS)
+
+
+def ack_fields(reply: str) -> tuple[int, int]:
+    """(deliveries, stream sequence) from a JetStream ack subject:
+    ``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ms>.<pending>``,
+    or the newer form with ``<domain>.<account hash>`` after ``$JS.ACK`` (and a trailing
+    token). Raises NotJSMessageError for anything else."""
+    tokens = reply.split(".")
+    if len(tokens) == 9 and tokens[0] == "$JS" and tokens[1] == "ACK":
+        return int(tokens[4]), int(tokens[5])
+    parsed = Msg.Metadata._from_reply(reply)  # the other forms, or NotJSMessageError
+    return int(parsed.num_delivered or 1), int(parsed.sequence.stream or 0)
+
+
+def _tap(nc: NatsClient, sid: int, handler: Frame) -> bool:
+    """Route the frames of subscription ``sid`` to ``handler(subject, reply, data,
+    headers)`` before nats-py builds a ``Msg``. False when this nats-py's ``_process_msg``
+    is not the one this was written for: the subscription's callback then gets ``Msg``
+    objects as usual."""
+    taps: dict[int, Frame] | None = getattr(nc, "_socai_taps", None)
+    if taps is None:
+        original = getattr(nc, "_process_msg", None)
+        if original is None or tuple(inspect.signature(original).parameters) != PROCESS_MSG_PARAMETERS:
+            return False
+        routes: dict[int, Frame] = {}
+
+        async def process_msg(sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+            handler = routes.get(sid)
+            if handler is None:
+                await original(sid, subject, reply, data, headers)
+            else:
+                handler(subject, reply, data, headers)
+
+        nc._process_msg = process_msg  # type: ignore[method-assign]
+        nc._socai_taps = taps = routes  # type: ignore[attr-defined]
+    taps[sid] = handler
+    return True
+
+
+def _untap(nc: NatsClient, sid: int) -> None:
+    taps: dict[int, Frame] | None = getattr(nc, "_socai_taps", None)
+    if taps is not None:
+        taps.pop(sid, None)
+
+
+class Pull:
+    """A pull subscription on durable ``durable`` of ``stream``, read through one inbox.
+
+    One pull request at a time asks for up to ``batch`` messages; they land in a buffer as
+    they arrive, ``fetch`` hands out what is there (waiting up to ``timeout_s`` for the
+    first), and a new request is sent only once the previous one is complete (all its
+    messages, or a 404/408/409 status) and the buffer is empty. So at most ``batch``
+    messages are ever buffered, in stream order.
+
+    ``fast_path`` says whether the inbox's frames are read raw (see the module docstring);
+    ``frames_read`` and ``msgs_read`` count the messages that came each way.
+    """
+
+    def __init__(self, nc: NatsClient, stream: str, durable: str) -> None:
+        self.nc = nc
+        self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self.inbox = nc.new_inbox()
+        self._buffer: deque[Delivery] = deque()
+        self._arrived = asyncio.Event()
+        self._open = False
+        self._remaining = 0
+        self._sub: Any = None
+        self.fast_path = False
+        self.frames_read = 0
+        self.msgs_read = 0
+
+    async def start(self) -> None:
+        self._sub = await self.nc.subscribe(
+            self.inbox, cb=self._on_msg, pending_msgs_limit=PENDING_MSGS_MAX, pending_bytes_limit=-1
+        )
+        sid = getattr(self._sub, "_id", None)
+        self.fast_path = isinstance(sid, int) and _tap(self.nc, sid, self._on_frame)
+        if not self.fast_path:
+            log.warning(
+                "nats_pull_slow_path",
+                nats_py=nats_py_version(),
+                why="nats-py's Client._process_msg or Subscription._id is not what socai.infra.nats_pull expects",
+            )
+
+    async def close(self) -> None:
+        if self._sub is not None:
+            sid = getattr(self._sub, "_id", None)
+            if isinstance(sid, int):
+                _untap(self.nc, sid)
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
+
+    def _on_frame(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        if headers is not None and headers.startswith(_STATUS_LINE):
+            line = headers[len(_STATUS_LINE) :].split(b"\r\n", 1)[0].decode(errors="replace")
+            status, _, description = line.partition(" ")
+            self._on_status(status, description)
+            return
+        self.frames_read += 1
+        self._on_data(Delivery(self.nc, subject.decode(), reply.decode(), data))
+
+    async def _on_msg(self, msg: Msg) -> None:
+        """The same as ``_on_frame``, for a nats-py whose frames cannot be tapped."""
+        status = msg.headers.get("Status") if msg.headers else None
+        if status:
+            self._on_status(status, (msg.headers or {}).get("Description", ""))
+            return
+        self.msgs_read += 1
+        self._on_data(Delivery(self.nc, msg.subject, msg.reply, msg.data))
+
+    def _on_status(self, status: str, description: str) -> None:
+        if status == "100":  # idle heartbeat or flow control: not the end of the request
+            return
+        if status not in ("404", "408"):
+            log.warning("pull_request_ended", status=status, description=description)
+        self._open = False
+        self._arrived.set()
+
+    def _on_data(self, delivery: Delivery) -> None:
+        self._buffer.append(delivery)
+        self._remaining -= 1
+        if self._remaining <= 0:
+            self._open = False
+        self._arrived.set()
+
+    async def fetch(self, batch: int, timeout_s: float) -> list[Delivery]:
+        """Up to ``batch`` messages; [] when none came within ``timeout_s``."""
+        if not self._buffer:
+            self._arrived.clear()
+            if not self._open:
+                self._open, self._remaining = True, batch
+                request = {"batch": batch, "expires": int(timeout_s * 1e9)}
+                await self.nc.publish(self.next_subject, json.dumps(request).encode(), reply=self.inbox)
+            try:
+                await asyncio.wait_for(self._arrived.wait(), timeout_s + GRACE_S)
+            except TimeoutError:
+                self._open = False  # the request expired unseen (a reconnect): ask again
+                return []
+        buffer = self._buffer
+        if len(buffer) <= batch:
+            out = list(buffer)
+            buffer.clear()
+            return out
+        return [buffer.popleft() for _ in range(batch)]
