@@ -41,6 +41,14 @@ def add_commands(sub: Any, command: Any) -> None:
         help="chance a bot goes silent at a decision (disconnected by the table, reconnects later)",
     )
     p.add_argument("--seed", type=int, default=None, help="seed of the bots' choices")
+    p.add_argument(
+        "--settlement-instances",
+        type=int,
+        default=1,
+        choices=range(1, 17),
+        metavar="M",
+        help="settlement processes sharing the work through leases (default 1)",
+    )
     command("demo")(cmd_demo)
 
 
@@ -53,13 +61,13 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     if "SOCAI_HEARTBEAT_TIMEOUT_S" not in os.environ:
         # Bots that go silent are disconnected within the demo's few seconds per hand.
         settings = replace(settings, heartbeat_timeout_s=DEMO_HEARTBEAT_TIMEOUT_S)
-    stack = Stack(settings)
+    stack = Stack(settings, instances={"settlement": args.settlement_instances})
     try:
         with console.status("starting NATS, PostgreSQL and the services…"):
             started = stack.start()
         running = stack.resolved_settings()
         console.print(f"[bold]socai is up[/]: services {', '.join(started)}; NATS {running.nats_url}")
-        missing = {"ledger", "table", "settlement"} - set(started)
+        missing = {"ledger", "table", "settlement"} - {name.split("-")[0] for name in started}
         if missing:
             console.print(f"[red]cannot run the demo without: {', '.join(sorted(missing))}[/]")
             return 2

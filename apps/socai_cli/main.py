@@ -48,9 +48,9 @@ def command(name: str) -> Callable[[Handler], Handler]:
 
 @command("up")
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
-    from socai_cli.stack import Stack
+    from socai_cli.stack import Stack, instance_address, instance_name, service_address
 
-    stack = Stack(settings)
+    stack = Stack(settings, instances={"settlement": args.settlement_instances})
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -60,10 +60,12 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         print("socai is up (Ctrl-C stops everything)")
         print(f"  NATS        {s.nats_url}{'  (embedded, var/nats)' if stack.nats else ''}")
         print(f"  PostgreSQL  {s.database_url}{'  (embedded, var/pg)' if stack.postgres else ''}")
-        for name in started:
-            from socai_cli.stack import service_address
-
-            print(f"  {name:<11} grpc://{service_address(s, name)}  (log: {s.var_dir / 'log' / name}.log)")
+        for name in ("ledger", "table", "settlement"):
+            for i in range(stack.instances.get(name, 1)):
+                label = instance_name(name, i)
+                if label in started:
+                    address = instance_address(service_address(settings, name), i)
+                    print(f"  {label:<12} grpc://{address}  (log: {s.var_dir / 'log' / label}.log)")
         missing = [n for n in ("ledger", "table", "settlement") if n not in started]
         if missing:
             print(f"  not built yet: {', '.join(missing)}")
@@ -151,10 +153,23 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 16:
+        raise argparse.ArgumentTypeError("must be 1..16")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="socai", description="socai: tables, settlement and the ledger")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("up", help="run NATS, PostgreSQL and the services in the foreground")
+    up = sub.add_parser("up", help="run NATS, PostgreSQL and the services in the foreground")
+    up.add_argument(
+        "--settlement-instances",
+        type=_positive,
+        default=1,
+        help="settlement processes sharing the event log's partitions through leases (default 1)",
+    )
     sub.add_parser("status", help="show each component's health")
     migrate = sub.add_parser("migrate", help="run every service's database migrations (and provision the streams)")
     migrate.add_argument(

@@ -43,6 +43,27 @@ def service_address(settings: Settings, name: str) -> str:
     return {"ledger": settings.ledger_addr, "table": settings.table_addr, "settlement": settings.settlement_addr}[name]
 
 
+INSTANCE_PORT_STEP = 100  # instance i of a service listens at its port + 100 × i
+METRICS_PORT_STEP = 10  # ... and serves metrics at its metrics port + 10 × i
+
+
+def instance_name(name: str, instance: int) -> str:
+    """``settlement`` for the first instance, ``settlement-1`` … for the others."""
+    return name if instance == 0 else f"{name}-{instance}"
+
+
+def instance_address(address: str, instance: int) -> str:
+    host, port = address.rsplit(":", 1)
+    return f"{host}:{int(port) + INSTANCE_PORT_STEP * instance}"
+
+
+def clients_address(address: str, instances: int) -> str:
+    """What clients dial to reach every instance (round robin, ``grpc_client.channel``)."""
+    if instances <= 1:
+        return address
+    return "ipv4:" + ",".join(instance_address(address, i) for i in range(instances))
+
+
 async def grpc_health(address: str, timeout_s: float = 2.0) -> str:
     """The grpc.health.v1 status of ``address`` ("SERVING", "NOT_SERVING", or "DOWN: …")."""
     import grpc
@@ -64,6 +85,8 @@ class Stack:
     postgres: EmbeddedPostgres | None = None
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     log_files: dict[str, IO[bytes]] = field(default_factory=dict)
+    # How many processes of each service (``socai up --settlement-instances 2``); 1 if absent.
+    instances: dict[str, int] = field(default_factory=dict)
 
     @property
     def nats_url(self) -> str:
@@ -87,8 +110,15 @@ class Stack:
         return role_url(self.database_url, SERVICE_ROLES[name])
 
     def resolved_settings(self) -> Settings:
-        """Settings with the URLs of whatever this stack runs (embedded or configured)."""
-        return replace(self.settings, nats_url=self.nats_url, database_url=self.database_url)
+        """Settings with the URLs of whatever this stack runs (embedded or configured), and
+        for a service with several instances, an address that reaches all of them."""
+        s = self.settings
+        return replace(
+            s,
+            nats_url=self.nats_url,
+            database_url=self.database_url,
+            settlement_addr=clients_address(s.settlement_addr, self.instances.get("settlement", 1)),
+        )
 
     def start_infra(self) -> None:
         var = self.settings.var_dir
@@ -104,10 +134,13 @@ class Stack:
     async def _provision_stream(self) -> None:
         await provision_streams(self.resolved_settings())
 
-    def start_service(self, name: str, timeout_s: float = 30.0) -> None:
+    def start_service(self, name: str, timeout_s: float = 30.0, instance: int = 0) -> None:
+        """Start instance ``instance`` of service ``name`` as its own process (its log
+        ``var/log/<name>[-<instance>].log``) and wait until it serves."""
+        proc_name = instance_name(name, instance)
         log_dir = self.settings.var_dir / "log"
         log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = log_dir / f"{name}.log"
+        log_path = log_dir / f"{proc_name}.log"
         env = {
             **os.environ,
             **self.resolved_settings().as_env(),
@@ -116,14 +149,19 @@ class Stack:
             # redirect below catches what it prints before its logging is configured.
             "SOCAI_LOG_FILE": str(log_path.resolve()),
         }
+        if self.instances.get(name, 1) > 1:
+            env["SOCAI_LISTEN_ADDR"] = instance_address(service_address(self.settings, name), instance)
+            env["SOCAI_METRICS_PORT_BASE"] = str(self.settings.metrics_port_base + METRICS_PORT_STEP * instance)
+            env["SOCAI_INSTANCE_ID"] = f"{proc_name}-{os.getpid()}"
         out = log_path.open("ab")
-        self.log_files[name] = out
+        self.log_files[proc_name] = out
         proc = subprocess.Popen([sys.executable, "-m", f"socai_{name}"], env=env, stdout=out, stderr=subprocess.STDOUT)
-        self.procs[name] = proc
-        self.wait_serving(name, timeout_s)
+        self.procs[proc_name] = proc
+        self.wait_serving(name, timeout_s, instance)
 
-    def wait_serving(self, name: str, timeout_s: float = 30.0) -> None:
-        address = service_address(self.settings, name)
+    def wait_serving(self, name: str, timeout_s: float = 30.0, instance: int = 0) -> None:
+        address = instance_address(service_address(self.settings, name), instance)
+        name = instance_name(name, instance)
         deadline = time.monotonic() + timeout_s
         status = ""
         while time.monotonic() < deadline:
@@ -148,8 +186,9 @@ class Stack:
         started = []
         for name in services:
             if service_exists(name):
-                self.start_service(name)
-                started.append(name)
+                for instance in range(self.instances.get(name, 1)):
+                    self.start_service(name, instance=instance)
+                    started.append(instance_name(name, instance))
         return started
 
     def stop_service(self, name: str, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> int | None:

@@ -41,7 +41,11 @@ class _StreamToken(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
 
 def channel(address: str, token: str | None) -> grpc.aio.Channel:
     """An insecure channel to ``address`` (TLS terminates at the mesh in deploy/k8s) that
-    adds ``authorization: Bearer <token>`` to every call when ``token`` is given."""
+    adds ``authorization: Bearer <token>`` to every call when ``token`` is given.
+
+    ``address`` may name several instances (``ipv4:127.0.0.1:50053,127.0.0.1:50153``, or a
+    DNS name with several addresses, as a headless Service has): calls go round robin over
+    the ones that answer, so one instance down does not fail every call."""
     interceptors: list[Any] = [_UnaryToken(token), _StreamToken(token)] if token else []
     return grpc.aio.insecure_channel(
         address,
@@ -50,5 +54,6 @@ def channel(address: str, token: str | None) -> grpc.aio.Channel:
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
             ("grpc.keepalive_time_ms", 30_000),
             ("grpc.enable_retries", 1),
+            ("grpc.lb_policy_name", "round_robin"),
         ],
     )
