@@ -125,6 +125,9 @@ listen: 127.0.0.1:{self.port}
 server_name: socai-embedded
 pid_file: "{pid_file}"
 log_file: "{log_file}"
+# rotated by the server itself: at most five files of 50 MB
+logfile_size_limit: 50MB
+logfile_max_num: 5
 max_payload: 1MB
 jetstream {{
   store_dir: "{self.root / "jetstream"}"

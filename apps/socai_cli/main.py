@@ -147,7 +147,7 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
     migrate.upgrade_all(settings.effective_database_url)
     if settings.nats_url:  # the deploy/ migration job also provisions the streams
-        asyncio.run(provision_streams(settings))
+        asyncio.run(provision_streams(settings, allow_repartition=args.repartition))
     return 0
 
 
@@ -156,7 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("up", help="run NATS, PostgreSQL and the services in the foreground")
     sub.add_parser("status", help="show each component's health")
-    sub.add_parser("migrate", help="run every service's database migrations (and provision the streams)")
+    migrate = sub.add_parser("migrate", help="run every service's database migrations (and provision the streams)")
+    migrate.add_argument(
+        "--repartition",
+        action="store_true",
+        help="let SOCAI_EVENT_PARTITIONS change an existing event log's P (the migration: deploy/README.md)",
+    )
     for module in plugins():
         module.add_commands(sub, command)
     return parser

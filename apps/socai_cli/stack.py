@@ -105,10 +105,18 @@ class Stack:
         await provision_streams(self.resolved_settings())
 
     def start_service(self, name: str, timeout_s: float = 30.0) -> None:
-        env = {**os.environ, **self.resolved_settings().as_env(), "SOCAI_DATABASE_URL": self.service_database_url(name)}
         log_dir = self.settings.var_dir / "log"
         log_dir.mkdir(parents=True, exist_ok=True)
-        out = (log_dir / f"{name}.log").open("ab")
+        log_path = log_dir / f"{name}.log"
+        env = {
+            **os.environ,
+            **self.resolved_settings().as_env(),
+            "SOCAI_DATABASE_URL": self.service_database_url(name),
+            # The service rotates this file itself and moves its stdout/stderr along; the
+            # redirect below catches what it prints before its logging is configured.
+            "SOCAI_LOG_FILE": str(log_path.resolve()),
+        }
+        out = log_path.open("ab")
         self.log_files[name] = out
         proc = subprocess.Popen([sys.executable, "-m", f"socai_{name}"], env=env, stdout=out, stderr=subprocess.STDOUT)
         self.procs[name] = proc
@@ -169,15 +177,16 @@ class Stack:
             self.nats.stop()
 
 
-async def provision_streams(settings: Settings) -> None:
+async def provision_streams(settings: Settings, *, allow_repartition: bool = False) -> None:
     """Create or update every stream socai owns (idempotent; keeps their data): the event
-    log and the ledger's outbox stream."""
+    log (with ``SOCAI_EVENT_PARTITIONS``) and the ledger's outbox stream. A different P on
+    an existing event log is refused unless ``allow_repartition`` (the migration)."""
     from socai.infra.nats import connect, ensure_stream
 
     nc = await connect(settings.effective_nats_url, name="socai-provision")
     try:
         js = nc.jetstream()
-        await ensure_stream(js, settings.events_stream_spec())
+        await ensure_stream(js, settings.events_stream_spec(), allow_repartition=allow_repartition)
         await ensure_stream(js, settings.ledger_stream_spec())
     finally:
         await nc.close()

@@ -6,9 +6,12 @@
     socai ledger trial-balance          exit 1 when the balances do not sum to 0
     socai ledger deposit 42 5000 --key ticket-981 [--reference "bank transfer 981"]
     socai ledger deposit house:bank 1000000 --key fund-2026-11   (a transfer from external:cashier)
+    socai ledger export [--out journal.jsonl] [--format jsonl|csv]   the journal in commit order
 
 Every command talks gRPC to ``SOCAI_LEDGER_ADDR`` (``--addr`` overrides). Reads present the
-operator's token, ``deposit`` the cashier's (``SOCAI_SERVICE_TOKEN`` overrides both). Add
+operator's token, ``export`` the auditor's, ``deposit`` the cashier's (``SOCAI_SERVICE_TOKEN``
+overrides them). ``export`` writes the file ``socai audit --journal`` reads
+(``socai.audit.journal`` describes both formats). Add
 ``--json`` for machine-readable output (protobuf JSON mapping).
 """
 
@@ -16,14 +19,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import grpc
 from google.protobuf import json_format
 
 from socai import accounts
+from socai.audit import journal
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
@@ -31,6 +37,7 @@ from socai.infra.grpc_client import channel
 from socai.infra.grpc_errors import from_rpc_error
 
 RPC_TIMEOUT_S = 30.0
+EXPORT_PAGE_SIZE = 1000  # ListTransactions' maximum: fewest round trips
 
 
 def add_commands(sub: Any, command: Any) -> None:
@@ -58,12 +65,16 @@ def add_commands(sub: Any, command: Any) -> None:
     p.add_argument("amount_gold", type=int)
     p.add_argument("--key", required=True, help="idempotency key (a retry with the same key deposits once)")
     p.add_argument("--reference", default="", help="what the deposit is about (ticket, bank reference)")
+
+    p = cmds.add_parser("export", help="the journal in commit order, for an offline audit (socai audit --journal)")
+    p.add_argument("--out", default="-", help="output file (default: standard output)")
+    p.add_argument("--format", choices=journal.FORMATS, default="jsonl", help="jsonl (one transaction a line) or csv")
     command("ledger")(cmd_ledger)
 
 
 def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
     handler = _HANDLERS[args.ledger_command]
-    caller = "cashier" if args.ledger_command == "deposit" else "operator"
+    caller = {"deposit": "cashier", "export": "auditor"}.get(args.ledger_command, "operator")
     address = args.addr or settings.ledger_addr
 
     async def main() -> int:
@@ -172,10 +183,40 @@ async def _deposit(stub: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _export(stub: Any, args: argparse.Namespace) -> int:
+    if args.out == "-":
+        count = await _write_journal(stub, args.format, sys.stdout)
+    else:
+        # Written next to the target and renamed at the end: an interrupted export never
+        # leaves a file that looks like a whole journal.
+        target = Path(args.out)
+        partial = target.with_name(target.name + ".partial")
+        with partial.open("w", encoding="utf-8", newline="") as out:
+            count = await _write_journal(stub, args.format, out)
+        partial.replace(target)
+    print(f"exported {count} transactions", file=sys.stderr)
+    return 0
+
+
+async def _write_journal(stub: Any, fmt: str, out: IO[str]) -> int:
+    """Every page of ``ListTransactions`` in order, written as it arrives (memory stays one page)."""
+    csv_out = journal.CsvWriter(out) if fmt == "csv" else None
+    count, token = 0, ""
+    while True:
+        reply = await stub.ListTransactions(
+            pb.ListTransactionsRequest(page_size=EXPORT_PAGE_SIZE, page_token=token), timeout=RPC_TIMEOUT_S
+        )
+        count += csv_out.write(reply.transactions) if csv_out else journal.write_jsonl(reply.transactions, out)
+        token = reply.next_page_token
+        if not token:
+            return count
+
+
 _HANDLERS: dict[str, Callable[[Any, argparse.Namespace], Awaitable[int]]] = {
     "balance": _balance,
     "statement": _statement,
     "verify": _verify,
     "trial-balance": _trial_balance,
     "deposit": _deposit,
+    "export": _export,
 }

@@ -10,6 +10,7 @@ Access policy (callers are the services named in ``Settings.tokens``):
 | OpenAccount | table, settlement, backend, cashier, operator |
 | Deposit, Withdraw | cashier, operator |
 | VerifyJournal, TrialBalance | auditor, operator, settlement, backend |
+| ListTransactions | auditor, operator |
 
 Which accounts and idempotency keys each writer may post to (``domain.authorize``, checked
 once per request before it reaches the write batcher; anything else is PERMISSION_DENIED
@@ -38,7 +39,7 @@ from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.grpc_server import ANY_CALLER, AccessPolicy, current_caller
 from socai.money import INT64_MAX
-from socai_ledger import convert, domain, store
+from socai_ledger import convert, domain, journal_export, store
 from socai_ledger.batcher import WriteBatcher
 from socai_ledger.domain import PostStatus, PreparedTransaction
 
@@ -48,6 +49,8 @@ _EVERYONE = frozenset({ANY_CALLER})
 _WRITERS = frozenset({"table", "settlement", "backend"})
 _CASHIERS = frozenset({"cashier", "operator"})
 _AUDITORS = frozenset({"auditor", "operator", "settlement", "backend"})
+# The whole journal, every player's money in it: only those who audit it (no service needs it).
+_JOURNAL_READERS = frozenset({"auditor", "operator"})
 ALLOW: Final[Mapping[str, frozenset[str]]] = {
     "OpenAccount": _WRITERS | _CASHIERS,
     "GetAccount": _EVERYONE,
@@ -62,6 +65,7 @@ ALLOW: Final[Mapping[str, frozenset[str]]] = {
     "GetBalanceAt": _EVERYONE,
     "VerifyJournal": _AUDITORS,
     "TrialBalance": _AUDITORS,
+    "ListTransactions": _JOURNAL_READERS,
 }
 ID_PREFIX_MAX_CHARS: Final = accounts.ACCOUNT_ID_MAX_CHARS
 # Items converted (or answers built) between two yields to the event loop: the single
@@ -320,3 +324,15 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
             total_gold=trial.total_gold,
             kinds=[pb.KindTotal(kind=k.kind, balance_gold=k.balance_gold, accounts=k.accounts) for k in trial.kinds],
         )
+
+    async def ListTransactions(self, request: pb.ListTransactionsRequest, context: Any) -> pb.ListTransactionsResponse:
+        limit = domain.check_page_size(request.page_size)
+        after = journal_export.decode_page_token(request.page_token)
+        found, more = await journal_export.list_transactions(self.pool, after_seq=after, limit=limit)
+        response = pb.ListTransactionsResponse()
+        times = convert.TimestampCache()
+        for tx in found:
+            convert.transaction(tx, response.transactions.add(), times)
+        if more and found:
+            response.next_page_token = journal_export.encode_page_token(found[-1].journal_seq)
+        return response

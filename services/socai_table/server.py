@@ -106,16 +106,13 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def GetTableState(self, request: pb.GetTableStateRequest, context: Any) -> pb.GetTableStateResponse:
         viewer = self._viewer(request.player_token)
         table = await self.manager.get(request.table_id)
-        async with table.lock:
-            view = table.view(viewer)
-            return pb.GetTableStateResponse(state=convert.state_to_proto(table, view))
+        view = await table.view_now(viewer)
+        return pb.GetTableStateResponse(state=convert.state_to_proto(table, view))
 
     async def WatchTable(self, request: pb.WatchTableRequest, context: Any) -> AsyncIterator[pb.WatchTableResponse]:
         viewer = self._viewer(request.player_token)
         table = await self.manager.get(request.table_id)
-        async with table.lock:  # no event can slip between the snapshot and the subscription
-            watcher = table.watch(viewer)
-            snapshot = table.view(viewer)["events"]
+        watcher, snapshot = await table.watch(viewer)
         try:
             for event in snapshot:
                 if event.seq >= request.from_seq:
@@ -139,9 +136,8 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def Reconnect(self, request: pb.ReconnectRequest, context: Any) -> pb.ReconnectResponse:
         player = self._player(request.player_token)
         table = await self.manager.get(request.table_id)
-        await table.heartbeat(player)
-        async with table.lock:
-            return pb.ReconnectResponse(state=convert.state_to_proto(table, table.view(player)))
+        view = await table.reconnect(player)
+        return pb.ReconnectResponse(state=convert.state_to_proto(table, view))
 
     async def IssuePlayerToken(self, request: pb.IssuePlayerTokenRequest, context: Any) -> pb.IssuePlayerTokenResponse:
         ttl = request.ttl_s or player_tokens.TTL_DEFAULT_S

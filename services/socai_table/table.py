@@ -1,11 +1,16 @@
-"""One table, run authoritatively: seats, buy-ins, dealing, turn order, timers, disconnects.
+"""One table, run authoritatively: the table actor (its state, its events, the game loop).
 
-A ``Table`` is the single writer of its events. Every command runs under the table's lock:
-the rules engine validates it against the current state first (a rejected command writes
-nothing), then the event is appended to JetStream with the expected last subject sequence,
-and only after the append is acknowledged does the in-memory state move on. The table then
-drives what needs no player (dealing, dice, the end of the hand) and arms the timer of
-whatever the hand waits for.
+A ``Table`` is the single writer of its events. Every command runs under the table's lock,
+which nothing outside this class takes: the rules engine validates it against the current
+state first (a rejected command writes nothing), then the event is appended to JetStream,
+signed and with the expected last subject sequence, and only after the append is
+acknowledged does the in-memory state move on. The table then drives what needs no player
+(dealing, dice, the end of the hand) and arms the timer of whatever the hand waits for.
+
+Its helpers each do one job: ``timers`` (when the hand's timer fires, who missed
+heartbeats, when the next hand starts by itself), ``views`` (what each viewer may see, and
+the ``WatchTable`` fan-out), ``rebuild`` (reading the table back from its log, quarantining
+what does not belong), ``hand`` (the hand in play).
 
 Everything here can be rebuilt from the event log plus the service's own rows (the table
 directory and the hand seeds): ``rebuild`` reads the table's facts and its last hand and
@@ -16,20 +21,16 @@ missing event.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from types import ModuleType
+from dataclasses import dataclass
 from typing import Any
 
 from socai import accounts, errors, fairness
-from socai.cards import Card
 from socai.cards import deck as canonical_deck
 from socai.events import codec
-from socai.events.log import EventLog, RawStored
+from socai.events.log import EventLog
 from socai.events.model import (
-    COMMUNITY,
     Body,
     CardsDealt,
     Event,
@@ -48,64 +49,19 @@ from socai.gen.events.v1 import events_pb2
 from socai.infra.logging import bound, get_logger
 from socai.rules import base as kit
 from socai.rules import registry
-from socai.rules.base import LegalAction, Pending, Settlement
+from socai.rules.base import Pending, Settlement
 from socai_table import metrics, seeds, signing
+from socai_table.hand import IDEMPOTENCY_HEADER, PLAYER_HEADER, ActResult, Hand
 from socai_table.ledger_client import Money, buy_in_key, join_key
-from socai_table.model import TURN_TIMEOUT_DEFAULT_S, Seat, TableConfig, facts_id_of, hand_id_of
-from socai_table.store import Cashout, Quarantined, TableStore
+from socai_table.model import Seat, TableConfig, facts_id_of, hand_id_of
+from socai_table.rebuild import LogReader
+from socai_table.store import Cashout, TableStore
+from socai_table.timers import HEARTBEAT_TIMEOUT_S, AutoStart, HandTimer, missed_heartbeats, timeout_s_for
+from socai_table.views import Watcher, Watchers, hand_view, viewer_seat
 
 log = get_logger("socai.table")
 
-HEARTBEAT_TIMEOUT_S = 10.0
 ACT_KEY_MAX_CHARS = 200
-WATCH_QUEUE_MAX = 2000
-IDEMPOTENCY_HEADER = "Socai-Idempotency-Key"
-# The player whose Act key the event answers: Act keys are scoped by player (and hand), so
-# one player's key can neither replay nor block another player's action.
-PLAYER_HEADER = "Socai-Player-Id"
-
-
-@dataclass(frozen=True)
-class ActResult:
-    seq: int
-    event_id: str
-
-
-@dataclass
-class Hand:
-    """The hand in play: the rules state, the deck, and the events so far."""
-
-    hand_id: str
-    number: int
-    started: HandStarted
-    seed: bytes
-    deck: list[Card]
-    state: Any
-    events: list[Event] = field(default_factory=list)
-    subject_seq: int = 0  # stream sequence of the hand's last event
-    started_stream_seq: int = 0
-    next_card: int = 0
-    ended: bool = False
-    act_keys: dict[tuple[str, str], tuple[ActResult, Any]] = field(default_factory=dict)  # (player, key)
-
-    @property
-    def seq(self) -> int:
-        return len(self.events)
-
-    @property
-    def dealt_seats(self) -> set[int]:
-        return {s.seat for s in self.started.seats}
-
-
-@dataclass(eq=False)  # identity semantics: watchers live in a set
-class Watcher:
-    """One open WatchTable stream. It remembers who watches, not which seat: what the
-    viewer may see is decided per event from the seat they hold *then* (a player who
-    leaves seat 0 must not see the cards of the next player seated there)."""
-
-    player_id: str | None
-    queue: asyncio.Queue[events_pb2.Event | None]
-    overflowed: bool = False
 
 
 @dataclass
@@ -118,17 +74,6 @@ class Deps:
     writer_key: bytes  # signs every event this service appends (socai_table.signing)
     on_cashout: Callable[[], None] = lambda: None
     heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
-
-
-def redact(module: ModuleType, event: Event, viewer_seat: int, state: Any, hand_over: bool) -> events_pb2.Event | None:
-    """The event as ``viewer_seat`` may see it, or None when they may not see it at all.
-
-    The game's ``visible`` hook decides (the kit's default hides other seats' face-down
-    cards; Mậu Binh's arrangements and Ba Cây's unflipped cards are hidden by their games)
-    until the hand is over, when the revealed seed makes every card public anyway.
-    """
-    seen = kit.visible_event(module, event, viewer_seat, state, hand_over)
-    return None if seen is None else codec.to_proto(seen)
 
 
 def table_opened(table_id: str, c: TableConfig) -> TableOpened:
@@ -152,7 +97,7 @@ class Table:
         self.config = config
         self.module = registry.get(config.game)
         self.deps = deps
-        self.lock = asyncio.Lock()
+        self._lock = asyncio.Lock()
         self.seats: dict[int, Seat] = {}
         self.facts_seq = 0
         self.facts_subject_seq = 0
@@ -161,11 +106,9 @@ class Table:
         self.hand: Hand | None = None
         self.last_hand: Hand | None = None
         self.pot_gold = 0
-        self.watchers: set[Watcher] = set()
-        self.timer_task: asyncio.Task[None] | None = None
-        self.timer_gen = 0
-        self.deadline: float = 0.0
-        self.start_task: asyncio.Task[None] | None = None
+        self.watchers = Watchers(self.module)
+        self.timer = HandTimer()
+        self.autostart = AutoStart()
         self.dirty = False
         self.closed = False
         self.created_at = time.time()
@@ -220,21 +163,7 @@ class Table:
 
     def _broadcast(self, event: Event) -> None:
         hand_over = isinstance(event.body, HandEnded) or event.hand_id == self.facts_id
-        hand = self.hand
-        state = hand.state if hand is not None and event.hand_id == hand.hand_id else None
-        for watcher in list(self.watchers):
-            if watcher.overflowed:
-                continue
-            seen = redact(self.module, event, self.viewer_seat(watcher.player_id), state, hand_over)
-            if seen is None:
-                continue
-            try:
-                watcher.queue.put_nowait(seen)
-            except asyncio.QueueFull:
-                watcher.overflowed = True
-                with contextlib.suppress(asyncio.QueueFull):
-                    watcher.queue.get_nowait()
-                    watcher.queue.put_nowait(None)
+        self.watchers.broadcast(event, self.hand, self.viewer_seat, hand_over)
 
     def _apply_fact(self, body: Any, stream_seq: int) -> None:
         if isinstance(body, PlayerSeated):
@@ -255,13 +184,13 @@ class Table:
 
     async def open(self) -> None:
         """Publish TableOpened unless the table's facts already exist."""
-        async with self.lock:
+        async with self._lock:
             await self._rebuild()
             if self.facts_seq == 0:
                 await self._fact(table_opened(self.table_id, self.config))
 
     async def rebuild(self) -> None:
-        async with self.lock:
+        async with self._lock:
             await self._rebuild()
 
     async def _rebuild(self) -> None:
@@ -291,23 +220,24 @@ class Table:
             raise
 
     async def _rebuild_from_log(self) -> None:
-        self._cancel_timer()
+        self.timer.cancel()
         self.seats.clear()
         self.seated_at.clear()
         self.facts_seq = self.facts_subject_seq = 0
         self.hand = None
-        subject = self.deps.log.subject_of(self.table_id, self.facts_id)
-        reader = signing.SubjectReader(self.deps.writer_key)
-        async for raw in self.deps.log.read_raw(subject):
+        d = self.deps
+        reader = LogReader(self.table_id, self.config.game, self.module, d.log, d.store, d.writer_key, d.seal_key)
+        async for event, stream_seq in reader.facts():
             # The next append must name the subject's real last sequence, a stranger's included.
-            self.facts_subject_seq = raw.stream_seq
-            event = await self._admit(reader, subject, raw, self.facts_id, self.facts_seq + 1)
+            self.facts_subject_seq = stream_seq
             if event is not None:
                 self.facts_seq = event.seq
-                self._apply_fact(event.body, raw.stream_seq)
+                self._apply_fact(event.body, stream_seq)
         hand = None
         for number, hand_id, seed in await self.deps.store.last_hands(self.table_id, 2):
-            hand = await self._replay_hand(number, hand_id, seed)
+            # Only what this service wrote and the rules engine accepts is applied: anything
+            # else is quarantined, and the hand goes on from its last valid state.
+            hand = await reader.hand(number, hand_id, seed)
             if hand is not None:
                 break
         self.dirty = False
@@ -334,84 +264,6 @@ class Table:
             log.info("hand_resumed", table_id=self.table_id, hand_id=hand.hand_id, seq=hand.seq)
             await self._advance()
 
-    async def _replay_hand(self, number: int, hand_id: str, sealed_seed: bytes) -> Hand | None:
-        """The hand as its own events make it, or None when none of its events stands.
-
-        Only what this service wrote and the rules engine accepts is applied: anything else
-        on the hand's subject is quarantined and skipped, and the hand goes on from its last
-        valid state (issue: one foreign message used to stop the table for good).
-        """
-        subject = self.deps.log.subject_of(self.table_id, hand_id)
-        reader = signing.SubjectReader(self.deps.writer_key)
-        hand: Hand | None = None
-        last_stream_seq = 0
-        async for raw in self.deps.log.read_raw(subject):
-            last_stream_seq = raw.stream_seq
-            event = await self._admit(reader, subject, raw, hand_id, 1 if hand is None else hand.seq + 1)
-            if event is None:
-                continue
-            body = event.body
-            if hand is None:
-                if not isinstance(body, HandStarted):
-                    await self._quarantine(hand_id, raw.stream_seq, "OUT_OF_ORDER", "a hand starts with HandStarted")
-                    continue
-                seed = seeds.open_seed(self.deps.seal_key, hand_id, sealed_seed, body.deck_commitment)
-                deck = fairness.shuffle(seed, canonical_deck(self.config.game)) if self.module.SPEC.deck else []
-                hand = Hand(hand_id, number, body, seed, deck, self.module.initial_state(body))
-                hand.started_stream_seq = raw.stream_seq
-                hand.events.append(event)
-                continue
-            try:
-                hand.state = self.module.apply(hand.state, body)
-            except errors.RuleViolation as exc:
-                await self._quarantine(hand_id, raw.stream_seq, exc.code, exc.message)
-                continue
-            if isinstance(body, HandEnded):
-                hand.ended = True
-            if isinstance(body, CardsDealt):
-                hand.next_card += len(body.cards)
-            hand.events.append(event)
-            key = raw.headers.get(IDEMPOTENCY_HEADER)
-            if key:
-                player = raw.headers.get(PLAYER_HEADER, "")
-                hand.act_keys[(player, key)] = (ActResult(event.seq, event.event_id), body)
-        if hand is not None:
-            hand.subject_seq = last_stream_seq
-        return hand
-
-    async def _admit(
-        self, reader: signing.SubjectReader, subject: str, raw: RawStored, hand_id: str, due_seq: int
-    ) -> Event | None:
-        """The event of ``raw`` when the table wrote it and it is the one due, else None
-        (after quarantining it)."""
-        reason = reader.reject_reason(subject, raw.data, raw.headers)
-        detail = ""
-        event: Event | None = None
-        if reason is None:
-            try:
-                event = codec.decode(raw.data)
-            except Exception as exc:  # any bytes at all may arrive on the subject
-                reason, detail = "BAD_EVENT", str(exc)[:500]
-            else:
-                if (event.table_id, event.hand_id, event.seq) != (self.table_id, hand_id, due_seq):
-                    reason, detail = "OUT_OF_ORDER", f"{event.event_id} where {hand_id}/{due_seq} was due"
-        if reason is None:
-            return event
-        await self._quarantine(hand_id, raw.stream_seq, reason, detail)
-        return None
-
-    async def _quarantine(self, hand_id: str, stream_seq: int, reason: str, detail: str) -> None:
-        await self.deps.store.quarantine(Quarantined(self.table_id, hand_id, stream_seq, reason, detail))
-        metrics.QUARANTINED.labels(reason).inc()
-        log.error(
-            "message_quarantined",
-            table_id=self.table_id,
-            hand_id=hand_id,
-            stream_seq=stream_seq,
-            reason=reason,
-            detail=detail[:200],
-        )
-
     async def _ensure_synced(self) -> None:
         if self.dirty:
             log.warning("table_resync", table_id=self.table_id)
@@ -437,7 +289,7 @@ class Table:
             raise errors.InvalidArgument(
                 "BAD_BUY_IN", f"buy-in must be {c.buy_in_min_gold}..{c.buy_in_max_gold} gold, not {buy_in_gold}"
             )
-        async with self.lock:
+        async with self._lock:
             await self._ensure_synced()
             self._check_open()
             store = self.deps.store
@@ -533,7 +385,7 @@ class Table:
         Returns (stood up now, chips to cash out). The cash-out itself (escrow → wallet)
         happens once the player's last hand is settled.
         """
-        async with self.lock:
+        async with self._lock:
             await self._ensure_synced()
             seat = self.seat_of(player_id)
             if seat is None:
@@ -579,7 +431,7 @@ class Table:
         return kit.participants(self.module, stacks, c.stake_gold, c.options)
 
     async def start_hand(self) -> str:
-        async with self.lock:
+        async with self._lock:
             await self._ensure_synced()
             return await self._start_hand()
 
@@ -669,7 +521,7 @@ class Table:
         is illegal; in both cases nothing is written."""
         if not key or len(key) > ACT_KEY_MAX_CHARS:
             raise errors.InvalidArgument("BAD_IDEMPOTENCY_KEY", f"idempotency_key must be 1..{ACT_KEY_MAX_CHARS} chars")
-        async with self.lock:
+        async with self._lock:
             await self._ensure_synced()
             hand = self.hand
             if hand is None or hand.ended:
@@ -719,7 +571,7 @@ class Table:
         """Apply the hand's nets to the stacks, stand up leavers and busted players, and
         schedule the next hand. Safe to run twice (rebuild after a crash)."""
         hand = self._require_hand()
-        self._cancel_timer()
+        self.timer.cancel()
         settlement: Settlement = self.module.settle(hand.state)
         for info in hand.started.seats:
             seat = self.seats.get(info.seat)
@@ -746,34 +598,17 @@ class Table:
                 await self._stand_up(seat)
         self._maybe_autostart()
 
-    # --- timers, disconnects -------------------------------------------------------------
+    # --- what happens when a timer fires, a heartbeat is missed, a hand starts by itself ---
 
     def _arm_timer(self, pending: Pending) -> None:
-        self._cancel_timer()
-        if not pending.to_act:
-            return
-        # The table's turn timer overrides the game's default turn timer; the game's other
-        # timers (Mậu Binh's arrangement, Ba Cây's flip, a betting window) are its own rules.
-        if pending.timer in ("", "turn") and self.config.turn_timeout_s:
-            timeout: float = self.config.turn_timeout_s
-        else:
-            timeout = pending.timeout_s or TURN_TIMEOUT_DEFAULT_S
-        self.timer_gen += 1
-        self.deadline = time.time() + timeout
-        self.timer_task = asyncio.get_running_loop().create_task(self._timer_fires(self.timer_gen, timeout))
+        self.timer.cancel()
+        if pending.to_act:
+            self.timer.arm(timeout_s_for(pending, self.config), self._timer_fired)
 
-    def _cancel_timer(self) -> None:
-        task = self.timer_task
-        self.timer_task = None
-        self.deadline = 0.0
-        if task is not None and task is not asyncio.current_task() and not task.done():
-            task.cancel()
-
-    async def _timer_fires(self, generation: int, timeout_s: float) -> None:
-        await asyncio.sleep(timeout_s)
-        async with self.lock:
+    async def _timer_fired(self, generation: int) -> None:
+        async with self._lock:
             hand = self.hand
-            if generation != self.timer_gen or hand is None or hand.ended or self.dirty:
+            if not self.timer.is_current(generation) or hand is None or hand.ended or self.dirty:
                 return
             pending = self.module.pending(hand.state)
             with bound(table_id=self.table_id, hand_id=hand.hand_id):
@@ -797,7 +632,7 @@ class Table:
 
         Raises NotFound("NOT_SEATED") when the player has no seat at this table.
         """
-        async with self.lock:
+        async with self._lock:
             await self._ensure_synced()
             seat = self.seat_of(player_id)
             if seat is None:
@@ -808,10 +643,9 @@ class Table:
 
     async def check_heartbeats(self, now: float) -> None:
         """Turn missed heartbeats into PlayerDisconnected (the game's forfeit rules follow)."""
-        async with self.lock:
-            for seat in list(self.seats.values()):
-                if seat.connected and seat.last_heartbeat and now - seat.last_heartbeat > self.deps.heartbeat_timeout_s:
-                    await self._set_connected(seat, False)
+        async with self._lock:
+            for seat in missed_heartbeats(list(self.seats.values()), now, self.deps.heartbeat_timeout_s):
+                await self._set_connected(seat, False)
 
     async def _set_connected(self, seat: Seat, connected: bool) -> None:
         seat.connected = connected
@@ -827,25 +661,16 @@ class Table:
         await self._hand_event(body, new_state)
         await self._advance()
 
-    # --- automatic start ---------------------------------------------------------------
-
     def _maybe_autostart(self) -> None:
         wanted = self.config.auto_start_players
         if wanted <= 0 or self.closed or (self.hand is not None and not self.hand.ended):
             return
         if len(self.participants()) < max(wanted, self.module.SPEC.players_min):
             return
-        running = self.start_task
-        # A hand can end inside its own auto-start (everyone all-in from the blinds): the
-        # running task is then this very call's caller, about to finish, and must not stop
-        # the next hand from being scheduled.
-        if running is not None and not running.done() and running is not asyncio.current_task():
-            return
-        self.start_task = asyncio.get_running_loop().create_task(self._autostart())
+        self.autostart.schedule(self.config.between_hands_ms / 1000, self._autostart)
 
     async def _autostart(self) -> None:
-        await asyncio.sleep(self.config.between_hands_ms / 1000)
-        async with self.lock:
+        async with self._lock:
             if self.hand is not None or self.closed:
                 return
             if len(self.participants()) < max(self.config.auto_start_players, self.module.SPEC.players_min):
@@ -866,74 +691,55 @@ class Table:
         with no timer armed gets one; a table that should auto-start gets its start
         scheduled. Raises what the rebuild raises (the watchdog backs off and retries).
         """
-        if self.closed or self.lock.locked():
+        if self.closed or self._lock.locked():
             return
-        async with self.lock:
+        async with self._lock:
             if self.dirty:
                 log.info("table_healing", table_id=self.table_id)
                 await self._rebuild()
                 return
             hand = self.hand
             if hand is not None and not hand.ended:
-                if self.timer_task is None or self.timer_task.done():
+                if not self.timer.armed:
                     await self._advance()
             elif hand is None:
                 self._maybe_autostart()
 
-    # --- views -------------------------------------------------------------------------
+    # --- viewers -------------------------------------------------------------------------
 
     def viewer_seat(self, player_id: str | None) -> int:
-        if not player_id:
-            return COMMUNITY - 1  # a spectator: no seat, sees no hidden card
-        seat = self.seat_of(player_id)
-        return seat.seat if seat is not None else COMMUNITY - 1
+        return viewer_seat(self.seats, player_id)
 
     def view(self, player_id: str | None) -> dict[str, Any]:
-        """What ``player_id`` (None: a spectator) may see of the table right now."""
-        viewer = self.viewer_seat(player_id)
-        hand = self.hand or self.last_hand
-        result: dict[str, Any] = {
-            "viewer_seat": viewer if viewer >= 0 else -1,
-            "hand_id": "",
-            "last_seq": 0,
-            "events": [],
-            "to_act": [],
-            "timer": "",
-            "deadline": 0.0,
-            "legal_actions": [],
-            "candidate_actions": [],
-        }
-        if hand is None:
-            return result
-        over = hand.ended
-        seen = (redact(self.module, e, viewer, hand.state, over) for e in hand.events)
-        result.update(
-            hand_id=hand.hand_id,
-            last_seq=hand.seq,
-            events=[e for e in seen if e is not None],
-        )
-        if not over:
-            pending = self.module.pending(hand.state)
-            result.update(to_act=list(pending.to_act), timer=pending.timer, deadline=self.deadline)
-            if viewer in pending.to_act:
-                legal: tuple[LegalAction, ...] = self.module.legal_actions(hand.state, viewer)
-                result["legal_actions"] = list(legal)
-                result["candidate_actions"] = list(self.module.candidate_actions(hand.state, viewer))
-        return result
+        """What ``player_id`` (None: a spectator) may see of the table right now (in the
+        middle of a command, too: ``view_now`` waits for the command to finish)."""
+        return hand_view(self.module, self.hand or self.last_hand, self.viewer_seat(player_id), self.timer.deadline)
 
-    def watch(self, player_id: str | None) -> Watcher:
-        watcher = Watcher(player_id, asyncio.Queue(maxsize=WATCH_QUEUE_MAX))
-        self.watchers.add(watcher)
-        return watcher
+    async def view_now(self, player_id: str | None) -> dict[str, Any]:
+        """``view`` taken between commands, never halfway through one (a hand whose first
+        event is still being appended, a rebuild that has cleared the seats). The table
+        cannot change again before the caller's next ``await``: reading its seats in the
+        same step (``convert.state_to_proto``) gives the same moment."""
+        async with self._lock:
+            return self.view(player_id)
+
+    async def reconnect(self, player_id: str) -> dict[str, Any]:
+        """``heartbeat``, then the player's ``view_now``. Raises as ``heartbeat`` does."""
+        await self.heartbeat(player_id)
+        return await self.view_now(player_id)
+
+    async def watch(self, player_id: str | None) -> tuple[Watcher, list[events_pb2.Event]]:
+        """Open a WatchTable stream: the watcher and the events it may see so far, taken
+        together between commands so that no event slips between the two."""
+        async with self._lock:
+            viewer = self.viewer_seat(player_id)
+            snapshot: list[events_pb2.Event] = self.view(player_id)["events"]
+            return self.watchers.add(player_id, self.hand, viewer), snapshot
 
     def unwatch(self, watcher: Watcher) -> None:
         self.watchers.discard(watcher)
 
     async def stop(self) -> None:
-        self._cancel_timer()
-        for task in (self.start_task,):
-            if task is not None and not task.done():
-                task.cancel()
-        for watcher in list(self.watchers):
-            with contextlib.suppress(asyncio.QueueFull):
-                watcher.queue.put_nowait(None)
+        self.timer.cancel()
+        self.autostart.cancel()
+        self.watchers.close()

@@ -286,3 +286,26 @@ def test_awarding_is_deterministic(hand: Hand) -> None:
     award_pots(first, build_pots(contributions, live), best_of(strength), order)
     award_pots(second, build_pots(contributions, live), best_of(strength), order)
     assert first.transfers == second.transfers
+
+
+def test_relabel_losses_names_the_first_gold_each_account_lost_and_splits_a_transfer_where_it_ends() -> None:
+    from socai.rules.base import Transfer
+    from socai.rules.pots import relabel_losses
+
+    transfers = [
+        Transfer("a", "w", 150, "pot"),
+        Transfer("b", "w", 50, "pot"),
+        Transfer("a", "w", 300, "side_pot"),
+        Transfer("b", "w", 70, "pot"),
+    ]
+    out = relabel_losses(transfers, {"a": 100, "b": 100}, "ante", ("pot",))
+    assert [(t.from_account, t.amount_gold, t.reason) for t in out] == [
+        ("a", 100, "ante"),
+        ("a", 50, "pot"),
+        ("b", 50, "ante"),
+        ("a", 300, "side_pot"),  # not one of of_reasons: untouched
+        ("b", 50, "ante"),
+        ("b", 20, "pot"),
+    ]
+    # amounts per account pair are unchanged, so the ledger entries are the same
+    assert sum(t.amount_gold for t in out) == sum(t.amount_gold for t in transfers)

@@ -6,8 +6,10 @@ fills an ``AuditReport``; a hand that does not replay is a mismatch with the rep
 reason and message. ``reconcile(audit, ledger)`` then looks up each hand's transaction by
 its idempotency key ``settle:{hand_id}`` (or the retry key it was settled under after a
 refusal, ``socai.settle.keys``) and compares its entries with the replay, sums
-the entries per account on both sides, and, for tables whose whole history is in the
-input, checks each escrow's balance against buy-ins, cash-outs and hands.
+the entries per account on both sides, for tables whose whole history is in the input
+checks each escrow's balance against buy-ins, cash-outs and hands, and asks whether the
+journal agrees with itself. The ledger is a ``socai.audit.ledger_source.LedgerSource``:
+the live service or an exported journal, read by the same comparisons.
 """
 
 from __future__ import annotations
@@ -17,16 +19,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from socai import accounts, errors
+from socai import accounts
 from socai.audit.export import RawEvent
-from socai.audit.report import AuditReport
+from socai.audit.ledger_source import LedgerSource, LiveLedger
+from socai.audit.report import AuditReport, Mismatch
 from socai.rules import base, registry
-from socai.settle.keys import find_settlement, settlement_key
+from socai.settle.keys import Found, settlement_key
 from socai.settle.replay import MISSING_END, ReplayError, ReplayResult, diff_entries, replay
 
 SETTLEMENT_KIND: Final = "settlement"
 LEDGER_CALLS_IN_FLIGHT: Final = 32
-LEDGER_DEADLINE_S: Final = 10.0
 
 # Reasons of reconciliation mismatches (replay mismatches use socai.settle.replay.REASONS).
 LEDGER_MISSING: Final = "LEDGER_MISSING"
@@ -34,6 +36,9 @@ LEDGER_MISMATCH: Final = "LEDGER_MISMATCH"
 LEDGER_UNEXPECTED: Final = "LEDGER_UNEXPECTED"
 ACCOUNT_TOTAL: Final = "ACCOUNT_TOTAL"
 ESCROW_BALANCE: Final = "ESCROW_BALANCE"
+# The journal contradicts itself: a balance after that does not follow, a transaction that
+# does not sum to 0, a gap in journal_seq (an exported journal edited or cut).
+JOURNAL_MISMATCH: Final = "JOURNAL_MISMATCH"
 # Reasons of cross-hand mismatches: a hand's dealer (or banker) is not the one the rules
 # choose after the previous hand; a carried pot does not continue.
 DEALER_MISMATCH: Final = "DEALER_MISMATCH"
@@ -57,6 +62,10 @@ class Audit:
     failed_tables: set[str] = field(default_factory=set)
     open_tables: set[str] = field(default_factory=set)
     complete: bool = True  # the input is the whole log (no filter): escrow balances can be checked
+    # Every hand's stored messages in input order (the hand views show hands that did not
+    # replay too), and what the reconciled ledger holds for each replayed hand.
+    hands: dict[tuple[str, str], list[RawEvent]] = field(default_factory=dict)
+    found: dict[str, Found] = field(default_factory=dict)
 
 
 def verify(raws: Iterable[RawEvent], *, source: str, allow_open: bool = False, complete: bool = True) -> Audit:
@@ -64,7 +73,7 @@ def verify(raws: Iterable[RawEvent], *, source: str, allow_open: bool = False, c
     HandEnded (a live log); any other hand without one is a MISSING_END mismatch."""
     report = AuditReport(source=source)
     audit = Audit(report, complete=complete)
-    hands: dict[tuple[str, str], list[RawEvent]] = {}
+    hands = audit.hands
     last_hand: dict[str, tuple[str, str]] = {}
     for raw in raws:
         report.events += 1
@@ -177,59 +186,37 @@ def _note_fact(facts: TableFacts, raw: RawEvent) -> None:
         )
 
 
-async def reconcile(audit: Audit, ledger: Any, *, ledger_name: str) -> None:
-    """Check the ledger against the replayed hands (``ledger`` is a LedgerServiceStub).
+async def reconcile(audit: Audit, ledger: LedgerSource | Any, *, ledger_name: str = "") -> None:
+    """Check a ledger against the replayed hands: ``ledger`` is a ``LedgerSource`` (the
+    live service or an exported journal) or a LedgerServiceStub (the live service).
 
-    Raises Unavailable when the ledger does not answer.
+    Every finding is added in the order of the audited hands, then of the accounts, never
+    in the order answers happen to arrive, so the same input gives the same report byte
+    for byte whichever source answers. Raises Unavailable when a live ledger does not answer.
     """
 
+    source = ledger if isinstance(ledger, LedgerSource) else LiveLedger(ledger, ledger_name)
     report = audit.report
-    report.ledger = ledger_name
+    report.ledger = ledger_name or source.name
     gate = asyncio.Semaphore(LEDGER_CALLS_IN_FLIGHT)
+
+    async def one(result: ReplayResult) -> Found:
+        async with gate:
+            return await source.find(result.hand_id)
+
+    found_all = await asyncio.gather(*(one(r) for r in audit.results))
     ledger_totals: dict[str, int] = {}
     replay_totals: dict[str, int] = {}
-
-    async def one(result: ReplayResult) -> None:
-        hand_id, table_id = result.hand_id, result.table_id
-        want = result.settlement.entries()
-        async with gate:
-            found = await find_settlement(ledger, hand_id)
+    for result, found in zip(audit.results, found_all, strict=True):
+        audit.found[result.hand_id] = found
         report.transactions_checked += 1
+        want = result.settlement.entries()
         _add(replay_totals, want)
-        tx = found.transaction
-        if tx is None:
-            if want:
-                refused = "".join(f"; {key} was refused ({reason})" for key, reason in found.refused)
-                report.mismatch(
-                    LEDGER_MISSING,
-                    f"no ledger transaction under {settlement_key(hand_id)}{refused}; "
-                    f"the replay moves {_moved(want)} gold",
-                    hand_id=hand_id,
-                    table_id=table_id,
-                )
-            return
-        have = found.entries
-        _add(ledger_totals, have)
-        if not want:
-            report.mismatch(
-                LEDGER_UNEXPECTED,
-                f"{found.key} is transaction {tx.transaction_id}, but the replay moves no gold",
-                hand_id=hand_id,
-                table_id=table_id,
-            )
-            return
-        diffs = diff_entries(want, have, want="replay", have="ledger")
-        if tx.kind != SETTLEMENT_KIND or tx.reference != hand_id:
-            diffs.append(f"kind {tx.kind!r} reference {tx.reference!r}, expected {SETTLEMENT_KIND!r} {hand_id!r}")
-        if diffs:
-            report.mismatch(
-                LEDGER_MISMATCH,
-                f"{found.key} (transaction {tx.transaction_id}) differs from the replay: " + "; ".join(diffs),
-                hand_id=hand_id,
-                table_id=table_id,
-            )
-
-    await asyncio.gather(*(one(r) for r in audit.results))
+        if found.transaction is not None:
+            _add(ledger_totals, found.entries)
+        mismatch = compare_settlement(result, found)
+        if mismatch is not None:
+            report.mismatches.append(mismatch)
     for account in sorted(set(ledger_totals) | set(replay_totals)):
         report.accounts_checked += 1
         a, b = replay_totals.get(account, 0), ledger_totals.get(account, 0)
@@ -239,14 +226,51 @@ async def reconcile(audit: Audit, ledger: Any, *, ledger_name: str) -> None:
                 f"{account}: the hands' transactions total {b:+,} in the ledger, {a:+,} in the replay",
             )
     if audit.complete:
-        await _check_escrows(audit, ledger)
+        await _check_escrows(audit, source)
+    for problem in await source.journal_problems():
+        report.mismatch(JOURNAL_MISMATCH, problem.detail, hand_id=problem.hand_id)
 
 
-async def _check_escrows(audit: Audit, ledger: Any) -> None:
+def compare_settlement(result: ReplayResult, found: Found) -> Mismatch | None:
+    """What is wrong between a replayed hand and what the ledger holds for it, if anything
+    (``LEDGER_MISSING``, ``LEDGER_UNEXPECTED``, ``LEDGER_MISMATCH``). The hand view shows
+    the same finding."""
+    hand_id, table_id = result.hand_id, result.table_id
+    want = result.settlement.entries()
+    tx = found.transaction
+    if tx is None:
+        if not want:
+            return None
+        refused = "".join(f"; {key} was refused ({reason})" for key, reason in found.refused)
+        return Mismatch(
+            LEDGER_MISSING,
+            f"no ledger transaction under {settlement_key(hand_id)}{refused}; the replay moves {_moved(want)} gold",
+            hand_id,
+            table_id,
+        )
+    if not want:
+        return Mismatch(
+            LEDGER_UNEXPECTED,
+            f"{found.key} is transaction {tx.transaction_id}, but the replay moves no gold",
+            hand_id,
+            table_id,
+        )
+    diffs = diff_entries(want, found.entries, want="replay", have="ledger")
+    if tx.kind != SETTLEMENT_KIND or tx.reference != hand_id:
+        diffs.append(f"kind {tx.kind!r} reference {tx.reference!r}, expected {SETTLEMENT_KIND!r} {hand_id!r}")
+    if not diffs:
+        return None
+    return Mismatch(
+        LEDGER_MISMATCH,
+        f"{found.key} (transaction {tx.transaction_id}) differs from the replay: " + "; ".join(diffs),
+        hand_id,
+        table_id,
+    )
+
+
+async def _check_escrows(audit: Audit, source: LedgerSource) -> None:
     """Each escrow of a table whose whole history was audited holds buy-ins − cash-outs +
     its hands' nets (DESIGN.md: a difference is an alarm, never silently corrected)."""
-    from socai.gen.ledger.v1 import ledger_pb2
-
     report = audit.report
     expected: dict[str, tuple[str, int, int, int]] = {}
     for table_id, facts in audit.facts.items():
@@ -262,9 +286,13 @@ async def _check_escrows(audit: Audit, ledger: Any) -> None:
                 expected[acct] = (table_id, bought, cashed, hands + amount)
     gate = asyncio.Semaphore(LEDGER_CALLS_IN_FLIGHT)
 
-    async def one(acct: str, table_id: str, bought: int, cashed: int, hands: int) -> None:
+    async def one(acct: str) -> int:
         async with gate:
-            balance = await _balance(ledger, ledger_pb2.GetAccountRequest(account_id=acct))
+            return await source.balance(acct)
+
+    ordered = sorted(expected.items())
+    balances = await asyncio.gather(*(one(acct) for acct, _ in ordered))
+    for (acct, (table_id, bought, cashed, hands)), balance in zip(ordered, balances, strict=True):
         report.escrows_checked += 1
         want = bought - cashed + hands
         if balance != want:
@@ -274,22 +302,6 @@ async def _check_escrows(audit: Audit, ledger: Any) -> None:
                 f"{hands:+,} in hands = {want:,}",
                 table_id=table_id,
             )
-
-    await asyncio.gather(*(one(acct, *v) for acct, v in sorted(expected.items())))
-
-
-async def _balance(ledger: Any, request: Any) -> int:
-    import grpc
-
-    try:
-        reply = await ledger.GetAccount(request, timeout=LEDGER_DEADLINE_S)
-    except grpc.aio.AioRpcError as exc:
-        if exc.code() == grpc.StatusCode.NOT_FOUND:
-            return 0
-        raise errors.Unavailable(
-            "LEDGER_UNAVAILABLE", f"ledger GetAccount: {exc.code().name}: {exc.details()}"
-        ) from exc
-    return int(reply.account.balance_gold)
 
 
 def _add(totals: dict[str, int], entries: Mapping[str, int]) -> None:

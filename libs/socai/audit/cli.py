@@ -1,28 +1,37 @@
 """``socai events export`` and ``socai audit``.
 
     socai events export [--out FILE] [--table T]... [--game G]... [--since ISO] [--until ISO]
-    socai audit [--file FILE] [--ledger ADDR | --no-ledger] [--table T]... [--game G]...
-                [--since ISO] [--until ISO] [--allow-open] [--json REPORT]
+    socai audit [--events FILE] [--journal FILE | --ledger ADDR | --no-ledger] [--table T]... [--game G]...
+                [--since ISO] [--until ISO] [--allow-open] [--json REPORT] [--verdict FILE] [--html DIR]
+    socai audit hand HAND_ID [the same input flags]
 
-``audit`` reads the stream (default) or a JSONL export (``--file``), verifies every hand and
-prints the report; it reconciles with the ledger (``--ledger``, default the configured
-ledger address when reading the stream, none when reading a file) and exits 1 on any
-mismatch, 0 when clean, 2 when it cannot run (NATS or the ledger unreachable, bad flags).
+``audit`` reads the stream (default) or a JSONL export (``--events``, also ``--file``),
+verifies every hand and prints the report; it reconciles with the ledger (``--ledger``,
+default the configured ledger address when reading the stream, none when reading a file)
+or with a journal export (``--journal``: the same checks, ``socai.audit.ledger_source``),
+and exits 1 on any mismatch, 0 when clean, 2 when it cannot run (NATS or the ledger
+unreachable, a missing or unreadable file, bad flags). ``--html`` also writes the
+auditor's site (``socai.audit.html``); ``audit hand`` prints one hand
+(``socai.audit.handview``) and exits 1 when anything about it does not add up.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from socai.audit.auditor import reconcile, verify
+from socai import errors
+from socai.audit.auditor import Audit, reconcile, verify
 from socai.audit.export import EventFilter, RawEvent, read_jsonl, read_stream, write_jsonl
+from socai.audit.journal import read_journal
+from socai.audit.ledger_source import JournalLedger
 from socai.infra.config import Settings
 
 Handler = Callable[[argparse.Namespace, Settings], int]
@@ -31,34 +40,86 @@ Handler = Callable[[argparse.Namespace, Settings], int]
 def add_commands(subparsers: Any, command: Callable[[str], Callable[[Handler], Handler]]) -> None:
     events = subparsers.add_parser("events", help="the event log: export it as JSONL")
     events_sub = events.add_subparsers(dest="events_command", required=True)
-    export = events_sub.add_parser("export", help="write events as JSONL (protobuf JSON mapping)")
+    export = events_sub.add_parser("export", help="write events as JSONL (protobuf JSON mapping) or Hold'em as PHH")
     export.add_argument("--out", default="-", help="output file (default: standard output)")
+    export.add_argument(
+        "--format",
+        choices=("jsonl", "phh"),
+        default="jsonl",
+        help="jsonl: every event; phh: every verified Hold'em hand as Poker Hand History (.phhs)",
+    )
     _filters(export)
     _stream_flags(export)
     command("events")(cmd_events)
 
     audit = subparsers.add_parser("audit", help="verify every hand and reconcile with the ledger")
-    audit.add_argument("--file", help="read a JSONL export instead of the stream")
-    audit.add_argument("--ledger", help="ledger gRPC address to reconcile with (default: the configured one)")
-    audit.add_argument("--no-ledger", action="store_true", help="skip the reconciliation with the ledger")
-    audit.add_argument("--allow-open", action="store_true", help="a table's last hand may still be in play (live log)")
+    _inputs(audit)
     audit.add_argument("--json", dest="json_out", help="also write the report as JSON to this file")
-    _filters(audit)
-    _stream_flags(audit)
+    audit.add_argument(
+        "--verdict", dest="verdict_out", help="also write the verdict (the JSON report without its inputs' names)"
+    )
+    audit.add_argument("--html", dest="html_dir", help="also write the auditor's site (static HTML) to this folder")
+    audit.add_argument(
+        "--settlement", help="with --html: list this settlement service's dead letters on the overview (gRPC address)"
+    )
+    audit_sub = audit.add_subparsers(dest="audit_command", metavar="{hand}")
+    hand = audit_sub.add_parser("hand", help="one hand: timeline, seed, settlement and ledger, for a terminal")
+    hand.add_argument("hand_id")
+    _inputs(hand, suppress=True)
     command("audit")(cmd_audit)
 
 
-def _filters(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--table", action="append", default=[], help="only this table (repeatable)")
-    parser.add_argument("--game", action="append", default=[], help="only this game (repeatable)")
-    parser.add_argument("--since", type=_when, help="hands started at or after (ISO 8601, UTC if no zone)")
-    parser.add_argument("--until", type=_when, help="hands started before (ISO 8601)")
+def _inputs(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """Where the events and the ledger come from. On ``audit hand`` the same flags may come
+    after the hand id; their defaults are suppressed there, so a flag given before
+    ``hand`` is not reset by the subcommand's default."""
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    parser.add_argument(
+        "--file", "--events", dest="file", default=default(None), help="read a JSONL event export instead of the stream"
+    )
+    parser.add_argument(
+        "--journal",
+        default=default(None),
+        help="reconcile with a journal export (socai ledger export) instead of a live ledger",
+    )
+    parser.add_argument(
+        "--ledger", default=default(None), help="ledger gRPC address to reconcile with (default: the configured one)"
+    )
+    parser.add_argument(
+        "--no-ledger", action="store_true", default=default(False), help="skip the reconciliation with the ledger"
+    )
+    parser.add_argument(
+        "--allow-open",
+        action="store_true",
+        default=default(False),
+        help="a table's last hand may still be in play (live log)",
+    )
+    _filters(parser, suppress=suppress)
+    _stream_flags(parser, suppress=suppress)
 
 
-def _stream_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nats-url", help="NATS (default: SOCAI_NATS_URL or the embedded one)")
-    parser.add_argument("--stream", help="stream name (default: SOCAI_EVENTS_STREAM)")
-    parser.add_argument("--prefix", help="subject prefix (default: SOCAI_EVENTS_PREFIX)")
+def _filters(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    none: Any = argparse.SUPPRESS if suppress else None
+    parser.add_argument(
+        "--table", action="append", default=argparse.SUPPRESS if suppress else [], help="only this table (repeatable)"
+    )
+    parser.add_argument(
+        "--game", action="append", default=argparse.SUPPRESS if suppress else [], help="only this game (repeatable)"
+    )
+    parser.add_argument(
+        "--since", type=_when, default=none, help="hands started at or after (ISO 8601, UTC if no zone)"
+    )
+    parser.add_argument("--until", type=_when, default=none, help="hands started before (ISO 8601)")
+
+
+def _stream_flags(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    none: Any = argparse.SUPPRESS if suppress else None
+    parser.add_argument("--nats-url", default=none, help="NATS (default: SOCAI_NATS_URL or the embedded one)")
+    parser.add_argument("--stream", default=none, help="stream name (default: SOCAI_EVENTS_STREAM)")
+    parser.add_argument("--prefix", default=none, help="subject prefix (default: SOCAI_EVENTS_PREFIX)")
 
 
 def _when(text: str) -> datetime:
@@ -83,13 +144,32 @@ async def _open_log(args: argparse.Namespace, settings: Settings) -> Any:
 
 def cmd_events(args: argparse.Namespace, settings: Settings) -> int:
     raws = asyncio.run(_read_stream(args, settings, _filter(args)))
+    writer = _write_phh if args.format == "phh" else write_jsonl
+    write: Callable[[IO[str]], int] = functools.partial(writer, raws)
     if args.out == "-":
-        count = write_jsonl(raws, sys.stdout)
+        count = write(sys.stdout)
     else:
         with Path(args.out).open("w", encoding="utf-8") as out:
-            count = write_jsonl(raws, out)
-    print(f"exported {count} events", file=sys.stderr)
+            count = write(out)
+    print(f"exported {count} {'hands' if args.format == 'phh' else 'events'}", file=sys.stderr)
     return 0
+
+
+def _write_phh(raws: list[RawEvent], out: IO[str]) -> int:
+    """The Hold'em hands that verify, as PHH; a hand that does not verify (the audit names
+    it) or that PHH cannot express is left out and named on standard error."""
+    from socai.audit import phh
+
+    audit = verify(raws, source="export", allow_open=True, complete=False)
+    written, skipped = phh.write_phhs(audit.results, out)
+    for m in audit.report.mismatches:
+        if m.hand_id and any(
+            r.message is not None and r.message.game == phh.GAME for r in audit.hands.get((m.table_id, m.hand_id), ())
+        ):
+            print(f"left out {m.hand_id}: it does not verify ({m.reason})", file=sys.stderr)
+    for hand in skipped:
+        print(f"left out {hand.hand_id}: {hand.reason}", file=sys.stderr)
+    return written
 
 
 async def _read_stream(args: argparse.Namespace, settings: Settings, flt: EventFilter) -> list[RawEvent]:
@@ -101,7 +181,46 @@ async def _read_stream(args: argparse.Namespace, settings: Settings, flt: EventF
 
 
 def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
-    flt = _filter(args)
+    if getattr(args, "audit_command", None) == "hand":
+        return cmd_audit_hand(args, settings)
+    audit = run_audit(args, settings, _filter(args))
+    sys.stdout.write(audit.report.render())
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(audit.report.as_json(), indent=2) + "\n", encoding="utf-8")
+    if args.verdict_out:
+        Path(args.verdict_out).write_text(audit.report.verdict_text(), encoding="utf-8")
+    if args.html_dir:
+        import socai.audit.html as html
+
+        dead = asyncio.run(_dead_letters(args.settlement, settings)) if args.settlement else []
+        pages = html.write_site(audit, Path(args.html_dir), dead_letters=dead)
+        print(f"wrote {pages} hand pages and the overview to {args.html_dir}/index.html", file=sys.stderr)
+    return 0 if audit.report.ok else 1
+
+
+def cmd_audit_hand(args: argparse.Namespace, settings: Settings) -> int:
+    from socai.audit import handview
+
+    hand_id: str = args.hand_id
+    # Hand ids are {table}-h{n}: reading only the table's subjects finds the hand at once.
+    table_id = hand_id.rsplit("-h", 1)[0]
+    flt = EventFilter(tables=frozenset(args.table or [table_id]))
+    audit = run_audit(args, settings, flt, keep=lambda raw: raw.hand_id == hand_id or raw.is_table_fact)
+    view = next((v for v in handview.views(audit) if v.hand_id == hand_id), None)
+    if view is None:
+        raise errors.NotFound("HAND_NOT_FOUND", f"no events of hand {hand_id} in {audit.report.source}")
+    sys.stdout.write(handview.render_text(view))
+    return 0 if view.ok else 1
+
+
+def run_audit(
+    args: argparse.Namespace, settings: Settings, flt: EventFilter, keep: Callable[[RawEvent], bool] | None = None
+) -> Audit:
+    """Read the events (a file or the stream), verify them, and reconcile with the ledger
+    the flags name: a journal export (``--journal``), a live ledger (``--ledger``, or the
+    configured one when reading the stream), or none."""
+    if args.journal and (args.ledger or args.no_ledger):
+        raise errors.InvalidArgument("BAD_FLAGS", "give --journal or --ledger / --no-ledger, not both")
     if args.file:
         raws = [r for r in read_jsonl(args.file) if flt.keep_raw(r)]
         source = f"file {args.file}"
@@ -111,15 +230,49 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         stream = args.stream or settings.events_stream
         source = f"stream {stream} ({args.prefix or settings.events_prefix}.>)"
         ledger_addr = args.ledger or settings.ledger_addr
-    if args.no_ledger:
+    if keep is not None:
+        raws = [r for r in raws if keep(r)]
+    if args.no_ledger or args.journal:
         ledger_addr = ""
-    audit = verify(raws, source=source, allow_open=args.allow_open, complete=flt.is_everything)
-    if ledger_addr:
+    audit = verify(raws, source=source, allow_open=args.allow_open, complete=flt.is_everything and keep is None)
+    if args.journal:
+        journal = JournalLedger(read_journal(args.journal), f"journal {args.journal}")
+        asyncio.run(reconcile(audit, journal))
+    elif ledger_addr:
         asyncio.run(_reconcile(audit, ledger_addr, settings))
-    sys.stdout.write(audit.report.render())
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(audit.report.as_json(), indent=2) + "\n", encoding="utf-8")
-    return 0 if audit.report.ok else 1
+    return audit
+
+
+DEAD_LETTERS_MAX = 10_000  # the overview lists them; more than this is a different problem
+RPC_DEADLINE_S = 30.0
+
+
+async def _dead_letters(address: str, settings: Settings) -> list[tuple[str, str, str]]:
+    """(hand, reason, detail) of the settlement service's dead letters, as the auditor.
+    Raises Unavailable("SETTLEMENT_UNAVAILABLE") when it does not answer."""
+    import grpc
+
+    from socai.gen.settlement.v1 import settlement_pb2, settlement_pb2_grpc
+    from socai.infra.grpc_client import channel
+
+    out: list[tuple[str, str, str]] = []
+    async with channel(address, settings.token_of("auditor")) as ch:
+        stub = settlement_pb2_grpc.SettlementServiceStub(ch)
+        token = ""
+        while len(out) < DEAD_LETTERS_MAX:
+            try:
+                reply = await stub.ListDeadLetters(
+                    settlement_pb2.ListDeadLettersRequest(page_size=1000, page_token=token), timeout=RPC_DEADLINE_S
+                )
+            except grpc.aio.AioRpcError as exc:
+                raise errors.Unavailable(
+                    "SETTLEMENT_UNAVAILABLE", f"settlement ListDeadLetters: {exc.code().name}: {exc.details()}"
+                ) from exc
+            out += [(d.hand_id, d.reason, d.detail) for d in reply.dead_letters]
+            token = reply.next_page_token
+            if not token:
+                break
+    return out[:DEAD_LETTERS_MAX]
 
 
 async def _reconcile(audit: Any, address: str, settings: Settings) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,3 +137,14 @@ class AuditReport:
                 for m in self.mismatches
             ],
         }
+
+    def verdict(self) -> dict[str, Any]:
+        """The report without the names of its inputs (``source``, ``ledger``): what an
+        audit of the stream and the live ledger and one of their exports must agree on,
+        byte for byte once written with ``verdict_text``."""
+        out = self.as_json()
+        del out["source"], out["ledger"]
+        return out
+
+    def verdict_text(self) -> str:
+        return json.dumps(self.verdict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -11,6 +11,11 @@ is another writer's, and the conflict stands.
 Readers (settlement, the auditor, a restarting table) read one subject's messages in order
 with batched direct gets (``$JS.API.DIRECT.GET``, one request per 256 messages), which is
 far cheaper than a consumer per hand.
+
+Everyone names a hand by its canonical subject ``<prefix>.<table>.<hand>``: writers publish
+to it and sign it. A partitioned stream (``socai.infra.partitions``) stores it as
+``<prefix>.<k>.<table>.<hand>``; this class learns P from the stream once and maps the
+subjects and filters it reads (``stored``), so no reader needs to know the layout.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from socai import errors
 from socai.events import codec
 from socai.events.model import Event, subject
 from socai.infra.nats import publish
+from socai.infra.partitions import partition_of, partitions_of
 
 DIRECT_BATCH = 256
 READ_TIMEOUT_S = 5.0
@@ -51,14 +57,45 @@ class Stored:
 
 
 class EventLog:
-    def __init__(self, nc: NatsClient, stream: str = "SOCAI_EVENTS", prefix: str = "socai.events") -> None:
+    def __init__(
+        self, nc: NatsClient, stream: str = "SOCAI_EVENTS", prefix: str = "socai.events", partitions: int | None = None
+    ) -> None:
+        """``partitions``: the stream's P (0: not partitioned); None reads it from the
+        stream's configuration on first use."""
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream()
         self.stream = stream
         self.prefix = prefix
+        self.partitions = partitions
 
     def subject_of(self, table_id: str, hand_id: str) -> str:
+        """The canonical subject of a hand: where it is published, what its signature covers."""
         return subject(table_id, hand_id, self.prefix)
+
+    async def layout(self) -> int:
+        """The stream's P (0 when it is not partitioned), read once from its configuration."""
+        if self.partitions is None:
+            try:
+                info = await self.js.stream_info(self.stream)
+            except NotFoundError:
+                return 0  # no stream yet: nothing to read; ask again next time
+            except Exception as exc:
+                raise errors.Unavailable("NATS_UNAVAILABLE", f"stream {self.stream}: {exc}") from exc
+            self.partitions = partitions_of(info.config, self.prefix) or 0
+        return self.partitions
+
+    def stored(self, subj: str) -> str:
+        """Where the stream keeps canonical subject or filter ``subj`` (call ``layout`` first):
+        ``<prefix>.<t>.<h>`` → ``<prefix>.<k>.<t>.<h>``, ``<prefix>.*.<h>`` →
+        ``<prefix>.*.*.<h>``; ``<prefix>.>`` and anything outside the prefix stay as they are."""
+        if not self.partitions or not subj.startswith(self.prefix + "."):
+            return subj
+        rest = subj[len(self.prefix) + 1 :]
+        table = rest.split(".", 1)[0]
+        if table == ">":
+            return subj
+        k = "*" if table == "*" else str(partition_of(table, self.partitions))
+        return f"{self.prefix}.{k}.{rest}"
 
     async def append(
         self,
@@ -104,9 +141,10 @@ class EventLog:
         return int(ack.seq)
 
     async def last(self, subj: str) -> tuple[int, bytes] | None:
-        """The (stream sequence, payload) of the subject's last message, or None."""
+        """The (stream sequence, payload) of the (canonical) subject's last message, or None."""
+        await self.layout()
         try:
-            msg = await self.js.get_last_msg(self.stream, subj, direct=True)
+            msg = await self.js.get_last_msg(self.stream, self.stored(subj), direct=True)
         except NotFoundError:
             return None
         return int(msg.seq or 0), bytes(msg.data or b"")
@@ -123,6 +161,8 @@ class EventLog:
     async def read_raw(self, subj: str, from_seq: int = 1) -> AsyncIterator[RawStored]:
         """Like ``read``, without decoding: a reader that must survive a message it cannot
         decode (the table's rebuild quarantines it) looks at the bytes itself."""
+        await self.layout()
+        subj = self.stored(subj)
         seq = from_seq
         while True:
             inbox = self.nc.new_inbox()

@@ -22,8 +22,11 @@
 | ``SOCAI_LEDGER_STREAM`` | ``SOCAI_LEDGER`` | JetStream stream the ledger's outbox publishes to |
 | ``SOCAI_LEDGER_PREFIX`` | ``socai.ledger`` | its subject prefix (``<prefix>.posted.<account kind>``) |
 | ``SOCAI_STREAM_REPLICAS`` | ``1`` | JetStream replicas of the streams socai provisions (3 in a cluster) |
+| ``SOCAI_EVENT_PARTITIONS`` | ``0`` | P, the event log's partitions (``socai.infra.partitions``); 0: one settlement consumer for every table. Fixed per deployment: changing it is a migration |
 | ``SOCAI_LOG_FORMAT`` | ``json`` in services | ``json`` or ``console`` |
 | ``SOCAI_LOG_LEVEL`` | ``info`` | |
+| ``SOCAI_LOG_FILE`` | (stderr) | write the log to this file, rotated by size (``socai up`` sets it per service: ``var/log/<service>.log``) |
+| ``SOCAI_LOG_MAX_BYTES`` / ``SOCAI_LOG_BACKUPS`` | 52428800 / 5 | rotation: the size of one file and how many older files are kept |
 
 The development tokens are public and printed in the README; every deployment sets its own
 (deploy/ puts them in Secrets). A service refuses to start with a public development value
@@ -97,8 +100,12 @@ class Settings:
     ledger_stream: str = "SOCAI_LEDGER"
     ledger_prefix: str = "socai.ledger"
     stream_replicas: int = 1
+    event_partitions: int = 0
     log_format: str = "json"
     log_level: str = "info"
+    log_file: str | None = None
+    log_max_bytes: int = 50 * 1024 * 1024
+    log_backups: int = 5
     # Settings built in code (tests, the local stack) are development settings; from_env
     # decides from the environment.
     dev_mode: bool = True
@@ -129,8 +136,12 @@ class Settings:
             ledger_stream=e.get("SOCAI_LEDGER_STREAM", s.ledger_stream),
             ledger_prefix=e.get("SOCAI_LEDGER_PREFIX", s.ledger_prefix),
             stream_replicas=int(e.get("SOCAI_STREAM_REPLICAS", s.stream_replicas)),
+            event_partitions=int(e.get("SOCAI_EVENT_PARTITIONS", s.event_partitions)),
             log_format=e.get("SOCAI_LOG_FORMAT", s.log_format),
             log_level=e.get("SOCAI_LOG_LEVEL", s.log_level),
+            log_file=e.get("SOCAI_LOG_FILE") or None,
+            log_max_bytes=int(e.get("SOCAI_LOG_MAX_BYTES", s.log_max_bytes)),
+            log_backups=int(e.get("SOCAI_LOG_BACKUPS", s.log_backups)),
             dev_mode=_dev_mode(e),
         )
 
@@ -198,7 +209,7 @@ class Settings:
         """The event stream as these settings describe it (name, subjects, replicas)."""
         from socai.infra.nats import events_stream_spec
 
-        return events_stream_spec(self.events_stream, self.events_prefix, self.stream_replicas)
+        return events_stream_spec(self.events_stream, self.events_prefix, self.stream_replicas, self.event_partitions)
 
     def ledger_stream_spec(self) -> StreamSpec:
         """The ledger's outbox stream as these settings describe it."""
@@ -225,8 +236,11 @@ class Settings:
             "SOCAI_LEDGER_STREAM": self.ledger_stream,
             "SOCAI_LEDGER_PREFIX": self.ledger_prefix,
             "SOCAI_STREAM_REPLICAS": str(self.stream_replicas),
+            "SOCAI_EVENT_PARTITIONS": str(self.event_partitions),
             "SOCAI_LOG_FORMAT": self.log_format,
             "SOCAI_LOG_LEVEL": self.log_level,
+            "SOCAI_LOG_MAX_BYTES": str(self.log_max_bytes),
+            "SOCAI_LOG_BACKUPS": str(self.log_backups),
             "SOCAI_DEV_MODE": "1" if self.dev_mode else "0",
         }
         if self.listen_addr:

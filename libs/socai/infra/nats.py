@@ -33,6 +33,7 @@ from nats.js.errors import APIError, BadRequestError, NotFoundError
 
 from socai import errors
 from socai.infra.logging import get_logger
+from socai.infra.partitions import partitioned_stream_config, partitions_of
 
 log = get_logger("socai.nats")
 
@@ -47,8 +48,17 @@ class StreamSpec:
     duplicate_window_s: float = DUPLICATE_WINDOW_S
     replicas: int = 1
     description: str = "socai event log: every accepted table and hand fact"
+    # P, the event log's partitions (socai.infra.partitions); 0: not partitioned
+    partitions: int = 0
 
     def config(self) -> js_api.StreamConfig:
+        config = self._config()
+        if self.partitions:
+            prefix = self.subjects[0].removesuffix(".>")
+            config = partitioned_stream_config(config, prefix, self.partitions)
+        return config
+
+    def _config(self) -> js_api.StreamConfig:
         return js_api.StreamConfig(
             name=self.name,
             description=self.description,
@@ -68,9 +78,12 @@ class StreamSpec:
         )
 
 
-def events_stream_spec(name: str = "SOCAI_EVENTS", prefix: str = "socai.events", replicas: int = 1) -> StreamSpec:
-    """The event log: every table's events, ``<prefix>.<table>.<hand>``."""
-    return StreamSpec(name=name, subjects=(f"{prefix}.>",), replicas=replicas)
+def events_stream_spec(
+    name: str = "SOCAI_EVENTS", prefix: str = "socai.events", replicas: int = 1, partitions: int = 0
+) -> StreamSpec:
+    """The event log: every table's events, ``<prefix>.<table>.<hand>``, stored as
+    ``<prefix>.<k>.<table>.<hand>`` with P ≥ 1 ``partitions`` (``socai.infra.partitions``)."""
+    return StreamSpec(name=name, subjects=(f"{prefix}.>",), replicas=replicas, partitions=partitions)
 
 
 def ledger_stream_spec(name: str = "SOCAI_LEDGER", prefix: str = "socai.ledger", replicas: int = 1) -> StreamSpec:
@@ -142,12 +155,17 @@ _MUTABLE = (
 )
 
 
-async def ensure_stream(js: JetStreamContext, spec: StreamSpec) -> js_api.StreamInfo:
+async def ensure_stream(
+    js: JetStreamContext, spec: StreamSpec, *, allow_repartition: bool = False
+) -> js_api.StreamInfo:
     """Create the stream, or bring an existing one to ``spec`` without touching its data.
 
     Idempotent: calling it again with the same spec changes nothing. Storage type and
     retention cannot change on an existing stream; a mismatch raises
     PreconditionFailed("STREAM_INCOMPATIBLE") instead of recreating (and losing) the log.
+    The partitioning of an existing stream changes only with ``allow_repartition`` (the
+    documented migration: hands drained, settlement lag 0): otherwise a different P raises
+    PreconditionFailed("STREAM_PARTITIONS_DIFFER").
     """
     wanted = spec.config()
     try:
@@ -163,7 +181,10 @@ async def ensure_stream(js: JetStreamContext, spec: StreamSpec) -> js_api.Stream
             f"stream {spec.name} has storage={have.storage} retention={have.retention}; "
             f"wanted {wanted.storage}/{wanted.retention}; migrate it by hand",
         )
+    _check_partitioning(spec, have, allow_repartition)
     changed = [f for f in _MUTABLE if _norm(getattr(have, f)) != _norm(getattr(wanted, f))]
+    if allow_repartition and _transform(have) != _transform(wanted):
+        changed.append("subject_transform")
     if changed:
         try:
             info = await js.update_stream(wanted)
@@ -171,6 +192,24 @@ async def ensure_stream(js: JetStreamContext, spec: StreamSpec) -> js_api.Stream
             raise errors.PreconditionFailed("STREAM_INCOMPATIBLE", f"cannot update {spec.name}: {exc}") from exc
         log.info("stream_updated", stream=spec.name, fields=changed)
     return info
+
+
+def _transform(config: js_api.StreamConfig) -> tuple[str, str] | None:
+    t = config.subject_transform
+    return None if t is None else (t.src or "", t.dest or "")
+
+
+def _check_partitioning(spec: StreamSpec, have: js_api.StreamConfig, allow_repartition: bool) -> None:
+    if not spec.subjects or allow_repartition:
+        return
+    prefix = spec.subjects[0].removesuffix(".>")
+    current = partitions_of(have, prefix) if have.subject_transform is not None else None
+    if (current or 0) != spec.partitions:
+        raise errors.PreconditionFailed(
+            "STREAM_PARTITIONS_DIFFER",
+            f"stream {spec.name} has {current or 0} partitions, the settings say {spec.partitions}; changing P is "
+            "a migration (deploy/README.md, 'Scale-out'): socai migrate --repartition",
+        )
 
 
 def _norm(value: Any) -> Any:

@@ -58,7 +58,13 @@ def tune_gc() -> None:
 
 def run(name: str, build: Callable[[Settings], Awaitable[App]]) -> None:
     settings = Settings.from_env()
-    configure(fmt=settings.log_format, level=settings.log_level)
+    configure(
+        fmt=settings.log_format,
+        level=settings.log_level,
+        log_file=settings.log_file,
+        max_bytes=settings.log_max_bytes,
+        backups=settings.log_backups,
+    )
     log = get_logger(f"socai.{name}")
     try:
         settings.check_secrets()

@@ -225,12 +225,15 @@ def seats_after(seats: Iterable[int], start: int, seats_max: int, direction: str
 
 @dataclass(frozen=True, slots=True)
 class Transfer:
-    """Gold moving from one ledger account to another, with a stable reason code."""
+    """Gold moving from one ledger account to another, with a stable reason code, and,
+    where the rules know more than the reason, what caused it (``detail``: the rule and the
+    hand's plays of a chop, say), so the player who paid can be shown why."""
 
     from_account: str
     to_account: str
     amount_gold: int
     reason: str
+    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,14 +318,14 @@ class SettlementBuilder:
         """Each seat's escrow account (read-only), for callers that look up many."""
         return self._accounts
 
-    def pay(self, from_account: str, to_account: str, amount_gold: int, reason: str) -> None:
+    def pay(self, from_account: str, to_account: str, amount_gold: int, reason: str, detail: str = "") -> None:
         if type(amount_gold) is not int or amount_gold < 0:
             # The message is formatted only when the check fails: pay runs for every
             # transfer of every replayed hand.
             check(False, f"transfer of {amount_gold!r}")
         check(from_account != to_account, "transfer to the same account")
         if amount_gold:
-            self.transfers.append(Transfer(from_account, to_account, amount_gold, reason))
+            self.transfers.append(Transfer(from_account, to_account, amount_gold, reason, detail))
             nets = self._nets
             nets[from_account] -= amount_gold
             nets[to_account] += amount_gold
@@ -952,12 +955,14 @@ class Reason:
 class Obligation:
     """A payment the rules impose besides the pots (a penalty, a bonus): ``payer`` owes
     ``amount_gold`` to ``payee`` (a seat number, or a ledger account name such as the
-    table's pot) for ``reason``. Games keep them in their state, in the order incurred."""
+    table's pot) for ``reason``. Games keep them in their state, in the order incurred;
+    ``detail`` says what caused it (carried to the transfer that pays it)."""
 
     payer: int
     payee: int | str
     amount_gold: int
     reason: str
+    detail: str = ""
 
 
 def pay_obligations(
@@ -988,7 +993,7 @@ def pay_obligations(
         for i, ob in enumerate(owed):
             paid = shares[i]
             to = builder.account(ob.payee) if isinstance(ob.payee, int) else ob.payee
-            builder.pay(builder.account(payer), to, paid, ob.reason)
+            builder.pay(builder.account(payer), to, paid, ob.reason, ob.detail)
             if paid < ob.amount_gold:
                 builder.shortfalls.append(Shortfall(payer, ob.amount_gold, paid, ob.reason))
 

@@ -126,6 +126,8 @@ class HandOptions:
     the pair's base total: 4 (xử bắn doubled again) by default, 2 for no extra doubling.
     ``home_run_extra_units`` (MB-6's "+2 units" reading): added to each victim's payment
     on top of the multiple; use ``home_run_multiplier=2, home_run_extra_units=2`` for it.
+    Raises RuleViolation("BAD_OPTION") for a multiplier outside 2..16 or extra units
+    outside 0..100 (the detail ``option`` names which).
     """
 
     wheel_second_highest: bool = True
@@ -134,9 +136,9 @@ class HandOptions:
 
     def __post_init__(self) -> None:
         if type(self.home_run_multiplier) is not int or not 2 <= self.home_run_multiplier <= 16:
-            raise RuleViolation("BAD_OPTIONS", "home_run_multiplier is 2..16")
+            raise RuleViolation("BAD_OPTION", "home_run_multiplier is 2..16", option="home_run_multiplier")
         if type(self.home_run_extra_units) is not int or not 0 <= self.home_run_extra_units <= 100:
-            raise RuleViolation("BAD_OPTIONS", "home_run_extra_units is 0..100")
+            raise RuleViolation("BAD_OPTION", "home_run_extra_units is 0..100", option="home_run_extra_units")
 
     @property
     def wheel(self) -> str:
@@ -299,7 +301,9 @@ def special_hand(cards13: Iterable[Card]) -> str | None:
         return "dragon_roll" if len(suits) == 1 else "dragon"
     if lowest >= 11:
         return "twelve_royals"
-    if _straight_flush_partition(hand) is not None:
+    # Three straight flushes are three single-suited chi, so the suits must split 5/5/3
+    # (``_flush_split``); the cheap test spares nearly every hand the partition search.
+    if _flush_split(suits) is not None and _straight_flush_partition(hand) is not None:
         return "three_straight_flushes"
     shape = sorted(counts.values(), reverse=True)
     if shape == [4, 4, 4, 1]:
@@ -587,12 +591,12 @@ def table_result(hands: Sequence[PlayedHand], options: HandOptions = DEFAULT_OPT
     fouled), is paid ``options.home_run_multiplier`` × each pair's base total (xử bắn
     included) plus ``options.home_run_extra_units``. Each seat's units are the sum of its
     pairs (net settlement, 11.5 step 4).
-    Raises RuleViolation("BAD_PLAYER_COUNT") outside 2–4 seats (MB-21) and
+    Raises RuleViolation("BAD_SEAT_COUNT") outside 2–4 seats (MB-21) and
     RuleViolation("BAD_HAND") when a card is held by two seats.
     """
     n = len(hands)
     if not PLAYERS_MIN <= n <= PLAYERS_MAX:
-        raise RuleViolation("BAD_PLAYER_COUNT", f"Mậu Binh is played by 2 to 4, not {n}")
+        raise RuleViolation("BAD_SEAT_COUNT", f"Mậu Binh is played by 2 to 4, not {n}")
     cards = [c for h in hands for c in h.arrangement.cards]
     if len(set(cards)) != len(cards):
         raise RuleViolation("BAD_HAND", "a card is held by two seats")
@@ -724,7 +728,16 @@ def warm() -> None:
 # stronger of the two is the back, so each split stands for the one arrangement that can
 # be valid, or both when the two chi are equal).
 class _Static:
-    __slots__ = ("masks5", "split_first", "split_front", "split_second", "subsets3", "subsets5")
+    __slots__ = (
+        "masks5",
+        "split_first",
+        "split_first_by_front",
+        "split_front",
+        "split_second",
+        "split_second_by_front",
+        "subsets3",
+        "subsets5",
+    )
 
     def __init__(self) -> None:
         import numpy as np
@@ -748,6 +761,10 @@ class _Static:
         self.split_first = np.array(firsts, dtype=np.intp)
         self.split_second = np.array(seconds, dtype=np.intp)
         self.split_front = np.array(fronts, dtype=np.intp)
+        # The splits come front by front, the 126 splits of the other ten cards each.
+        check(fronts == [f for f in range(len(threes)) for _ in range(126)], "splits not grouped by front")
+        self.split_first_by_front = self.split_first.reshape(len(threes), 126)
+        self.split_second_by_front = self.split_second.reshape(len(threes), 126)
 
 
 _STATIC: _Static | None = None
@@ -830,12 +847,19 @@ class _Tables:
                 lose[p, i] = (size - above) * _SCALE // size
                 gain[p, i] = below * _SCALE * _units(code >> _CATEGORY_SHIFT, position) // size
                 loss[p, i] = units_above[above] * _SCALE // size
-        # Per position: (P(win), P(lose), P(win) × units won, E[units lost]) per class, and
-        # the chi's own expected units scaled to billionths.
+        # Per position: (P(win), P(lose), P(win) × units won, E[units lost]) per class, as
+        # rows (``terms``) and as one contiguous array per term (``columns``: a 1-D take is
+        # the cheapest gather numpy has).
         self.terms: tuple[npt.NDArray[Any], ...] = tuple(
             np.stack([win[p], lose[p], gain[p], loss[p]], axis=1) for p in range(3)
         )
-        self.single = tuple((gain[p] - loss[p]) * (_SCALE * _SCALE) for p in range(3))
+        self.columns = tuple(tuple(np.ascontiguousarray(t[p]) for t in (win, lose, gain, loss)) for p in range(3))
+        # Per position and class, a term of an upper bound on the criterion, in billionths:
+        # the chi's own expected units (P(win) × units − E[units lost]) plus P(win) ×
+        # units once more. Every sweep term of the criterion is a product of one chi's
+        # P(win) × units with two probabilities (at most 1), or is subtracted, so the sum
+        # of the three chi's bounds is never below the criterion of the arrangement.
+        self.bound = tuple((2 * gain[p] - loss[p]) * (_SCALE * _SCALE) for p in range(3))
 
 
 _TABLES: dict[bool, _Tables] = {}
@@ -885,30 +909,62 @@ def _valid_splits(hand: Sequence[Card], tables: _Tables) -> tuple[npt.NDArray[An
     return classes5, valid, np.maximum(first, second), np.minimum(first, second), front
 
 
+def _scores(
+    tables: _Tables, back: npt.NDArray[Any], middle: npt.NDArray[Any], front: npt.NDArray[Any]
+) -> npt.NDArray[Any]:
+    """The criterion of ``suggest_arrangement`` for arrangements given by their back, middle
+    and front classes, exact int64 in billionths of a unit (every term stays below 10**12).
+    """
+    wb, qb, gb, lb = (column.take(back) for column in tables.columns[0])
+    wm, qm, gm, lm = (column.take(middle) for column in tables.columns[1])
+    wf, qf, gf, lf = (column.take(front) for column in tables.columns[2])
+    scores: npt.NDArray[Any] = (gb - lb + gm - lm + gf - lf) * (_SCALE * _SCALE)
+    scores += gb * (wm * wf) + gm * (wb * wf) + gf * (wb * wm)
+    scores -= lb * (qm * qf) + lm * (qb * qf) + lf * (qb * qm)
+    return scores
+
+
+_INVALID: Final = -(1 << 62)  # the bound of a fouled split: below every criterion
+
+
 def _best_arrangement(hand: Sequence[Card], wheel_second_highest: bool, tables: _Tables) -> tuple[Arrangement, int]:
     """The best valid arrangement of the hand (in canonical order) and its score in
-    millionths of a unit (the criterion of ``suggest_arrangement``)."""
+    millionths of a unit (the criterion of ``suggest_arrangement``).
+
+    Exhaustive, in two passes. The first visits all 36,036 splits with the cheap separable
+    bound of ``_Tables.bound`` (fouled splits get ``_INVALID``) and scores the split with
+    the highest bound exactly: that score ``floor`` is reached by a valid arrangement, so
+    the best is at least ``floor``. The second scores exactly every split whose bound is
+    at least ``floor``; no other split can reach the best, or tie with it, because its
+    criterion is at most its bound. The candidates keep the splits' order, so ties are
+    broken as over all valid splits.
+    """
     import numpy as np
 
     static = _static()
-    classes5, valid, back, middle, front = _valid_splits(hand, tables)
-    # Each term is an exact int64 in billionths of a unit (every term stays below 10**12).
-    # ``terms[p]`` has one row per class: P(win), P(lose), P(win) × units, E[units lost].
-    tb, tm, tf = (
-        tables.terms[0].take(back, axis=0),
-        tables.terms[1].take(middle, axis=0),
-        tables.terms[2].take(front, axis=0),
-    )
-    wb, qb, gb, lb = tb.T
-    wm, qm, gm, lm = tm.T
-    wf, qf, gf, lf = tf.T
-    scores = (gb - lb + gm - lm + gf - lf) * (_SCALE * _SCALE)
-    scores += gb * (wm * wf) + gm * (wb * wf) + gf * (wb * wm)
-    scores -= lb * (qm * qf) + lm * (qb * qf) + lf * (qb * qm)
+    classes5, classes3 = _classes(hand, tables)
+    # Splits are grouped by front, 126 to a front (``_Static``), so the front's class and
+    # bound broadcast down the rows instead of being gathered 36,036 times.
+    first = classes5.take(static.split_first_by_front)
+    second = classes5.take(static.split_second_by_front)
+    back, middle = np.maximum(first, second), np.minimum(first, second)
+    front = classes3[:, None]
+    bound = tables.bound[0].take(back)
+    bound += tables.bound[1].take(middle)
+    bound += tables.bound[2].take(classes3)[:, None]
+    bound[middle < front] = _INVALID
+    seed = int(np.argmax(bound))
+    check(int(bound.flat[seed]) > _INVALID, "no valid arrangement")
+    back, middle = back.ravel(), middle.ravel()
+    front_of = static.split_front
+    floor = _scores(tables, back[seed : seed + 1], middle[seed : seed + 1], classes3.take(front_of[seed : seed + 1]))
+    candidates = np.flatnonzero(bound.ravel() >= floor[0])
+    cb, cm, cf = back.take(candidates), middle.take(candidates), classes3.take(front_of.take(candidates))
+    scores = _scores(tables, cb, cm, cf)
     best_score = scores.max()
     top = np.flatnonzero(scores == best_score)
-    tie = (front[top] << (2 * _CLASS_BITS)) | (middle[top] << _CLASS_BITS) | back[top]
-    chosen = int(valid[top[int(np.argmax(tie))]])
+    tie = (cf[top] << (2 * _CLASS_BITS)) | (cm[top] << _CLASS_BITS) | cb[top]
+    chosen = int(candidates[top[int(np.argmax(tie))]])
     first_subset, second_subset = int(static.split_first[chosen]), int(static.split_second[chosen])
     if classes5[first_subset] < classes5[second_subset]:
         first_subset, second_subset = second_subset, first_subset

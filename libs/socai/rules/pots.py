@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from socai.errors import check
 from socai.money import split_evenly
-from socai.rules.base import SettlementBuilder, match_flows
+from socai.rules.base import SettlementBuilder, Transfer, match_flows
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,3 +146,30 @@ def award_pots(
             flows = match_flows(payers, receivers)
         builder.pay_flows(flows, reason)
     return won
+
+
+def relabel_losses(
+    transfers: Sequence[Transfer], first_gold: Mapping[str, int], reason: str, of_reasons: Iterable[str]
+) -> list[Transfer]:
+    """``transfers`` with the first ``first_gold[account]`` gold each account lost through
+    transfers of ``of_reasons`` labelled ``reason`` instead (in transfer order), a transfer
+    split in two where that amount ends inside it.
+
+    How a game names part of what went into the pots after ``award_pots`` (which knows pots,
+    not why chips went in): a player's ante, or what a player who left had bet. Amounts and
+    accounts are untouched, so the ledger entries are the same; only the reasons say more.
+    """
+    of = frozenset(of_reasons)
+    left = dict(first_gold)
+    out: list[Transfer] = []
+    for t in transfers:
+        budget = left.get(t.from_account, 0)
+        if budget <= 0 or t.reason not in of:
+            out.append(t)
+            continue
+        part = min(budget, t.amount_gold)
+        left[t.from_account] = budget - part
+        out.append(Transfer(t.from_account, t.to_account, part, reason, t.detail))
+        if part < t.amount_gold:
+            out.append(Transfer(t.from_account, t.to_account, t.amount_gold - part, t.reason, t.detail))
+    return out

@@ -184,7 +184,7 @@ def reasons(rules: SheddingRules, extra: Mapping[str, str] | None = None) -> dic
     out: dict[str, Reason] = {}
     for code, rule in (*rules.rule_ids, *(extra or {}).items()):
         meaning = shedding.REASONS.get(code, "the ranking table (9.4): each place pays the first")
-        out[code] = Reason(code not in _NOT_PENALTIES, f"RULES.md {rule}: {meaning}")
+        out[code] = Reason(code not in _NOT_PENALTIES, f"{rule}: {meaning}")
     out["fee"] = Reason(False, "GEN-1: the table's fee_bps on each net win")
     return out
 
@@ -485,7 +485,7 @@ def _owe(
         return state
     amount = stakes * state.started.stake_gold
     return state.derive(
-        obligations=(*state.obligations, Obligation(payer, payee, amount, reason)),
+        obligations=(*state.obligations, Obligation(payer, payee, amount, reason, obligation_detail(rule, plays))),
         explanations=(*state.explanations, (reason, rule, payer, payee, stakes, plays)),
     )
 
@@ -889,6 +889,14 @@ def next_hand_dealer(
     return kit_next_hand_dealer(
         previous_state, previous_dealer, participants, seats_max, owner_seat, stacks, COUNTERCLOCKWISE
     )
+
+
+def obligation_detail(rule: str, plays: tuple[int, ...]) -> str:
+    """``"TL-6; plays 7, 8, 9"``: the rule and the plays that caused an obligation, numbered
+    from 1 in the order the hand's ``play`` actions were made (the settlement's ``detail``)."""
+    if not plays:
+        return rule
+    return f"{rule}; play{'s' if len(plays) > 1 else ''} {', '.join(map(str, plays))}"
 
 
 def explain(state: State) -> list[str]:

@@ -20,7 +20,6 @@ call in here; nothing here is a game on its own.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -80,10 +79,12 @@ PLAY_OVER: Final = "play_over"  # the result is decided; only HandEnded is expec
 ENDED: Final = "ended"  # HandEnded applied; settle() may run
 
 # The reasons of a Liêng-family settlement (5.4, 12.4).
+ANTE: Final = "ante"
 DISCONNECT_FORFEIT: Final = "disconnect_forfeit"
 SAP_BONUS: Final = "sap_bonus"
 LIENG_REASONS: Final[Mapping[str, Reason]] = {
     **POT_REASONS,
+    ANTE: Reason(False, "5.1, LS-2: each player's ante, won with the main pot (the rest of the pot is 'pot')"),
     DISCONNECT_FORFEIT: Reason(
         False, "LI-5, 12.5: a player who disconnects or leaves folds; what they bet goes to the pot's winner"
     ),
@@ -495,14 +496,13 @@ def lieng_settle(game: LiengFamily, state: LiengState) -> Settlement:
         return [threecard.winner({s: values[s] for s in eligible})]
 
     pots.award_pots(builder, pots.build_pots(state.put_in_gold, live), best, payout_order)
-    if state.forfeited:
-        forfeit_accounts = {builder.account(s) for s in state.forfeited}
-        builder.transfers = [
-            dataclasses.replace(t, reason=DISCONNECT_FORFEIT)
-            if t.from_account in forfeit_accounts and t.reason in ("pot", "side_pot")
-            else t
-            for t in builder.transfers
-        ]
+    # What a seat that left had bet is its forfeit (all of it); every other seat's first
+    # ante_gold lost is its ante, which always lies in the main pot (a stack covers it).
+    forfeit = {builder.account(s): state.put_in_gold[s] for s in state.forfeited}
+    builder.transfers = pots.relabel_losses(builder.transfers, forfeit, DISCONNECT_FORFEIT, ("pot", "side_pot"))
+    ante = ante_gold(started, state.options)
+    antes = {builder.account(s): ante for s in state.order if s not in state.forfeited}
+    builder.transfers = pots.relabel_losses(builder.transfers, antes, ANTE, ("pot",))
     bonus_seat = sap_bonus_seat(game, state)
     if bonus_seat is not None:
         bonus = started.stake_gold * state.options.sap_bonus_stakes

@@ -87,16 +87,25 @@ async def test_arrangements_stay_secret_until_the_comparison_and_a_late_seat_is_
     assert sum(stacks.values()) <= 3 * BUY_IN  # gold moved between seats, less the commission
     assert any(stack != BUY_IN for stack in stacks.values())
 
-    # What the streams carried while the hand was in play: the same blanks.
+    # What the streams carried while the hand was in play: the same blanks; then, at the
+    # comparison (after seat 2's timer, before HandEnded), each arrangement the viewer had
+    # seen blank is sent again, revealed (same seq).
     seen_by_b = await asyncio.wait_for(streamed_b, 10)
     seen_by_spectator = await asyncio.wait_for(streamed_spectator, 10)
     watch_b.cancel()
     watch_spectator.cancel()
     b_arranged = [e.arranged for e in seen_by_b if e.WhichOneof("body") == "arranged"]
-    assert [x.seat for x in b_arranged] == [0, 1]
+    assert [x.seat for x in b_arranged] == [0, 1, 0]
     assert blank(b_arranged[0]) and not blank(b_arranged[1])  # seat 1 sees its own
+    assert b_arranged[2] == revealed[0]
     spectator_arranged = [e.arranged for e in seen_by_spectator if e.WhichOneof("body") == "arranged"]
-    assert len(spectator_arranged) == 2 and all(blank(x) for x in spectator_arranged)
+    assert [x.seat for x in spectator_arranged] == [0, 1, 0, 1]
+    assert all(blank(x) for x in spectator_arranged[:2])
+    assert spectator_arranged[2:] == [revealed[0], revealed[1]]
+    names_seen = [e.WhichOneof("body") for e in seen_by_spectator]
+    assert names_seen[-4:] == ["timer_expired", "arranged", "arranged", "hand_ended"]
+    resent_seqs = [e.seq for e in seen_by_spectator if e.WhichOneof("body") == "arranged"]
+    assert resent_seqs[:2] == resent_seqs[2:]
     dealt = next(e.cards_dealt for e in seen_by_spectator if e.WhichOneof("body") == "cards_dealt")
     assert len(dealt.cards) == 39 and all(card.card == "" for card in dealt.cards)
     assert await w.stored(table_id, hand_id) == [

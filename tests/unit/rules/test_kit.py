@@ -296,6 +296,16 @@ def test_obligations_are_capped_at_the_payers_chips_and_shared_pro_rata() -> Non
     assert [(f.seat, f.owed_gold, f.paid_gold) for f in s.shortfalls] == [(0, 300, 150), (0, 100, 50)]
 
 
+def test_an_obligations_detail_reaches_the_transfer_that_pays_it() -> None:
+    builder = SettlementBuilder("tienlen", "t1", "h1", {0: "a", 1: "b"})
+    owed = [Obligation(0, 1, 300, "chat_de", "TL-6; plays 4, 5"), Obligation(0, 1, 100, "thoi_heo_den")]
+    pay_obligations(builder, owed, {0: 1000, 1: 1000}, order=[0, 1])
+    assert [(t.amount_gold, t.reason, t.detail) for t in builder.build().transfers] == [
+        (300, "chat_de", "TL-6; plays 4, 5"),
+        (100, "thoi_heo_den", ""),
+    ]
+
+
 def test_the_default_fee_comes_from_the_game_and_its_mode() -> None:
     assert base.default_fee_bps(taixiu, {}) == 500
     assert base.default_fee_bps(taixiu, {"mode": "p2p"}) == 300

@@ -151,7 +151,8 @@ def test_exactly_one_betting_round_then_showdown_the_best_hand_takes_the_pot() -
     assert lieng.pending(state).finished
     settlement = lieng.settle(end(state))
     assert settlement.nets == {0: 6 * S, 1: -3 * S, 2: -3 * S}
-    assert settlement.by_reason() == {"pot": 6 * S}
+    # each loser's first S is its ante (5.1), the rest what it called (issue 12: ante has its own reason)
+    assert settlement.by_reason() == {"ante": 2 * S, "pot": 4 * S}
 
 
 def test_checks_all_round_go_to_showdown_for_the_antes() -> None:
@@ -200,7 +201,7 @@ def test_a_short_stack_calls_all_in_and_wins_only_the_main_pot() -> None:
     settlement = lieng.settle(end(state))
     # Main pot 3 × 300 to the run (seat 1); side pot 2 × 300 to seat 0's 9 points over 7.
     assert settlement.nets == {0: 0, 1: 6 * S, 2: -6 * S}
-    assert settlement.by_reason() == {"pot": 6 * S, "side_pot": 3 * S}
+    assert settlement.by_reason() == {"ante": 2 * S, "pot": 4 * S, "side_pot": 3 * S}
 
 
 def test_a_timeout_checks_when_free_and_folds_facing_a_bet() -> None:
@@ -222,7 +223,8 @@ def test_a_disconnected_player_is_folded_at_once_and_forfeits_what_they_bet() ->
     settlement = lieng.settle(end(state))
     # Seat 1 loses its ante S; seats 0 and 2 matched 4 × S; the Sáp of aces wins.
     assert settlement.nets == {0: 5 * S, 1: -S, 2: -4 * S}
-    assert settlement.by_reason() == {"pot": 4 * S, "disconnect_forfeit": S}
+    # the leaver's ante is part of its forfeit; seat 2's ante is labelled as such
+    assert settlement.by_reason() == {"ante": S, "pot": 3 * S, "disconnect_forfeit": S}
 
 
 def test_a_player_who_disconnects_while_raising_loses_everything_bet_li_5() -> None:

@@ -156,7 +156,7 @@ def test_the_sap_holder_takes_5_stakes_from_every_other_player_besides_the_pot()
     state = deal(start({0: 2000, 1: 2000, 2: 2000}), {0: "7s 7c 7d", 1: "3h 4s 5c", 2: "9s Kh Qd"})
     state = play(state, *chuyen_round(0, 2, 1), *chuyen_round(0, 2, 1), *chuyen_round(0, 2, 1))
     settlement = lieng_sanh.settle(end(state))
-    assert settlement.by_reason() == {"pot": 2 * S, "sap_bonus": 10 * S}
+    assert settlement.by_reason() == {"ante": 2 * S, "sap_bonus": 10 * S}
     assert settlement.nets == {0: 12 * S, 1: -6 * S, 2: -6 * S}
 
 

@@ -6,11 +6,15 @@ Names as in the ``Arranged`` event: ``back`` is chi đầu (5 cards), ``middle``
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from socai.cards import parse_cards
 from socai.errors import RuleViolation
 from socai.rules import maubinh_hands as mb
+from socai.rules.base import RULE_CODES
 from socai.rules.maubinh_hands import BACK, FRONT, MIDDLE
 
 
@@ -513,7 +517,37 @@ def test_a_special_hand_among_the_opponents_rules_a_home_run_out_mb24() -> None:
 def test_a_table_has_two_to_four_players_mb21() -> None:
     with pytest.raises(RuleViolation) as err:
         mb.table_result([hand(*STRONG)])
-    assert err.value.code == "BAD_PLAYER_COUNT"
+    assert err.value.code == "BAD_SEAT_COUNT"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("home_run_multiplier", 1),
+        ("home_run_multiplier", 17),
+        ("home_run_extra_units", -1),
+        ("home_run_extra_units", 101),
+    ],
+)
+def test_hand_options_outside_their_range_are_a_bad_option(field: str, value: int) -> None:
+    with pytest.raises(RuleViolation) as err:
+        mb.HandOptions(**{field: value})  # type: ignore[arg-type]
+    assert err.value.code == "BAD_OPTION"
+    assert err.value.details == {"option": field}
+
+
+def test_every_code_the_hands_module_raises_is_a_kit_code() -> None:
+    """The kit's contract test reads the game module (``maubinh``); its pure helper module
+    raises codes too, and the table maps only the kit's one set (``base.RULE_CODES``)."""
+    source = Path(mb.__file__).read_text(encoding="utf-8")
+    raised = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "RuleViolation":
+            first = node.args[0]
+            assert isinstance(first, ast.Constant) and isinstance(first.value, str), ast.unparse(node)
+            raised.add(first.value)
+    assert {"BAD_HAND", "BAD_ARRANGEMENT", "BAD_OPTION", "BAD_SEAT_COUNT"} <= raised
+    assert raised <= set(RULE_CODES), raised - set(RULE_CODES)
 
 
 def test_a_card_held_by_two_seats_is_rejected() -> None:

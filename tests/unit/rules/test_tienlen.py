@@ -167,6 +167,8 @@ def test_chat_de_the_last_chopped_pays_the_last_chopper_the_whole_chain_tl_6() -
     assert h.owed() == [(2, 1, 20, "chat_de")]
     assert tienlen.REASONS["chat_de"].penalty and "TL-6" in tienlen.REASONS["chat_de"].rule
     assert tienlen.explain(h.state) == ["chat_de [TL-6]: seat 2 pays seat 1 20 lá (plays 1, 2, 3)"]
+    # ... and the settlement line that pays it says which plays caused it (issue 14)
+    assert [o.detail for o in h.state.obligations] == ["TL-6; plays 1, 2, 3"]
 
 
 def test_the_chop_table_is_a_closed_list_tl_17() -> None:

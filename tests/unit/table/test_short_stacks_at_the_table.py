@@ -34,8 +34,9 @@ from socai.events.model import (
 )
 from socai.rules import bacay_ga, base, lieng_sanh
 from socai.rules.threecard_play import deal_three_face_down
+from socai_table.hand import Hand
 from socai_table.model import Seat, TableConfig
-from socai_table.table import Hand, Table
+from socai_table.table import Table
 
 S = 100
 SEED_HEX = "00" * 32

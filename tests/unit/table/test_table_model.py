@@ -13,7 +13,7 @@ from socai.events.model import COMMUNITY, CardsDealt, DealtCard, Event
 from socai.rules import registry
 from socai.rules.base import choose_dealer
 from socai_table.model import TableConfig, facts_id_of, hand_id_of
-from socai_table.table import redact
+from socai_table.views import redact
 
 AT = datetime(2026, 11, 29, tzinfo=UTC)
 
@@ -154,13 +154,13 @@ async def test_a_hand_that_ends_inside_its_own_auto_start_schedules_the_next_one
 
     async def inside_the_start_task() -> asyncio.Task[None] | None:
         table._maybe_autostart()  # what _after_hand does when the hand ends right away
-        return table.start_task
+        return table.autostart.task
 
-    table.start_task = asyncio.get_running_loop().create_task(inside_the_start_task())
-    running = table.start_task
+    table.autostart.task = asyncio.get_running_loop().create_task(inside_the_start_task())
+    running = table.autostart.task
     scheduled = await running
     assert scheduled is not None and scheduled is not running and not scheduled.done()
     scheduled.cancel()
     # From outside, a running start is left alone (no second start for one table).
     table._maybe_autostart()
-    assert table.start_task is scheduled
+    assert table.autostart.task is scheduled

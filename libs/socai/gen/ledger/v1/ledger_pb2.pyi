@@ -981,3 +981,53 @@ class TrialBalanceResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TrialBalanceResponse: _TypeAlias = TrialBalanceResponse  # noqa: Y015
+
+@_typing.final
+class ListTransactionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """At most 1000; 0 means 100."""
+    page_token: _builtins.str
+    """next_page_token of the previous page; empty for the first transaction of the journal."""
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTransactionsRequest: _TypeAlias = ListTransactionsRequest  # noqa: Y015
+
+@_typing.final
+class ListTransactionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty when the page reaches the end of the journal as it was when it was read."""
+    @_builtins.property
+    def transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Transaction]:
+        """In journal order, each with every entry (balance after, account version)."""
+
+    def __init__(
+        self,
+        *,
+        transactions: _abc.Iterable[Global___Transaction] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "transactions", b"transactions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTransactionsResponse: _TypeAlias = ListTransactionsResponse  # noqa: Y015

@@ -99,6 +99,11 @@ class LedgerServiceStub:
                 request_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.TrialBalanceRequest.SerializeToString,
                 response_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.TrialBalanceResponse.FromString,
                 _registered_method=True)
+        self.ListTransactions = channel.unary_unary(
+                '/socai.ledger.v1.LedgerService/ListTransactions',
+                request_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ListTransactionsRequest.SerializeToString,
+                response_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ListTransactionsResponse.FromString,
+                _registered_method=True)
 
 
 class LedgerServiceServicer:
@@ -193,6 +198,14 @@ class LedgerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListTransactions(self, request, context):
+        """The journal in commit order (journal_seq ascending), applied transactions with their
+        entries, paginated: what `socai ledger export` writes for an offline audit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -260,6 +273,11 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.TrialBalance,
                     request_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.TrialBalanceRequest.FromString,
                     response_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.TrialBalanceResponse.SerializeToString,
+            ),
+            'ListTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTransactions,
+                    request_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ListTransactionsRequest.FromString,
+                    response_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ListTransactionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -613,6 +631,33 @@ class LedgerService:
             '/socai.ledger.v1.LedgerService/TrialBalance',
             socai_dot_ledger_dot_v1_dot_ledger__pb2.TrialBalanceRequest.SerializeToString,
             socai_dot_ledger_dot_v1_dot_ledger__pb2.TrialBalanceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socai.ledger.v1.LedgerService/ListTransactions',
+            socai_dot_ledger_dot_v1_dot_ledger__pb2.ListTransactionsRequest.SerializeToString,
+            socai_dot_ledger_dot_v1_dot_ledger__pb2.ListTransactionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -61,6 +61,10 @@ class LedgerServiceStub:
     """Recompute every balance from the entries and list mismatches."""
     TrialBalance: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.TrialBalanceRequest, _ledger_pb2.TrialBalanceResponse]
     """The sum of all balances (must be 0)."""
+    ListTransactions: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ListTransactionsRequest, _ledger_pb2.ListTransactionsResponse]
+    """The journal in commit order (journal_seq ascending), applied transactions with their
+    entries, paginated: what `socai ledger export` writes for an offline audit.
+    """
 
 @_typing.type_check_only
 class LedgerServiceAsyncStub(LedgerServiceStub):
@@ -89,6 +93,10 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     """Recompute every balance from the entries and list mismatches."""
     TrialBalance: _aio.UnaryUnaryMultiCallable[_ledger_pb2.TrialBalanceRequest, _ledger_pb2.TrialBalanceResponse]  # type: ignore[assignment]
     """The sum of all balances (must be 0)."""
+    ListTransactions: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ListTransactionsRequest, _ledger_pb2.ListTransactionsResponse]  # type: ignore[assignment]
+    """The journal in commit order (journal_seq ascending), applied transactions with their
+    entries, paginated: what `socai ledger export` writes for an offline audit.
+    """
 
 class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -192,5 +200,15 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.TrialBalanceResponse, _abc.Awaitable[_ledger_pb2.TrialBalanceResponse]]:
         """The sum of all balances (must be 0)."""
+
+    @_abc_1.abstractmethod
+    def ListTransactions(
+        self,
+        request: _ledger_pb2.ListTransactionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ledger_pb2.ListTransactionsResponse, _abc.Awaitable[_ledger_pb2.ListTransactionsResponse]]:
+        """The journal in commit order (journal_seq ascending), applied transactions with their
+        entries, paginated: what `socai ledger export` writes for an offline audit.
+        """
 
 def add_LedgerServiceServicer_to_server(servicer: LedgerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

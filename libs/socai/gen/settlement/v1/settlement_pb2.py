@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$socai/settlement/v1/settlement.proto\x12\x13socai.settlement.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"S\n\nSeatResult\x12\x0c\n\x04seat\x18\x01 \x01(\x05\x12\x11\n\tplayer_id\x18\x02 \x01(\t\x12\x12\n\naccount_id\x18\x03 \x01(\t\x12\x10\n\x08net_gold\x18\x04 \x01(\x03\"i\n\x12SettlementTransfer\x12\x17\n\x0f\x66rom_account_id\x18\x01 \x01(\t\x12\x15\n\rto_account_id\x18\x02 \x01(\t\x12\x13\n\x0b\x61mount_gold\x18\x03 \x01(\x03\x12\x0e\n\x06reason\x18\x04 \x01(\t\"O\n\tShortfall\x12\x0c\n\x04seat\x18\x01 \x01(\x05\x12\x11\n\towed_gold\x18\x02 \x01(\x03\x12\x11\n\tpaid_gold\x18\x03 \x01(\x03\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\x86\x04\n\nSettlement\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\t\x12\x0c\n\x04game\x18\x03 \x01(\t\x12.\n\x05seats\x18\x04 \x03(\x0b\x32\x1f.socai.settlement.v1.SeatResult\x12:\n\ttransfers\x18\x05 \x03(\x0b\x32\'.socai.settlement.v1.SettlementTransfer\x12\x11\n\tfees_gold\x18\x06 \x01(\x03\x12J\n\x0epenalties_gold\x18\x07 \x03(\x0b\x32\x32.socai.settlement.v1.Settlement.PenaltiesGoldEntry\x12\x32\n\nshortfalls\x18\x08 \x03(\x0b\x32\x1e.socai.settlement.v1.Shortfall\x12\x1d\n\x15ledger_transaction_id\x18\t \x01(\t\x12\x12\n\nstream_seq\x18\n \x01(\x04\x12.\n\nsettled_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0epot_carry_gold\x18\x0c \x01(\x03\x12\x17\n\x0fidempotency_key\x18\r \x01(\t\x1a\x34\n\x12PenaltiesGoldEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\'\n\x14GetSettlementRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"L\n\x15GetSettlementResponse\x12\x33\n\nsettlement\x18\x01 \x01(\x0b\x32\x1f.socai.settlement.v1.Settlement\"d\n\x16ListSettlementsRequest\x12\x10\n\x08table_id\x18\x01 \x01(\t\x12\x11\n\tplayer_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"h\n\x17ListSettlementsResponse\x12\x34\n\x0bsettlements\x18\x01 \x03(\x0b\x32\x1f.socai.settlement.v1.Settlement\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"$\n\x11ReplayHandRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"^\n\x12ReplayHandResponse\x12\x33\n\nrecomputed\x18\x01 \x01(\x0b\x32\x1f.socai.settlement.v1.Settlement\x12\x13\n\x0b\x64ifferences\x18\x02 \x03(\t\"\xde\x01\n\nDeadLetter\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12\x12\n\nstream_seq\x18\x05 \x01(\x04\x12\x10\n\x08\x61ttempts\x18\x06 \x01(\x05\x12\x33\n\x0f\x66irst_failed_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0elast_failed_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"?\n\x16ListDeadLettersRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"i\n\x17ListDeadLettersResponse\x12\x35\n\x0c\x64\x65\x61\x64_letters\x18\x01 \x03(\x0b\x32\x1f.socai.settlement.v1.DeadLetter\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\")\n\x16RetryDeadLetterRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"\x95\x01\n\x17RetryDeadLetterResponse\x12\x0f\n\x07settled\x18\x01 \x01(\x08\x12\x33\n\nsettlement\x18\x02 \x01(\x0b\x32\x1f.socai.settlement.v1.Settlement\x12\x34\n\x0b\x64\x65\x61\x64_letter\x18\x03 \x01(\x0b\x32\x1f.socai.settlement.v1.DeadLetter2\xa4\x04\n\x11SettlementService\x12\x66\n\rGetSettlement\x12).socai.settlement.v1.GetSettlementRequest\x1a*.socai.settlement.v1.GetSettlementResponse\x12l\n\x0fListSettlements\x12+.socai.settlement.v1.ListSettlementsRequest\x1a,.socai.settlement.v1.ListSettlementsResponse\x12]\n\nReplayHand\x12&.socai.settlement.v1.ReplayHandRequest\x1a\'.socai.settlement.v1.ReplayHandResponse\x12l\n\x0fListDeadLetters\x12+.socai.settlement.v1.ListDeadLettersRequest\x1a,.socai.settlement.v1.ListDeadLettersResponse\x12l\n\x0fRetryDeadLetter\x12+.socai.settlement.v1.RetryDeadLetterRequest\x1a,.socai.settlement.v1.RetryDeadLetterResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$socai/settlement/v1/settlement.proto\x12\x13socai.settlement.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"S\n\nSeatResult\x12\x0c\n\x04seat\x18\x01 \x01(\x05\x12\x11\n\tplayer_id\x18\x02 \x01(\t\x12\x12\n\naccount_id\x18\x03 \x01(\t\x12\x10\n\x08net_gold\x18\x04 \x01(\x03\"y\n\x12SettlementTransfer\x12\x17\n\x0f\x66rom_account_id\x18\x01 \x01(\t\x12\x15\n\rto_account_id\x18\x02 \x01(\t\x12\x13\n\x0b\x61mount_gold\x18\x03 \x01(\x03\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x05 \x01(\t\"O\n\tShortfall\x12\x0c\n\x04seat\x18\x01 \x01(\x05\x12\x11\n\towed_gold\x18\x02 \x01(\x03\x12\x11\n\tpaid_gold\x18\x03 \x01(\x03\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\x86\x04\n\nSettlement\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\t\x12\x0c\n\x04game\x18\x03 \x01(\t\x12.\n\x05seats\x18\x04 \x03(\x0b\x32\x1f.socai.settlement.v1.SeatResult\x12:\n\ttransfers\x18\x05 \x03(\x0b\x32\'.socai.settlement.v1.SettlementTransfer\x12\x11\n\tfees_gold\x18\x06 \x01(\x03\x12J\n\x0epenalties_gold\x18\x07 \x03(\x0b\x32\x32.socai.settlement.v1.Settlement.PenaltiesGoldEntry\x12\x32\n\nshortfalls\x18\x08 \x03(\x0b\x32\x1e.socai.settlement.v1.Shortfall\x12\x1d\n\x15ledger_transaction_id\x18\t \x01(\t\x12\x12\n\nstream_seq\x18\n \x01(\x04\x12.\n\nsettled_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0epot_carry_gold\x18\x0c \x01(\x03\x12\x17\n\x0fidempotency_key\x18\r \x01(\t\x1a\x34\n\x12PenaltiesGoldEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\'\n\x14GetSettlementRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"L\n\x15GetSettlementResponse\x12\x33\n\nsettlement\x18\x01 \x01(\x0b\x32\x1f.socai.settlement.v1.Settlement\"d\n\x16ListSettlementsRequest\x12\x10\n\x08table_id\x18\x01 \x01(\t\x12\x11\n\tplayer_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"h\n\x17ListSettlementsResponse\x12\x34\n\x0bsettlements\x18\x01 \x03(\x0b\x32\x1f.socai.settlement.v1.Settlement\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"$\n\x11ReplayHandRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"^\n\x12ReplayHandResponse\x12\x33\n\nrecomputed\x18\x01 \x01(\x0b\x32\x1f.socai.settlement.v1.Settlement\x12\x13\n\x0b\x64ifferences\x18\x02 \x03(\t\"\xde\x01\n\nDeadLetter\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12\x12\n\nstream_seq\x18\x05 \x01(\x04\x12\x10\n\x08\x61ttempts\x18\x06 \x01(\x05\x12\x33\n\x0f\x66irst_failed_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0elast_failed_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"?\n\x16ListDeadLettersRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"i\n\x17ListDeadLettersResponse\x12\x35\n\x0c\x64\x65\x61\x64_letters\x18\x01 \x03(\x0b\x32\x1f.socai.settlement.v1.DeadLetter\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\")\n\x16RetryDeadLetterRequest\x12\x0f\n\x07hand_id\x18\x01 \x01(\t\"\x95\x01\n\x17RetryDeadLetterResponse\x12\x0f\n\x07settled\x18\x01 \x01(\x08\x12\x33\n\nsettlement\x18\x02 \x01(\x0b\x32\x1f.socai.settlement.v1.Settlement\x12\x34\n\x0b\x64\x65\x61\x64_letter\x18\x03 \x01(\x0b\x32\x1f.socai.settlement.v1.DeadLetter2\xa4\x04\n\x11SettlementService\x12\x66\n\rGetSettlement\x12).socai.settlement.v1.GetSettlementRequest\x1a*.socai.settlement.v1.GetSettlementResponse\x12l\n\x0fListSettlements\x12+.socai.settlement.v1.ListSettlementsRequest\x1a,.socai.settlement.v1.ListSettlementsResponse\x12]\n\nReplayHand\x12&.socai.settlement.v1.ReplayHandRequest\x1a\'.socai.settlement.v1.ReplayHandResponse\x12l\n\x0fListDeadLetters\x12+.socai.settlement.v1.ListDeadLettersRequest\x1a,.socai.settlement.v1.ListDeadLettersResponse\x12l\n\x0fRetryDeadLetter\x12+.socai.settlement.v1.RetryDeadLetterRequest\x1a,.socai.settlement.v1.RetryDeadLetterResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,35 +37,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEATRESULT']._serialized_start=94
   _globals['_SEATRESULT']._serialized_end=177
   _globals['_SETTLEMENTTRANSFER']._serialized_start=179
-  _globals['_SETTLEMENTTRANSFER']._serialized_end=284
-  _globals['_SHORTFALL']._serialized_start=286
-  _globals['_SHORTFALL']._serialized_end=365
-  _globals['_SETTLEMENT']._serialized_start=368
-  _globals['_SETTLEMENT']._serialized_end=886
-  _globals['_SETTLEMENT_PENALTIESGOLDENTRY']._serialized_start=834
-  _globals['_SETTLEMENT_PENALTIESGOLDENTRY']._serialized_end=886
-  _globals['_GETSETTLEMENTREQUEST']._serialized_start=888
-  _globals['_GETSETTLEMENTREQUEST']._serialized_end=927
-  _globals['_GETSETTLEMENTRESPONSE']._serialized_start=929
-  _globals['_GETSETTLEMENTRESPONSE']._serialized_end=1005
-  _globals['_LISTSETTLEMENTSREQUEST']._serialized_start=1007
-  _globals['_LISTSETTLEMENTSREQUEST']._serialized_end=1107
-  _globals['_LISTSETTLEMENTSRESPONSE']._serialized_start=1109
-  _globals['_LISTSETTLEMENTSRESPONSE']._serialized_end=1213
-  _globals['_REPLAYHANDREQUEST']._serialized_start=1215
-  _globals['_REPLAYHANDREQUEST']._serialized_end=1251
-  _globals['_REPLAYHANDRESPONSE']._serialized_start=1253
-  _globals['_REPLAYHANDRESPONSE']._serialized_end=1347
-  _globals['_DEADLETTER']._serialized_start=1350
-  _globals['_DEADLETTER']._serialized_end=1572
-  _globals['_LISTDEADLETTERSREQUEST']._serialized_start=1574
-  _globals['_LISTDEADLETTERSREQUEST']._serialized_end=1637
-  _globals['_LISTDEADLETTERSRESPONSE']._serialized_start=1639
-  _globals['_LISTDEADLETTERSRESPONSE']._serialized_end=1744
-  _globals['_RETRYDEADLETTERREQUEST']._serialized_start=1746
-  _globals['_RETRYDEADLETTERREQUEST']._serialized_end=1787
-  _globals['_RETRYDEADLETTERRESPONSE']._serialized_start=1790
-  _globals['_RETRYDEADLETTERRESPONSE']._serialized_end=1939
-  _globals['_SETTLEMENTSERVICE']._serialized_start=1942
-  _globals['_SETTLEMENTSERVICE']._serialized_end=2490
+  _globals['_SETTLEMENTTRANSFER']._serialized_end=300
+  _globals['_SHORTFALL']._serialized_start=302
+  _globals['_SHORTFALL']._serialized_end=381
+  _globals['_SETTLEMENT']._serialized_start=384
+  _globals['_SETTLEMENT']._serialized_end=902
+  _globals['_SETTLEMENT_PENALTIESGOLDENTRY']._serialized_start=850
+  _globals['_SETTLEMENT_PENALTIESGOLDENTRY']._serialized_end=902
+  _globals['_GETSETTLEMENTREQUEST']._serialized_start=904
+  _globals['_GETSETTLEMENTREQUEST']._serialized_end=943
+  _globals['_GETSETTLEMENTRESPONSE']._serialized_start=945
+  _globals['_GETSETTLEMENTRESPONSE']._serialized_end=1021
+  _globals['_LISTSETTLEMENTSREQUEST']._serialized_start=1023
+  _globals['_LISTSETTLEMENTSREQUEST']._serialized_end=1123
+  _globals['_LISTSETTLEMENTSRESPONSE']._serialized_start=1125
+  _globals['_LISTSETTLEMENTSRESPONSE']._serialized_end=1229
+  _globals['_REPLAYHANDREQUEST']._serialized_start=1231
+  _globals['_REPLAYHANDREQUEST']._serialized_end=1267
+  _globals['_REPLAYHANDRESPONSE']._serialized_start=1269
+  _globals['_REPLAYHANDRESPONSE']._serialized_end=1363
+  _globals['_DEADLETTER']._serialized_start=1366
+  _globals['_DEADLETTER']._serialized_end=1588
+  _globals['_LISTDEADLETTERSREQUEST']._serialized_start=1590
+  _globals['_LISTDEADLETTERSREQUEST']._serialized_end=1653
+  _globals['_LISTDEADLETTERSRESPONSE']._serialized_start=1655
+  _globals['_LISTDEADLETTERSRESPONSE']._serialized_end=1760
+  _globals['_RETRYDEADLETTERREQUEST']._serialized_start=1762
+  _globals['_RETRYDEADLETTERREQUEST']._serialized_end=1803
+  _globals['_RETRYDEADLETTERRESPONSE']._serialized_start=1806
+  _globals['_RETRYDEADLETTERRESPONSE']._serialized_end=1955
+  _globals['_SETTLEMENTSERVICE']._serialized_start=1958
+  _globals['_SETTLEMENTSERVICE']._serialized_end=2506
 # @@protoc_insertion_point(module_scope)

@@ -58,11 +58,16 @@ class SettlementTransfer(_message.Message):
     TO_ACCOUNT_ID_FIELD_NUMBER: _builtins.int
     AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
     from_account_id: _builtins.str
     to_account_id: _builtins.str
     amount_gold: _builtins.int
     reason: _builtins.str
     """Stable reason code: pot side_pot uncalled fee guild_fee bet_win bet_loss thoi_heo chat den …"""
+    detail: _builtins.str
+    """What caused it, when the rules know more than the reason: the rule and the hand's
+    plays, e.g. "TL-6; plays 7, 8, 9" for a chop chain (plays numbered from 1). Empty otherwise.
+    """
     def __init__(
         self,
         *,
@@ -70,10 +75,11 @@ class SettlementTransfer(_message.Message):
         to_account_id: _builtins.str = ...,
         amount_gold: _builtins.int = ...,
         reason: _builtins.str = ...,
+        detail: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["amount_gold", b"amount_gold", "from_account_id", b"from_account_id", "reason", b"reason", "to_account_id", b"to_account_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["amount_gold", b"amount_gold", "detail", b"detail", "from_account_id", b"from_account_id", "reason", b"reason", "to_account_id", b"to_account_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,47 @@
+"""The hand in play at a table: its rules state, its deck and the events written so far."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from socai.cards import Card
+from socai.events.model import Event, HandStarted
+
+# Act keys are kept in the event's headers, so that a restarted table still answers a retry
+# with the first result. The player header scopes a key by player (and hand): one player's
+# key can neither replay nor block another player's action.
+IDEMPOTENCY_HEADER = "Socai-Idempotency-Key"
+PLAYER_HEADER = "Socai-Player-Id"
+
+
+@dataclass(frozen=True)
+class ActResult:
+    seq: int
+    event_id: str
+
+
+@dataclass
+class Hand:
+    """The hand in play: the rules state, the deck, and the events so far."""
+
+    hand_id: str
+    number: int
+    started: HandStarted
+    seed: bytes
+    deck: list[Card]
+    state: Any
+    events: list[Event] = field(default_factory=list)
+    subject_seq: int = 0  # stream sequence of the hand's last event
+    started_stream_seq: int = 0
+    next_card: int = 0
+    ended: bool = False
+    act_keys: dict[tuple[str, str], tuple[ActResult, Any]] = field(default_factory=dict)  # (player, key)
+
+    @property
+    def seq(self) -> int:
+        return len(self.events)
+
+    @property
+    def dealt_seats(self) -> set[int]:
+        return {s.seat for s in self.started.seats}

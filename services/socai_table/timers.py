@@ -1,0 +1,100 @@
+"""When a table acts without a player: the hand's timer, missed heartbeats, the automatic start.
+
+This module decides *when*; what then happens (a ``TimerExpired``, a
+``PlayerDisconnected``, a new hand) is the table's to write, under its lock
+(``socai_table.table``). The manager's watchdog supervises both: it checks heartbeats and
+calls ``Table.heal``, which re-arms a timer or reschedules a start that a failure lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable
+
+from socai.rules.base import Pending
+from socai_table.model import TURN_TIMEOUT_DEFAULT_S, Seat, TableConfig
+
+HEARTBEAT_TIMEOUT_S = 10.0
+
+
+def timeout_s_for(pending: Pending, config: TableConfig) -> float:
+    """How long the hand waits for ``pending``: the table's turn timer overrides the game's
+    default turn timer; the game's other timers (Mậu Binh's arrangement, Ba Cây's flip, a
+    betting window) are its own rules."""
+    if pending.timer in ("", "turn") and config.turn_timeout_s:
+        return float(config.turn_timeout_s)
+    return float(pending.timeout_s or TURN_TIMEOUT_DEFAULT_S)
+
+
+class HandTimer:
+    """The one timer of a table's hand in play.
+
+    Each ``arm`` starts a new generation and cancels the one before; a timer that fires
+    hands its generation to the callback, which must check ``is_current`` under the
+    table's lock (a command may have moved the hand on while the timer waited for it).
+    """
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
+        self.generation = 0
+        self.deadline: float = 0.0  # wall-clock seconds, shown to clients; 0 = none armed
+
+    def arm(self, timeout_s: float, fire: Callable[[int], Awaitable[None]]) -> None:
+        self.cancel()
+        self.generation += 1
+        self.deadline = time.time() + timeout_s
+        self.task = asyncio.get_running_loop().create_task(self._sleep_then(self.generation, timeout_s, fire))
+
+    def cancel(self) -> None:
+        task = self.task
+        self.task = None
+        self.deadline = 0.0
+        # The firing timer itself may cancel its own generation (it advances the hand and
+        # re-arms): cancelling the running task would interrupt the very append it makes.
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+
+    def is_current(self, generation: int) -> bool:
+        return generation == self.generation
+
+    @property
+    def armed(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    @staticmethod
+    async def _sleep_then(generation: int, timeout_s: float, fire: Callable[[int], Awaitable[None]]) -> None:
+        await asyncio.sleep(timeout_s)
+        await fire(generation)
+
+
+def missed_heartbeats(seats: Iterable[Seat], now: float, timeout_s: float) -> list[Seat]:
+    """The connected seats whose player has sent heartbeats and then none for ``timeout_s``
+    (``now`` is ``time.monotonic()``). A player who never sent one is never disconnected."""
+    return [s for s in seats if s.connected and s.last_heartbeat and now - s.last_heartbeat > timeout_s]
+
+
+class AutoStart:
+    """The pending automatic start of a table's next hand: at most one at a time."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
+
+    def schedule(self, delay_s: float, start: Callable[[], Awaitable[None]]) -> None:
+        """Run ``start`` after ``delay_s`` unless a start is already on its way."""
+        running = self.task
+        # A hand can end inside its own auto-start (everyone all-in from the blinds): the
+        # running task is then this very call's caller, about to finish, and must not stop
+        # the next hand from being scheduled.
+        if running is not None and not running.done() and running is not asyncio.current_task():
+            return
+        self.task = asyncio.get_running_loop().create_task(self._sleep_then(delay_s, start))
+
+    def cancel(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+    @staticmethod
+    async def _sleep_then(delay_s: float, start: Callable[[], Awaitable[None]]) -> None:
+        await asyncio.sleep(delay_s)
+        await start()

@@ -1,0 +1,186 @@
+"""What each viewer may see of a table: ``GetTableState`` views and the ``WatchTable`` fan-out.
+
+The game's ``visible`` hook decides, per event, from the seat the viewer holds at that
+moment (the kit's default hides other seats' face-down cards; Mậu Binh's arrangements and
+Ba Cây's unflipped cards are hidden by their games) until the hand is over, when the
+revealed seed makes every card public anyway.
+
+A game with its own hook may show more of an earlier event as the hand moves on (a Ba Cây
+flip, Mậu Binh's comparison). A live watcher is then sent that earlier event again, as it
+may see it now: same ``seq`` and ``event_id``, more cards. A client keeps the latest copy
+of each ``seq``; ``GetTableState`` always shows the latest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from socai.events import codec
+from socai.events.model import COMMUNITY, Event
+from socai.gen.events.v1 import events_pb2
+from socai.rules import base as kit
+from socai.rules.base import LegalAction
+from socai_table.hand import Hand
+from socai_table.model import Seat
+
+WATCH_QUEUE_MAX = 2000
+SPECTATOR_SEAT = COMMUNITY - 1  # no seat: sees no hidden card
+
+
+def redact(module: ModuleType, event: Event, viewer_seat: int, state: Any, hand_over: bool) -> events_pb2.Event | None:
+    """The event as ``viewer_seat`` may see it, or None when they may not see it at all."""
+    seen = kit.visible_event(module, event, viewer_seat, state, hand_over)
+    return None if seen is None else codec.to_proto(seen)
+
+
+def viewer_seat(seats: Mapping[int, Seat], player_id: str | None) -> int:
+    """The seat ``player_id`` holds now; a spectator's (``SPECTATOR_SEAT``) for anyone else."""
+    if player_id:
+        for seat in seats.values():
+            if seat.player_id == player_id:
+                return seat.seat
+    return SPECTATOR_SEAT
+
+
+def hand_view(module: ModuleType, hand: Hand | None, viewer: int, deadline: float) -> dict[str, Any]:
+    """What ``viewer`` may see of ``hand`` (the hand in play, or else the last one) now:
+    its events, whose decision it is and until when, and the viewer's own legal moves."""
+    result: dict[str, Any] = {
+        "viewer_seat": viewer if viewer >= 0 else -1,
+        "hand_id": "",
+        "last_seq": 0,
+        "events": [],
+        "to_act": [],
+        "timer": "",
+        "deadline": 0.0,
+        "legal_actions": [],
+        "candidate_actions": [],
+    }
+    if hand is None:
+        return result
+    over = hand.ended
+    seen = (redact(module, e, viewer, hand.state, over) for e in hand.events)
+    result.update(
+        hand_id=hand.hand_id,
+        last_seq=hand.seq,
+        events=[e for e in seen if e is not None],
+    )
+    if not over:
+        pending = module.pending(hand.state)
+        result.update(to_act=list(pending.to_act), timer=pending.timer, deadline=deadline)
+        if viewer in pending.to_act:
+            legal: tuple[LegalAction, ...] = module.legal_actions(hand.state, viewer)
+            result["legal_actions"] = list(legal)
+            result["candidate_actions"] = list(module.candidate_actions(hand.state, viewer))
+    return result
+
+
+@dataclass(eq=False)  # identity semantics: watchers live in a set
+class Watcher:
+    """One open WatchTable stream. It remembers who watches, not which seat: what the
+    viewer may see is decided per event from the seat they hold *then* (a player who
+    leaves seat 0 must not see the cards of the next player seated there)."""
+
+    player_id: str | None
+    queue: asyncio.Queue[events_pb2.Event | None]
+    overflowed: bool = False
+    # The events of ``hand_id`` (the hand in play) this watcher has seen only in part, or
+    # not at all: seq -> the copy it was sent (None: none). Only these can show more later.
+    hand_id: str = ""
+    partial: dict[int, Event | None] = field(default_factory=dict)
+
+
+class Watchers:
+    """The table's open WatchTable streams, and what each is sent as events happen."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self.module = module
+        self._watchers: set[Watcher] = set()
+        # The kit's default visibility depends on the event alone; only a game's own hook
+        # looks at the state, so only such a game can show more of an event later.
+        self._reveals_later = getattr(module, "visible", None) is not None
+
+    def add(self, player_id: str | None, hand: Hand | None, viewer: int) -> Watcher:
+        """A new stream for ``player_id``, which is about to be sent the view of ``hand``
+        as ``viewer`` may see it now (the caller's snapshot)."""
+        watcher = Watcher(player_id, asyncio.Queue(maxsize=WATCH_QUEUE_MAX))
+        if self._reveals_later and hand is not None and not hand.ended:
+            watcher.hand_id = hand.hand_id
+            for event in hand.events:
+                seen = kit.visible_event(self.module, event, viewer, hand.state, False)
+                if seen is not event:
+                    watcher.partial[event.seq] = seen
+        self._watchers.add(watcher)
+        return watcher
+
+    def discard(self, watcher: Watcher) -> None:
+        self._watchers.discard(watcher)
+
+    def broadcast(self, event: Event, hand: Hand | None, seat_of: Callable[[str | None], int], hand_over: bool) -> None:
+        """Send ``event`` to every watcher as its viewer may see it, followed by any earlier
+        event of the hand that the viewer now sees more of. ``hand`` is the hand in play
+        with ``event`` already applied (None, or another hand, for a table fact)."""
+        if not self._watchers:
+            return
+        in_hand = hand is not None and event.hand_id == hand.hand_id
+        state = hand.state if hand is not None and in_hand else None
+        protos: dict[int, events_pb2.Event | None] = {}  # per viewer seat: this event as sent
+        for watcher in list(self._watchers):
+            if watcher.overflowed:
+                continue
+            viewer = seat_of(watcher.player_id)
+            if viewer not in protos:
+                protos[viewer] = redact(self.module, event, viewer, state, hand_over)
+            seen = protos[viewer]
+            if seen is not None:
+                self._send(watcher, seen)
+            if self._reveals_later and hand is not None and in_hand:
+                self._track(watcher, event, hand, viewer, hand_over)
+
+    def _track(self, watcher: Watcher, event: Event, hand: Hand, viewer: int, hand_over: bool) -> None:
+        if hand_over or watcher.hand_id != hand.hand_id:
+            # A new hand (or its end, when HandEnded's seed reveals every card): what was
+            # partly seen of the hand before no longer matters.
+            watcher.partial = {}
+            watcher.hand_id = "" if hand_over else hand.hand_id
+            if hand_over:
+                return
+        for seq, before in list(watcher.partial.items()):
+            original = hand.events[seq - 1]
+            now = kit.visible_event(self.module, original, viewer, hand.state, False)
+            if now == before:
+                continue
+            if now is original:
+                del watcher.partial[seq]
+            else:
+                watcher.partial[seq] = now
+            if now is not None:
+                self._send(watcher, codec.to_proto(now))
+        seen = kit.visible_event(self.module, event, viewer, hand.state, False)
+        if seen is not event:
+            watcher.partial[event.seq] = seen
+
+    @staticmethod
+    def _send(watcher: Watcher, message: events_pb2.Event) -> None:
+        if watcher.overflowed:
+            return
+        try:
+            watcher.queue.put_nowait(message)
+        except asyncio.QueueFull:
+            # The stream ends with RESOURCE_EXHAUSTED: a watcher that fell this far behind
+            # must re-read the table rather than see a view with holes in it.
+            watcher.overflowed = True
+            with contextlib.suppress(asyncio.QueueFull):
+                watcher.queue.get_nowait()
+                watcher.queue.put_nowait(None)
+
+    def close(self) -> None:
+        """End every stream (the service is stopping)."""
+        for watcher in list(self._watchers):
+            with contextlib.suppress(asyncio.QueueFull):
+                watcher.queue.put_nowait(None)

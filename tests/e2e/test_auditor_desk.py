@@ -1,0 +1,203 @@
+"""End to end, the auditor's desk (issue 20): hands settle through the real ledger; then the
+event log and the journal are exported (``socai events export``, ``socai ledger export``)
+and audited offline, to the same verdict byte for byte as the live audit; tampered exports
+are named with the hand and the reason."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from nats.aio.client import Client as NatsClient
+
+from socai.audit.journal import CSV_COLUMNS, read_journal
+from socai.infra.nats import StreamSpec
+from tests.support.settlement import Harness, harness_for, wait_for
+from tests.support.simulate import Simulation, fund, publish, simulate
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+@pytest.fixture
+async def settled(
+    nats_url: str, migrated_database_url: str, stream_spec: StreamSpec, nats_client: NatsClient
+) -> AsyncIterator[tuple[Harness, Simulation]]:
+    async with harness_for(nats_url, migrated_database_url, stream_spec, nats_client) as h:
+        sim = simulate(24, ("holdem", "xito", "taixiu", "tienlen"), seed=20, hands_per_table=4)
+        await h.start_ledger()
+        await fund(h.ledger("cashier"), sim)
+        await h.start_settlement()
+        await publish(h.log, sim)
+
+        async def done() -> bool:
+            return (await h.counts())[0] == len(sim.hands)
+
+        await wait_for(done, 60, "every hand to settle")
+        yield h, sim
+
+
+async def socai(h: Harness, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``socai …`` as a command; in a thread, so this process's services keep answering."""
+    env = {**os.environ, **h.settings.as_env(), "SOCAI_LOG_LEVEL": "warning"}
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "socai_cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def findings(stdout: str) -> list[tuple[str, str, str]]:
+    """(hand, reason, detail) of every mismatch line of a rendered report."""
+    out = []
+    for line in stdout.splitlines():
+        if line.startswith("  ") and len(line.split(maxsplit=2)) == 3:
+            hand, reason, detail = line.split(maxsplit=2)
+            if reason.isupper():
+                out.append((hand, reason, detail))
+    return out
+
+
+async def test_the_offline_audit_of_both_exports_gives_the_live_verdict_and_names_tampering(
+    settled: tuple[Harness, Simulation], tmp_path: Path
+) -> None:
+    h, sim = settled
+    events, journal, journal_csv = tmp_path / "events.jsonl", tmp_path / "journal.jsonl", tmp_path / "journal.csv"
+    done = await socai(h, "events", "export", "--out", str(events))
+    assert done.returncode == 0, done.stderr
+    done = await socai(h, "ledger", "export", "--out", str(journal))
+    assert done.returncode == 0, done.stderr
+    done = await socai(h, "ledger", "export", "--format", "csv", "--out", str(journal_csv))
+    assert done.returncode == 0, done.stderr
+
+    # The journal export is the ledger's journal: every hand's transaction under its key,
+    # in journal order, entries with their balances after.
+    txs = list(read_journal(journal))
+    assert [t.journal_seq for t in txs] == list(range(1, len(txs) + 1))
+    assert done.stderr.strip().endswith(f"exported {len(txs)} transactions")
+    by_key = {t.idempotency_key: t for t in txs}
+    for hand in sim.hands:
+        tx = by_key.get(f"settle:{hand.hand_id}")
+        want = hand.settlement.entries()
+        assert (tx is None) == (not want), hand.hand_id
+        if tx is not None:
+            assert {e.account_id: e.amount_gold for e in tx.entries} == want
+            posted = await h.transaction(f"settle:{hand.hand_id}")
+            assert [(e.account_id, e.balance_after_gold) for e in tx.entries] == [
+                (e.account_id, e.balance_after_gold) for e in posted.entries
+            ]
+    assert [(t.transaction_id, list(t.entries)) for t in read_journal(journal_csv)] == [
+        (t.transaction_id, list(t.entries)) for t in txs
+    ]
+    assert journal_csv.read_text().splitlines()[0] == ",".join(CSV_COLUMNS)
+    first = json.loads(journal.read_text().splitlines()[0])
+    assert set(first) >= {"transaction_id", "idempotency_key", "entries", "journal_seq", "created_at"}
+    assert "balance_after_gold" in first["entries"][0]
+
+    live = await socai(h, "audit", "--verdict", str(tmp_path / "live.json"))
+    assert live.returncode == 0, live.stdout + live.stderr
+    assert "mismatches: none; the audit is clean" in live.stdout
+    for which in (journal, journal_csv):
+        offline = await socai(
+            h, "audit", "--events", str(events), "--journal", str(which), "--verdict", str(tmp_path / "offline.json")
+        )
+        assert offline.returncode == 0, offline.stdout + offline.stderr
+        assert f"ledger journal {which}" in offline.stdout
+        assert (tmp_path / "offline.json").read_bytes() == (tmp_path / "live.json").read_bytes()
+    verdict = json.loads((tmp_path / "live.json").read_text())
+    assert verdict["transactions_checked"] == len(sim.hands)
+    assert verdict["escrows_checked"] == sum(len(t.seats) for t in sim.tables)
+
+    # Tamper with each file once; the offline audit names the hand and the reason.
+    rows = [json.loads(x) for x in events.read_text().splitlines()]
+    wagered = next(
+        hd
+        for hd in sim.hands
+        if hd.game == "taixiu"
+        and hd.settlement.entries()
+        and any("wager_placed" in r for r in rows if r.get("hand_id") == hd.hand_id)
+    )
+    wager = next(r for r in rows if r.get("hand_id") == wagered.hand_id and "wager_placed" in r)
+    wager["wager_placed"]["amount_gold"] = str(int(wager["wager_placed"]["amount_gold"]) + 10)
+    cut = next(hd for hd in sim.hands if hd.game == "holdem" and len(hd.events) > 4)
+    removed = next(r for r in rows if r.get("hand_id") == cut.hand_id and int(r["seq"]) == 3)
+    rows.remove(removed)
+    forged = tmp_path / "forged.jsonl"
+    forged.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    lines = journal.read_text().splitlines()
+    edited_hand = next(hd for hd in sim.hands if hd.game == "tienlen" and hd.settlement.entries())
+    at = next(i for i, x in enumerate(lines) if json.loads(x)["idempotency_key"] == f"settle:{edited_hand.hand_id}")
+    tx_json = json.loads(lines[at])
+    tx_json["entries"][0]["amount_gold"] = str(int(tx_json["entries"][0]["amount_gold"]) + 1)
+    lines[at] = json.dumps(tx_json)
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("\n".join(lines) + "\n")
+
+    site = tmp_path / "site"
+    caught = await socai(h, "audit", "--events", str(forged), "--journal", str(edited), "--html", str(site))
+    assert caught.returncode == 1, caught.stdout
+    found = findings(caught.stdout)
+    reasons = {(hand, reason) for hand, reason, _ in found}
+    assert (wagered.hand_id, "LEDGER_MISMATCH") in reasons
+    assert (cut.hand_id, "SEQ_GAP") in reasons
+    assert (edited_hand.hand_id, "LEDGER_MISMATCH") in reasons
+    assert (edited_hand.hand_id, "JOURNAL_MISMATCH") in reasons
+    gap = next(d for hand, reason, d in found if hand == cut.hand_id and reason == "SEQ_GAP")
+    assert gap.startswith(f"{cut.hand_id}/3 is missing")
+    broken = [d for hand, reason, d in found if hand == edited_hand.hand_id and reason == "JOURNAL_MISMATCH"]
+    assert any("entries sum to +1" in d for d in broken), broken
+    # Nothing else is blamed on a hand that was not touched.
+    touched = {wagered.hand_id, cut.hand_id, edited_hand.hand_id, "-"}
+    assert {hand for hand, _, _ in found} <= touched, found
+
+    # The site's overview lists the same findings first, each with its hand.
+    overview = (site / "index.html").read_text()
+    assert 'id="verdict" class="bad" data-ok="false"' in overview
+    listed = set(re.findall(r'<tr class="bad" data-hand="([^"]*)" data-reason="([A-Z_]+)"', overview))
+    assert {(hand, reason) for hand, reason, _ in found if hand != "-"} <= listed
+    assert (cut.hand_id, "SEQ_GAP") in listed and (edited_hand.hand_id, "JOURNAL_MISMATCH") in listed
+    assert overview.index('id="mismatches"') < overview.index('id="games"')
+
+
+async def test_audit_hand_prints_the_same_hand_live_and_from_the_exports(
+    settled: tuple[Harness, Simulation], tmp_path: Path
+) -> None:
+    h, sim = settled
+    events, journal = tmp_path / "events.jsonl", tmp_path / "journal.csv"
+    assert (await socai(h, "events", "export", "--out", str(events))).returncode == 0
+    assert (await socai(h, "ledger", "export", "--format", "csv", "--out", str(journal))).returncode == 0
+    hand = next(
+        hd for hd in sim.hands if hd.game == "tienlen" and any(t.reason != "fee" for t in hd.settlement.transfers)
+    )
+    live = await socai(h, "audit", "hand", hand.hand_id)
+    offline = await socai(h, "audit", "hand", hand.hand_id, "--events", str(events), "--journal", str(journal))
+    assert live.returncode == 0, live.stdout + live.stderr
+    assert offline.stdout == live.stdout
+    text = live.stdout
+    posted = await h.transaction(f"settle:{hand.hand_id}")
+    assert f"settle:{hand.hand_id}  transaction {posted.transaction_id}" in text
+    for entry in posted.entries:
+        assert re.search(
+            rf"{re.escape(entry.account_id)}\s+{re.escape(f'{entry.amount_gold:+,}')}\s+balance after\s+"
+            rf"{entry.balance_after_gold:,}\s",
+            text,
+        ), entry.account_id
+    module_reasons = {t.reason for t in hand.settlement.transfers}
+    for reason in module_reasons:
+        assert re.search(rf"\s{re.escape(reason)}( penalty)?  \(RULES\.md [^?]", text), reason
+    assert "OK         sha256(seed) = " in text and "the commitment holds" in text
+    assert "(" in next(x for x in text.splitlines() if " dealt " in x)  # face-down cards are marked
+    assert "findings: none" in text
+
+    missing = await socai(h, "audit", "hand", "t9999-h1", "--events", str(events), "--journal", str(journal))
+    assert missing.returncode == 2 and "HAND_NOT_FOUND" in missing.stderr
