@@ -12,15 +12,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Final, NamedTuple
 
 from socai.gen.ledger.v1 import ledger_pb2
 from socai.gen.settlement.v1 import settlement_pb2 as pb
-from socai.rules.base import Settlement
+from socai.rules.base import Settlement, Transfer
 from socai.settle.keys import settlement_key
 from socai.settle.replay import ReplayResult, penalties
-from socai_settlement.store import DeadLetter, HandRow, SeatNet, SettlementRecord
+from socai_settlement.store import DeadLetter, HandRow, SeatNet, SettlementRecord, TransferRow
 
 TRANSACTION_KIND: Final = "settlement"
 
@@ -69,9 +70,17 @@ class SettledHand(NamedTuple):
     fees_gold: int
     pot_carry_gold: int
     penalties_gold: dict[str, int]
-    transfers: tuple[tuple[str, str, int, str], ...]  # (from_account, to_account, amount_gold, reason)
+    transfers: tuple[TransferRow, ...]
     shortfalls: tuple[tuple[int, int, int, str], ...]  # (seat, owed_gold, paid_gold, reason)
     seats: tuple[tuple[int, str, str, int], ...]  # (seat, player_id, account_id, net_gold)
+
+
+def transfer_row(t: Transfer) -> TransferRow:
+    """A transfer as stored: (from, to, gold, reason), with its detail as a fifth item only
+    when it has one (most transfers have none; the rows stay short)."""
+    if t.detail:
+        return (t.from_account, t.to_account, t.amount_gold, t.reason, t.detail)
+    return (t.from_account, t.to_account, t.amount_gold, t.reason)
 
 
 def settled_hand(result: ReplayResult) -> SettledHand:
@@ -88,7 +97,7 @@ def settled_hand(result: ReplayResult) -> SettledHand:
         fees_gold=s.fees_gold(),
         pot_carry_gold=s.pot_carry_gold,
         penalties_gold=penalties(s),
-        transfers=tuple((t.from_account, t.to_account, t.amount_gold, t.reason) for t in s.transfers),
+        transfers=tuple(transfer_row(t) for t in s.transfers),
         shortfalls=tuple((f.seat, f.owed_gold, f.paid_gold, f.reason) for f in s.shortfalls),
         seats=tuple((seat, players.get(seat, ""), accounts.get(seat, ""), net) for seat, net in sorted(s.nets.items())),
     )
@@ -154,7 +163,11 @@ def settlement_pb(record: SettlementRecord) -> pb.Settlement:
         ],
         transfers=[
             pb.SettlementTransfer(
-                from_account_id=t.from_account, to_account_id=t.to_account, amount_gold=t.amount_gold, reason=t.reason
+                from_account_id=t.from_account,
+                to_account_id=t.to_account,
+                amount_gold=t.amount_gold,
+                reason=t.reason,
+                detail=t.detail,
             )
             for t in record.transfers
         ],
@@ -223,8 +236,10 @@ def differences(stored: SettlementRecord, recomputed: SettlementRecord) -> list[
         out.append(f"shortfalls: stored {list(stored.shortfalls)}, recomputed {list(recomputed.shortfalls)}")
     if stored.pot_carry_gold != recomputed.pot_carry_gold:
         out.append(f"pot carry: stored {stored.pot_carry_gold}, recomputed {recomputed.pot_carry_gold}")
-    if stored.transfers != recomputed.transfers:
-        a_set, b_set = list(stored.transfers), list(recomputed.transfers)
+    # A transfer's detail explains it; the money and its reason are what must agree.
+    a_set = [dataclasses.replace(t, detail="") for t in stored.transfers]
+    b_set = [dataclasses.replace(t, detail="") for t in recomputed.transfers]
+    if a_set != b_set:
         for t in a_set:
             if t not in b_set:
                 out.append(f"transfer only stored: {t.from_account} -> {t.to_account} {t.amount_gold} ({t.reason})")

@@ -77,6 +77,11 @@ class SettlementRecord:
     settled_at: datetime | None = None
 
 
+# A transfer as stored (JSON array): (from_account, to_account, amount_gold, reason), and its
+# detail (what caused it) as a fifth item when it has one.
+TransferRow = tuple[str, str, int, str] | tuple[str, str, int, str, str]
+
+
 class HandRow(NamedTuple):
     """A settled hand as the batch path writes it (plain values, JSON-ready)."""
 
@@ -87,7 +92,7 @@ class HandRow(NamedTuple):
     fees_gold: int
     pot_carry_gold: int
     penalties_gold: Mapping[str, int]
-    transfers: Sequence[tuple[str, str, int, str]]  # (from_account, to_account, amount_gold, reason)
+    transfers: Sequence[TransferRow]
     shortfalls: Sequence[tuple[int, int, int, str]]  # (seat, owed_gold, paid_gold, reason)
     ledger_transaction_id: str
     idempotency_key: str
@@ -103,7 +108,12 @@ def row_of_record(r: SettlementRecord) -> HandRow:
         r.fees_gold,
         r.pot_carry_gold,
         r.penalties_gold,
-        [(t.from_account, t.to_account, t.amount_gold, t.reason) for t in r.transfers],
+        [
+            (t.from_account, t.to_account, t.amount_gold, t.reason, t.detail)
+            if t.detail
+            else (t.from_account, t.to_account, t.amount_gold, t.reason)
+            for t in r.transfers
+        ],
         [(f.seat, f.owed_gold, f.paid_gold, f.reason) for f in r.shortfalls],
         r.ledger_transaction_id,
         r.idempotency_key,
@@ -430,7 +440,7 @@ def _record(row: Any, seats: tuple[SeatNet, ...]) -> SettlementRecord:
         game=row.game,
         stream_seq=int(row.stream_seq),
         seats=seats,
-        transfers=tuple(Transfer(a, b, int(amount), reason) for a, b, amount, reason in row.transfers),
+        transfers=tuple(Transfer(t[0], t[1], int(t[2]), t[3], *t[4:5]) for t in row.transfers),
         fees_gold=int(row.fees_gold),
         penalties_gold={k: int(v) for k, v in row.penalties.items()},
         shortfalls=tuple(Shortfall(int(s), int(o), int(p), r) for s, o, p, r in row.shortfalls),

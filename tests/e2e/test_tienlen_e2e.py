@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -305,6 +306,10 @@ async def test_a_hand_with_a_chop_and_a_red_two_left_settles_and_audits_clean(st
             expected_chops[(account[payer], account[payee], reason)] += lá * STAKE
     assert expected_chops, "a chop happened during play"
     assert paid(settlement, CHOPS) == expected_chops
+    # ... and each chop's line in the settlement record says which rule and plays caused it
+    for t in settlement.transfers:
+        if t.reason in CHOPS:
+            assert re.fullmatch(r"[0-9A-Z][^;]*; plays? \d+(, \d+)*", t.detail), t
 
     # The per-reason totals the settlement reports agree, and nobody ran short.
     for reason in {shedding.THOI_HEO_DO, *(r for _, _, r in expected_chops)}:

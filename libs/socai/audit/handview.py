@@ -76,6 +76,7 @@ class SettlementLine:
     reason: str
     rule: str  # the RULES.md rule the game's REASONS name for this reason code
     penalty: bool
+    detail: str = ""  # what caused it, when the rules say (the plays of a chop)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +207,7 @@ def build(
                     t.reason,
                     reasons[t.reason].rule if t.reason in reasons else "",
                     bool(reasons[t.reason].penalty) if t.reason in reasons else False,
+                    t.detail,
                 )
                 for t in s.transfers
             ),
@@ -340,7 +342,7 @@ def render_text(view: HandView) -> str:
         tag = " penalty" if line.penalty else ""
         out.append(
             f"  {line.from_account:<28} -> {line.to_account:<28} {line.amount_gold:>10,}  {line.reason}{tag}"
-            f"  (RULES.md {line.rule or '?'})"
+            f"  (RULES.md {line.rule or '?'})" + (f"  caused by {line.detail}" if line.detail else "")
         )
     if view.replayed:
         out.append(f"  gold moved {view.moved_gold:,}, fees {view.fees_gold:,}")

@@ -348,7 +348,9 @@ def hand_page(view: HandView) -> str:
             p.append(
                 f'<tr data-reason="{e(line.reason)}"><td class="mono">{e(line.from_account)}</td>'
                 f'<td class="mono">{e(line.to_account)}</td><td class="n">{gold(line.amount_gold)}</td>'
-                f"<td>{e(line.reason)}{tag}</td><td>RULES.md {e(line.rule or '?')}</td></tr>"
+                f"<td>{e(line.reason)}{tag}</td><td>RULES.md {e(line.rule or '?')}"
+                + (f'<br><span class="detail">caused by {e(line.detail)}</span>' if line.detail else "")
+                + "</td></tr>"
             )
         p.append(
             f'</table><p>gold moved <span id="moved" data-gold="{view.moved_gold}">{gold(view.moved_gold)}</span>, '

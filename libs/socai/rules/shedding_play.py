@@ -893,9 +893,10 @@ def next_hand_dealer(
 
 def obligation_detail(rule: str, plays: tuple[int, ...]) -> str:
     """``"TL-6; plays 7, 8, 9"``: the rule and the plays that caused an obligation, numbered
-    from 1 in the order the hand's ``play`` actions were made (the settlement's ``detail``)."""
+    from 1 in the order the hand's ``play`` actions were made (the settlement's ``detail``).
+    Empty when no play caused it (cards left at the end): the reason's rule says it all."""
     if not plays:
-        return rule
+        return ""
     return f"{rule}; play{'s' if len(plays) > 1 else ''} {', '.join(map(str, plays))}"
 
 

@@ -110,3 +110,16 @@ def test_render_stays_the_same_for_the_same_input() -> None:
     assert first == second and '"ok": true' in first
     buf = io.StringIO()
     assert write_jsonl(journal_of(sim), buf) == len(journal_of(sim))
+
+
+def test_a_penalty_line_says_which_plays_caused_it_in_the_terminal_and_on_the_page(tmp_path: Path) -> None:
+    sim = simulate(30, ("tienlen",), seed=8, hands_per_table=2)
+    audit = audited(sim, journal_of(sim))
+    caused = [(v, line) for v in handview.views(audit) for line in v.lines if line.detail]
+    assert caused, "the bots chopped in 60 hands"
+    assert all("; play" in line.detail for _, line in caused)  # only plays make a detail
+    view, line = caused[0]
+    assert line.penalty
+    assert f"caused by {line.detail}" in handview.render_text(view)
+    html.write_site(audit, tmp_path)
+    assert any(f"caused by {line.detail}" in p.read_text() for p in tmp_path.rglob("*.html"))
