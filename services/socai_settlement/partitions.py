@@ -149,7 +149,6 @@ class PartitionWorkers:
                 await running.task
         with contextlib.suppress(Exception):
             await running.pipeline.close()
-        metrics.PARTITION_LAG.remove(str(partition)) if _has_label(partition) else None
         log.info("partition_stopped", partition=partition)
 
     async def _supervise(self, partition: int, pipeline: Pipeline, stop: asyncio.Event) -> None:
@@ -168,18 +167,3 @@ class PartitionWorkers:
                 log.exception("pipeline_crashed", partition=partition, restart_in_s=RESTART_PAUSE_S)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), RESTART_PAUSE_S)
-
-    async def lags(self) -> dict[int, int]:
-        """Per partition held here: messages of its durable not acked yet (pending + in flight)."""
-        out: dict[int, int] = {}
-        for partition, running in list(self.running.items()):
-            with contextlib.suppress(Exception):
-                info = await self.js.consumer_info(self.event_log.stream, running.pipeline.config.durable)
-                out[partition] = int(info.num_pending or 0) + int(info.num_ack_pending or 0)
-        return out
-
-
-def _has_label(partition: int) -> bool:
-    return any(
-        s.labels.get("partition") == str(partition) for m in metrics.PARTITION_LAG.collect() for s in m.samples
-    )
