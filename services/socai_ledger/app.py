@@ -19,7 +19,7 @@ from socai.infra.config import Settings
 from socai.infra.db_pool import Pool
 from socai.infra.grpc_server import GrpcServer, build_server
 from socai.infra.logging import get_logger
-from socai_ledger import store
+from socai_ledger import db, verify
 from socai_ledger.batcher import WriteBatcher
 from socai_ledger.outbox import OutboxRelay
 from socai_ledger.server import SERVICE_NAME, LedgerServicer, access_policy
@@ -82,7 +82,7 @@ class App:
         """Export the trial balance as a gauge (alerted on when it is not 0)."""
         while True:
             try:
-                TRIAL_BALANCE.set((await store.trial_balance(self.pool)).total_gold)
+                TRIAL_BALANCE.set((await verify.trial_balance(self.pool)).total_gold)
             except Exception as exc:
                 log.warning("trial_balance_failed", error=str(exc))
             await asyncio.sleep(self.trial_balance_interval_s)
@@ -99,7 +99,7 @@ async def build_app(
     picks a free one). ``relay=False`` runs without the outbox relay (the outbox keeps
     filling; another replica's relay publishes it)."""
     database_url = settings.effective_database_url
-    pool = store.create_pool(database_url)
+    pool = db.create_pool(database_url)
     outbox = (
         OutboxRelay(
             database_url,

@@ -54,7 +54,7 @@ from psycopg import errors as pg_errors
 from socai import errors
 from socai.infra import db_pool
 from socai.infra.logging import get_logger
-from socai_ledger import domain, store
+from socai_ledger import db, domain, journal_write
 from socai_ledger.domain import PostOutcome, PostStatus, PreparedTransaction
 
 log = get_logger("socai.ledger.batcher")
@@ -123,7 +123,7 @@ class WriteBatcher:
         self._wakeup = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
-        self._conn: store.AConn | None = None
+        self._conn: db.AConn | None = None
         self._new_id = UuidV7()
         self._writing = False
         self._last_write = 0.0
@@ -251,11 +251,11 @@ class WriteBatcher:
         if result.last_seq and self._on_commit is not None:
             self._on_commit(result.last_seq)
 
-    async def _write_with_retries(self, items: list[PreparedTransaction]) -> store.BatchResult:
+    async def _write_with_retries(self, items: list[PreparedTransaction]) -> journal_write.BatchResult:
         for attempt in range(1, self.retries + 1):
             conn = await self._connection()
             try:
-                return await store.write_batch(conn, items, self._new_id)
+                return await journal_write.write_batch(conn, items, self._new_id)
             except RETRYABLE as exc:
                 if attempt == self.retries:
                     raise
@@ -308,7 +308,7 @@ class WriteBatcher:
             if not unit.future.done():
                 unit.future.set_exception(exc)
 
-    async def _connection(self) -> store.AConn:
+    async def _connection(self) -> db.AConn:
         """The writer's connection, a new one when there is none or it stopped working.
 
         Raises Unavailable("DATABASE_UNAVAILABLE") when PostgreSQL cannot be reached.
@@ -317,7 +317,7 @@ class WriteBatcher:
             log.info("writer_connection_replaced")
             await self._drop_connection()
         if self._conn is None:
-            self._conn = await store.connect(self._url)
+            self._conn = await db.connect(self._url)
             # A statement stuck longer than this (a lock held by a stuck session) fails the batch
             # with UNAVAILABLE instead of blocking every caller forever.
             await self._conn.execute("set statement_timeout = '30s'")

@@ -3,7 +3,7 @@
 Pure: no I/O, no clock, no randomness (ids and the time come in as arguments), no protobuf.
 ``plan_batch`` is the functional core of the write path: given the requests of one batch,
 what the journal already knows about their idempotency keys and the locked accounts, it
-decides every request's outcome and returns the rows to write. ``socai_ledger.store``
+decides every request's outcome and returns the rows to write. ``socai_ledger.journal_write``
 runs it inside one database transaction; tests can run it on plain dictionaries.
 """
 
@@ -405,7 +405,8 @@ class LockedAccounts:
         return account_id in self.balance_gold
 
 
-# Rows in the column order of the COPY statements of socai_ledger.store.
+# Rows in the column order of the COPY statements of socai_ledger.journal_write
+# (socai_ledger.journal_copy.TRANSACTION_COLUMNS and ENTRY_COLUMNS).
 # transactions: transaction_id, idempotency_key, request_hash, status, journal_seq, kind,
 #               reference, metadata, error_reason, error_message
 TransactionRow = tuple[UUID, str, bytes, str, int | None, str, str, Mapping[str, str], str | None, str | None]

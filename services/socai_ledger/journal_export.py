@@ -8,8 +8,8 @@ the journal. ``journal_seq`` is unique and only grows (one writer at a time hold
 journal lock), so paging by it never skips or repeats a transaction, even while postings
 continue: a later page simply reaches further.
 
-Kept apart from ``store.py`` (the write path's statements) because it is read-only and
-used by one RPC.
+A module of its own: one RPC's read of the whole journal for auditors, beside the
+per-account reads of ``queries.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Final
 
 from socai import errors
 from socai.infra import db_pool
-from socai_ledger import domain, store
+from socai_ledger import domain, queries
+from socai_ledger.db import SCHEMA
 from socai_ledger.domain import Entry, Transaction
 
 # The token says which list it belongs to, so a ListEntries or ListAccounts token given
@@ -27,26 +28,26 @@ TOKEN_TAG: Final = "journal"
 
 _PAGE_SQL = f"""
 select journal_seq, transaction_id, idempotency_key, kind, reference, metadata, created_at
-from {store.SCHEMA}.transactions where journal_seq > %s order by journal_seq limit %s
+from {SCHEMA}.transactions where journal_seq > %s order by journal_seq limit %s
 """
 _ENTRIES_SQL = f"""
 select journal_seq, account_id, amount_gold, balance_after_gold, account_version
-from {store.SCHEMA}.entries where journal_seq between %s and %s order by journal_seq, entry_index
+from {SCHEMA}.entries where journal_seq between %s and %s order by journal_seq, entry_index
 """
 
 
 def encode_page_token(after_seq: int) -> str:
-    return store.encode_token(TOKEN_TAG, str(after_seq))
+    return queries.encode_token(TOKEN_TAG, str(after_seq))
 
 
 def decode_page_token(token: str) -> int:
     """The journal_seq a page continues after (0 for no token). Raises InvalidArgument("BAD_PAGE_TOKEN")."""
     if not token:
         return 0
-    tag, seq = store.decode_token(token, 2)
+    tag, seq = queries.decode_token(token, 2)
     if tag != TOKEN_TAG:
         raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token belongs to another list")
-    return store.parse_int64(seq)
+    return queries.parse_int64(seq)
 
 
 @db_pool.retried_read

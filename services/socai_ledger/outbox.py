@@ -60,7 +60,7 @@ from prometheus_client import Counter, Gauge
 from socai import errors
 from socai.infra.logging import get_logger
 from socai.infra.nats import StreamSpec, connect, ensure_stream, posted_subject
-from socai_ledger import convert, store
+from socai_ledger import convert, db, outbox_queries
 from socai_ledger.domain import Transaction
 
 log = get_logger("socai.ledger.outbox")
@@ -217,7 +217,7 @@ class OutboxRelay:
         self._task: asyncio.Task[None] | None = None
         self._nc: NatsClient | None = None
         self._publisher: _Publisher | None = None
-        self._conn: store.AConn | None = None
+        self._conn: db.AConn | None = None
         self._leader = False
         self._last_msg_id: str | None = None  # the chain: the last message this relay had stored
         self.published_seq = 0
@@ -290,7 +290,7 @@ class OutboxRelay:
         if not self._leader:
             return 0
         publisher = await self._jetstream()
-        head, cursor, ranges = await store.outbox_pending(conn, RANGES_PER_ROUND)
+        head, cursor, ranges = await outbox_queries.outbox_pending(conn, RANGES_PER_ROUND)
         self.published_seq = cursor
         OUTBOX_LAG.set(max(0, head - cursor))
         through = pending_through(cursor, ranges)
@@ -311,7 +311,7 @@ class OutboxRelay:
                     # JetStream always has messages to store.
                     end = min(through, start + (self._busy_chunk if gentle else self._chunk_max) - 1)
                     began = time.monotonic()
-                    transactions = await store.load_journal(conn, start, end)
+                    transactions = await outbox_queries.load_journal(conn, start, end)
                     errors.check(
                         [t.journal_seq for t in transactions] == list(range(start, end + 1)),
                         f"the journal is gapless over the outbox range {start}..{end}",
@@ -329,7 +329,7 @@ class OutboxRelay:
                     # Record the stored prefix even when a later message failed: a retry then
                     # starts at the first message that is not in the stream.
                     last_stored = transactions[stored - 1].journal_seq
-                    await store.mark_published(conn, last_stored)
+                    await outbox_queries.mark_published(conn, last_stored)
                     cursor = self.published_seq = last_stored
                     published += stored
                     PUBLISHED.inc(stored)
@@ -401,12 +401,12 @@ class OutboxRelay:
             return stored, failure
         return stored, None
 
-    async def _database(self) -> store.AConn:
+    async def _database(self) -> db.AConn:
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._leader = False
-            self._conn = await store.connect(self._db_url, autocommit=True)
+            self._conn = await db.connect(self._db_url, autocommit=True)
         if not self._leader:
-            row = await (await self._conn.execute("select pg_try_advisory_lock(%s)", (store.RELAY_LOCK,))).fetchone()
+            row = await (await self._conn.execute("select pg_try_advisory_lock(%s)", (db.RELAY_LOCK,))).fetchone()
             self._leader = bool(row and row[0])
             if self._leader:
                 log.info("outbox_relay_leader")

@@ -39,7 +39,7 @@ from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.grpc_server import ANY_CALLER, AccessPolicy, current_caller
 from socai.money import INT64_MAX
-from socai_ledger import convert, domain, journal_export, store
+from socai_ledger import convert, domain, journal_export, queries, verify
 from socai_ledger.batcher import WriteBatcher
 from socai_ledger.domain import PostStatus, PreparedTransaction
 
@@ -88,12 +88,12 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
 
     async def OpenAccount(self, request: pb.OpenAccountRequest, context: Any) -> pb.OpenAccountResponse:
         domain.check_account_id(request.account_id)
-        account, created = await store.open_account(self.pool, request.account_id)
+        account, created = await queries.open_account(self.pool, request.account_id)
         return pb.OpenAccountResponse(account=convert.account(account), created=created)
 
     async def GetAccount(self, request: pb.GetAccountRequest, context: Any) -> pb.GetAccountResponse:
         domain.check_account_id(request.account_id)
-        return pb.GetAccountResponse(account=convert.account(await store.get_account(self.pool, request.account_id)))
+        return pb.GetAccountResponse(account=convert.account(await queries.get_account(self.pool, request.account_id)))
 
     async def ListAccounts(self, request: pb.ListAccountsRequest, context: Any) -> pb.ListAccountsResponse:
         if request.kind and request.id_prefix:
@@ -107,15 +107,15 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         limit = domain.check_page_size(request.page_size)
         after = ""
         if request.page_token:
-            after = store.decode_token(request.page_token, 1)[0]
+            after = queries.decode_token(request.page_token, 1)[0]
             if len(after) > accounts.ACCOUNT_ID_MAX_CHARS:
                 raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token is not one this service issued")
-        found, more = await store.list_accounts(
+        found, more = await queries.list_accounts(
             self.pool, kind=request.kind, id_prefix=request.id_prefix, after=after, limit=limit
         )
         return pb.ListAccountsResponse(
             accounts=[convert.account(a) for a in found],
-            next_page_token=store.encode_token(found[-1].account_id) if more and found else "",
+            next_page_token=queries.encode_token(found[-1].account_id) if more and found else "",
         )
 
     # --- postings ---------------------------------------------------------------------------
@@ -257,12 +257,12 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         if bool(request.transaction_id) == bool(request.idempotency_key):
             raise errors.InvalidArgument("ONE_OF_ID_OR_KEY", "give transaction_id or idempotency_key (exactly one)")
         if request.transaction_id:
-            tx = await store.get_transaction(
+            tx = await queries.get_transaction(
                 self.pool, transaction_id=convert.parse_transaction_id(request.transaction_id), idempotency_key=""
             )
         else:
             domain.check_idempotency_key(request.idempotency_key)
-            tx = await store.get_transaction(self.pool, transaction_id=None, idempotency_key=request.idempotency_key)
+            tx = await queries.get_transaction(self.pool, transaction_id=None, idempotency_key=request.idempotency_key)
         return pb.GetTransactionResponse(transaction=convert.transaction(tx))
 
     async def ListEntries(self, request: pb.ListEntriesRequest, context: Any) -> pb.ListEntriesResponse:
@@ -270,17 +270,17 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         limit = domain.check_page_size(request.page_size)
         before = INT64_MAX
         if request.page_token:
-            token_account, token_version = store.decode_token(request.page_token, 2)
+            token_account, token_version = queries.decode_token(request.page_token, 2)
             if token_account != request.account_id:
                 raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token belongs to another statement")
-            before = store.parse_int64(token_version)
-        found, more = await store.list_entries(self.pool, request.account_id, before_version=before, limit=limit)
+            before = queries.parse_int64(token_version)
+        found, more = await queries.list_entries(self.pool, request.account_id, before_version=before, limit=limit)
         response = pb.ListEntriesResponse()
         times = convert.TimestampCache()
         for e in found:
             convert.entry(e, response.entries.add(), times)
         if more and found:
-            response.next_page_token = store.encode_token(request.account_id, str(found[-1].account_version))
+            response.next_page_token = queries.encode_token(request.account_id, str(found[-1].account_version))
         return response
 
     async def GetBalanceAt(self, request: pb.GetBalanceAtRequest, context: Any) -> pb.GetBalanceAtResponse:
@@ -289,20 +289,20 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         if which is None:
             raise errors.InvalidArgument("AS_OF_REQUIRED", "give transaction_id or time")
         if which == "transaction_id":
-            balance, version = await store.balance_at(
+            balance, version = await queries.balance_at(
                 self.pool,
                 request.account_id,
                 transaction_id=convert.parse_transaction_id(request.transaction_id),
                 at=None,
             )
         else:
-            balance, version = await store.balance_at(
+            balance, version = await queries.balance_at(
                 self.pool, request.account_id, transaction_id=None, at=convert.from_timestamp(request.time)
             )
         return pb.GetBalanceAtResponse(balance_gold=balance, account_version=version)
 
     async def VerifyJournal(self, request: pb.VerifyJournalRequest, context: Any) -> pb.VerifyJournalResponse:
-        report = await store.verify_journal(self.pool)
+        report = await verify.verify_journal(self.pool)
         return pb.VerifyJournalResponse(
             ok=report.ok,
             accounts_checked=report.accounts_checked,
@@ -319,7 +319,7 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         )
 
     async def TrialBalance(self, request: pb.TrialBalanceRequest, context: Any) -> pb.TrialBalanceResponse:
-        trial = await store.trial_balance(self.pool)
+        trial = await verify.trial_balance(self.pool)
         return pb.TrialBalanceResponse(
             total_gold=trial.total_gold,
             kinds=[pb.KindTotal(kind=k.kind, balance_gold=k.balance_gold, accounts=k.accounts) for k in trial.kinds],

@@ -35,7 +35,7 @@ from socai.infra.grpc_errors import error_reason
 from socai.infra.nats import connect
 from socai_cli.embedded import free_port
 from socai_cli.stack import grpc_health
-from socai_ledger.store import WRITE_LOCK
+from socai_ledger.db import WRITE_LOCK
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration]
 

@@ -4,7 +4,7 @@ The database is migrated as the owner role and every attack runs as
 ``socai_ledger_service``, the role the ledger connects with in a deployment: it may insert
 and read the journal and move balances only together with journal entries (ledger_0003), and
 it owns nothing, so it cannot switch a guard off. The real posting path (the batcher and
-``store.write_batch``, and the whole service over gRPC) works as that role.
+``journal_write.write_batch``, and the whole service over gRPC) works as that role.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra.config import Settings
 from socai.infra.db import AUDITOR_ROLE, OWNER_ROLE, SERVICE_ROLES, role_url
 from socai_cli import migrations as migrate
-from socai_ledger import domain, store
+from socai_ledger import db, domain, journal_write
 from socai_ledger.batcher import WriteBatcher
-from socai_ledger.store import ROWS_BY_ARRAY_MAX
+from socai_ledger.journal_write import ROWS_BY_ARRAY_MAX
 from tests.integration.ledger.conftest import Ledger, deposit, journal_snapshot, ledger_settings
 
 pytestmark = pytest.mark.integration
@@ -50,11 +50,11 @@ def prepared(key: str, *legs: tuple[str, int], open_accounts: bool = False) -> d
     return domain.prepare_fields(key, "test", "", legs, {}, open_accounts)
 
 
-async def post(url: str, *items: domain.PreparedTransaction) -> store.BatchResult:
+async def post(url: str, *items: domain.PreparedTransaction) -> journal_write.BatchResult:
     """One batch through the ledger's own write path, as the role of ``url``."""
-    conn = await store.connect(url)
+    conn = await db.connect(url)
     try:
-        return await store.write_batch(conn, items, uuid.uuid4)
+        return await journal_write.write_batch(conn, items, uuid.uuid4)
     finally:
         await conn.close()
 

@@ -36,6 +36,7 @@ REQUESTS: dict[str, Any] = {
     ),
     "VerifyJournal": pb.VerifyJournalRequest(),
     "TrialBalance": pb.TrialBalanceRequest(),
+    "ListTransactions": pb.ListTransactionsRequest(),
 }
 
 

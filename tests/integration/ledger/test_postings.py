@@ -7,7 +7,7 @@ import pytest
 
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra.grpc_errors import error_info, error_reason
-from socai_ledger.store import ROWS_BY_ARRAY_MAX
+from socai_ledger.journal_write import ROWS_BY_ARRAY_MAX
 from tests.integration.ledger.conftest import Ledger, balances, deposit, fund_escrow, journal_snapshot, transaction
 
 pytestmark = pytest.mark.integration

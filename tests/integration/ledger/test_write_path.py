@@ -12,7 +12,8 @@ from prometheus_client import REGISTRY
 
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra.grpc_errors import error_reason
-from socai_ledger.store import ROWS_BY_ARRAY_MAX, WRITE_LOCK
+from socai_ledger.db import WRITE_LOCK
+from socai_ledger.journal_write import ROWS_BY_ARRAY_MAX
 from tests.integration.ledger.conftest import Ledger, balances, deposit, transaction
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ From here the database refuses, for every role, at the latest when the transacti
   when a transaction commits every account it appended entries for shows them.
 
 So the only way to change a balance is to append balanced, chained entries under an applied
-transaction, which is what the posting path (``store.write_batch``) does. This is enforced
+transaction, which is what the posting path (``journal_write.write_batch``) does. This is enforced
 by what the data must look like, not by who claims to be the posting path: a
 transaction-local setting the posting path would set (``set local socai.posting = …``) can
 be set by any session of the same role, so it would guard against accidents only. Together

@@ -1,0 +1,332 @@
+"""The write path: one batch of posting requests in one database transaction.
+
+``write_batch`` runs on the batcher's own connection (``db.connect``) in two scripts (round
+trips; a large batch's COPY data is exchanged inside the second), sent through ``pg_wire``:
+
+1. One script: ``BEGIN``; ``pg_advisory_xact_lock(WRITE_LOCK)`` — one writer at a time
+   across every ledger replica, so journal sequence numbers, assigned under it, follow the
+   commit order (the outbox relay publishes in that order); then, each statement with its
+   own snapshot taken after the lock: the batch's time and the journal head, what the
+   journal knows about the batch's idempotency keys, and the batch's accounts locked with
+   one ``SELECT … FOR UPDATE`` in account-id order (one fixed order: no deadlocks).
+2. ``domain.plan_batch`` decides every item against running balances in memory.
+3. The journal rows: for a large batch, binary ``COPY`` of the transactions and the entries
+   at the head of the last script (``journal_copy``; each stream goes out when the server
+   asks for it); for a small one they ride in the last script as array literals.
+4. The last script: the journal rows, one ``UPDATE … FROM unnest(…)`` of the touched
+   balances, one insert of the accounts opened, one outbox row naming the journal range,
+   ``COMMIT``. Callers are answered only after the commit.
+
+A hot account (``house:fees`` takes a posting from nearly every hand) therefore costs one
+row update per batch, not one per transaction: the batch is the unit of serialisation.
+The ``CHECK (may_go_negative OR balance_gold >= 0)`` constraint on ``accounts`` makes the
+database itself refuse a negative balance should the planner ever be wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+from uuid import UUID
+
+import psycopg
+
+from socai import errors
+from socai_ledger import domain, pg_wire
+from socai_ledger.db import SCHEMA, WRITE_LOCK, AConn, transaction_from_rows
+from socai_ledger.domain import KnownKey, LockedAccounts, PreparedTransaction
+from socai_ledger.journal_copy import ENTRY_COLUMNS, TRANSACTION_COLUMNS, entries_copy, transactions_copy
+
+_SEPARATOR: Final = "\x1f"
+_HEAD_SQL = f"select clock_timestamp(), coalesce(max(journal_seq), 0) from {SCHEMA}.transactions"
+_COPY_TRANSACTIONS_SQL = f"copy {SCHEMA}.transactions ({TRANSACTION_COLUMNS}) from stdin (format binary)"
+_COPY_ENTRIES_SQL = f"copy {SCHEMA}.entries ({ENTRY_COLUMNS}) from stdin (format binary)"
+_OUTBOX_SQL = f"insert into {SCHEMA}.outbox (first_seq, last_seq) values (%s, %s)"
+# Up to this many entries a batch's journal rows travel as array literals inside the final
+# script (one round trip for every write and the commit); above it, binary COPY costs the
+# server less time, enough to pay for the two exchanges it adds to that script (the server
+# asks for each COPY's data).
+ROWS_BY_ARRAY_MAX: Final = 300
+_INSERT_TRANSACTIONS_SQL = f"""
+insert into {SCHEMA}.transactions ({TRANSACTION_COLUMNS})
+select r.id, r.k, decode(r.h, 'hex'), r.st, r.s, r.kd, r.rf, r.m::jsonb, r.er, r.em, %s
+from unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::int8[], %s::text[], %s::text[], %s::text[],
+            %s::text[], %s::text[]) as r(id, k, h, st, s, kd, rf, m, er, em)
+"""
+_INSERT_ENTRIES_SQL = f"""
+insert into {SCHEMA}.entries ({ENTRY_COLUMNS})
+select r.a, r.v, r.s, r.i, r.t, r.am, r.b, %s
+from unnest(%s::text[], %s::int8[], %s::int8[], %s::int2[], %s::uuid[], %s::int8[], %s::int8[]) as r(a, v, s, i, t, am, b)
+"""
+# What the journal holds under the batch's keys, in ``db.TRANSACTION_WITH_ENTRIES_COLUMNS``
+# order. One index probe per key, whatever the statistics say: with a plain "= any(array)"
+# the planner preferred a sequential scan of the whole transactions table, whose cost grows
+# with the journal. The LIMITs keep the lateral subqueries from being flattened into a hash
+# join.
+_KNOWN_SQL = f"""
+with found as materialized (
+    select t.idempotency_key, t.request_hash, t.status, t.transaction_id, t.journal_seq, t.kind, t.reference,
+           t.metadata, t.created_at, t.error_reason, t.error_message
+    from unnest(string_to_array(%s, E'\\x1f')) as k(key)
+    cross join lateral (select * from {SCHEMA}.transactions t where t.idempotency_key = k.key limit 1) t
+)
+select f.*, e.account_id, e.amount_gold, e.balance_after_gold, e.account_version
+from found f
+left join lateral (
+    select * from {SCHEMA}.entries e where e.journal_seq = f.journal_seq order by e.entry_index limit {domain.ENTRIES_MAX}
+) e on true
+order by f.idempotency_key, e.entry_index
+"""
+# The batch's accounts, locked in account-id order, come back as one text value: "id,balance,
+# version,t|f" per account, separated by spaces (ids hold neither character). As rows, a
+# large batch's accounts reach the writer in many pieces, each a wait in the event loop's
+# queue, and psycopg builds a row tuple per account; one value arrives at once. The kind is
+# not sent: the accounts_kind_is_id_prefix constraint makes it the id's first part.
+_LOCK_ACCOUNTS_SQL = f"""
+select string_agg(concat_ws(',', account_id, balance_gold, version, case when may_go_negative then 't' else 'f' end), ' ')
+from (
+    select account_id, balance_gold, version, may_go_negative
+    from {SCHEMA}.accounts where account_id = any(string_to_array(%s, ',')) order by account_id for update
+) locked
+"""
+_UPDATE_BALANCES_SQL = f"""
+update {SCHEMA}.accounts a set balance_gold = u.balance_gold, version = u.version
+from unnest(string_to_array(%s, ','), string_to_array(%s, ',')::int8[], string_to_array(%s, ',')::int8[])
+     as u(account_id, balance_gold, version)
+where a.account_id = u.account_id
+"""
+_INSERT_ACCOUNTS_SQL = f"""
+insert into {SCHEMA}.accounts (account_id, kind, balance_gold, version, may_go_negative, created_at)
+select r.*, %s::timestamptz from unnest(%s::text[], %s::text[], %s::int8[], %s::int8[], %s::bool[]) as r
+"""
+
+
+# The write path's statements are prepared once per writer connection and run as EXECUTE
+# inside the two simple-query scripts (still one round trip each): as plain SQL text
+# PostgreSQL would parse, analyse and plan every statement of every batch again, most of the
+# server's time for a small batch. Parameters keep their explicit types, so the arrays still
+# travel as literals (cheaper to make in Python than psycopg's list dumping).
+_WRITER_STATEMENTS: Final = (
+    ("socai_ledger_head", (), _HEAD_SQL),
+    ("socai_ledger_known", ("text",), _KNOWN_SQL),
+    ("socai_ledger_lock", ("text",), _LOCK_ACCOUNTS_SQL),
+    (
+        "socai_ledger_insert_transactions",
+        (
+            "timestamptz",
+            "uuid[]",
+            "text[]",
+            "text[]",
+            "text[]",
+            "int8[]",
+            "text[]",
+            "text[]",
+            "text[]",
+            "text[]",
+            "text[]",
+        ),
+        _INSERT_TRANSACTIONS_SQL,
+    ),
+    (
+        "socai_ledger_insert_entries",
+        ("timestamptz", "text[]", "int8[]", "int8[]", "int2[]", "uuid[]", "int8[]", "int8[]"),
+        _INSERT_ENTRIES_SQL,
+    ),
+    ("socai_ledger_update_balances", ("text", "text", "text"), _UPDATE_BALANCES_SQL),
+    (
+        "socai_ledger_insert_accounts",
+        ("timestamptz", "text[]", "text[]", "int8[]", "int8[]", "bool[]"),
+        _INSERT_ACCOUNTS_SQL,
+    ),
+    ("socai_ledger_outbox", ("int8", "int8"), _OUTBOX_SQL),
+)
+
+
+def _numbered(sql: str) -> str:
+    """``%s`` placeholders as ``$1 … $n`` (the statements hold no other ``%``)."""
+    pieces = sql.split("%s")
+    return pieces[0] + "".join(f"${n}{piece}" for n, piece in enumerate(pieces[1:], 1))
+
+
+def _execute(name: str, count: int) -> str:
+    return f"execute {name}({', '.join(['%s'] * count)})" if count else f"execute {name}"
+
+
+_PREPARE_SQL: Final = "; ".join(
+    f"prepare {name}{'(' + ', '.join(types) + ')' if types else ''} as {_numbered(sql)}"
+    for name, types, sql in _WRITER_STATEMENTS
+)
+_EXECUTE: Final = {name: _execute(name, len(types)) for name, types, _ in _WRITER_STATEMENTS}
+_READS_SQL: Final = (
+    "begin; select pg_advisory_xact_lock(%s); "
+    f"{_EXECUTE['socai_ledger_head']}; {_EXECUTE['socai_ledger_known']}; {_EXECUTE['socai_ledger_lock']}"
+)
+_prepared_connections: weakref.WeakSet[AConn] = weakref.WeakSet()
+
+
+async def prepare_writer(conn: AConn) -> None:
+    """Prepare the write path's statements on ``conn`` (once per connection; ``write_batch``
+    does it on first use)."""
+    if conn not in _prepared_connections:
+        # The scripts and the COPY streams are encoded as UTF-8 whatever the session says.
+        errors.check(conn.info.encoding == "utf-8", f"the writer's connection speaks UTF-8, not {conn.info.encoding}")
+        await pg_wire.script(conn, _PREPARE_SQL, ())
+        _prepared_connections.add(conn)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    outcomes: list[domain.PostOutcome]
+    applied: int
+    rejected: int
+    last_seq: int  # 0 when nothing was appended
+
+
+async def write_batch(conn: AConn, items: Sequence[PreparedTransaction], new_id: Callable[[], UUID]) -> BatchResult:
+    """Apply ``items`` in one database transaction (see the module docstring).
+
+    ``conn`` is in autocommit mode: BEGIN and COMMIT travel inside the scripts of the first
+    and the last round trip. Each item is atomic on its own: a refused item leaves no trace
+    except, for refusals decided against the journal (insufficient funds, unknown account,
+    overflow), a remembered refusal under its key. Raises psycopg errors as they come, after
+    rolling back; the batcher retries serialization failures and deadlocks.
+    """
+    # Lists travel as one delimited string (string_to_array on the server): dumping a
+    # Python list of thousands of strings is slow in psycopg. Keys are printable and ids are
+    # ASCII without ',', so neither separator can occur inside a value.
+    keys = _SEPARATOR.join(dict.fromkeys(item.idempotency_key for item in items))
+    ids = ",".join({account_id for item in items for account_id, _ in item.entries})  # the SQL orders them
+    reads: asyncio.Future[list[list[tuple[Any, ...]]]] | None = None
+    if conn not in _prepared_connections:
+        await prepare_writer(conn)
+    try:
+        # One round trip: the lock is its own statement, so the reads after it (each with a
+        # fresh READ COMMITTED snapshot) see every batch committed before the lock was ours.
+        reads = asyncio.ensure_future(pg_wire.script(conn, _READS_SQL, (WRITE_LOCK, keys, ids), skip=2))
+        await asyncio.sleep(0)  # let the reads go out, then make the ids while the server works
+        tx_ids = [new_id() for _ in items]
+        _, _, head_rows, known_rows, locked_rows = await reads
+        errors.check(len(head_rows) == 1 and len(locked_rows) == 1, "the head and lock queries return a row")
+        now: datetime = head_rows[0][0]
+        head_seq: int = head_rows[0][1]
+        locked = LockedAccounts(_locked_accounts(locked_rows[0][0]))
+        plan = domain.plan_batch(items, _known_keys(known_rows), locked, head_seq, now, iter(tx_ids))
+
+        small = len(plan.entry_rows) <= ROWS_BY_ARRAY_MAX
+        statements: list[str] = []
+        params: list[object] = []
+        copies: list[Callable[[], bytes]] = []  # the streams are made while the server works
+        if not small and plan.transaction_rows:
+            statements.append(_COPY_TRANSACTIONS_SQL)
+            copies.append(functools.partial(transactions_copy, plan.transaction_rows, now))
+        if not small and plan.entry_rows:
+            statements.append(_COPY_ENTRIES_SQL)
+            copies.append(functools.partial(entries_copy, plan.entry_rows, now))
+        if small and plan.transaction_rows:
+            statements.append(_EXECUTE["socai_ledger_insert_transactions"])
+            params += _transaction_arrays(plan, now)
+        if small and plan.entry_rows:
+            statements.append(_EXECUTE["socai_ledger_insert_entries"])
+            params += _entry_arrays(plan, now)
+        if plan.applied:
+            updated = [k for k in locked.touched if k not in locked.opened]
+            opened = sorted(locked.opened)  # only accounts of applied items stay opened
+            if updated:
+                statements.append(_EXECUTE["socai_ledger_update_balances"])
+                params += [
+                    ",".join(updated),
+                    ",".join([str(locked.balance_gold[k]) for k in updated]),
+                    ",".join([str(locked.version[k]) for k in updated]),
+                ]
+            if opened:
+                statements.append(_EXECUTE["socai_ledger_insert_accounts"])
+                params += [
+                    now,
+                    pg_wire.array(opened),
+                    pg_wire.array(locked.kind[k] for k in opened),
+                    pg_wire.array(locked.balance_gold[k] for k in opened),
+                    pg_wire.array(locked.version[k] for k in opened),
+                    pg_wire.array("t" if k in locked.may_go_negative else "f" for k in opened),
+                ]
+            statements.append(_EXECUTE["socai_ledger_outbox"])
+            params += [plan.first_seq, plan.last_seq]
+        statements.append("commit")
+        await pg_wire.write_script(conn, "; ".join(statements), params, copies)
+    except BaseException:
+        if reads is not None and not reads.done():
+            reads.cancel()
+            with contextlib.suppress(BaseException):
+                await reads
+        await _rollback(conn)
+        raise
+    return BatchResult(
+        outcomes=plan.outcomes,
+        applied=plan.applied,
+        rejected=sum(1 for o in plan.outcomes if o.status is domain.PostStatus.REJECTED),
+        last_seq=plan.last_seq,
+    )
+
+
+async def _rollback(conn: AConn) -> None:
+    """End a failed batch's transaction (autocommit connection: nobody else will)."""
+    if conn.closed or conn.broken:
+        return
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        try:
+            await conn.execute("rollback")
+        except psycopg.Error:
+            await conn.close()  # the batcher reconnects
+
+
+def _transaction_arrays(plan: domain.BatchPlan, now: datetime) -> tuple[object, ...]:
+    ids, keys, hashes, statuses, seqs, kinds, references, metadata, reasons, messages = zip(
+        *plan.transaction_rows, strict=True
+    )
+    return (
+        now,
+        pg_wire.plain_array(ids),
+        pg_wire.text_array(keys),
+        pg_wire.plain_array([h.hex() for h in hashes]),
+        pg_wire.plain_array(statuses),
+        pg_wire.array(seqs),
+        pg_wire.text_array(kinds),
+        pg_wire.text_array(references),
+        pg_wire.text_array([json.dumps(m) if m else None for m in metadata]),
+        pg_wire.text_array(reasons),
+        pg_wire.text_array(messages),
+    )
+
+
+def _entry_arrays(plan: domain.BatchPlan, now: datetime) -> tuple[object, ...]:
+    rows = plan.entry_rows
+    # Seven columns, none NULL.
+    return (now, *["{" + ",".join([str(row[i]) for row in rows]) + "}" for i in range(7)])
+
+
+def _locked_accounts(text: str | None) -> Iterator[tuple[str, int, int, bool, str]]:
+    """The text of ``_LOCK_ACCOUNTS_SQL`` (None: no account exists) as LockedAccounts rows."""
+    for account in text.split(" ") if text else ():
+        account_id, balance, version, may_go_negative = account.split(",")
+        yield account_id, int(balance), int(version), may_go_negative == "t", account_id.partition(":")[0]
+
+
+def _known_keys(rows: Sequence[tuple[Any, ...]]) -> dict[str, KnownKey]:
+    """Rows of ``_KNOWN_SQL`` (one per entry, or one per rejected key) → KnownKey by key."""
+    grouped: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        grouped.setdefault(row[0], []).append(row)
+    known = {}
+    for key, group in grouped.items():
+        first = group[0]
+        if first[2] == "applied":
+            known[key] = KnownKey(bytes(first[1]), transaction_from_rows(group))
+        else:
+            known[key] = KnownKey(bytes(first[1]), None, first[9], first[10])
+    return known
