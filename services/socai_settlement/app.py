@@ -1,8 +1,9 @@
 """Wiring: ``build_app(settings, config) -> App`` creates the pools, clients and servers.
 
 Nothing here runs at import. The process shape is ``socai.infra.service.run``: it serves
-the metrics port, builds the app, calls ``App.start`` (the gRPC server, the consumer's
-``Pipeline`` under a supervisor, the lag watcher), waits for SIGTERM, then calls
+the metrics port, builds the app, calls ``App.start`` (the gRPC server, the partition
+workers — one ``Pipeline`` per leased partition, ``partitions`` — and the lag watcher),
+waits for SIGTERM, then calls
 ``App.stop``: health NOT_SERVING, in-flight calls finish, no new batch is taken and the current one finishes
 (or is cancelled after ``grace_s``; its messages come back by redelivery), and everything
 closes in reverse order. An unexpected error in the pipeline is logged and it restarts
@@ -24,11 +25,13 @@ from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
 from socai.infra.grpc_server import GrpcServer, build_server
+from socai.infra.leases import LeaseConfig
 from socai.infra.logging import get_logger
 from socai.infra.nats import connect
 from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig
 from socai_settlement.lag import LagWatch
+from socai_settlement.partitions import PartitionWorkers, instance_id
 from socai_settlement.pipeline import Pipeline
 from socai_settlement.poster import LedgerPoster
 from socai_settlement.replayer import Replayer
@@ -51,11 +54,19 @@ class App:
     event_log: EventLog
     poster: LedgerPoster
     settler: Settler
-    pipeline: Pipeline
+    workers: PartitionWorkers
     lag: LagWatch
     grpc: GrpcServer
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The one pipeline this instance runs (an unpartitioned stream, or one partition held)."""
+        running = list(self.workers.running.values())
+        if len(running) != 1:
+            raise RuntimeError(f"{len(running)} pipelines run here, not one")
+        return running[0].pipeline
 
     @property
     def address(self) -> str:
@@ -104,10 +115,11 @@ class App:
     async def _supervise(self) -> None:
         while not self._stop.is_set():
             try:
-                await self.pipeline.run(self._stop)
+                await self.workers.run(self._stop)
             except asyncio.CancelledError:
                 raise
             except Exception:
+                # NATS away at start (no stream info, no lease bucket): try again.
                 log.exception("consumer_crashed", restart_in_s=RESTART_PAUSE_S)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), RESTART_PAUSE_S)
@@ -124,7 +136,6 @@ class App:
             for task in still:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.pipeline.close()
         await self.settler.replayer.close()
         with contextlib.suppress(Exception):
             await self.nc.close()
@@ -161,8 +172,20 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
         backoff_initial_s=cfg.backoff_initial_s,
         backoff_max_s=cfg.backoff_max_s,
     )
-    pipeline = Pipeline(nc, settler, cfg, stream=settings.events_stream, prefix=settings.events_prefix)
-    lag = LagWatch(pipeline.js, settings.events_stream, cfg.durable, cfg.lag_interval_s)
+    workers = PartitionWorkers(
+        nc,
+        settler,
+        cfg,
+        event_log,
+        LeaseConfig(
+            cfg.lease_bucket or f"settlement_leases_{settings.events_stream}",
+            ttl_s=cfg.lease_ttl_s,
+            replicas=settings.stream_replicas,
+        ),
+        instance=cfg.instance_id or instance_id(),
+        lease_metrics=metrics.LEASES,
+    )
+    lag = LagWatch(event_log, cfg.durable, cfg.lag_interval_s)
     servicer = SettlementServicer(store, event_log, settler)
     grpc_server = build_server(
         service="settlement",
@@ -180,7 +203,7 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
         event_log=event_log,
         poster=poster,
         settler=settler,
-        pipeline=pipeline,
+        workers=workers,
         lag=lag,
         grpc=grpc_server,
     )

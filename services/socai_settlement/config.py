@@ -10,6 +10,9 @@
 | ``SOCAI_SETTLEMENT_MAX_DELIVER`` | 10 | the server stops redelivering after this many deliveries |
 | ``SOCAI_SETTLEMENT_REPLAY_WORKERS`` | 2 with 2+ CPUs, else 0 | processes that replay hands (0: in the service's own process) |
 | ``SOCAI_SETTLEMENT_POISON_AFTER`` | 5 | deliveries after which a HandEnded is dead-lettered (MAX_DELIVERIES) |
+| ``SOCAI_SETTLEMENT_LEASE_BUCKET`` | ``settlement_leases_<events stream>`` | the JetStream KV bucket of the partitions' leases |
+| ``SOCAI_SETTLEMENT_LEASE_TTL_S`` | 10 | a lease's TTL: a dead instance's partitions move about this long after it died |
+| ``SOCAI_INSTANCE_ID`` | host-pid-random | this instance's name among the lease holders (unique per process) |
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ class SettlementConfig:
     backoff_max_s: float = 5.0
     cache_events_max: int = 200_000
     lag_interval_s: float = 2.0
+    lease_bucket: str = ""  # empty: settlement_leases_<events stream> (leases belong to their stream)
+    lease_ttl_s: float = 10.0
+    instance_id: str = ""  # empty: host-pid-random, made at start
 
     def __post_init__(self) -> None:
         if not 1 <= self.fetch_batch <= self.max_ack_pending:
@@ -77,4 +83,7 @@ class SettlementConfig:
             max_deliver=int(e.get("SOCAI_SETTLEMENT_MAX_DELIVER", d.max_deliver)),
             poison_after_deliveries=int(e.get("SOCAI_SETTLEMENT_POISON_AFTER", d.poison_after_deliveries)),
             replay_workers=int(e.get("SOCAI_SETTLEMENT_REPLAY_WORKERS", d.replay_workers)),
+            lease_bucket=e.get("SOCAI_SETTLEMENT_LEASE_BUCKET", d.lease_bucket),
+            lease_ttl_s=float(e.get("SOCAI_SETTLEMENT_LEASE_TTL_S", d.lease_ttl_s)),
+            instance_id=e.get("SOCAI_INSTANCE_ID", d.instance_id),
         )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from socai.infra.leases import LeaseMetrics
+
 HANDS_SETTLED = Counter("socai_settlement_hands_settled_total", "Hands settled (stored for the first time)", ["game"])
 DEAD_LETTERS = Counter("socai_settlement_dead_letters_total", "Hands dead-lettered, by reason", ["reason"])
 DEAD_LETTERS_OPEN = Gauge("socai_settlement_dead_letters_open", "Dead-lettered hands not resolved yet")
@@ -22,7 +24,11 @@ RECOVERED = Counter(
     "socai_settlement_recovered_hands_total",
     "HandEnded messages a stopped instance left unacknowledged, settled at start from the stream",
 )
-LAG = Gauge("socai_settlement_lag_messages", "Stream last sequence minus the consumer's ack floor")
+LAG = Gauge("socai_settlement_lag_messages", "Messages settlement's durables have not acked yet (every partition)")
+PARTITION_LAG = Gauge(
+    "socai_settlement_partition_lag_messages", "Messages a partition's durable has not acked yet", ["partition"]
+)
+PARTITIONS = Gauge("socai_settlement_partitions_running", "Partitions this instance runs a pipeline on")
 PENDING = Gauge("socai_settlement_pending_messages", "Messages the durable consumer has not delivered yet")
 LAST_SETTLED_SEQ = Gauge("socai_settlement_last_settled_stream_seq", "Stream sequence of the last settled HandEnded")
 BATCH_SECONDS = Histogram(
@@ -35,3 +41,6 @@ BATCH_SECONDS = Histogram(
 MESSAGES_EVENT = MESSAGES.labels("event")
 MESSAGES_TABLE = MESSAGES.labels("table")
 MESSAGES_HAND_ENDED = MESSAGES.labels("hand_ended")
+
+# The partitions' leases: held, unheld (the alert), handovers, losses by reason.
+LEASES = LeaseMetrics("socai_settlement")

@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -95,13 +95,21 @@ class Pipeline:
         *,
         stream: str,
         prefix: str,
+        filter_subject: str | None = None,
+        lease_check: Callable[[], None] | None = None,
     ) -> None:
+        """``filter_subject``: what the durable consumes (default every event; one
+        partition's subjects when the stream is partitioned). ``lease_check`` raises when
+        this instance no longer holds the partition: called before each chunk is posted, so
+        an instance that lost its lease (a pause, a partition) stops posting."""
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream()
         self.settler = settler
         self.config = config
         self.stream = stream
         self.prefix = prefix
+        self.filter_subject = filter_subject or f"{prefix}.>"
+        self.lease_check = lease_check
         self.cache = HandCache(config.cache_events_max)
         self.ignored = IgnoredMessages()
         self.dead_letters = DeadLetters(nc, settler, self.ignored, stream=stream, durable=config.durable)
@@ -125,7 +133,7 @@ class Pipeline:
             ack_wait=c.ack_wait_s,
             max_deliver=c.max_deliver,
             max_ack_pending=c.max_ack_pending,
-            filter_subject=f"{self.prefix}.>",
+            filter_subject=self.filter_subject,
             replay_policy=js_api.ReplayPolicy.INSTANT,
         )
 
@@ -201,7 +209,7 @@ class Pipeline:
                     self.settler,
                     self.config,
                     stream=self.stream,
-                    prefix=self.prefix,
+                    filter_subject=self.filter_subject,
                     held=self._held,
                     on_settled=self._remember,
                 )
@@ -260,7 +268,10 @@ class Pipeline:
             if chunk is None:
                 await _put(outbox, None, (saver,))
                 return
-            posted = await self.settler.post(await chunk.prepared)
+            prepared = await chunk.prepared
+            if self.lease_check is not None:
+                self.lease_check()  # raises LEASE_LOST: nothing of this chunk is posted
+            posted = await self.settler.post(prepared)
             await _put(outbox, (chunk, posted), (saver,))
 
     async def _save_loop(self, inbox: asyncio.Queue[tuple[_Chunk, PostedBatch] | None]) -> None:

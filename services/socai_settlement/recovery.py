@@ -165,8 +165,8 @@ class StartupRecovery:
     longer than ``SCAN_MESSAGES_MAX``, and when a hand must be settled while some
     outstanding message was redelivered already: a hand that crashes the process must use
     up its deliveries towards MAX_DELIVERIES, not be settled from the stream at every
-    start, which no delivery count would ever stop. (One instance per durable: scaling out
-    means partitioning the tables, see README.)
+    start, which no delivery count would ever stop. (One instance per durable at a time: the
+    partition's lease, ``socai_settlement.partitions``.)
     """
 
     def __init__(
@@ -176,7 +176,7 @@ class StartupRecovery:
         config: SettlementConfig,
         *,
         stream: str,
-        prefix: str,
+        filter_subject: str,
         held: Held,
         on_settled: Callable[[str], None],
     ) -> None:
@@ -186,7 +186,7 @@ class StartupRecovery:
         self.settler = settler
         self.config = config
         self.stream = stream
-        self.prefix = prefix
+        self.filter_subject = filter_subject
         self.held = held
         self.on_settled = on_settled
 
@@ -231,7 +231,7 @@ class StartupRecovery:
         clock = time.monotonic()
         found = await self.settler.retrying(
             lambda: outstanding_hand_ends(
-                self.nc, self.settler.store, self.stream, f"{self.prefix}.>", first_seq, last_seq
+                self.nc, self.settler.store, self.stream, self.filter_subject, first_seq, last_seq
             ),
             None,
         )

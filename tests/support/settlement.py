@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -160,7 +161,10 @@ async def harness_for(
     settings = test_settings(nats_url, database_url, stream_spec)
     log = EventLog(nats_client, settings.events_stream, settings.events_prefix)
     await ensure_stream(log.js, stream_spec)
-    h = Harness(settings, log, nats_client, FAST)
+    # Leases live in a bucket named after the test's own stream; a short TTL lets a restart
+    # after a kill take over quickly.
+    config = dataclasses.replace(FAST, lease_ttl_s=2.0)
+    h = Harness(settings, log, nats_client, config)
     try:
         yield h
     finally:

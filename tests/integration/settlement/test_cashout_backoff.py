@@ -44,7 +44,7 @@ async def services(nats_url: str, migrated_database_url: str, stream_spec: Strea
 @contextlib.asynccontextmanager
 async def settlement_answering_only(r: Running) -> AsyncIterator[tuple[App, asyncio.Event]]:
     """The settlement service with its gRPC server up and its consumer not running yet
-    (start it with ``app.pipeline.run(stop)``)."""
+    (start it with ``app.workers.run(stop)``)."""
     app = await build_settlement(r.settings)
     stop = asyncio.Event()
     await app.settler.replayer.start()
@@ -110,7 +110,7 @@ async def test_an_unsettled_cash_out_is_asked_about_with_growing_pauses_and_comp
             assert max(pauses) <= CASHOUT_BACKOFF_MAX_S + 1.0, pauses
 
             # Settlement catches up: the cash-out completes at its next try.
-            consumer = asyncio.create_task(settlement.pipeline.run(stop))
+            consumer = asyncio.create_task(settlement.workers.run(stop))
             try:
 
                 async def cashed_out() -> bool:
