@@ -1,0 +1,184 @@
+"""Settlement scaled out, under load, with instances SIGKILLed (issue 19).
+
+Two settlement processes share a partitioned event log (P = 4) through leases while hands
+keep arriving; one is SIGKILLed, then (after it was started again) the other, then a third
+instance joins. At the end every hand is settled exactly once (settlement records and the
+ledger's ``settle:`` transactions against the simulated hands), no hand was dead-lettered,
+every escrow holds what the hands say, the trial balance is 0 and the audit is clean. The
+handover times (kill → every partition held by a live instance) are written to
+``var/scaleout/handovers.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import psycopg
+import pytest
+from nats.aio.client import Client as NatsClient
+from nats.js.errors import KeyNotFoundError
+
+from socai.audit.auditor import reconcile, verify
+from socai.audit.export import read_stream
+from socai.gen.ledger.v1 import ledger_pb2
+from socai.infra.config import Settings
+from socai.infra.db import libpq_url
+from socai.infra.nats import StreamSpec, ensure_stream
+from socai_cli.embedded import free_port
+from socai_cli.stack import grpc_health
+from tests.support.settlement import Harness, harness_for
+from tests.support.simulate import fund, publish, simulate
+
+pytestmark = [pytest.mark.fault, pytest.mark.slow]
+
+P = 4
+HANDS = 480
+TTL_S = 2.0
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def settled_count(settings: Settings) -> int:
+    with psycopg.connect(libpq_url(settings.database_url or "")) as conn:
+        row = conn.execute('select count(*) from "socai_settlement".settlements').fetchone()
+        dead = conn.execute('select count(*) from "socai_settlement".dead_letters').fetchone()
+    assert dead is not None and int(dead[0]) == 0, "a hand was dead-lettered"
+    return int(row[0]) if row else 0
+
+
+async def start(settings: Settings, name: str, tmp: Path) -> subprocess.Popen[bytes]:
+    address = f"127.0.0.1:{free_port()}"
+    env = {
+        **os.environ,
+        **replace(settings, settlement_addr=address).as_env(),
+        "SOCAI_LOG_FORMAT": "json",
+        "SOCAI_INSTANCE_ID": name,
+        "SOCAI_SETTLEMENT_LEASE_TTL_S": str(TTL_S),
+        "SOCAI_SETTLEMENT_POST_BATCH": "20",
+        "SOCAI_SETTLEMENT_FETCH_BATCH": "200",
+        "SOCAI_SETTLEMENT_REPLAY_WORKERS": "0",
+    }
+    log = tmp / f"{name}.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "socai_settlement"], env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT
+    )
+    for _ in range(300):
+        if proc.poll() is not None:
+            raise AssertionError(f"{name} exited: {log.read_text()[-3000:]}")
+        if await grpc_health(address, 0.5) == "SERVING":
+            return proc
+        await asyncio.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"{name} did not start: {log.read_text()[-3000:]}")
+
+
+async def holders(nc: NatsClient, bucket: str) -> dict[int, str]:
+    kv = await nc.jetstream().key_value(bucket)
+    out = {}
+    for k in range(P):
+        try:
+            entry = await kv.get(f"partition.{k}")
+        except KeyNotFoundError:
+            continue
+        if entry.value:
+            out[k] = entry.value.decode()
+    return out
+
+
+async def handover(nc: NatsClient, bucket: str, alive: set[str], killed_at: float) -> float:
+    """Seconds from the kill until every partition is held by an instance in ``alive``."""
+    while time.monotonic() - killed_at < 60:
+        held = await holders(nc, bucket)
+        if len(held) == P and set(held.values()) <= alive:
+            return time.monotonic() - killed_at
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"partitions not handed over: {await holders(nc, bucket)}")
+
+
+@pytest.fixture
+async def harness(
+    nats_url: str, migrated_database_url: str, stream_spec: StreamSpec, nats_client: NatsClient
+) -> AsyncIterator[Harness]:
+    async with harness_for(nats_url, migrated_database_url, stream_spec, nats_client) as h:
+        yield h
+
+
+async def wait_settled(settings: Settings, n: int, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while settled_count(settings) < n:
+        assert time.monotonic() < deadline, f"{settled_count(settings)} of {n} settled"
+        await asyncio.sleep(0.1)
+
+
+async def test_instances_killed_under_load_lose_no_hand_and_post_none_twice(harness: Harness, tmp_path: Path) -> None:
+    spec = StreamSpec(harness.settings.events_stream, (f"{harness.log.prefix}.>",), partitions=P)
+    await ensure_stream(harness.log.js, spec, allow_repartition=True)
+    harness.log.partitions = None
+    bucket = f"settlement_leases_{harness.settings.events_stream}"
+    sim = simulate(HANDS, ("holdem", "xito", "taixiu"), seed=1919)
+    await harness.start_ledger()
+    await fund(harness.ledger("cashier"), sim)
+    settings = replace(harness.settings, metrics_port_base=0)
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    times: dict[str, float] = {}
+    loader = asyncio.create_task(publish(harness.log, sim, concurrency=8))
+    try:
+        procs["a"] = await start(settings, "a", tmp_path)
+        procs["b"] = await start(settings, "b", tmp_path)
+
+        await wait_settled(settings, HANDS // 5)
+        procs["a"].send_signal(signal.SIGKILL)
+        procs["a"].wait(5)
+        times["kill_a"] = await handover(harness.nc, bucket, {"b"}, time.monotonic())
+        procs["a2"] = await start(settings, "a2", tmp_path)
+
+        await wait_settled(settings, HANDS // 2)
+        procs["b"].send_signal(signal.SIGKILL)
+        procs["b"].wait(5)
+        times["kill_b"] = await handover(harness.nc, bucket, {"a2"}, time.monotonic())
+        procs["c"] = await start(settings, "c", tmp_path)
+        joined = time.monotonic()
+        while sorted((await holders(harness.nc, bucket)).values()) != ["a2", "a2", "c", "c"]:
+            assert time.monotonic() - joined < 60, await holders(harness.nc, bucket)  # a deadline
+            await asyncio.sleep(0.05)
+        times["join_c"] = time.monotonic() - joined  # the newcomer took its share
+
+        await loader
+        await wait_settled(settings, HANDS, 180)
+
+        # Exactly once: one ledger transaction per hand with the hand's entries, and every
+        # escrow holds its buy-in plus its hands (a hand posted twice or lost would show).
+        for hand in sim.hands:
+            tx = await harness.transaction(f"settle:{hand.hand_id}")
+            entries = hand.settlement.entries()
+            assert (tx is None) if not entries else ({e.account_id: e.amount_gold for e in tx.entries} == entries)
+        for account, expected in sim.expected_balances().items():
+            if account.startswith("escrow:"):
+                assert await harness.balance(account) == expected, account
+        auditor = harness.ledger("auditor")
+        assert (await auditor.TrialBalance(ledger_pb2.TrialBalanceRequest())).total_gold == 0
+        audit = verify([r async for r in read_stream(harness.log)], source="stream")
+        await reconcile(audit, auditor, ledger_name="test ledger")
+        assert audit.report.ok, audit.report.render()
+        assert audit.report.hands_verified == HANDS
+    finally:
+        loader.cancel()
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        out = ROOT / "var" / "scaleout"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "handovers.json").write_text(json.dumps({"ttl_s": TTL_S, "partitions": P, **times}, indent=2))
+    print(f"handover after SIGKILL (TTL {TTL_S} s): {times}")
