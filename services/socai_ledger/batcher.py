@@ -92,6 +92,7 @@ BATCH_SECONDS = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
 BATCH_RETRIES = Counter("socai_ledger_batch_retries_total", "Batches retried after a conflict", ["reason"])
+FENCED = Counter("socai_ledger_fenced_total", "Fenced calls refused: their lease token was older than one recorded")
 
 _POSTINGS_BY_STATUS = {status: POSTINGS.labels(status.name.lower()) for status in PostStatus}
 
@@ -267,6 +268,8 @@ class WriteBatcher:
         try:
             result = await self._write_with_retries(items, fence)
         except errors.PreconditionFailed as exc:  # FENCED: rolled back, nothing written
+            FENCED.inc()
+            log.info("fenced", scope=exc.details.get("scope"), partition=exc.details.get("partition"))
             self._fail(units, exc)
             return
         except errors.Unavailable as exc:  # no connection could be made: nothing was sent
@@ -328,6 +331,7 @@ class WriteBatcher:
                 try:
                     result = await self._write_with_retries([item], unit.fence)
                 except errors.PreconditionFailed as exc:
+                    FENCED.inc()
                     fenced = exc
                     outcomes.append(PostOutcome(PostStatus.REJECTED, error=exc))
                     continue

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import grpc
 import psycopg
 import pytest
+from prometheus_client import REGISTRY
 from psycopg import errors as pg_errors
 
 from socai import errors
@@ -112,8 +113,13 @@ async def test_the_same_token_posts_again(funded: Ledger) -> None:
     assert recorded(funded) == 7
 
 
+def fenced_total() -> float:
+    return REGISTRY.get_sample_value("socai_ledger_fenced_total") or 0.0
+
+
 async def test_an_older_token_is_refused_whole_and_writes_nothing(funded: Ledger) -> None:
     url = funded.settings.database_url or ""
+    refusals_before = fenced_total()
     await post(funded, fenced(9, hand(1)))
     await post(funded, fenced(12, pb.TransactionInput(), partition=0))  # a malformed item, a current fence
     before = journal_snapshot(url)
@@ -124,6 +130,7 @@ async def test_an_older_token_is_refused_whole_and_writes_nothing(funded: Ledger
     assert journal_snapshot(url) == before
     assert balances(url) == money_before
     assert recorded(funded) == 12
+    assert fenced_total() == refusals_before + 1  # the metric an alert on stale holders watches
     # Not even a remembered refusal: the keys are free for the current holder …
     assert await key_is_free(funded, "settle:t1-h2")
     assert await key_is_free(funded, "settle:t1-h3")
