@@ -45,7 +45,7 @@ caller gets PreconditionFailed("FENCED"), nothing written (not even replays or r
 refusals, so the keys stay free for the new holder). A fenced unit with no items is a claim:
 its batch records the token and writes nothing else. What this costs: a fenced request does
 not share its commit with others. Settlement, the one fenced caller, sends up to hundreds of
-hands per call and one call at a time per partition, so its requests are batches already;
+hands per call (``SOCAI_SETTLEMENT_POST_BATCH``), so its requests are batches already;
 unfenced requests batch among themselves as before (a fenced unit in the queue only ends the
 batch before it, in queue order). Mixing fenced units into shared batches (each fence
 upserted first, a refused one dropping only its unit) would keep the sharing, at the price of
