@@ -33,6 +33,27 @@ writer's connection is checked before each batch (``socai.infra.db_pool.usable``
 that idled through a database restart is replaced instead of failing the first batch after
 it. Any other database error on a multi-item batch re-runs its items one by one, so a
 poison item fails alone instead of taking the batch with it.
+
+Fenced requests (a lease holder's ``PostTransactions`` with a ``Fence``). The fence check
+must commit or roll back with the request's writes, and a refused fence must refuse the
+whole request while leaving every other caller's postings alone. The simplest way to have
+both: **a fenced request is a batch of its own**. ``_take`` never puts a fenced unit
+together with another unit (it stops before one, and a batch that starts with one takes
+nothing more), and ``journal_write.write_batch`` advances the fence in that batch's database
+transaction before deciding anything; a stale token rolls the batch back and the unit's
+caller gets PreconditionFailed("FENCED"), nothing written (not even replays or remembered
+refusals, so the keys stay free for the new holder). A fenced unit with no items is a claim:
+its batch records the token and writes nothing else. What this costs: a fenced request does
+not share its commit with others. Settlement, the one fenced caller, sends up to hundreds of
+hands per call (``SOCAI_SETTLEMENT_POST_BATCH``), so its requests are batches already;
+unfenced requests batch among themselves as before (a fenced unit in the queue only ends the
+batch before it, in queue order). Mixing fenced units into shared batches (each fence
+upserted first, a refused one dropping only its unit) would keep the sharing, at the price of
+more bookkeeping: the units of one partition in the same batch, and a failed batch's
+re-runs. The poison-item fallback keeps the fence: each item of a fenced unit is re-run in its
+own transaction *with the unit's fence*, so every write is still checked; should the lease
+move on between two of them, the items after it are answered REJECTED / FENCED one by one
+(the ones before it were written under a valid token) rather than failing the whole call.
 """
 
 from __future__ import annotations
@@ -71,6 +92,7 @@ BATCH_SECONDS = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
 BATCH_RETRIES = Counter("socai_ledger_batch_retries_total", "Batches retried after a conflict", ["reason"])
+FENCED = Counter("socai_ledger_fenced_total", "Fenced calls refused: their lease token was older than one recorded")
 
 _POSTINGS_BY_STATUS = {status: POSTINGS.labels(status.name.lower()) for status in PostStatus}
 
@@ -97,6 +119,7 @@ class UuidV7:
 class _Unit:
     items: Sequence[PreparedTransaction]
     future: asyncio.Future[list[PostOutcome]] = field(repr=False)
+    fence: domain.Fence | None = None  # a fenced unit is always a batch of its own
 
 
 class WriteBatcher:
@@ -136,13 +159,19 @@ class WriteBatcher:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="ledger-write-batcher")
 
-    async def submit(self, items: Sequence[PreparedTransaction]) -> list[PostOutcome]:
+    async def submit(
+        self, items: Sequence[PreparedTransaction], fence: domain.Fence | None = None
+    ) -> list[PostOutcome]:
         """Post ``items`` (validated) and wait for their outcomes, in order.
 
-        Raises Unavailable("LEDGER_STOPPING") once the batcher is closing and
+        With a ``fence``, the items are written in a batch of their own, only if the fence's
+        token is current (see the module docstring); no items is then a claim of the token.
+        Raises PreconditionFailed("FENCED") when a newer token was recorded (nothing written),
+        Unavailable("LEDGER_STOPPING") once the batcher is closing and
         Unavailable("DATABASE_UNAVAILABLE") when the outcome is unknown (retry with the same keys).
         """
-        errors.check(0 < len(items) <= self.max_batch, "a unit holds 1..max_batch items")
+        least = 0 if fence is not None else 1
+        errors.check(least <= len(items) <= self.max_batch, "a unit holds 1..max_batch items (0: a claim)")
         if self._closing:
             raise errors.Unavailable("LEDGER_STOPPING", "the ledger is shutting down; retry on another replica")
         if self._pending + len(items) > self.max_pending:  # backpressure: wait for room
@@ -151,7 +180,7 @@ class WriteBatcher:
         if self._closing:
             raise errors.Unavailable("LEDGER_STOPPING", "the ledger is shutting down; retry on another replica")
         future: asyncio.Future[list[PostOutcome]] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Unit(items, future))
+        self._queue.append(_Unit(items, future, fence))
         self._pending += len(items)
         self._wakeup.set()
         # A caller that goes away (deadline, cancel) cancels only this future: its items stay
@@ -185,7 +214,8 @@ class WriteBatcher:
             units, count = self._take()
             waited = 0.0
             step = self.linger_s / LINGER_STEPS
-            while count < self.max_batch and waited < self.linger_s and not self._closing:
+            alone = units[0].fence is not None  # a fenced unit takes no company
+            while not alone and count < self.max_batch and waited < self.linger_s and not self._closing:
                 # Wait while requests keep arriving (a burst is still being parsed), and no
                 # longer than linger_s in all: one step that brings nothing ends the wait.
                 await asyncio.sleep(step)
@@ -209,21 +239,39 @@ class WriteBatcher:
                 self._space.notify_all()
 
     def _take(self, room: int | None = None) -> tuple[list[_Unit], int]:
-        """Queued units, oldest first, up to ``room`` items (a unit is never split)."""
+        """Queued units, oldest first, up to ``room`` items (a unit is never split).
+
+        ``room`` None starts a batch: a fenced unit at the head is then taken alone. Otherwise
+        (adding to a batch) and after the first unit, a fenced unit ends the taking.
+        """
+        starting = room is None
         room = self.max_batch if room is None else room
         units: list[_Unit] = []
         count = 0
         while self._queue and count + len(self._queue[0].items) <= room:
+            if self._queue[0].fence is not None and (units or not starting):
+                break
             unit = self._queue.popleft()
             units.append(unit)
             count += len(unit.items)
+            if unit.fence is not None:
+                break
         return units, count
 
     async def _write(self, units: list[_Unit]) -> None:
         items = [item for unit in units for item in unit.items]
+        fence = units[0].fence
+        errors.check(
+            len(units) == 1 or all(unit.fence is None for unit in units), "a fenced unit is a batch of its own"
+        )
         started = time.perf_counter()
         try:
-            result = await self._write_with_retries(items)
+            result = await self._write_with_retries(items, fence)
+        except errors.PreconditionFailed as exc:  # FENCED: rolled back, nothing written
+            FENCED.inc()
+            log.info("fenced", scope=exc.details.get("scope"), partition=exc.details.get("partition"))
+            self._fail(units, exc)
+            return
         except errors.Unavailable as exc:  # no connection could be made: nothing was sent
             log.warning("batch_not_written", items=len(items), error=exc.message)
             self._fail(units, exc)
@@ -240,7 +288,7 @@ class WriteBatcher:
             )
             return
         except psycopg.Error as exc:
-            if len(items) == 1:
+            if len(items) <= 1:  # nothing to isolate (a claim has no items)
                 raise
             log.error("batch_isolating_items", items=len(items), error=str(exc))
             await self._write_one_by_one(units)
@@ -251,11 +299,13 @@ class WriteBatcher:
         if result.last_seq and self._on_commit is not None:
             self._on_commit(result.last_seq)
 
-    async def _write_with_retries(self, items: list[PreparedTransaction]) -> journal_write.BatchResult:
+    async def _write_with_retries(
+        self, items: list[PreparedTransaction], fence: domain.Fence | None = None
+    ) -> journal_write.BatchResult:
         for attempt in range(1, self.retries + 1):
             conn = await self._connection()
             try:
-                return await journal_write.write_batch(conn, items, self._new_id)
+                return await journal_write.write_batch(conn, items, self._new_id, fence)
             except RETRYABLE as exc:
                 if attempt == self.retries:
                     raise
@@ -266,12 +316,25 @@ class WriteBatcher:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _write_one_by_one(self, units: list[_Unit]) -> None:
-        """Each item in its own database transaction: a failing item fails alone."""
+        """Each item in its own database transaction: a failing item fails alone.
+
+        A fenced unit's items are each written under its fence; once the fence is refused,
+        it and every later item of the unit are answered with the refusal (module docstring).
+        """
         for unit in units:
             outcomes: list[PostOutcome] = []
+            fenced: errors.PreconditionFailed | None = None
             for item in unit.items:
+                if fenced is not None:
+                    outcomes.append(PostOutcome(PostStatus.REJECTED, error=fenced))
+                    continue
                 try:
-                    result = await self._write_with_retries([item])
+                    result = await self._write_with_retries([item], unit.fence)
+                except errors.PreconditionFailed as exc:
+                    FENCED.inc()
+                    fenced = exc
+                    outcomes.append(PostOutcome(PostStatus.REJECTED, error=exc))
+                    continue
                 except errors.Unavailable as exc:
                     outcomes.append(PostOutcome(PostStatus.REJECTED, error=exc))
                     continue

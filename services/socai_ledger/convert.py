@@ -49,6 +49,14 @@ def prepared(msg: pb.TransactionInput) -> domain.PreparedTransaction:
     )
 
 
+def fence(msg: pb.PostTransactionsRequest) -> domain.Fence | None:
+    """The request's fence, None when it has none. Raises InvalidArgument (see
+    ``domain.check_fence``)."""
+    if not msg.HasField("fence"):
+        return None
+    return domain.check_fence(msg.fence.scope, msg.fence.partition, msg.fence.token)
+
+
 def parse_transaction_id(text: str) -> UUID:
     """Raises InvalidArgument("BAD_TRANSACTION_ID")."""
     try:

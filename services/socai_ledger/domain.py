@@ -35,6 +35,12 @@ ENTRIES_MAX: Final = 256
 BATCH_MAX: Final = 1000  # PostTransactions items per call, and transactions per database transaction
 PAGE_SIZE_DEFAULT: Final = 100
 PAGE_SIZE_MAX: Final = 1000
+FENCE_SCOPE_MAX_CHARS: Final = 64
+# Partitions of the event log: socai.infra.partitions.PARTITIONS_MAX (a test pins it; this
+# module imports no infrastructure).
+FENCE_PARTITIONS: Final = 1024
+# The one caller that posts under a lease (settlement's partition workers).
+FENCED_CALLERS: Final = frozenset({"settlement"})
 
 # Kinds a posting may open on the fly (``open_accounts``). house:fees, house:bank and
 # external:cashier exist from the first migration; nothing else of their kinds is valid.
@@ -96,6 +102,16 @@ class PreparedTransaction(NamedTuple):
     metadata: Mapping[str, str]
     open_accounts: bool
     request_hash: bytes
+
+
+class Fence(NamedTuple):
+    """A lease holder's fencing token on one partition (``socai.infra.fence``): a request
+    carrying it is written only if ``token`` is at least the newest recorded for
+    (``scope``, ``partition``), in the same database transaction as its writes."""
+
+    scope: str
+    partition: int
+    token: int
 
 
 class Entry(NamedTuple):
@@ -340,6 +356,34 @@ def request_hash(
     if metadata:
         parts += sorted([f"{k}\x1f{v}" for k, v in metadata.items()])
     return _sha256("\x00".join(parts).encode()).digest()
+
+
+def check_fence(scope: str, partition: int, token: int) -> Fence:
+    """Validate a fence's shape. Raises InvalidArgument with a reason: BAD_FENCE_SCOPE (not
+    1-64 printable characters), BAD_FENCE_PARTITION (outside 0..1023), BAD_FENCE_TOKEN (not
+    positive)."""
+    if not 0 < len(scope) <= FENCE_SCOPE_MAX_CHARS or not scope.isprintable():
+        raise errors.InvalidArgument(
+            "BAD_FENCE_SCOPE", f"fence.scope must be 1-{FENCE_SCOPE_MAX_CHARS} printable characters"
+        )
+    if not 0 <= partition < FENCE_PARTITIONS:
+        raise errors.InvalidArgument(
+            "BAD_FENCE_PARTITION", f"fence.partition must be 0-{FENCE_PARTITIONS - 1}, not {partition}"
+        )
+    if token <= 0:
+        raise errors.InvalidArgument("BAD_FENCE_TOKEN", f"fence.token must be positive, not {token}")
+    return Fence(scope, partition, token)
+
+
+def authorize_fence(caller: str) -> None:
+    """Only settlement posts under a lease. Raises PermissionDenied("FENCE_NOT_ALLOWED")
+    for any other caller: a fence it sent would advance a partition's token and refuse the
+    real holder's postings."""
+    if caller not in FENCED_CALLERS:
+        raise errors.PermissionDenied(
+            "FENCE_NOT_ALLOWED",
+            f"only {', '.join(sorted(FENCED_CALLERS))} may send a fence, not {errors.shown(caller)}",
+        )
 
 
 def check_page_size(page_size: int) -> int:

@@ -8,7 +8,9 @@ trips; a large batch's COPY data is exchanged inside the second), sent through `
    commit order (the outbox relay publishes in that order); then, each statement with its
    own snapshot taken after the lock: the batch's time and the journal head, what the
    journal knows about the batch's idempotency keys, and the batch's accounts locked with
-   one ``SELECT … FOR UPDATE`` in account-id order (one fixed order: no deadlocks).
+   one ``SELECT … FOR UPDATE`` in account-id order (one fixed order: no deadlocks). A fenced
+   request (a batch of its own) first advances its fence (``socai.infra.fence``'s upsert on
+   ``lease_fence``), right after the lock; a stale token rolls the whole batch back.
 2. ``domain.plan_batch`` decides every item against running balances in memory.
 3. The journal rows: for a large batch, binary ``COPY`` of the transactions and the entries
    at the head of the last script (``journal_copy``; each stream goes out when the server
@@ -39,9 +41,10 @@ from uuid import UUID
 import psycopg
 
 from socai import errors
+from socai.infra import fence as fencing
 from socai_ledger import domain, pg_wire
 from socai_ledger.db import SCHEMA, WRITE_LOCK, AConn, transaction_from_rows
-from socai_ledger.domain import KnownKey, LockedAccounts, PreparedTransaction
+from socai_ledger.domain import Fence, KnownKey, LockedAccounts, PreparedTransaction
 from socai_ledger.journal_copy import ENTRY_COLUMNS, TRANSACTION_COLUMNS, entries_copy, transactions_copy
 
 _SEPARATOR: Final = "\x1f"
@@ -49,6 +52,9 @@ _HEAD_SQL = f"select clock_timestamp(), coalesce(max(journal_seq), 0) from {SCHE
 _COPY_TRANSACTIONS_SQL = f"copy {SCHEMA}.transactions ({TRANSACTION_COLUMNS}) from stdin (format binary)"
 _COPY_ENTRIES_SQL = f"copy {SCHEMA}.entries ({ENTRY_COLUMNS}) from stdin (format binary)"
 _OUTBOX_SQL = f"insert into {SCHEMA}.outbox (first_seq, last_seq) values (%s, %s)"
+# socai.infra.fence's upsert on the ledger's fence table: a row back when the token was
+# recorded, none when a newer token was (the request is then refused whole).
+_FENCE_SQL = fencing.advance_sql(schema=SCHEMA).as_string()
 # Up to this many entries a batch's journal rows travel as array literals inside the final
 # script (one round trip for every write and the commit); above it, binary COPY costs the
 # server less time, enough to pay for the two exchanges it adds to that script (the server
@@ -146,6 +152,7 @@ _WRITER_STATEMENTS: Final = (
         _INSERT_ACCOUNTS_SQL,
     ),
     ("socai_ledger_outbox", ("int8", "int8"), _OUTBOX_SQL),
+    ("socai_ledger_fence", ("text", "int4", "int8"), _FENCE_SQL),
 )
 
 
@@ -166,6 +173,12 @@ _PREPARE_SQL: Final = "; ".join(
 _EXECUTE: Final = {name: _execute(name, len(types)) for name, types, _ in _WRITER_STATEMENTS}
 _READS_SQL: Final = (
     "begin; select pg_advisory_xact_lock(%s); "
+    f"{_EXECUTE['socai_ledger_head']}; {_EXECUTE['socai_ledger_known']}; {_EXECUTE['socai_ledger_lock']}"
+)
+# A fenced batch advances its fence first, right after the journal's lock: the row lock the
+# upsert takes orders it with a concurrent claim of the same partition (socai.infra.fence).
+_FENCED_READS_SQL: Final = (
+    f"begin; select pg_advisory_xact_lock(%s); {_EXECUTE['socai_ledger_fence']}; "
     f"{_EXECUTE['socai_ledger_head']}; {_EXECUTE['socai_ledger_known']}; {_EXECUTE['socai_ledger_lock']}"
 )
 _prepared_connections: weakref.WeakSet[AConn] = weakref.WeakSet()
@@ -189,7 +202,9 @@ class BatchResult:
     last_seq: int  # 0 when nothing was appended
 
 
-async def write_batch(conn: AConn, items: Sequence[PreparedTransaction], new_id: Callable[[], UUID]) -> BatchResult:
+async def write_batch(
+    conn: AConn, items: Sequence[PreparedTransaction], new_id: Callable[[], UUID], fence: Fence | None = None
+) -> BatchResult:
     """Apply ``items`` in one database transaction (see the module docstring).
 
     ``conn`` is in autocommit mode: BEGIN and COMMIT travel inside the scripts of the first
@@ -197,6 +212,11 @@ async def write_batch(conn: AConn, items: Sequence[PreparedTransaction], new_id:
     except, for refusals decided against the journal (insufficient funds, unknown account,
     overflow), a remembered refusal under its key. Raises psycopg errors as they come, after
     rolling back; the batcher retries serialization failures and deadlocks.
+
+    With a ``fence`` (the batch is then one request: ``batcher``), the fence's token is
+    recorded in the same database transaction, before anything is decided; a newer token
+    already recorded rolls the whole transaction back and raises PreconditionFailed("FENCED"):
+    nothing is written, not even a remembered refusal. ``items`` may then be empty (a claim).
     """
     # Lists travel as one delimited string (string_to_array on the server): dumping a
     # Python list of thousands of strings is slow in psycopg. Keys are printable and ids are
@@ -209,10 +229,20 @@ async def write_batch(conn: AConn, items: Sequence[PreparedTransaction], new_id:
     try:
         # One round trip: the lock is its own statement, so the reads after it (each with a
         # fresh READ COMMITTED snapshot) see every batch committed before the lock was ours.
-        reads = asyncio.ensure_future(pg_wire.script(conn, _READS_SQL, (WRITE_LOCK, keys, ids), skip=2))
+        if fence is None:
+            reads = asyncio.ensure_future(pg_wire.script(conn, _READS_SQL, (WRITE_LOCK, keys, ids), skip=2))
+        else:
+            reads = asyncio.ensure_future(
+                pg_wire.script(conn, _FENCED_READS_SQL, (WRITE_LOCK, *fence, keys, ids), skip=2)
+            )
         await asyncio.sleep(0)  # let the reads go out, then make the ids while the server works
         tx_ids = [new_id() for _ in items]
-        _, _, head_rows, known_rows, locked_rows = await reads
+        results = await reads
+        if fence is not None:
+            fence_rows = results.pop(2)
+            if not fence_rows:  # a newer holder has written: refuse it all (rolled back below)
+                raise fencing.refused(*fence)
+        _, _, head_rows, known_rows, locked_rows = results
         errors.check(len(head_rows) == 1 and len(locked_rows) == 1, "the head and lock queries return a row")
         now: datetime = head_rows[0][0]
         head_seq: int = head_rows[0][1]

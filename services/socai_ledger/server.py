@@ -23,6 +23,10 @@ with a reason):
 | backend | wallets (``player:``) only: a live table's money is the table's | not the reserved prefixes |
 | cashier, operator | any, ``external:cashier`` included | not the reserved prefixes |
 
+Only settlement may send a ``Fence`` with PostTransactions (PERMISSION_DENIED,
+FENCE_NOT_ALLOWED otherwise): a fence from anyone else would advance a partition's token and
+refuse the real lease holder.
+
 Money enters and leaves through ``external:cashier`` only: a posting with an entry on an
 ``external:`` account is refused (PERMISSION_DENIED, EXTERNAL_ACCOUNT_RESERVED) unless the
 caller is the cashier or an operator, so a table or a backend cannot mint gold.
@@ -139,8 +143,19 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         return response
 
     async def PostTransactions(self, request: pb.PostTransactionsRequest, context: Any) -> pb.PostTransactionsResponse:
+        """Up to 1,000 transactions, each atomic on its own.
+
+        With a fence (settlement's lease, ``domain.Fence``) the valid items are written in one
+        database transaction of their own, only if the token is current; a stale one fails the
+        whole call with FAILED_PRECONDITION / FENCED, nothing written (``batcher``). A fence
+        with no transactions is a claim: the token is recorded and no results come back.
+        """
         count = len(request.transactions)
-        if count == 0:
+        caller = current_caller.get()
+        fence = convert.fence(request)
+        if fence is not None:
+            domain.authorize_fence(caller)
+        if count == 0 and fence is None:
             raise errors.InvalidArgument("EMPTY_BATCH", "PostTransactions needs at least one transaction")
         if count > domain.BATCH_MAX:
             raise errors.InvalidArgument(
@@ -150,7 +165,6 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         results = [response.results.add() for _ in range(count)]
         valid: list[PreparedTransaction] = []
         positions: list[int] = []
-        caller = current_caller.get()
         for position, msg in enumerate(request.transactions):
             if position % YIELD_EVERY == YIELD_EVERY - 1:
                 await asyncio.sleep(0)  # a long request must not hold up the write batcher
@@ -163,8 +177,10 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
                 continue
             valid.append(item)
             positions.append(position)
-        if valid:
-            outcomes = await self.batcher.submit(valid)
+        # A fenced call goes to the batcher even when no item is left: the caller learns
+        # whether its lease is still current, and a current token is recorded (a claim).
+        if valid or fence is not None:
+            outcomes = await self.batcher.submit(valid, fence)
             times = convert.TimestampCache()
             for done, (position, outcome) in enumerate(zip(positions, outcomes, strict=True)):
                 if done % YIELD_EVERY == YIELD_EVERY - 1:

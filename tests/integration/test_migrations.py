@@ -67,6 +67,7 @@ EXPECTED_GRANTS: dict[tuple[str, str], dict[str, set[str]]] = {
     ("socai_ledger", "outbox"): {LEDGER: {SELECT, INSERT, DELETE}},
     ("socai_ledger", "outbox_progress"): {LEDGER: {SELECT, UPDATE}},
     ("socai_ledger", "journal_checks"): {},  # the trigger functions only
+    ("socai_ledger", "lease_fence"): {LEDGER: {SELECT, INSERT}, AUDITOR_ROLE: {SELECT}},
     ("socai_ledger", "service_meta"): {},
     ("socai_ledger", "alembic_version"): {AUDITOR_ROLE: {SELECT}},
     ("socai_table", "tables"): {TABLE: {SELECT, INSERT, UPDATE, DELETE}},
@@ -86,6 +87,9 @@ EXPECTED_GRANTS: dict[tuple[str, str], dict[str, set[str]]] = {
 EXPECTED_COLUMN_GRANTS = {
     (LEDGER, "socai_ledger", "accounts", "balance_gold", UPDATE),
     (LEDGER, "socai_ledger", "accounts", "version", UPDATE),
+    # A fence's token moves forward (a trigger refuses it going back); its key never changes.
+    (LEDGER, "socai_ledger", "lease_fence", "token", UPDATE),
+    (LEDGER, "socai_ledger", "lease_fence", "updated_at", UPDATE),
 }
 
 

@@ -67,21 +67,32 @@ async def advance(
     """
     if token <= 0:
         raise errors.InvalidArgument("BAD_FENCE_TOKEN", f"fence tokens are positive, not {token}")
-    query = sql.SQL(
+    cursor = await conn.execute(advance_sql(table, schema), (scope, partition, token))
+    if await cursor.fetchone() is None:
+        raise refused(scope, partition, token)
+
+
+def advance_sql(table: str = FENCE_TABLE, schema: str | None = None) -> sql.Composed:
+    """The upsert of ``advance``, parameters (scope, partition, token): one row back when
+    the token was recorded, none when a newer one was. For a store that sends it its own way
+    (the ledger prepares it on its writer connection): ``advance_sql(...).as_string()``."""
+    return sql.SQL(
         "insert into {t} (scope, partition, token) values (%s, %s, %s)"
         " on conflict (scope, partition) do update set token = excluded.token, updated_at = now()"
         " where {t}.token <= excluded.token"
         " returning token"
     ).format(t=_table(table, schema))
-    cursor = await conn.execute(query, (scope, partition, token))
-    if await cursor.fetchone() is None:
-        raise errors.PreconditionFailed(
-            "FENCED",
-            f"token {token} of {scope} partition {partition} is older than one already written: the lease moved on",
-            scope=scope,
-            partition=partition,
-            token=token,
-        )
+
+
+def refused(scope: str, partition: int, token: int) -> errors.PreconditionFailed:
+    """The error of a stale token: PreconditionFailed("FENCED") naming the scope, partition and token."""
+    return errors.PreconditionFailed(
+        "FENCED",
+        f"token {token} of {scope} partition {partition} is older than one already written: the lease moved on",
+        scope=scope,
+        partition=partition,
+        token=token,
+    )
 
 
 async def claim(

@@ -6,7 +6,8 @@ The ledger: the only writer of money. A double-entry journal in PostgreSQL.
 Gold is int64 in minor units. Every transaction's entries sum to zero, so the sum of all
 balances is always zero. Errors carry a google.rpc.ErrorInfo reason (domain "socai"):
 INVALID_ARGUMENT for malformed input; FAILED_PRECONDITION with INSUFFICIENT_FUNDS or
-IDEMPOTENCY_KEY_REUSED; NOT_FOUND with ACCOUNT_NOT_FOUND; ABORTED for a retryable conflict.
+IDEMPOTENCY_KEY_REUSED, or FENCED (a stale lease holder, see Fence); NOT_FOUND with
+ACCOUNT_NOT_FOUND; ABORTED for a retryable conflict.
 """
 
 from collections import abc as _abc
@@ -485,22 +486,68 @@ class PostTransactionsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TRANSACTIONS_FIELD_NUMBER: _builtins.int
+    FENCE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TransactionInput]:
-        """At most 1000 transactions."""
+        """At most 1000 transactions. Empty only with a fence: then the request is a claim."""
+
+    @_builtins.property
+    def fence(self) -> Global___Fence:
+        """Optional: the caller's lease on a partition of the event log (settlement only). When set,
+        the transactions are applied only if, in the database transaction that applies them,
+        fence.token is at least the newest token the ledger has recorded for (scope, partition);
+        it then becomes the newest. Otherwise the whole call fails with FAILED_PRECONDITION,
+        reason FENCED, and nothing of it is written (not even replays of keys already applied).
+        With no transactions the call records the token (refusing an older one) and returns no
+        results: a new lease holder's claim, which fences out every older holder at once.
+        """
 
     def __init__(
         self,
         *,
         transactions: _abc.Iterable[Global___TransactionInput] | None = ...,
+        fence: Global___Fence | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["fence", b"fence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["transactions", b"transactions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fence", b"fence", "transactions", b"transactions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PostTransactionsRequest: _TypeAlias = PostTransactionsRequest  # noqa: Y015
+
+@_typing.final
+class Fence(_message.Message):
+    """A fencing token: a lease holder's proof that it still holds its partition. Tokens of one
+    (scope, partition) only grow (they are JetStream KV revisions, socai.infra.leases), so a
+    holder that was paused past its lease carries an older token than its successor's.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCOPE_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    TOKEN_FIELD_NUMBER: _builtins.int
+    scope: _builtins.str
+    """What the partitions belong to, e.g. "settlement": 1-64 printable characters."""
+    partition: _builtins.int
+    """The partition of the event log, 0-1023."""
+    token: _builtins.int
+    """The lease's fencing token, > 0. Equal tokens pass (one holder posts many times)."""
+    def __init__(
+        self,
+        *,
+        scope: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        token: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partition", b"partition", "scope", b"scope", "token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Fence: _TypeAlias = Fence  # noqa: Y015
 
 @_typing.final
 class PostTransactionsResponse(_message.Message):

@@ -6,7 +6,8 @@ The ledger: the only writer of money. A double-entry journal in PostgreSQL.
 Gold is int64 in minor units. Every transaction's entries sum to zero, so the sum of all
 balances is always zero. Errors carry a google.rpc.ErrorInfo reason (domain "socai"):
 INVALID_ARGUMENT for malformed input; FAILED_PRECONDITION with INSUFFICIENT_FUNDS or
-IDEMPOTENCY_KEY_REUSED; NOT_FOUND with ACCOUNT_NOT_FOUND; ABORTED for a retryable conflict.
+IDEMPOTENCY_KEY_REUSED, or FENCED (a stale lease holder, see Fence); NOT_FOUND with
+ACCOUNT_NOT_FOUND; ABORTED for a retryable conflict.
 """
 
 from collections import abc as _abc
