@@ -793,7 +793,7 @@ def test_the_settlement_nats_user_may_use_exactly_the_p_durables_and_its_lease_b
         f"$JS.API.STREAM.CREATE.{stream}",
         f"$KV.{bucket}.partition.0",
         f"$KV.{bucket}.member.socai-settlement-7d9f-abcde",
-        f"$JS.API.DIRECT.GET.{stream}.$KV.{bucket}.partition.0",
+        f"$JS.API.STREAM.MSG.GET.{stream}",
         f"$JS.API.CONSUMER.CREATE.{stream}",
         f"$JS.API.CONSUMER.INFO.{stream}.Xy12",
         f"$JS.FC.{stream}.1.2",
