@@ -8,7 +8,10 @@ Two configurations, one behaviour:
   turned into JSON, ``"<< $VAR >>"`` unquoted).
 
 Each user then does what its component does, through the project's own code (EventLog,
-ensure_stream, a durable pull consumer), and is refused what it must never do.
+ensure_stream, a durable pull consumer; for settlement also two real ``LeaseManager``s over the
+deployed P partitions, each starting the pipeline's own consumer on the partitions it
+acquires), and is refused what it must never do. Every test gets a fresh server, so none
+depends on what another left in the streams.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import nats
 import pytest
@@ -33,11 +37,19 @@ import yaml
 from nats.aio.client import Client as NatsClient
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
+from prometheus_client import CollectorRegistry
 
 from socai.events.log import EventLog
 from socai.events.model import Event, Passed
+from socai.infra.config import Settings
+from socai.infra.leases import LeaseConfig, LeaseManager, LeaseMetrics, ensure_lease_bucket
 from socai.infra.nats import StreamSpec, ensure_stream, events_stream_spec, publish
+from socai.infra.partitions import partition_of
 from socai_cli.embedded import EmbeddedNats
+from socai_settlement.config import SettlementConfig
+from socai_settlement.partitions import durable_of, filter_of
+from socai_settlement.pipeline import Pipeline
+from socai_settlement.settler import Settler
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +110,7 @@ class Server:
     monitor_url: str
 
 
-@pytest.fixture(scope="module", params=["compose", "helm"])
+@pytest.fixture(params=["compose", "helm"])
 def nats_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp(f"nats-{request.param}")
     port, http_port = _free_port(), _free_port()
@@ -181,8 +193,8 @@ async def sessions(nats_server: Server) -> AsyncIterator[dict[str, Session]]:
             await s.nc.close()
 
 
-def _event(hand: str, seq: int) -> Event:
-    return Event("t1", hand, seq, "tienlen", AT, Passed(seq % 4))
+def _event(hand: str, seq: int, table: str = "t1") -> Event:
+    return Event(table, hand, seq, "tienlen", AT, Passed(seq % 4))
 
 
 async def test_a_wrong_password_is_refused(nats_server: Server) -> None:
@@ -293,3 +305,192 @@ def test_jetstream_fsyncs_every_message_before_acknowledging(nats_server: Server
     assert config["sync_always"] is True
     # compose keeps a small memory store; the cluster disables it (memoryStore.enabled: false)
     assert config["max_memory"] == (0 if nats_server.variant == "helm" else 64 * 1024 * 1024)
+
+
+def _deployed_env(variant: str) -> dict[str, str]:
+    """The shared settings the services run with: deploy/dev.env (compose) or the ConfigMap."""
+    if variant == "helm":
+        docs = yaml.safe_load_all((ROOT / "deploy" / "k8s" / "base" / "configmap.yaml").read_text())
+        (config_map,) = [d for d in docs if d and d["kind"] == "ConfigMap"]
+        return {k: str(v) for k, v in config_map["data"].items()}
+    env = {}
+    for line in (ROOT / "deploy" / "dev.env").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            env[key] = value
+    return env
+
+
+async def _eventually(what: str, check: Callable[[], Awaitable[bool] | bool], deadline_s: float = 30.0) -> None:
+    """Wait until ``check`` holds (a bound on a wait, not an assertion about time)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        outcome = check()
+        if outcome if isinstance(outcome, bool) else await outcome:
+            return
+        assert time.monotonic() < deadline, f"still not: {what}"
+        await asyncio.sleep(0.05)
+
+
+class Instance:
+    """One settlement instance as far as NATS sees it: a LeaseManager whose callbacks start
+    and stop the pipeline's consumer of each partition (as ``PartitionWorkers`` does)."""
+
+    def __init__(self, nc: NatsClient, name: str, bucket: str, partitions: int) -> None:
+        self.nc = nc
+        self.partitions = partitions
+        self.pipelines: dict[int, Pipeline] = {}
+        self.failures: list[str] = []
+        # A refused request is a timeout inside a lease round: counted by the loops' metrics.
+        self.registry = CollectorRegistry()
+        self.manager = LeaseManager(
+            nc.jetstream(),
+            LeaseConfig(bucket, ttl_s=2.0),
+            name,
+            partitions,
+            self._acquired,
+            self._lost,
+            LeaseMetrics("test", self.registry),
+        )
+
+    async def _acquired(self, partition: int, token: int) -> None:
+        config = SettlementConfig(durable=durable_of("settlement", self.partitions, partition), replay_workers=0)
+        # subscribe() needs no settler: it creates (or updates) the durable, binds the pull
+        # and listens to the durable's max-deliveries advisory.
+        pipeline = Pipeline(
+            self.nc,
+            cast(Settler, None),
+            config,
+            stream="SOCAI_EVENTS",
+            prefix="socai.events",
+            filter_subject=filter_of("socai.events", self.partitions, partition),
+        )
+        try:
+            await pipeline.subscribe()
+        except Exception as exc:
+            self.failures.append(f"partition {partition}: {exc!r}")
+            raise
+        self.pipelines[partition] = pipeline
+
+    async def _lost(self, partition: int) -> None:
+        pipeline = self.pipelines.pop(partition, None)
+        if pipeline is not None:
+            await pipeline.close()
+
+    def running(self) -> set[int]:
+        return set(self.pipelines) & set(self.manager.held())
+
+    def loop_errors(self) -> float:
+        return sum(
+            sample.value
+            for family in self.registry.collect()
+            if family.name == "test_lease_loop_errors"
+            for sample in family.samples
+            if sample.name == "test_lease_loop_errors_total"
+        )
+
+
+async def test_settlement_leases_its_partitions_and_consumes_their_durables_with_the_deployed_p(
+    nats_server: Server, sessions: dict[str, Session]
+) -> None:
+    provisioner, table, settlement = sessions["provisioner"], sessions["table"], sessions["settlement"]
+    env = _deployed_env(nats_server.variant)
+    partitions = int(env["SOCAI_EVENT_PARTITIONS"])
+    assert partitions >= 2
+    bucket = SettlementConfig.from_env(env).lease_bucket or f"settlement_leases_{Settings.from_env(env).events_stream}"
+
+    # the migration job partitions the log; the table service writes a hand on every partition
+    await ensure_stream(provisioner.js, events_stream_spec(partitions=partitions))
+    tables: dict[int, str] = {}
+    for n in range(10_000):
+        tables.setdefault(partition_of(f"t{n}", partitions), f"t{n}")
+        if len(tables) == partitions:
+            break
+    table_log = EventLog(table.nc)
+    for tid in tables.values():
+        await table_log.append(_event(f"{tid}-h1", 1, table=tid), 0)
+
+    # one instance: it creates the lease bucket, leases every partition and consumes each
+    # partition's durable, which holds exactly that partition's table
+    second_nc = (await _session(nats_server.url, "settlement")).nc
+    first = Instance(settlement.nc, "settlement-a", bucket, partitions)
+    second = Instance(second_nc, "settlement-b", bucket, partitions)
+    everything = set(range(partitions))
+    try:
+        await first.manager.start()
+        await _eventually("one instance holds every partition", lambda: first.running() == everything)
+        for k, pipeline in sorted(first.pipelines.items()):
+            assert pipeline.pull is not None
+            messages = await pipeline.pull.fetch(10, 5.0)
+            assert [m.subject for m in messages] == [f"socai.events.{k}.{tables[k]}.{tables[k]}-h1"]
+            for message in messages:
+                await message.ack()
+        await settlement.nc.flush()
+
+        async def all_acked() -> bool:
+            for k in range(partitions):
+                info = await settlement.js.consumer_info("SOCAI_EVENTS", durable_of("settlement", partitions, k))
+                if info.num_pending or info.num_ack_pending:
+                    return False
+            return True
+
+        await _eventually("every partition's message acked", all_acked)
+        kv_info = await settlement.js.stream_info(f"KV_{bucket}")
+        assert kv_info.config.max_age == 2.0 and kv_info.config.max_msgs_per_subject == 1
+
+        # a second instance joins: the partitions are split (⌊P/2⌋ or ⌈P/2⌉ each), the durables
+        # the first created are bound again by the second, and nobody holds a partition twice
+        await second.manager.start()
+
+        def split() -> bool:
+            a, b = first.running(), second.running()
+            return not a & b and a | b == everything and {len(a), len(b)} <= {partitions // 2, -(-partitions // 2)}
+
+        await _eventually("the partitions split between two instances", split)
+
+        # a graceful stop hands the second's partitions back to the first
+        await second.manager.stop()
+        assert second.running() == set()
+        await _eventually("the first instance takes every partition back", lambda: first.running() == everything)
+        assert first.failures == [] and second.failures == []
+        # no lease round failed (a refused KV request would be a timeout, retried until the
+        # keys expire: the partitions would still move, after a TTL instead of at once)
+        assert first.loop_errors() == second.loop_errors() == 0
+        lost = {
+            s.labels["reason"]
+            for f in second.registry.collect()
+            for s in f.samples
+            if s.name == "test_leases_lost_total"
+        }
+        assert lost == {"released"}, "the second instance gave its partitions back, none expired"
+    finally:
+        await second.manager.stop()
+        await first.manager.stop()
+        await second_nc.close()
+
+    # ... and nothing else: no other bucket, no change to its own, no other durable or filter
+    with pytest.raises(Exception):  # noqa: B017 - the server drops the request: a timeout
+        await ensure_lease_bucket(settlement.nc.jetstream(timeout=0.5), LeaseConfig("other_leases", ttl_s=2.0))
+    for subject in (
+        "$JS.API.STREAM.CREATE.KV_other_leases",
+        "$KV.other_leases.partition.0",
+        f"$JS.API.STREAM.UPDATE.KV_{bucket}",
+        f"$JS.API.STREAM.DELETE.KV_{bucket}",
+        f"$JS.API.STREAM.PURGE.KV_{bucket}",
+        f"$JS.API.STREAM.MSG.DELETE.KV_{bucket}",
+        f"$JS.API.CONSUMER.DELETE.KV_{bucket}.watcher",
+        f"$JS.API.CONSUMER.CREATE.SOCAI_EVENTS.settlement-p{partitions}.socai.events.{partitions}.*.*",
+        "$JS.API.CONSUMER.CREATE.SOCAI_EVENTS.settlement-p0.socai.events.1.*.*",
+        "$JS.API.CONSUMER.DELETE.SOCAI_EVENTS.settlement-p0",
+        "$JS.API.STREAM.UPDATE.SOCAI_EVENTS",
+        "socai.events.t1.h1",
+    ):
+        assert await settlement.refused(subject), subject
+    advisory = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.SOCAI_EVENTS.settlement-p{partitions}"
+    assert await settlement.refused(advisory, subscribe=True)
+    # the other users cannot touch the leases
+    for user in ("table", "ledger", "auditor", "provisioner"):
+        assert await sessions[user].refused(f"$KV.{bucket}.partition.0"), user
+        assert await sessions[user].refused(f"$JS.API.STREAM.INFO.KV_{bucket}"), user
+    # the log is as the table wrote it: one event per partition
+    assert (await provisioner.js.stream_info("SOCAI_EVENTS")).state.messages == partitions

@@ -10,6 +10,7 @@ new kustomize feature in deploy/ fails loudly instead of being silently ignored.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -270,3 +271,34 @@ def may_publish(permissions: Mapping[str, Any], subject: str) -> bool:
     deny = publish.get("deny", [])
     allowed_by_list = True if allow is None else any(subject_matches(p, subject) for p in allow)
     return allowed_by_list and not any(subject_matches(p, subject) for p in deny)
+
+
+def conf_permissions(text: str, account: str = "SOCAI") -> dict[str, dict[str, Any]]:
+    """The users' permissions in a nats.conf (the subset deploy/nats/nats.conf uses), shaped
+    like the Helm values' ``permissions``: ``{"publish": {"allow", "deny"}, "subscribe": {"allow"}}``.
+
+    Comments are dropped first (they may quote a subject); each user's block runs from its
+    ``user:`` to the next one, or to the end of the account."""
+    code = re.sub(r"(?m)(^|\s)#.*$", "", text)
+    start = code.index(f"{account} {{")
+    end = code.find("\n  }", start)
+    body = code[start:end]
+    out: dict[str, dict[str, Any]] = {}
+    blocks = re.split(r"\buser: ", body)[1:]
+    for block in blocks:
+        name = re.match(r"\w+", block).group(0)  # type: ignore[union-attr]
+        if "publish:" not in block:
+            out[name] = {}
+            continue
+        publish = block[block.index("publish:") : block.index("subscribe:")]
+        subscribe = block[block.index("subscribe:") :]
+
+        def strings(segment: str, key: str) -> list[str]:
+            found = re.search(rf"{key}:\s*\[(.*?)\]", segment, re.S)
+            return re.findall(r'"([^"]*)"', found.group(1)) if found else []
+
+        out[name] = {
+            "publish": {"allow": strings(publish, "allow"), "deny": strings(publish, "deny")},
+            "subscribe": {"allow": strings(subscribe, "allow")},
+        }
+    return out
