@@ -6,8 +6,12 @@ instance: the holder of the partition's lease (``socai.infra.leases``, a JetStre
 bucket). Every instance runs a ``LeaseManager`` over the same P partitions; when it acquires
 partition k it starts a ``Pipeline`` on k's durable, when it loses k it stops that pipeline
 before anything else can happen (the manager awaits ``on_lost``), and before each chunk is
-posted the pipeline checks that the lease is still valid by this instance's own clock, so
-an instance that was paused past its lease posts nothing. A new holder starts at the
+posted the pipeline checks that the lease is still valid by this instance's own clock. That
+check alone leaves a gap (a pause between the check and the post), so every post also
+carries the lease's token as a ledger fence (``PostTransactions.fence``): a new holder
+first claims its token in the ledger, and from then on the ledger refuses the old holder's
+posts whole (FENCED), in the same database transaction that would have applied them. A new
+holder starts at the
 durable's ack floor and first settles, from the stream, whatever the previous holder left
 unacknowledged (``recovery.StartupRecovery``), so the partition's hands stay in order
 across every handover.
@@ -35,16 +39,19 @@ from nats.js import JetStreamContext
 
 from socai import errors
 from socai.events.log import EventLog
+from socai.gen.ledger.v1 import ledger_pb2
 from socai.infra.leases import LeaseConfig, LeaseManager, LeaseMetrics
 from socai.infra.logging import get_logger
 from socai.infra.partitions import partition_filter
 from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig
 from socai_settlement.pipeline import Pipeline
+from socai_settlement.poster import POSTING_FENCE
 from socai_settlement.settler import Settler
 
 log = get_logger("socai.settlement.partitions")
 
+FENCE_SCOPE: Final = "settlement"
 RESTART_PAUSE_S: Final = 1.0
 STOP_GRACE_S: Final = 10.0
 
@@ -130,7 +137,8 @@ class PartitionWorkers:
             lease_check=lambda: self._lease_check(partition),
         )
         stop = asyncio.Event()
-        task = asyncio.create_task(self._supervise(partition, pipeline, stop), name=f"settlement-p{partition}")
+        fence = ledger_pb2.Fence(scope=FENCE_SCOPE, partition=partition, token=token)
+        task = asyncio.create_task(self._supervise(partition, pipeline, stop, fence), name=f"settlement-p{partition}")
         self.running[partition] = _Running(pipeline, stop, task)
         metrics.PARTITIONS.set(len(self.running))
         log.info("partition_started", partition=partition, durable=config.durable, token=token)
@@ -151,7 +159,31 @@ class PartitionWorkers:
             await running.pipeline.close()
         log.info("partition_stopped", partition=partition)
 
-    async def _supervise(self, partition: int, pipeline: Pipeline, stop: asyncio.Event) -> None:
+    async def _supervise(
+        self, partition: int, pipeline: Pipeline, stop: asyncio.Event, fence: ledger_pb2.Fence
+    ) -> None:
+        # Every post of this task and of the tasks it starts carries the lease's token (each
+        # post advances the ledger's fence). The claim records it at once, so a paused previous
+        # holder is refused (FENCED) even before this one has anything to post; it runs beside
+        # the pipeline, which must not wait for the ledger (non-events are dead-lettered and
+        # table facts acked while the ledger is down).
+        POSTING_FENCE.set(fence)
+        claim = asyncio.create_task(self._claim(partition, fence), name=f"settlement-claim-p{partition}")
+        try:
+            await self._run(partition, pipeline, stop)
+        finally:
+            claim.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await claim
+
+    async def _claim(self, partition: int, fence: ledger_pb2.Fence) -> None:
+        try:
+            await self.settler.poster.claim(fence)
+            log.info("partition_claimed", partition=partition, token=fence.token)
+        except errors.PreconditionFailed as exc:
+            log.warning("partition_claim_fenced", partition=partition, token=fence.token, error=exc.message)
+
+    async def _run(self, partition: int, pipeline: Pipeline, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
                 await pipeline.run(stop)

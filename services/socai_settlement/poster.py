@@ -24,11 +24,13 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 import grpc
 
+from socai import errors
 from socai.gen.ledger.v1 import ledger_pb2
 from socai.infra.grpc_errors import error_reason
 from socai.infra.logging import get_logger
@@ -88,6 +90,20 @@ class Backoff:
         self.attempt = 0
 
 
+# The fence of the partition whose pipeline is posting: ``socai_settlement.partitions`` sets
+# it in the partition's task, and every task the pipeline starts (its poster, its startup
+# recovery) inherits it, so each PostTransactions carries the lease's token without passing
+# it through every layer. None: an unfenced post (an operator's RetryDeadLetter, tests).
+POSTING_FENCE: ContextVar[ledger_pb2.Fence | None] = ContextVar("posting_fence", default=None)
+FENCED: Final = "FENCED"
+
+
+def lease_lost(fence: ledger_pb2.Fence, detail: str) -> errors.PreconditionFailed:
+    return errors.PreconditionFailed(
+        "LEASE_LOST", f"partition {fence.partition}: the ledger fenced token {fence.token} ({detail})"
+    )
+
+
 class LedgerPoster:
     def __init__(
         self,
@@ -120,13 +136,42 @@ class LedgerPoster:
             out.extend(await self._post_chunk(chunk, on_wait))
         return out
 
+    async def claim(self, fence: ledger_pb2.Fence, on_wait: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Record ``fence`` in the ledger (a PostTransactions with the fence and nothing to
+        post) before consuming a newly leased partition: from then on a paused old holder's
+        posts are refused. Waits while the ledger is unavailable; raises
+        PreconditionFailed("LEASE_LOST") when a newer token was recorded already."""
+        backoff = Backoff(self.backoff_initial_s, self.backoff_max_s)
+        request = ledger_pb2.PostTransactionsRequest(fence=fence)
+        while True:
+            try:
+                await self.stub.PostTransactions(request, timeout=self.deadline_s)
+                return
+            except grpc.aio.AioRpcError as exc:
+                if error_reason(exc) == FENCED:
+                    raise lease_lost(fence, "claim") from exc
+                if exc.code() not in RETRYABLE:
+                    raise
+                delay = backoff.next_delay()
+                log.warning("ledger_unavailable", code=exc.code().name, retry_in_s=round(delay, 3), claim=True)
+                if on_wait is not None:
+                    await on_wait()
+                await asyncio.sleep(delay)
+
     async def _post_chunk(self, chunk: list[Item], on_wait: Callable[[], Awaitable[None]] | None) -> list[Posted]:
         backoff = Backoff(self.backoff_initial_s, self.backoff_max_s)
         request = _request(chunk)
+        fence = POSTING_FENCE.get()
+        if fence is not None:
+            request.fence.CopyFrom(fence)
         while True:
             try:
                 reply = await self.stub.PostTransactions(request, timeout=self.deadline_s)
             except grpc.aio.AioRpcError as exc:
+                if fence is not None and error_reason(exc) == FENCED:
+                    # Another instance holds the partition now: nothing of this is posted or
+                    # dead-lettered; the pipeline stops and its messages go to the new holder.
+                    raise lease_lost(fence, "post") from exc
                 if exc.code() in RETRYABLE:
                     delay = backoff.next_delay()
                     self.retries += 1
@@ -157,7 +202,10 @@ class LedgerPoster:
                 log.error("ledger_result_count", sent=len(chunk), got=len(results))
                 await asyncio.sleep(backoff.next_delay())
                 continue
-            return [_posted(r) for r in results]
+            posted = [_posted(r) for r in results]
+            if fence is not None and any(p.reason == FENCED for p in posted):
+                raise lease_lost(fence, "an item of the batch")  # the ledger's item-by-item fallback
+            return posted
 
 
 def _request(items: Sequence[Item]) -> ledger_pb2.PostTransactionsRequest:

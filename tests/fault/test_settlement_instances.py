@@ -182,3 +182,60 @@ async def test_instances_killed_under_load_lose_no_hand_and_post_none_twice(harn
         out.mkdir(parents=True, exist_ok=True)
         (out / "handovers.json").write_text(json.dumps({"ttl_s": TTL_S, "partitions": P, **times}, indent=2))
     print(f"handover after SIGKILL (TTL {TTL_S} s): {times}")
+
+
+async def test_a_paused_holder_wakes_to_a_moved_lease_and_posts_nothing(harness: Harness, tmp_path: Path) -> None:
+    """SIGSTOP past the lease: the other instance claims the partition in the ledger (its
+    token becomes the fence) and settles everything; woken with SIGCONT, the paused one
+    finds its lease lost, stops its pipeline, and the journal holds each hand once."""
+    bucket = f"settlement_leases_{harness.settings.events_stream}"  # P = 0: one leased partition
+    sim = simulate(240, ("holdem", "xito", "taixiu"), seed=2020)
+    await harness.start_ledger()
+    await fund(harness.ledger("cashier"), sim)
+    settings = replace(harness.settings, metrics_port_base=0)
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        procs["a"] = await start(settings, "a", tmp_path)
+        loader = asyncio.create_task(publish(harness.log, sim, concurrency=4))
+        await wait_settled(settings, 40)
+        procs["a"].send_signal(signal.SIGSTOP)
+        procs["b"] = await start(settings, "b", tmp_path)
+        paused_at = time.monotonic()
+        while (await holders(harness.nc, bucket)).get(0) != "b":
+            assert time.monotonic() - paused_at < 60, "b never took the partition"  # a deadline
+            await asyncio.sleep(0.05)
+        await loader
+        await wait_settled(settings, len(sim.hands), 180)
+        procs["a"].send_signal(signal.SIGCONT)
+
+        log_a = tmp_path / "a.log"
+        woke = time.monotonic()
+        while '"lease_lost"' not in log_a.read_text():
+            assert time.monotonic() - woke < 30, log_a.read_text()[-3000:]  # a deadline
+            await asyncio.sleep(0.1)
+        assert (await holders(harness.nc, bucket)).get(0) == "b"
+
+        # Each hand once in the journal (A's wake-up added nothing), the books balance.
+        auditor = harness.ledger("auditor")
+        keys: list[str] = []
+        token = ""
+        while True:
+            page = await auditor.ListTransactions(ledger_pb2.ListTransactionsRequest(page_size=1000, page_token=token))
+            keys += [t.idempotency_key for t in page.transactions if t.idempotency_key.startswith("settle:")]
+            token = page.next_page_token
+            if not token:
+                break
+        assert len(keys) == len(set(keys)) == sum(1 for h in sim.hands if h.settlement.entries())
+        for account, expected in sim.expected_balances().items():
+            if account.startswith("escrow:"):
+                assert await harness.balance(account) == expected, account
+        assert (await auditor.TrialBalance(ledger_pb2.TrialBalanceRequest())).total_gold == 0
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()

@@ -309,7 +309,10 @@ class LeaseStore:
 
     async def snapshot(self) -> BucketView:
         """Every live key of the bucket with its value: the members and partition holders."""
-        watcher = await self.kv.watchall(ignore_deletes=True)
+        # The watcher's ephemeral consumer would otherwise outlive it on the server for
+        # minutes (one per round per instance piles up); a short inactivity threshold lets the
+        # server drop it right after ``stop``.
+        watcher = await self.kv.watchall(ignore_deletes=True, inactive_threshold=max(2.0, self.config.renew_every))
         view = BucketView()
         try:
             for _ in range(SNAPSHOT_KEYS_MAX):

@@ -238,3 +238,23 @@ async def test_a_lease_valid_by_the_clock_is_checked_before_each_side_effect(
         await manager.stop()
     with pytest.raises(errors.PreconditionFailed):
         lease.check()
+
+
+async def test_the_snapshot_watchers_do_not_pile_up_on_the_server(clients: list[NatsClient], lease_config: LeaseConfig):
+    # Each rebalance round reads the bucket through an ephemeral consumer; without a short
+    # inactivity threshold the server kept every one for minutes (~150 per instance).
+    js = clients[0].jetstream()
+    manager = LeaseManager(js, lease_config, "w", 4)
+    await manager.start()
+    await wait_until(lambda: len(manager.held()) == 4, "four partitions held")
+    await asyncio.sleep(lease_config.renew_every * 5)  # several rounds, several watchers
+    await manager.stop()
+    stream = f"KV_{lease_config.bucket}"
+
+    async def no_consumer_left() -> bool:
+        return (await js.stream_info(stream)).state.consumer_count == 0
+
+    deadline = asyncio.get_running_loop().time() + 60  # a deadline, not a measure
+    while not await no_consumer_left():
+        assert asyncio.get_running_loop().time() < deadline, "watcher consumers are left on the server"
+        await asyncio.sleep(0.2)
