@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import UTC, datetime
 
 import pytest
@@ -164,3 +165,18 @@ async def test_a_hand_that_ends_inside_its_own_auto_start_schedules_the_next_one
     # From outside, a running start is left alone (no second start for one table).
     table._maybe_autostart()
     assert table.autostart.task is scheduled
+
+
+def test_cashout_retries_double_up_to_the_cap_and_each_cash_out_has_its_own() -> None:
+    from socai_table.manager import CASHOUT_BACKOFF_MAX_S, CASHOUT_POLL_S, CashoutRetries
+
+    r = CashoutRetries()
+    assert r.due("x", 0.0) and r.due("y", 0.0)  # seen for the first time: at once
+    pauses = [r.later("x", 0.0)[1] for _ in range(8)]
+    assert pauses[0] == CASHOUT_POLL_S
+    assert all(b == min(CASHOUT_BACKOFF_MAX_S, 2 * a) for a, b in itertools.pairwise(pauses))
+    assert pauses[-1] == CASHOUT_BACKOFF_MAX_S
+    assert not r.due("x", CASHOUT_BACKOFF_MAX_S - 0.01) and r.due("x", CASHOUT_BACKOFF_MAX_S)
+    assert r.due("y", 0.0)  # one cash-out's backoff never delays another
+    r.keep_only({"y"})
+    assert r.due("x", 0.0)
