@@ -50,7 +50,7 @@ def command(name: str) -> Callable[[Handler], Handler]:
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     from socai_cli.stack import Stack, instance_address, instance_name, service_address
 
-    stack = Stack(settings, instances={"settlement": args.settlement_instances})
+    stack = Stack(settings, instances={"table": args.table_instances, "settlement": args.settlement_instances})
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -66,6 +66,9 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
                 if label in started:
                     address = instance_address(service_address(settings, name), i)
                     print(f"  {label:<12} grpc://{address}  (log: {s.var_dir / 'log' / label}.log)")
+        if stack.instances.get("table", 1) > 1:
+            # Clients dial every table instance; one that does not run a table forwards the call.
+            print(f"  clients     SOCAI_TABLE_ADDR={s.table_addr}")
         missing = [n for n in ("ledger", "table", "settlement") if n not in started]
         if missing:
             print(f"  not built yet: {', '.join(missing)}")
@@ -164,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="socai", description="socai: tables, settlement and the ledger")
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="run NATS, PostgreSQL and the services in the foreground")
+    up.add_argument(
+        "--table-instances",
+        type=_positive,
+        default=1,
+        help="table-service processes sharing the tables through leases; a call reaching one that "
+        "does not run its table is forwarded (default 1)",
+    )
     up.add_argument(
         "--settlement-instances",
         type=_positive,

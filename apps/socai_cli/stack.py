@@ -85,7 +85,8 @@ class Stack:
     postgres: EmbeddedPostgres | None = None
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     log_files: dict[str, IO[bytes]] = field(default_factory=dict)
-    # How many processes of each service (``socai up --settlement-instances 2``); 1 if absent.
+    # How many processes of each service (``socai up --table-instances 2 --settlement-instances 2``);
+    # 1 if absent.
     instances: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -117,6 +118,7 @@ class Stack:
             s,
             nats_url=self.nats_url,
             database_url=self.database_url,
+            table_addr=clients_address(s.table_addr, self.instances.get("table", 1)),
             settlement_addr=clients_address(s.settlement_addr, self.instances.get("settlement", 1)),
         )
 

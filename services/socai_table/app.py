@@ -12,10 +12,13 @@ from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
 from socai.infra import nats as socai_nats
 from socai.infra.config import Settings
 from socai.infra.grpc_server import GrpcServer, build_server
+from socai.infra.leases import LeaseConfig
 from socai.rules import registry
-from socai_table import seeds, signing
+from socai_table import metrics, seeds, signing
+from socai_table.forward import Forwarder
 from socai_table.ledger_client import Money
 from socai_table.manager import TableManager
+from socai_table.ownership import Ownership, OwnershipSettings, advertised
 from socai_table.server import TableServicer, policy
 from socai_table.store import TableStore
 from socai_table.table import Deps
@@ -30,39 +33,72 @@ class TableApp:
     store: TableStore
     money: Money
     manager: TableManager
+    ownership: Ownership
+    forwarder: Forwarder
     grpc: GrpcServer
 
     async def start(self) -> None:
         registry.warm()  # every game's costly first-use tables, before the first Act needs them
         await self.manager.start()
+        # Leases (and the tables they bring) before the server listens, as the tables were
+        # loaded before it listened with one instance: a caller never sees this instance
+        # without its tables. Another instance forwarding here in between finds the port
+        # closed (UNAVAILABLE) and its caller retries.
+        await self.ownership.start(wait_s=self.ownership.leases.config.ttl_s)
         await self.grpc.server.start()
         await self.grpc.set_serving(True)
 
     async def stop(self, grace_s: float = 5.0) -> None:
         await self.grpc.set_serving(False)
+        # Leases first: the tables stop here and another instance takes them at once,
+        # rather than a TTL later.
+        await self.ownership.stop()
         await self.grpc.server.stop(grace_s)
+        await self.forwarder.close()
         await self.manager.stop()
         await self.money.close()
         await self.store.close()
         await self.nc.drain()
 
 
-async def build_app(settings: Settings) -> TableApp:
-    nc = await socai_nats.connect(settings.effective_nats_url, name=f"socai-table-{settings.table_instance}")
+async def build_app(settings: Settings, own: OwnershipSettings | None = None) -> TableApp:
+    own = own or OwnershipSettings.from_env()
+    instance = own.instance_id or settings.table_instance
+    nc = await socai_nats.connect(settings.effective_nats_url, name=f"socai-table-{instance}")
     await socai_nats.ensure_stream(nc.jetstream(), settings.events_stream_spec())
     store = await TableStore.open(settings.effective_database_url)
     money = Money(settings.ledger_addr, settings.settlement_addr, settings.token_of("table"))
+    event_log = EventLog(nc, settings.events_stream, settings.events_prefix)
     deps = Deps(
-        EventLog(nc, settings.events_stream, settings.events_prefix),
+        event_log,
         store,
         money,
-        settings.table_instance,
+        instance,
         seeds.seal_key(settings.player_token_key),
         signing.writer_key(settings.player_token_key),
         heartbeat_timeout_s=settings.heartbeat_timeout_s,
     )
     manager = TableManager(deps)
-    servicer = TableServicer(manager, settings.player_token_key)
+    ownership = Ownership(
+        nc.jetstream(),
+        LeaseConfig(
+            own.lease_bucket or f"table_leases_{settings.events_stream}",
+            ttl_s=own.lease_ttl_s,
+            replicas=settings.stream_replicas,
+        ),
+        instance,
+        own.advertise_addr or advertised(settings.listen_address(settings.table_addr)),
+        # The event log's P (1 when unpartitioned): a table's events and its instance are
+        # chosen by the same function of its id.
+        await event_log.layout(),
+        manager.load,
+        manager.drop,
+        metrics.LEASES,
+    )
+    manager.holds = ownership.holds
+    deps.fence = ownership.fence
+    forwarder = Forwarder(ownership)
+    servicer = TableServicer(manager, settings.player_token_key, forwarder)
     server = build_server(
         service="table",
         address=settings.listen_address(settings.table_addr),
@@ -70,4 +106,4 @@ async def build_app(settings: Settings) -> TableApp:
         service_names=[SERVICE_NAME],
         policy=policy(dict(settings.tokens)),
     )
-    return TableApp(settings, nc, store, money, manager, server)
+    return TableApp(settings, nc, store, money, manager, ownership, forwarder, server)

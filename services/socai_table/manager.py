@@ -1,8 +1,12 @@
-"""The tables this instance owns, and the background work that keeps them going.
+"""The tables this instance runs, and the background work that keeps them going.
 
-Each table belongs to exactly one table-service instance (the ``tables.instance`` row):
-that instance is the table's only writer. A request for a table owned elsewhere is refused
-with FAILED_PRECONDITION ``TABLE_NOT_OWNED`` (the router sends it to the owner).
+A table runs on exactly one table-service instance at a time: the holder of its
+partition's lease (``socai_table.ownership``), which is the table's only writer. The
+ownership calls ``load`` when this instance acquires a partition (its tables are read from
+the store and rebuilt from the stream) and ``drop`` when it loses one (their timers stop and
+they leave memory before the lease is released). ``tables.instance`` records which instance
+created a table; it no longer decides who runs it. A request for a table this instance does
+not hold never reaches ``get``: the server forwards it to the holder.
 Background tasks: a heartbeat watchdog (missed heartbeats become PlayerDisconnected) and
 the cash-out worker (escrow → wallet once the player's last hand is settled, after
 checking that the ledger's escrow equals the table's stack). A cash-out that cannot be
@@ -17,6 +21,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from socai import accounts, errors
@@ -37,6 +42,7 @@ CASHOUT_ALARM_AFTER_S = 120.0
 WATCHDOG_PERIOD_S = 1.0
 WATCHDOG_BACKOFF_MAX_S = 10.0
 LIST_PAGE_MAX = 500
+RETIRE_WAIT_S = 5.0  # how long a dropped table's command in progress may take to finish
 
 
 TABLE_OPENED_MAX_BYTES = 16 * 1024
@@ -112,29 +118,66 @@ class TableManager:
         self._first_seen: dict[str, float] = {}
         self.cashout_retries = CashoutRetries()
         self.broken: dict[str, str] = {}  # table id -> why it could not be loaded
+        self._loading: dict[str, asyncio.Future[Table | None]] = {}
+        # Whether this instance runs ``table_id`` now (its partition's lease); the app sets it.
+        self.holds: Callable[[str], bool] = lambda _table_id: True
 
     async def start(self) -> None:
-        """Load and rebuild every table this instance owns, then start background work.
+        """Start the background work; the tables come with the leases (``load``)."""
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._watchdog()), loop.create_task(self._cashout_worker())]
+
+    async def load(self, select: Callable[[str], bool]) -> None:
+        """Load and rebuild every open table of the store that ``select`` picks (the tables
+        of a partition this instance just acquired).
 
         A table that cannot be rebuilt is logged, counted and left out (its calls answer
         UNAVAILABLE ``TABLE_UNAVAILABLE``): one bad table must not keep every other table
         of the instance from serving.
         """
-        for table_id, config in await self.deps.store.tables_of(self.deps.instance):
-            table = Table(table_id, config, self.deps)
-            try:
-                await table.open()
-                await table.repair_joins()
-            except Exception as exc:
-                self.broken[table_id] = f"{type(exc).__name__}: {exc}"[:500]
-                metrics.TABLES_BROKEN.set(len(self.broken))
-                log.error("table_load_failed", table_id=table_id, error=self.broken[table_id], exc_info=exc)
-                continue
-            self.tables[table_id] = table
+        count = 0
+        for table_id, config in await self.deps.store.open_tables():
+            if select(table_id) and table_id not in self.tables:
+                await self._load(table_id, config)
+                count += 1
         metrics.TABLES.set(len(self.tables))
-        log.info("tables_loaded", count=len(self.tables), broken=len(self.broken), instance=self.deps.instance)
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._watchdog()), loop.create_task(self._cashout_worker())]
+        log.info("tables_loaded", count=count, total=len(self.tables), broken=len(self.broken))
+
+    async def _load(self, table_id: str, config: TableConfig) -> Table | None:
+        """Rebuild one table (once, however many callers ask at the same time)."""
+        pending = self._loading.get(table_id)
+        if pending is None:
+            pending = self._loading[table_id] = asyncio.ensure_future(self._rebuild_one(table_id, config))
+            pending.add_done_callback(lambda _: self._loading.pop(table_id, None))
+        return await asyncio.shield(pending)
+
+    async def _rebuild_one(self, table_id: str, config: TableConfig) -> Table | None:
+        table = Table(table_id, config, self.deps)
+        try:
+            await table.open()
+            await table.repair_joins()
+        except Exception as exc:
+            await table.stop()
+            self.broken[table_id] = f"{type(exc).__name__}: {exc}"[:500]
+            metrics.TABLES_BROKEN.set(len(self.broken))
+            log.error("table_load_failed", table_id=table_id, error=self.broken[table_id], exc_info=exc)
+            return None
+        self.broken.pop(table_id, None)
+        metrics.TABLES_BROKEN.set(len(self.broken))
+        self.tables[table_id] = table
+        return table
+
+    async def drop(self, select: Callable[[str], bool]) -> None:
+        """Stop running the tables ``select`` picks (a partition this instance lost or gives
+        up): each finishes the command in progress, stops its timers and watchers, and
+        leaves memory. Nothing of theirs is written here any more (``Deps.fence``)."""
+        for table_id in [t for t in self.tables if select(t)]:
+            table = self.tables.pop(table_id)
+            await table.retire(RETIRE_WAIT_S)
+        for table_id in [t for t in self.broken if select(t)]:
+            del self.broken[table_id]
+        metrics.TABLES.set(len(self.tables))
+        metrics.TABLES_BROKEN.set(len(self.broken))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -144,20 +187,26 @@ class TableManager:
                 await task
         for table in self.tables.values():
             await table.stop()
+        self.tables.clear()
+
+    @staticmethod
+    def new_table_id() -> str:
+        return uuid.uuid4().hex[:16]
 
     async def create(self, config: TableConfig, table_id: str = "") -> Table:
         """Create a table (idempotent for the same id and config)."""
         normalized = config.normalized()
-        table_id = table_id or uuid.uuid4().hex[:16]
+        table_id = table_id or self.new_table_id()
         if not TABLE_ID.fullmatch(table_id):
             raise errors.InvalidArgument("BAD_TABLE_ID", "table_id must be 1-32 letters and digits")
         _check_encodable(table_id, normalized)
+        if not self.holds(table_id):
+            raise errors.Unavailable(
+                "TABLE_NOT_HELD", f"this instance does not hold table {table_id}'s partition; retry", table_id=table_id
+            )
         stored, inserted = await self.deps.store.create_table(table_id, normalized, self.deps.instance)
         if stored != normalized:
             raise errors.AlreadyExists("TABLE_EXISTS", f"{table_id} exists with another configuration")
-        owner = await self.deps.store.owner_of(table_id)
-        if owner != self.deps.instance:
-            raise errors.PreconditionFailed("TABLE_NOT_OWNED", f"{table_id} is owned by {owner}", owner=owner)
         table = self.tables.get(table_id)
         if table is None:
             table = Table(table_id, normalized, self.deps)
@@ -175,6 +224,11 @@ class TableManager:
         return table
 
     async def get(self, table_id: str) -> Table:
+        """The table, rebuilt here if this instance holds it but has not loaded it yet (it
+        was created after the partition was loaded). Raises NotFound, InvalidArgument,
+        Unavailable("TABLE_UNAVAILABLE") for a table that could not be rebuilt, and
+        Unavailable("TABLE_NOT_HELD") when this instance does not hold the table (the
+        server forwards such calls; this is the race of a partition moving meanwhile)."""
         table = self.tables.get(table_id)
         if table is not None:
             return table
@@ -182,10 +236,18 @@ class TableManager:
             raise errors.InvalidArgument("BAD_TABLE_ID", "table_id must be 1-32 letters and digits")
         if table_id in self.broken:
             raise errors.Unavailable("TABLE_UNAVAILABLE", f"{table_id} could not be loaded; see the service log")
-        owner = await self.deps.store.owner_of(table_id)
-        if owner is None:
+        config = await self.deps.store.config_of(table_id)
+        if config is None:
             raise errors.NotFound("TABLE_NOT_FOUND", f"no table {table_id}")
-        raise errors.PreconditionFailed("TABLE_NOT_OWNED", f"{table_id} is owned by {owner}", owner=owner)
+        if not self.holds(table_id):
+            raise errors.Unavailable(
+                "TABLE_NOT_HELD", f"this instance does not hold table {table_id}; retry", table_id=table_id
+            )
+        loaded = await self._load(table_id, config)
+        if loaded is None:
+            raise errors.Unavailable("TABLE_UNAVAILABLE", f"{table_id} could not be loaded; see the service log")
+        metrics.TABLES.set(len(self.tables))
+        return loaded
 
     def list(self, game: str = "", after: str = "", limit: int = 100) -> tuple[list[Table], str]:
         limit = max(1, min(limit or 100, LIST_PAGE_MAX))

@@ -1,4 +1,8 @@
-"""The TableService gRPC servicer: shape checks at the edge, then the tables."""
+"""The TableService gRPC servicer: shape checks at the edge, then the tables.
+
+A call for a table this instance does not hold is forwarded to the instance that does
+(``socai_table.forward``); everything else is served here.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ from socai.infra import player_tokens
 from socai.infra.grpc_server import AccessPolicy
 from socai.infra.logging import bound
 from socai_table import convert
+from socai_table.forward import Forwarder
 from socai_table.manager import TableManager
+from socai_table.model import TABLE_ID
 
 KEY_MAX_CHARS = 200
 LEAVE_WAIT_S = 2.0
@@ -48,10 +54,25 @@ def _key(key: str, what: str = "idempotency_key") -> str:
     return key
 
 
+def _table_id(table_id: str) -> str:
+    if not TABLE_ID.fullmatch(table_id or ""):
+        raise errors.InvalidArgument("BAD_TABLE_ID", "table_id must be 1-32 letters and digits")
+    return table_id
+
+
 class TableServicer(pb_grpc.TableServiceServicer):
-    def __init__(self, manager: TableManager, player_token_key: str) -> None:
+    def __init__(self, manager: TableManager, player_token_key: str, router: Forwarder | None = None) -> None:
         self.manager = manager
         self.token_key = player_token_key
+        self.router = router
+
+    def _elsewhere(self, table_id: str, context: Any) -> bool:
+        """Whether the call must go to another instance (after checking the id's shape)."""
+        return self.router is not None and not self.router.local(_table_id(table_id), context)
+
+    async def _forward(self, method: str, table_id: str, request: Any, context: Any) -> Any:
+        assert self.router is not None  # _elsewhere said so
+        return await self.router.unary(method, table_id, request, context)
 
     def _player(self, token: str) -> str:
         return player_tokens.verify(self.token_key, token)
@@ -60,10 +81,19 @@ class TableServicer(pb_grpc.TableServiceServicer):
         return self._player(token) if token else None
 
     async def CreateTable(self, request: pb.CreateTableRequest, context: Any) -> pb.CreateTableResponse:
-        table = await self.manager.create(convert.config_from_proto(request.config), request.table_id)
+        # The id decides the table's partition, hence which instance runs it: chosen here, so
+        # that a call forwarded to that instance creates the very table it was sent for.
+        config = convert.config_from_proto(request.config)
+        if not request.table_id:
+            request.table_id = self.manager.new_table_id()
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("CreateTable", request.table_id, request, context)  # type: ignore[no-any-return]
+        table = await self.manager.create(config, request.table_id)
         return pb.CreateTableResponse(table=convert.table_to_proto(table))
 
     async def GetTable(self, request: pb.GetTableRequest, context: Any) -> pb.GetTableResponse:
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("GetTable", request.table_id, request, context)  # type: ignore[no-any-return]
         table = await self.manager.get(request.table_id)
         return pb.GetTableResponse(table=convert.table_to_proto(table))
 
@@ -74,6 +104,8 @@ class TableServicer(pb_grpc.TableServiceServicer):
         return pb.ListTablesResponse(tables=[convert.table_to_proto(t) for t in tables], next_page_token=next_token)
 
     async def JoinTable(self, request: pb.JoinTableRequest, context: Any) -> pb.JoinTableResponse:
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("JoinTable", request.table_id, request, context)  # type: ignore[no-any-return]
         player = self._player(request.player_token)
         key = _key(request.idempotency_key)
         table = await self.manager.get(request.table_id)
@@ -82,6 +114,8 @@ class TableServicer(pb_grpc.TableServiceServicer):
         return pb.JoinTableResponse(seat=seat, table=convert.table_to_proto(table))
 
     async def LeaveTable(self, request: pb.LeaveTableRequest, context: Any) -> pb.LeaveTableResponse:
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("LeaveTable", request.table_id, request, context)  # type: ignore[no-any-return]
         player = self._player(request.player_token)
         table = await self.manager.get(request.table_id)
         with bound(table_id=table.table_id):
@@ -90,12 +124,16 @@ class TableServicer(pb_grpc.TableServiceServicer):
         return pb.LeaveTableResponse(cashed_out=cashed, cash_out_gold=amount)
 
     async def StartHand(self, request: pb.StartHandRequest, context: Any) -> pb.StartHandResponse:
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("StartHand", request.table_id, request, context)  # type: ignore[no-any-return]
         table = await self.manager.get(request.table_id)
         with bound(table_id=table.table_id):
             hand_id = await table.start_hand()
         return pb.StartHandResponse(hand_id=hand_id)
 
     async def Act(self, request: pb.ActRequest, context: Any) -> pb.ActResponse:
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("Act", request.table_id, request, context)  # type: ignore[no-any-return]
         player = self._player(request.player_token)
         key = _key(request.idempotency_key)
         body = convert.action_from_proto(request.action)
@@ -104,12 +142,19 @@ class TableServicer(pb_grpc.TableServiceServicer):
         return pb.ActResponse(seq=result.seq, event_id=result.event_id)
 
     async def GetTableState(self, request: pb.GetTableStateRequest, context: Any) -> pb.GetTableStateResponse:
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("GetTableState", request.table_id, request, context)  # type: ignore[no-any-return]
         viewer = self._viewer(request.player_token)
         table = await self.manager.get(request.table_id)
         view = await table.view_now(viewer)
         return pb.GetTableStateResponse(state=convert.state_to_proto(table, view))
 
     async def WatchTable(self, request: pb.WatchTableRequest, context: Any) -> AsyncIterator[pb.WatchTableResponse]:
+        if self._elsewhere(request.table_id, context):
+            assert self.router is not None
+            async for reply in self.router.stream("WatchTable", request.table_id, request, context):
+                yield reply
+            return
         viewer = self._viewer(request.player_token)
         table = await self.manager.get(request.table_id)
         watcher, snapshot = await table.watch(viewer)
@@ -122,18 +167,28 @@ class TableServicer(pb_grpc.TableServiceServicer):
                 if item is None:
                     if watcher.overflowed:
                         await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "watcher fell too far behind")
+                    if self.manager.tables.get(table.table_id) is not table:
+                        # The table moved to another instance: watch again (from the last
+                        # seq seen) and the call reaches the new one.
+                        raise errors.Unavailable(
+                            "TABLE_MOVED", f"{table.table_id} moved to another instance; watch again"
+                        )
                     return
                 yield pb.WatchTableResponse(event=item)
         finally:
             table.unwatch(watcher)
 
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("Heartbeat", request.table_id, request, context)  # type: ignore[no-any-return]
         player = self._player(request.player_token)
         table = await self.manager.get(request.table_id)
         await table.heartbeat(player)
         return pb.HeartbeatResponse(server_time=convert.timestamp(time.time()))
 
     async def Reconnect(self, request: pb.ReconnectRequest, context: Any) -> pb.ReconnectResponse:
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("Reconnect", request.table_id, request, context)  # type: ignore[no-any-return]
         player = self._player(request.player_token)
         table = await self.manager.get(request.table_id)
         view = await table.reconnect(player)

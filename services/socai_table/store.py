@@ -97,16 +97,24 @@ class TableStore:
         """Forget a table that could not be opened (it has no events)."""
         await self._exec(f"delete from {SCHEMA}.tables where table_id = %s and instance = %s", (table_id, instance))
 
-    async def tables_of(self, instance: str) -> list[tuple[str, TableConfig]]:
+    async def open_tables(self) -> list[tuple[str, TableConfig]]:
+        """Every open table (the caller picks those of the partitions it holds: the
+        partition is a function of the id and P, not a column, so a new P needs no update)."""
         rows = await self._exec(
-            f"select table_id, config from {SCHEMA}.tables where instance = %s and closed_at is null "
-            f"order by created_at, table_id",
-            (instance,),
+            f"select table_id, config from {SCHEMA}.tables where closed_at is null order by created_at, table_id",
             read=True,
         )
         return [(r["table_id"], TableConfig.from_json(r["config"])) for r in rows]
 
+    async def config_of(self, table_id: str) -> TableConfig | None:
+        rows = await self._exec(
+            f"select config from {SCHEMA}.tables where table_id = %s and closed_at is null", (table_id,), read=True
+        )
+        return TableConfig.from_json(rows[0]["config"]) if rows else None
+
     async def owner_of(self, table_id: str) -> str | None:
+        """The instance that created ``table_id`` (None: no such table). Who runs it is the
+        lease holder of its partition (``socai_table.ownership``)."""
         rows = await self._exec(f"select instance from {SCHEMA}.tables where table_id = %s", (table_id,), read=True)
         return rows[0]["instance"] if rows else None
 

@@ -54,6 +54,7 @@ from socai_table import metrics, seeds, signing
 from socai_table.hand import IDEMPOTENCY_HEADER, PLAYER_HEADER, ActResult, Hand
 from socai_table.ledger_client import Money, buy_in_key, join_key
 from socai_table.model import Seat, TableConfig, facts_id_of, hand_id_of
+from socai_table.ownership import WRITER_HEADER
 from socai_table.rebuild import LogReader
 from socai_table.store import Cashout, TableStore
 from socai_table.timers import HEARTBEAT_TIMEOUT_S, AutoStart, HandTimer, missed_heartbeats, timeout_s_for
@@ -74,6 +75,9 @@ class Deps:
     writer_key: bytes  # signs every event this service appends (socai_table.signing)
     on_cashout: Callable[[], None] = lambda: None
     heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
+    # The lease token to write with a table's next event; raises when this instance no
+    # longer holds the table (socai_table.ownership). Checked before every append.
+    fence: Callable[[str], int] = lambda _table_id: 0
 
 
 def table_opened(table_id: str, c: TableConfig) -> TableOpened:
@@ -148,7 +152,12 @@ class Table:
         payload = codec.encode(event)
         subject = self.deps.log.subject_of(self.table_id, event.hand_id)
         signature = signing.sign(self.deps.writer_key, subject, payload)
-        headers = {**(headers or {}), signing.SIGNATURE_HEADER: signature}
+        token = self.deps.fence(self.table_id)
+        headers = {
+            **(headers or {}),
+            signing.SIGNATURE_HEADER: signature,
+            WRITER_HEADER: f"{self.deps.instance}/{token}",
+        }
         try:
             seq = await self.deps.log.append(
                 event, expected, headers, payload=payload, msg_id=f"{event.event_id}:{signature}"
@@ -738,6 +747,18 @@ class Table:
 
     def unwatch(self, watcher: Watcher) -> None:
         self.watchers.discard(watcher)
+
+    async def retire(self, wait_s: float) -> None:
+        """Stop running this table here (another instance takes it over): wait up to
+        ``wait_s`` for the command in progress to finish, then ``stop``. A command still
+        waiting for the lock finds the lease gone at its append (``Deps.fence``)."""
+        try:
+            await asyncio.wait_for(self._lock.acquire(), wait_s)
+        except TimeoutError:
+            log.warning("table_retired_busy", table_id=self.table_id, waited_s=wait_s)
+        else:
+            self._lock.release()
+        await self.stop()
 
     async def stop(self) -> None:
         self.timer.cancel()

@@ -7,7 +7,9 @@ keys, both kept alive by rewriting them and gone once nobody rewrites them for a
 - ``partition.<k>``: the instance id of partition k's holder. Acquire is ``create`` (refused
   while the key exists), renew is ``update`` with the last revision (compare-and-set: refused
   if anyone else wrote the key in between), release is ``delete`` with the last revision.
-- ``member.<instance>``: an instance's heartbeat; the live members are the keys present.
+- ``member.<instance>``: an instance's heartbeat; the live members are the keys present. Its
+  value is whatever the instance wants others to know (``member_value``; the table service
+  puts its gRPC address there, so any instance can find a partition's holder).
 
 **Fencing token.** The KV revision returned by the ``create`` that acquired a lease. Revisions
 are the bucket stream's sequence numbers, so a later holder of the same partition always has a
@@ -38,6 +40,14 @@ Views of the membership may briefly differ; that only delays the split, it never
 one-holder rule, which rests on the KV's compare-and-set alone. A member that vanished drops
 out when its member key expires, and its leases expire at the same time: the partition moves
 about one TTL after the crash.
+
+**A restarted holder (``adopt_own``).** Where an instance's id is stable across restarts and
+unique among live processes (a StatefulSet pod's name), a restarted process may take back, in
+its first round only, the keys that still name its id: a compare-and-set on the key's
+revision, so the new token is larger than the old one and a late renewal of the old life is
+refused. Without it a restart waits a TTL for its own old keys to expire. Never use it with
+ids that two live processes could share: the second would take the first's leases while the
+first still believes in them.
 
 **Callbacks.** ``on_acquired(partition, token)`` and ``on_lost(partition)`` alternate per
 partition and are awaited by one loop (keep them short: start or stop a consumer task). A
@@ -231,7 +241,9 @@ class Lease:
 class LeaseStore:
     """The four operations on one partition's key; no policy (``LeaseManager`` has that)."""
 
-    def __init__(self, kv: KeyValue, config: LeaseConfig, holder_id: str, clock: Clock = lease_clock) -> None:
+    def __init__(
+        self, kv: KeyValue, config: LeaseConfig, holder_id: str, clock: Clock = lease_clock, member_value: bytes = b""
+    ) -> None:
         if not _INSTANCE_ID.match(holder_id):
             raise errors.InvalidArgument(
                 "BAD_INSTANCE_ID", f"instance ids are 1–64 of [A-Za-z0-9_-], not {holder_id!r}"
@@ -240,6 +252,7 @@ class LeaseStore:
         self.config = config
         self.holder_id = holder_id
         self.clock = clock
+        self.member_value = member_value
 
     async def acquire(self, partition: int) -> Lease | None:
         """The lease, or None while someone holds it (or held it less than a TTL ago)."""
@@ -250,6 +263,40 @@ class LeaseStore:
             return None
         now = self.clock()
         return Lease(partition, revision, revision, now, sent + self.config.valid_for_s, self.clock)
+
+    async def adopt(self, partition: int) -> Lease | None:
+        """Take back a lease whose key still names this holder's id (a restart with a stable
+        id): compare-and-set on the key's revision. None when the key is gone, names another
+        holder, or changed in between."""
+        key = partition_key(partition)
+        try:
+            entry = await self.kv.get(key)
+        except js_errors.KeyNotFoundError:
+            return None
+        if entry.revision is None or (entry.value or b"").decode() != self.holder_id:
+            return None
+        sent = self.clock()
+        try:
+            revision = await self.kv.update(key, self.holder_id.encode(), last=entry.revision)
+        except js_errors.KeyWrongLastSequenceError:
+            return None
+        return Lease(partition, revision, revision, self.clock(), sent + self.config.valid_for_s, self.clock)
+
+    async def holder(self, partition: int) -> str | None:
+        """The id of ``partition``'s holder as the bucket says now (None: nobody holds it)."""
+        try:
+            entry = await self.kv.get(partition_key(partition))
+        except js_errors.KeyNotFoundError:
+            return None
+        return (entry.value or b"").decode() or None
+
+    async def member(self, instance_id: str) -> bytes | None:
+        """The value a live member published with its heartbeat (None: not a live member)."""
+        try:
+            entry = await self.kv.get(member_key(instance_id))
+        except js_errors.KeyNotFoundError:
+            return None
+        return entry.value or b""
 
     async def renew(self, lease: Lease) -> bool:
         """Extend ``lease`` by compare-and-set on its last revision.
@@ -301,8 +348,8 @@ class LeaseStore:
                 return
 
     async def heartbeat(self) -> None:
-        """Announce this instance as a live member for another TTL."""
-        await self.kv.put(member_key(self.holder_id), b"")
+        """Announce this instance as a live member for another TTL (with its member value)."""
+        await self.kv.put(member_key(self.holder_id), self.member_value)
 
     async def leave(self) -> None:
         await self.kv.delete(member_key(self.holder_id))
@@ -426,6 +473,8 @@ class LeaseManager:
         on_lost: OnLost = _no_callback,
         metrics: LeaseMetrics | None = None,
         clock: Clock = lease_clock,
+        member_value: bytes = b"",
+        adopt_own: bool = False,
     ) -> None:
         if not 1 <= partitions <= PARTITIONS_MAX:
             raise errors.InvalidArgument("BAD_PARTITIONS", f"partitions must be 1–{PARTITIONS_MAX}, not {partitions}")
@@ -437,11 +486,16 @@ class LeaseManager:
         self.on_lost = on_lost
         self.metrics = metrics
         self.clock = clock
+        self.member_value = member_value
+        self._adopt = adopt_own  # until the first round has run
         self._store: LeaseStore | None = None
         self._leases: dict[int, Lease] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._stopping = False
+        # Set once a rebalance round has completed: what this instance should hold and could
+        # take at start, it holds (a service may wait for it before serving).
+        self.first_round = asyncio.Event()
 
     @property
     def store(self) -> LeaseStore:
@@ -459,7 +513,7 @@ class LeaseManager:
 
     async def start(self) -> None:
         kv = await ensure_lease_bucket(self.js, self.config)
-        self._store = LeaseStore(kv, self.config, self.instance_id, self.clock)
+        self._store = LeaseStore(kv, self.config, self.instance_id, self.clock, self.member_value)
         await self._store.heartbeat()
         self._tasks = [
             asyncio.create_task(self._supervise("renew", self._renew_round), name=f"leases-renew-{self.instance_id}"),
@@ -539,8 +593,11 @@ class LeaseManager:
             await self._drop(partition, RELEASED, release=True)
         for partition in sorted(mine - set(self._leases)):
             if partition in view.holders:
-                continue  # held (or its old holder's key has not expired yet)
-            acquired = await store.acquire(partition)
+                if not (self._adopt and view.holders[partition] == self.instance_id):
+                    continue  # held (or its old holder's key has not expired yet)
+                acquired = await store.adopt(partition)  # our own previous life's key
+            else:
+                acquired = await store.acquire(partition)
             if acquired is None:
                 continue
             self._leases[partition] = acquired
@@ -557,6 +614,8 @@ class LeaseManager:
         if self.metrics is not None:
             self.metrics.held.set(len(self.held()))
             self.metrics.unheld.set(self.partitions - len(held_now))
+        self._adopt = False
+        self.first_round.set()
 
     async def _drop(self, partition: int, reason: str, release: bool) -> None:
         """Stop acting on ``partition``: mark the lease lost, await ``on_lost``, then (when

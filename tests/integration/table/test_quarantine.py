@@ -35,13 +35,18 @@ async def publish_raw(w: World, table_id: str, hand_id: str, data: bytes) -> int
 
 
 async def restarted_table_service(w: World) -> object:
-    """A second table service on the same database and stream (the first one's tables)."""
+    """A second table service on the same database and stream that takes over the first
+    one's tables: the first gives its leases up, the second acquires them and rebuilds every
+    table from the log."""
+    await w.running.apps["table"].ownership.stop()
     app = await build("table", replace(w.running.settings, table_addr=f"127.0.0.1:{free_port()}"))
     await app.manager.start()  # type: ignore[attr-defined]
+    await app.ownership.start(wait_s=10)  # type: ignore[attr-defined]
     return app
 
 
 async def stop(app: object) -> None:
+    await app.ownership.stop()  # type: ignore[attr-defined]
     await app.manager.stop()  # type: ignore[attr-defined]
     await app.money.close()  # type: ignore[attr-defined]
     await app.store.close()  # type: ignore[attr-defined]

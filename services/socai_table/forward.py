@@ -1,0 +1,126 @@
+"""Forwarding a call for a table this instance does not hold to the instance that does.
+
+The owner is looked up in the lease bucket (``Ownership.owner``). The call goes there with
+the caller's own metadata (``authorization`` and ``x-request-id``; a player's token travels
+in the request), so the owner authenticates and authorizes it exactly as if it had been
+called directly, and answers with its own status, which is passed back unchanged (code and
+ErrorInfo reason). A forwarded call carries ``socai-forwarded-by: <instance>`` and is never
+forwarded again: an owner that no longer holds the table answers UNAVAILABLE
+``TABLE_NOT_HELD`` and the caller retries, so a partition moving mid-call cannot make two
+instances bounce a call between them.
+
+A gateway can skip the hop and route by itself: k = partition_of(table_id, P) (FNV-1a of the
+id, ``socai.infra.partitions``), holder = value of ``partition.<k>`` in the bucket
+``table_leases_<events stream>``, address = value of ``member.<holder>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+import grpc
+
+from socai import errors
+from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
+from socai.infra.grpc_errors import from_rpc_error
+from socai.infra.logging import get_logger
+from socai_table import metrics
+from socai_table.ownership import Ownership, owner_unknown
+
+log = get_logger("socai.table.forward")
+
+FORWARDED_HEADER: Final = "socai-forwarded-by"
+PASSED_HEADERS: Final = ("authorization", "x-request-id")
+UNARY_DEADLINE_S: Final = 30.0  # a forwarded unary call never waits longer, whatever the caller allows
+CHANNELS_MAX: Final = 64  # one channel per owner address; instances are few
+
+
+def forwarded_by(context: Any) -> str:
+    """The instance that forwarded this call ("" when a client called directly)."""
+    for key, value in context.invocation_metadata() or ():
+        if key == FORWARDED_HEADER and isinstance(value, str):
+            return value
+    return ""
+
+
+class Forwarder:
+    def __init__(self, ownership: Ownership) -> None:
+        self.ownership = ownership
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+
+    def local(self, table_id: str, context: Any) -> bool:
+        """Whether to serve the call here: this instance holds the table, or the call was
+        forwarded already (then it is served here or refused, never sent on)."""
+        if self.ownership.holds(table_id):
+            return True
+        return bool(forwarded_by(context))
+
+    async def _stub(self, table_id: str) -> tuple[pb_grpc.TableServiceStub, str]:
+        owner = await self.ownership.owner(table_id)
+        if owner is None:
+            raise owner_unknown(table_id, self.ownership.partition_of(table_id))
+        if owner.instance == self.ownership.instance_id or owner.address == self.ownership.address:
+            # The bucket still names this instance (a lease it just lost, or its previous
+            # life's key that has not expired yet): nobody else to ask.
+            raise errors.Unavailable(
+                "TABLE_NOT_HELD",
+                f"table {table_id} is moving between instances; retry",
+                retry_after_ms=500,
+            )
+        channel = self._channels.get(owner.address)
+        if channel is None:
+            if len(self._channels) >= CHANNELS_MAX:
+                await self.close()
+            channel = self._channels[owner.address] = grpc.aio.insecure_channel(
+                owner.address, options=[("grpc.max_receive_message_length", 16 * 1024 * 1024)]
+            )
+        return pb_grpc.TableServiceStub(channel), owner.instance
+
+    def _metadata(self, context: Any) -> tuple[tuple[str, str], ...]:
+        passed = tuple(
+            (key, value)
+            for key, value in context.invocation_metadata() or ()
+            if key in PASSED_HEADERS and isinstance(value, str)
+        )
+        return (*passed, (FORWARDED_HEADER, self.ownership.instance_id))
+
+    async def unary(self, method: str, table_id: str, request: Any, context: Any) -> Any:
+        """``method``'s answer from the owner of ``table_id``. Raises the owner's error as a
+        domain error (same code and reason), Unavailable when there is no owner to ask."""
+        stub, owner = await self._stub(table_id)
+        remaining = context.time_remaining()
+        timeout = UNARY_DEADLINE_S if remaining is None else min(UNARY_DEADLINE_S, remaining)
+        try:
+            reply = await getattr(stub, method)(request, metadata=self._metadata(context), timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            self._failed(method, table_id, owner, exc)
+            raise from_rpc_error(exc) from None
+        metrics.FORWARDED.labels(method, "OK").inc()
+        return reply
+
+    async def stream(self, method: str, table_id: str, request: Any, context: Any) -> AsyncIterator[Any]:
+        """``method``'s stream from the owner of ``table_id``, item by item (WatchTable)."""
+        stub, owner = await self._stub(table_id)
+        call = getattr(stub, method)(request, metadata=self._metadata(context))
+        try:
+            async for item in call:
+                yield item
+        except grpc.aio.AioRpcError as exc:
+            self._failed(method, table_id, owner, exc)
+            raise from_rpc_error(exc) from None
+        finally:
+            call.cancel()
+        metrics.FORWARDED.labels(method, "OK").inc()
+
+    def _failed(self, method: str, table_id: str, owner: str, exc: grpc.aio.AioRpcError) -> None:
+        metrics.FORWARDED.labels(method, exc.code().name).inc()
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            # The owner may be gone or the table moved: look it up afresh next time.
+            self.ownership.forget(table_id)
+            log.info("forward_failed", method=method, table_id=table_id, owner=owner, code=exc.code().name)
