@@ -268,11 +268,12 @@ def test_the_fast_exhaustive_search_is_the_definition() -> None:
 
 
 @pytest.mark.slow
-def test_the_fast_exhaustive_search_is_the_definition_on_200_deals() -> None:
+def test_the_fast_exhaustive_search_is_the_definition_on_60_deals() -> None:
     """The fast path of the 1,000-deal test gives exactly the definition's best score and
-    finds exactly the same arrangements valid, on other deals than the ones it checks."""
-    valid_counts = {assert_same_search(hand) for hand in random_hands(200, 14)}
-    assert len(valid_counts) > 100  # deals of many shapes, not one shape repeated
+    finds exactly the same arrangements valid, on other deals than the ones it checks (60
+    deals, each all 72,072 arrangements: the definition's loop is what costs here)."""
+    valid_counts = {assert_same_search(hand) for hand in random_hands(60, 14)}
+    assert len(valid_counts) > 30  # deals of many shapes, not one shape repeated
 
 
 def assert_same_search(hand: tuple[Card, ...]) -> int:
