@@ -17,7 +17,15 @@ import sys
 from pathlib import Path
 
 from socai.infra.logging import configure
-from tests.chaos.faults import DEFAULT_FAULTS, FAULTS, KNOWN_DEFECTS, SHORT_FAULTS, ChaosOptions, run_chaos
+from tests.chaos.faults import (
+    DEFAULT_FAULTS,
+    FAULTS,
+    KNOWN_DEFECTS,
+    SCALEOUT_FAULTS,
+    SHORT_FAULTS,
+    ChaosOptions,
+    run_chaos,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,11 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--stop-settlement-s", type=float, default=35.0, help="SIGSTOP of settlement, past its ack_wait (default 35)"
     )
+    p.add_argument(
+        "--scaleout",
+        action="store_true",
+        help=f"two table and two settlement instances on P=4 partitions (2 s lease TTLs); faults {','.join(SCALEOUT_FAULTS)}",
+    )
     p.add_argument("--warmup-s", type=float, default=10.0)
     p.add_argument("--no-audit-each", action="store_true", help="socai audit only at the end, not after every fault")
     p.add_argument("--out", default="var/chaos", help="report and stack directory (default var/chaos)")
     args = p.parse_args(argv)
-    faults = tuple(f for f in args.faults.split(",") if f) or (SHORT_FAULTS if args.short else DEFAULT_FAULTS)
+    faults = tuple(f for f in args.faults.split(",") if f) or (
+        SCALEOUT_FAULTS if args.scaleout else SHORT_FAULTS if args.short else DEFAULT_FAULTS
+    )
     if args.with_known_defects:
         faults += tuple(f for f in KNOWN_DEFECTS if f not in faults)
     unknown = [f for f in faults if f not in FAULTS]
@@ -57,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         stop_s=args.stop_s,
         stop_settlement_s=args.stop_settlement_s,
         audit_every_fault=not args.no_audit_each,
+        instances={"table": 2, "settlement": 2} if args.scaleout else {},
+        env={"SOCAI_EVENT_PARTITIONS": "4", "SOCAI_TABLE_LEASE_TTL_S": "2", "SOCAI_SETTLEMENT_LEASE_TTL_S": "2"}
+        if args.scaleout
+        else {},
     )
     report = asyncio.run(run_chaos(options, log=lambda line: print(line, flush=True)))
     print(

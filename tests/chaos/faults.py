@@ -51,6 +51,10 @@ class ChaosOptions:
     settle_timeout_s: float = 90.0
     audit_every_fault: bool = True
     seed: int | None = 17
+    # Processes per service at start (scale-out: {"table": 2, "settlement": 2}) and the
+    # environment of every service (SOCAI_EVENT_PARTITIONS, the lease TTLs …).
+    instances: dict[str, int] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
 
 # Faults that fail on today's code (issue 17 defect 1); `--with-known-defects` adds them.
@@ -90,6 +94,28 @@ def _stop(name: str, attr: str = "stop_s") -> FaultFn:
 
     fault.__doc__ = f"SIGSTOP the {name} service past its timeouts, then SIGCONT"
     return fault
+
+
+async def scaleout_kill_first(ctx: Ctx) -> float:
+    """SIGKILL the first table and settlement instances; their partitions move to the
+    second ones after the lease TTL; then start them again (they take their share back)"""
+    began = time.monotonic()
+    await ctx.stack.stop_service("table", signal.SIGKILL)
+    await ctx.stack.stop_service("settlement", signal.SIGKILL)
+    await ctx.stack.start_service("table")
+    await ctx.stack.start_service("settlement")
+    return time.monotonic() - began
+
+
+async def scaleout_kill_second(ctx: Ctx) -> float:
+    """SIGKILL the second table and settlement instances for good, and start a third of
+    each: the partitions end shared by the first and the third"""
+    began = time.monotonic()
+    await ctx.stack.stop_service("table-1", signal.SIGKILL)
+    await ctx.stack.stop_service("settlement-1", signal.SIGKILL)
+    await ctx.stack.start_service("table-2")
+    await ctx.stack.start_service("settlement-2")
+    return time.monotonic() - began
 
 
 async def nats_sigterm(ctx: Ctx) -> float:
@@ -196,8 +222,11 @@ FAULTS: dict[str, FaultFn] = {
     "stop_table": _stop("table"),
     "stop_settlement": _stop("settlement", "stop_settlement_s"),
     "foreign_messages": foreign_messages,
+    "scaleout_kill_first": scaleout_kill_first,
+    "scaleout_kill_second": scaleout_kill_second,
 }
-DEFAULT_FAULTS = tuple(name for name in FAULTS if name not in KNOWN_DEFECTS)
+SCALEOUT_FAULTS = ("scaleout_kill_first", "scaleout_kill_second")
+DEFAULT_FAULTS = tuple(name for name in FAULTS if name not in KNOWN_DEFECTS and name not in SCALEOUT_FAULTS)
 SHORT_FAULTS = (
     "kill_table",
     "kill_settlement",
@@ -287,7 +316,7 @@ async def run_chaos(options: ChaosOptions, log: Callable[[str], None] = print) -
     """Start a private stack, put bots on it, inject every fault of ``options.faults`` in
     turn with the checks after each, finish with a full audit; write and return the report."""
     root = options.root
-    stack = ProcessStack(root / "stack")
+    stack = ProcessStack(root / "stack", extra_env=dict(options.env), instances=dict(options.instances))
     report: dict[str, Any] = {
         "started_at": datetime.now(UTC).isoformat(),
         "options": {k: str(v) if isinstance(v, Path) else v for k, v in options.__dict__.items()},

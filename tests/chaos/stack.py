@@ -19,14 +19,23 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
 import psutil
 
 from socai.infra.config import Settings
-from socai_cli.stack import SERVICES, Stack, grpc_health, service_address
+from socai_cli.stack import (
+    METRICS_PORT_STEP,
+    SERVICES,
+    Stack,
+    clients_address,
+    grpc_health,
+    instance_address,
+    instance_name,
+    service_address,
+)
 from tests.support.stack import stack_env
 
 METRICS_OFFSET = {"ledger": 0, "table": 1, "settlement": 2}
@@ -51,6 +60,12 @@ def metric_sum(metrics: dict[str, float], name: str) -> float:
     return sum(v for k, v in metrics.items() if k == name or k.startswith(name + "{"))
 
 
+def split_instance(name: str) -> tuple[str, int]:
+    """``table-1`` → (``table``, 1); ``table`` → (``table``, 0)."""
+    service, _, index = name.partition("-")
+    return service, int(index or 0)
+
+
 @dataclass
 class ProcessStack:
     root: Path
@@ -62,6 +77,9 @@ class ProcessStack:
     logs: dict[str, IO[bytes]] = field(default_factory=dict)
     stopped: set[str] = field(default_factory=set)  # services under SIGSTOP
     incidents: list[str] = field(default_factory=list)  # what went wrong outside the services
+    # Processes per service at start (``table-1`` … are the others; a fault may start more).
+    instances: dict[str, int] = field(default_factory=dict)
+    base: Settings | None = None  # the settings before the clients' multi-instance addresses
 
     # ---- whole stack ---------------------------------------------------------------
 
@@ -72,9 +90,15 @@ class ProcessStack:
             shutil.rmtree(self.root)
         self.root.mkdir(parents=True)
         env = stack_env(self.root, self.log_level)
-        self.stack = Stack(Settings.from_env(env))
+        self.stack = Stack(Settings.from_env({**env, **self.extra_env}))
         self.stack.start_infra()
-        self.settings = self.stack.resolved_settings()
+        self.base = self.stack.resolved_settings()
+        # Clients (the bots, the checks) reach every instance of a service, round robin.
+        self.settings = replace(
+            self.base,
+            table_addr=clients_address(self.base.table_addr, self.instances.get("table", 1)),
+            settlement_addr=clients_address(self.base.settlement_addr, self.instances.get("settlement", 1)),
+        )
 
     def reap_stale(self) -> None:
         """SIGKILL services a crashed earlier run left behind on this root (the embedded
@@ -91,10 +115,11 @@ class ProcessStack:
     async def start(self) -> None:
         await asyncio.to_thread(self.start_infra)
         for name in SERVICES:
-            await self.start_service(name)
+            for i in range(self.instances.get(name, 1)):
+                await self.start_service(instance_name(name, i))
 
     async def stop(self) -> None:
-        for name in reversed(SERVICES):
+        for name in reversed(list(self.procs)):
             if name in self.stopped:
                 self.resume(name)
             await self.stop_service(name, signal.SIGTERM)
@@ -104,15 +129,21 @@ class ProcessStack:
     # ---- services ------------------------------------------------------------------
 
     def service_env(self, name: str) -> dict[str, str]:
-        assert self.stack is not None and self.settings is not None
-        return {
+        assert self.stack is not None and self.settings is not None and self.base is not None
+        service, instance = split_instance(name)
+        env = {
             **os.environ,
             **self.settings.as_env(),
-            "SOCAI_DATABASE_URL": self.stack.service_database_url(name),
+            "SOCAI_DATABASE_URL": self.stack.service_database_url(service),
             "SOCAI_LOG_FORMAT": "json",
             "SOCAI_LOG_LEVEL": self.log_level,
             **self.extra_env,
         }
+        if instance or self.instances.get(service, 1) > 1:
+            env["SOCAI_LISTEN_ADDR"] = instance_address(service_address(self.base, service), instance)
+            env["SOCAI_METRICS_PORT_BASE"] = str(self.base.metrics_port_base + METRICS_PORT_STEP * instance)
+            env["SOCAI_INSTANCE_ID"] = name
+        return env
 
     def log_path(self, name: str) -> Path:
         return self.root / "log" / f"{name}.log"
@@ -125,7 +156,10 @@ class ProcessStack:
         out = path.open("ab")
         self.logs[name] = out
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", f"socai_{name}"], env=self.service_env(name), stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", f"socai_{split_instance(name)[0]}"],
+            env=self.service_env(name),
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
         with (self.root / "services.pids").open("a") as pids:
             pids.write(f"{self.procs[name].pid}\n")
@@ -133,8 +167,9 @@ class ProcessStack:
         return time.monotonic() - started
 
     async def wait_serving(self, name: str, timeout_s: float = 60.0) -> None:
-        assert self.settings is not None
-        address = service_address(self.settings, name)
+        assert self.base is not None
+        service, instance = split_instance(name)
+        address = instance_address(service_address(self.base, service), instance)
         deadline = time.monotonic() + timeout_s
         status = ""
         while time.monotonic() < deadline:
@@ -234,9 +269,20 @@ class ProcessStack:
     # ---- observation -----------------------------------------------------------------
 
     def metrics(self, name: str) -> dict[str, float]:
-        """Service ``name``'s Prometheus metrics ({} when it does not answer)."""
-        assert self.settings is not None
-        port = self.settings.metrics_port_base + METRICS_OFFSET[name]
+        """Service ``name``'s Prometheus metrics ({} when it does not answer); a service
+        name (``table``) sums every instance that runs."""
+        if "-" in name:
+            return self._metrics_of(*split_instance(name))
+        instances = [split_instance(n)[1] for n in self.procs if split_instance(n)[0] == name] or [0]
+        total: dict[str, float] = {}
+        for instance in instances:
+            for key, value in self._metrics_of(name, instance).items():
+                total[key] = total.get(key, 0.0) + value
+        return total
+
+    def _metrics_of(self, service: str, instance: int) -> dict[str, float]:
+        assert self.base is not None
+        port = self.base.metrics_port_base + METRICS_OFFSET[service] + METRICS_PORT_STEP * instance
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as reply:
                 return parse_metrics(reply.read().decode())
