@@ -813,6 +813,65 @@ def test_the_settlement_nats_user_may_use_exactly_the_p_durables_and_its_lease_b
         assert not may_publish(permissions, subject), subject
 
 
+def _table_lease_bucket(env: dict[str, str]) -> str:
+    """The KV bucket the table service leases its partitions in, as it computes it from ``env``."""
+    from socai_table.ownership import OwnershipSettings
+
+    return OwnershipSettings.from_env(env).lease_bucket or f"table_leases_{Settings.from_env(env).events_stream}"
+
+
+@pytest.mark.parametrize("config", ["compose", "helm"])
+def test_the_table_nats_user_may_use_exactly_its_lease_bucket(config: str, nats_values: dict[str, Any]) -> None:
+    if config == "helm":
+        permissions = _nats_users(nats_values)["table"]
+        env = next(d for d in render(K8S / "base") if d["kind"] == "ConfigMap")["data"]
+    else:
+        permissions = conf_permissions((DEPLOY / "nats" / "nats.conf").read_text())["table"]
+        env = _dev_env()
+    bucket = _table_lease_bucket(env)
+    assert bucket == "table_leases_SOCAI_EVENTS"
+    stream = f"KV_{bucket}"
+    for subject in (
+        f"$JS.API.STREAM.INFO.{stream}",
+        f"$JS.API.STREAM.CREATE.{stream}",
+        f"$KV.{bucket}.partition.0",
+        f"$KV.{bucket}.member.socai-table-2",
+        f"$JS.API.STREAM.MSG.GET.{stream}",
+        f"$JS.API.CONSUMER.CREATE.{stream}",
+        f"$JS.API.CONSUMER.INFO.{stream}.Xy12",
+        f"$JS.FC.{stream}.1.2",
+    ):
+        assert may_publish(permissions, subject), subject
+    settlement_bucket = _lease_bucket(env)
+    for subject in (
+        f"$JS.API.STREAM.UPDATE.{stream}",
+        f"$JS.API.STREAM.DELETE.{stream}",
+        f"$JS.API.STREAM.PURGE.{stream}",
+        f"$JS.API.STREAM.MSG.DELETE.{stream}",
+        f"$JS.API.CONSUMER.CREATE.{stream}.durable",
+        f"$JS.API.CONSUMER.DELETE.{stream}.watcher",
+        f"$JS.API.STREAM.CREATE.KV_{settlement_bucket}",
+        f"$JS.API.STREAM.MSG.GET.KV_{settlement_bucket}",
+        f"$KV.{settlement_bucket}.partition.0",
+        "$JS.API.STREAM.CREATE.KV_other",
+        "$KV.other.partition.0",
+        "$JS.API.STREAM.CREATE.SOCAI_EVENTS",
+        "$JS.API.STREAM.CREATE.table_leases_SOCAI_EVENTS",
+    ):
+        assert not may_publish(permissions, subject), subject
+    # The lease bucket is the only thing the table user gained besides the event log.
+    others = [s for s in permissions["publish"]["allow"] if bucket not in s]
+    assert others == [
+        "socai.events.>",
+        "$JS.API.INFO",
+        "$JS.API.STREAM.NAMES",
+        "$JS.API.STREAM.INFO.SOCAI_EVENTS",
+        "$JS.API.DIRECT.GET.SOCAI_EVENTS",
+        "$JS.API.DIRECT.GET.SOCAI_EVENTS.>",
+        "$JS.API.STREAM.MSG.GET.SOCAI_EVENTS",
+    ]
+
+
 def test_nats_conf_grants_every_user_what_the_helm_values_grant(nats_values: dict[str, Any]) -> None:
     """One set of users and permissions, written twice (compose and the chart): kept equal."""
     conf = conf_permissions((DEPLOY / "nats" / "nats.conf").read_text())
@@ -1025,6 +1084,11 @@ def test_nats_subject_matching_follows_nats_wildcards() -> None:
         ("settlement", "$JS.API.STREAM.CREATE.KV_settlement_leases_SOCAI_EVENTS", True),
         ("settlement", "$JS.API.STREAM.CREATE.SOCAI_LEDGER", False),
         ("table", "$KV.settlement_leases_SOCAI_EVENTS.partition.3", False),
+        ("table", "$KV.table_leases_SOCAI_EVENTS.partition.3", True),
+        ("table", "$JS.API.STREAM.CREATE.KV_table_leases_SOCAI_EVENTS", True),
+        ("settlement", "$KV.table_leases_SOCAI_EVENTS.partition.3", False),
+        ("settlement", "$JS.API.STREAM.CREATE.KV_table_leases_SOCAI_EVENTS", False),
+        ("auditor", "$KV.table_leases_SOCAI_EVENTS.member.socai-table-0", False),
         ("table", "$JS.API.CONSUMER.CREATE.SOCAI_EVENTS.settlement-p3.socai.events.3.*.*", False),
         ("auditor", "$KV.settlement_leases_SOCAI_EVENTS.partition.3", False),
         ("provisioner", "$JS.API.STREAM.UPDATE.SOCAI_EVENTS", True),
