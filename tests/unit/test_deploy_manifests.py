@@ -15,6 +15,10 @@
 - settlement runs as leased workers: P (``SOCAI_EVENT_PARTITIONS``) is set once for every
   workload, the NATS settlement user may use exactly the P durables and its lease bucket, each
   instance has its own id, and no autoscaler runs more settlement pods than partitions;
+- the table service runs as several leased instances: a StatefulSet of more than one pod, each
+  with its pod name as its id and its stable DNS name through the headless Service as the
+  address it advertises, clients on a Service over every pod, table pods allowed to forward to
+  each other, no autoscaler; the NATS table user may use exactly its lease bucket;
 - the alerts and the Grafana dashboard use only the metric names listed here.
 """
 
@@ -449,6 +453,7 @@ def test_compose_grpc_health_check_passes_only_when_serving(
 def _settings_read_by_code() -> set[str]:
     source = (ROOT / "libs" / "socai" / "infra" / "config.py").read_text()
     source += (ROOT / "services" / "socai_settlement" / "config.py").read_text()
+    source += (ROOT / "services" / "socai_table" / "ownership.py").read_text()
     return set(re.findall(r"""e(?:\.get\(|\[)["'](SOCAI_[A-Z_]+)["']""", source))
 
 
@@ -582,7 +587,7 @@ def test_secrets_come_from_secrets_and_every_reference_exists(
     assert not secret_settings & set(config_map["data"])
     table_env = _env(_container(_workload(base, "table")))
     assert "SOCAI_PLAYER_TOKEN_KEY" in table_env
-    assert table_env["SOCAI_TABLE_INSTANCE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert table_env["SOCAI_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     for service in SERVICES:
         env = _env(_container(_workload(base, service)))
         assert {"SOCAI_TOKENS", "SOCAI_DATABASE_URL", "SOCAI_NATS_URL"} <= set(env)
@@ -731,13 +736,100 @@ def test_settlement_runs_leased_workers_named_after_their_pods(overlay: str, req
     assert _one(docs, "PodDisruptionBudget", "socai-settlement")["spec"]["minAvailable"] == 1
 
 
+def _expand(value: str, env: dict[str, str]) -> str:
+    """A container env value with its ``$(VAR)`` references expanded as the kubelet does
+    (only variables defined earlier in the list are known; an unknown reference stays as is)."""
+    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), value)
+
+
+def _pod_env(workload: dict[str, Any], pod_name: str) -> dict[str, str]:
+    """The environment one pod of ``workload`` gets from its env list, in order."""
+    fields = {"metadata.name": pod_name, "metadata.namespace": workload["metadata"]["namespace"]}
+    env: dict[str, str] = {}
+    for item in _container(workload).get("env", []):
+        if "value" in item:
+            env[item["name"]] = _expand(item["value"], env)
+        elif "fieldRef" in item.get("valueFrom", {}):
+            env[item["name"]] = fields[item["valueFrom"]["fieldRef"]["fieldPath"]]
+    return env
+
+
 @pytest.mark.parametrize("overlay", ["base", "production"])
-def test_table_service_stays_one_instance_without_an_autoscaler(overlay: str, request: pytest.FixtureRequest) -> None:
+def test_table_service_runs_several_leased_instances_without_an_autoscaler(
+    overlay: str, request: pytest.FixtureRequest
+) -> None:
     docs = request.getfixturevalue(overlay)
-    assert _workload(docs, "table")["spec"]["replicas"] == 1
-    assert [h["spec"]["scaleTargetRef"]["name"] for h in docs if h["kind"] == "HorizontalPodAutoscaler"] == [
-        "socai-settlement"
+    table = _workload(docs, "table")
+    replicas = table["spec"]["replicas"]
+    assert 2 <= replicas <= _partitions(docs), "one takes over when another stops; a pod beyond P holds nothing"
+    assert replicas == {"base": 2, "production": 3}[overlay]
+    env = _env(_container(table))
+    assert env["SOCAI_INSTANCE_ID"] == {
+        "name": "SOCAI_INSTANCE_ID",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+    }, "the pod's name: unique among live pods and stable across restarts"
+    assert "SOCAI_TABLE_INSTANCE" not in env, "one id per pod, set once"
+    assert "SOCAI_TABLE_LEASE_BUCKET" not in env, "the bucket the NATS permissions name"
+    # The advertised address is the pod's own stable DNS name through the governing headless
+    # Service, on the gRPC port: what the other pods forward to.
+    headless = _one(docs, "Service", table["spec"]["serviceName"])
+    assert headless["spec"]["clusterIP"] == "None"
+    assert selector_matches(
+        {"matchLabels": headless["spec"]["selector"]}, table["spec"]["template"]["metadata"]["labels"]
+    )
+    assert {"name": "grpc", "port": GRPC_PORTS["table"]} in [
+        {"name": p["name"], "port": p["port"]} for p in headless["spec"]["ports"]
     ]
+    assert headless["spec"]["publishNotReadyAddresses"] is True, "routing follows the leases, not readiness"
+    namespace = table["metadata"]["namespace"]
+    addresses = set()
+    for ordinal in range(replicas):
+        pod = f"socai-table-{ordinal}"
+        pod_env = _pod_env(table, pod)
+        assert pod_env["SOCAI_INSTANCE_ID"] == pod
+        address = pod_env["SOCAI_TABLE_ADVERTISE_ADDR"]
+        assert address == f"{pod}.{headless['metadata']['name']}.{namespace}.svc:{GRPC_PORTS['table']}"
+        addresses.add(address)
+    assert len(addresses) == replicas
+    # Clients dial a Service that spreads over the ready pods (any pod forwards), not one pod.
+    (config_map,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    host = Settings.from_env(config_map["data"]).table_addr.rpartition(":")[0]
+    clients = _one(docs, "Service", host)
+    assert clients["spec"].get("clusterIP") != "None" and clients["spec"]["selector"] == headless["spec"]["selector"]
+    # No autoscaler moves tables (and ends their watchers) by itself.
+    targets = [h["spec"]["scaleTargetRef"] for h in docs if h["kind"] == "HorizontalPodAutoscaler"]
+    assert not [ref for ref in targets if ref["kind"] == "StatefulSet" or ref["name"] == "socai-table"]
+    assert [ref["name"] for ref in targets] == ["socai-settlement"]
+    # A graceful stop (release every lease, then 5 s for in-flight calls) fits in the grace period.
+    assert table["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 20
+    assert _one(docs, "PodDisruptionBudget", "socai-table")["spec"]["maxUnavailable"] == 1
+
+
+def test_advertised_address_expansion_follows_the_env_order() -> None:
+    """The kubelet expands $(VAR) only from variables listed before: the check above would
+    catch an advertise address listed before the instance id."""
+    workload = {
+        "kind": "StatefulSet",
+        "metadata": {"namespace": "socai"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "env": [
+                                {"name": "SOCAI_TABLE_ADVERTISE_ADDR", "value": "$(SOCAI_INSTANCE_ID).x:1"},
+                                {
+                                    "name": "SOCAI_INSTANCE_ID",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                                },
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    assert _pod_env(workload, "socai-table-0")["SOCAI_TABLE_ADVERTISE_ADDR"] == "$(SOCAI_INSTANCE_ID).x:1"
 
 
 def _settlement_durables(permissions: dict[str, Any]) -> dict[str, str | None]:
@@ -950,6 +1042,7 @@ REQUIRED_FLOWS = [
     ("migrate", "PostgreSQL", "migrate", POSTGRES, 5432),
     ("migrate", "NATS (streams)", "migrate", NATS, 4222),
     ("ingress", "table", INGRESS, _pod("table"), 50052),
+    ("table", "another table pod (a call forwarded to the table's holder)", "table", _pod("table"), 50052),
     ("backend", "ledger", BACKEND, _pod("ledger"), 50051),
     ("backend", "settlement", BACKEND, _pod("settlement"), 50053),
     ("auditor", "ledger", AUDITOR, _pod("ledger"), 50051),
