@@ -320,6 +320,7 @@ def test_compose_starts_dependencies_first(compose: dict[str, Any]) -> None:
         assert services[name]["depends_on"]["ledger"] == {"condition": "service_healthy"}
     for key in ("entrypoint", "depends_on", "healthcheck", "env_file"):
         assert services["settlement-2"][key] == services["settlement"][key], key
+        assert services["table-2"][key] == services["table"][key], key
     for name, service in services.items():
         for dependency, condition in service.get("depends_on", {}).items():
             if condition["condition"] == "service_healthy":
@@ -343,10 +344,12 @@ def test_compose_nats_runs_jetstream_with_sync_always_on_a_volume(compose: dict[
 def test_compose_services_listen_on_all_interfaces_and_dial_each_other_by_name(compose: dict[str, Any]) -> None:
     dev_env = _dev_env()
     services = compose["services"]
+    # the table instances share a network alias: clients reach either (see the test below)
+    dialled = {"ledger": "ledger", "table": "tables", "settlement": "settlement"}
     for name in SERVICES:
         env = services[name]["environment"]
         assert env["SOCAI_LISTEN_ADDR"] == f"0.0.0.0:{GRPC_PORTS[name]}"
-        assert dev_env[f"SOCAI_{name.upper()}_ADDR"] == f"{name}:{GRPC_PORTS[name]}"
+        assert dev_env[f"SOCAI_{name.upper()}_ADDR"] == f"{dialled[name]}:{GRPC_PORTS[name]}"
         published = {p.rsplit(":", 1)[-1] for p in services[name]["ports"]}
         assert published == {str(GRPC_PORTS[name]), str(METRICS_PORTS[name])}
         assert all(p.startswith("127.0.0.1:") for p in services[name]["ports"]), "dev ports stay local"
@@ -363,6 +366,7 @@ def test_compose_nats_users_match_the_server_config(compose: dict[str, Any]) -> 
         "migrate": "provisioner",
         "ledger": "ledger",
         "table": "table",
+        "table-2": "table",
         "settlement": "settlement",
         "settlement-2": "settlement",
     }
@@ -693,7 +697,7 @@ def test_event_partitions_are_set_once_for_every_workload(overlay: str, request:
 def test_compose_sets_the_event_partitions_once_for_every_service(compose: dict[str, Any]) -> None:
     assert int(_dev_env()["SOCAI_EVENT_PARTITIONS"]) == _partitions(render(K8S / "base"))
     socai_services = [name for name, s in compose["services"].items() if "build" in s]
-    assert sorted(socai_services) == sorted(["migrate", *SERVICES, "settlement-2"])
+    assert sorted(socai_services) == sorted(["migrate", *SERVICES, "settlement-2", "table-2"])
     for name in socai_services:
         service = compose["services"][name]
         assert service["env_file"] == ["dev.env"], name
@@ -711,8 +715,46 @@ def test_compose_runs_two_settlement_instances_with_their_own_ids(compose: dict[
     assert len(published) == len(set(published)) == 4, "each instance's ports on their own host ports"
     assert second["ports"] == ["127.0.0.1:50153:50053", "127.0.0.1:9472:9462"]
     assert "deploy" not in first and "deploy" not in second, "replicas would share one id and one host port"
-    assert services["table"]["environment"]["SOCAI_TABLE_INSTANCE"] == "table-0"
-    assert "table-2" not in services, "the table service does not share tables between instances yet"
+
+
+def test_compose_runs_two_table_instances_each_reachable_by_its_own_name_and_both_by_one(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    names = ("table", "table-2")
+    first, second = (services[n] for n in names)
+    ids = [services[n]["environment"]["SOCAI_INSTANCE_ID"] for n in names]
+    assert len(set(ids)) == 2 and "SOCAI_TABLE_INSTANCE" not in first["environment"] | second["environment"]
+    different = {"SOCAI_INSTANCE_ID", "SOCAI_TABLE_ADVERTISE_ADDR"}
+    assert {k: v for k, v in first["environment"].items() if k not in different} == {
+        k: v for k, v in second["environment"].items() if k not in different
+    }
+    # Each advertises its own service name (compose's DNS name for exactly that container),
+    # on the port it listens on: what the other forwards to.
+    aliases = {
+        alias
+        for service in services.values()
+        for network in (service.get("networks") or {}).values()
+        for alias in (network or {}).get("aliases", [])
+    }
+    for name in names:
+        env = services[name]["environment"]
+        host, _, port = env["SOCAI_TABLE_ADVERTISE_ADDR"].rpartition(":")
+        assert host == name and host not in aliases, f"{name} advertises a name only it answers to"
+        assert port == env["SOCAI_LISTEN_ADDR"].rpartition(":")[2] == str(GRPC_PORTS["table"])
+    # Clients dial a network alias both instances carry, and no other service does.
+    dialled = _dev_env()["SOCAI_TABLE_ADDR"].rpartition(":")[0]
+    carriers = [
+        name
+        for name, service in services.items()
+        for network in (service.get("networks") or {}).values()
+        if dialled in (network or {}).get("aliases", [])
+    ]
+    assert sorted(carriers) == sorted(names) and dialled not in services
+    published = [p.rsplit(":", 2)[1] for s in (first, second) for p in s["ports"]]
+    assert len(published) == len(set(published)) == 4, "each instance's ports on their own host ports"
+    assert second["ports"] == ["127.0.0.1:50152:50052", "127.0.0.1:9471:9461"]
+    assert "deploy" not in first and "deploy" not in second, "replicas would share one id and one host port"
 
 
 @pytest.mark.parametrize("overlay", ["base", "production"])
