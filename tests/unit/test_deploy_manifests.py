@@ -94,6 +94,12 @@ EXISTING_METRICS = {
     "socai_settlement_partition_lag_messages",
     "socai_settlement_lease_handovers_total",
     "socai_settlement_leases_lost_total",
+    # the table partitions' leases (LeaseMetrics("socai_table")) and forwarding
+    "socai_table_partitions_held",
+    "socai_table_partitions_unheld",
+    "socai_table_lease_handovers_total",
+    "socai_table_leases_lost_total",
+    "socai_table_forwarded_total",
 }
 PROPOSED_METRICS: set[str] = set()
 KNOWN_METRICS = EXISTING_METRICS | PROPOSED_METRICS
@@ -1400,13 +1406,16 @@ def test_alerts_use_known_metrics_and_link_to_a_runbook_section() -> None:
         "socai_rpc_requests_total",
         "socai_ledger_trial_balance_gold",
         "socai_settlement_partitions_unheld",
+        "socai_table_partitions_unheld",
     }
     assert expected <= used
-    (unheld,) = [a for a in alerts if "socai_settlement_partitions_unheld" in a["expr"]]
-    # On every instance: the minimum over instances, not the maximum (one instance's view may
-    # lag a round), and for long enough that a crashed holder's lease TTL (10 s) passes first.
-    assert unheld["expr"].replace(" ", "") == "min(socai_settlement_partitions_unheld)>0"
-    assert unheld["for"] == "1m" and unheld["labels"]["severity"] == "critical"
+    for service in ("settlement", "table"):
+        (unheld,) = [a for a in alerts if f"socai_{service}_partitions_unheld" in a["expr"]]
+        # On every instance: the minimum over instances, not the maximum (one instance's view
+        # may lag a round), and for long enough that a crashed holder's lease TTL (10 s) passes.
+        assert unheld["alert"] == f"Socai{service.capitalize()}PartitionUnheld"
+        assert unheld["expr"].replace(" ", "") == f"min(socai_{service}_partitions_unheld)>0"
+        assert unheld["for"] == "1m" and unheld["labels"]["severity"] == "critical"
 
 
 def test_service_monitor_scrapes_the_metrics_port_of_the_three_services(base: list[dict[str, Any]]) -> None:
@@ -1449,6 +1458,7 @@ def test_existing_metrics_are_exported_by_the_code() -> None:
     from prometheus_client import REGISTRY
 
     import socai_settlement.metrics  # noqa: F401 - registers settlement's metrics, the lease ones included
+    import socai_table.metrics  # noqa: F401 - registers the table service's, its lease ones included
 
     sources = "".join(
         path.read_text()
@@ -1456,7 +1466,8 @@ def test_existing_metrics_are_exported_by_the_code() -> None:
         for path in (ROOT / top).rglob("*.py")
         if "/gen/" not in str(path)
     )
-    # The lease metrics' names are made from a namespace (LeaseMetrics("socai_settlement")):
+    # The lease metrics' names are made from a namespace (LeaseMetrics("socai_settlement"),
+    # LeaseMetrics("socai_table")):
     # they are found among the samples settlement registers rather than in the sources.
     families = list(REGISTRY.collect())
     registered = {f.name for f in families} | {f"{f.name}_total" for f in families if f.type == "counter"}
