@@ -10,7 +10,8 @@ Two configurations, one behaviour:
 Each user then does what its component does, through the project's own code (EventLog,
 ensure_stream, a durable pull consumer; for settlement also two real ``LeaseManager``s over the
 deployed P partitions, each starting the pipeline's own consumer on the partitions it
-acquires), and is refused what it must never do. Every test gets a fresh server, so none
+acquires; for the table service two real ``Ownership``s sharing the table partitions and
+finding each other's addresses), and is refused what it must never do. Every test gets a fresh server, so none
 depends on what another left in the streams.
 """
 
@@ -50,6 +51,7 @@ from socai_settlement.config import SettlementConfig
 from socai_settlement.partitions import durable_of, filter_of
 from socai_settlement.pipeline import Pipeline
 from socai_settlement.settler import Settler
+from socai_table.ownership import Owner, Ownership, OwnershipSettings
 
 pytestmark = pytest.mark.integration
 
@@ -494,3 +496,147 @@ async def test_settlement_leases_its_partitions_and_consumes_their_durables_with
         assert await sessions[user].refused(f"$JS.API.STREAM.INFO.KV_{bucket}"), user
     # the log is as the table wrote it: one event per partition
     assert (await provisioner.js.stream_info("SOCAI_EVENTS")).state.messages == partitions
+
+
+def _tables_per_partition(partitions: int) -> dict[int, str]:
+    """One table id in each partition (k = partition_of(table, P), as the table service maps it)."""
+    tables: dict[int, str] = {}
+    for n in range(10_000):
+        tables.setdefault(partition_of(f"t{n}", partitions), f"t{n}")
+        if len(tables) == partitions:
+            return tables
+    raise AssertionError(f"no table id found for every one of {partitions} partitions")
+
+
+class TableInstance:
+    """One table-service instance as far as NATS sees it: its ``Ownership`` as
+    ``socai_table.app`` builds it (a ``LeaseManager`` with its gRPC address as the member value,
+    taking back its own keys after a restart), with callbacks that record the partitions it was
+    given and lost."""
+
+    def __init__(self, nc: NatsClient, name: str, bucket: str, partitions: int) -> None:
+        self.address = f"{name}.socai-table-headless.socai.svc:50052"
+        self.tables = _tables_per_partition(partitions)
+        self.loaded: set[int] = set()
+        self.registry = CollectorRegistry()
+        self.ownership = Ownership(
+            nc.jetstream(),
+            LeaseConfig(bucket, ttl_s=2.0),
+            name,
+            self.address,
+            partitions,
+            self._acquired,
+            self._dropped,
+            LeaseMetrics("test", self.registry),
+        )
+
+    def _partitions(self, select: Callable[[str], bool]) -> set[int]:
+        return {k for k, table_id in self.tables.items() if select(table_id)}
+
+    async def _acquired(self, select: Callable[[str], bool]) -> None:
+        self.loaded |= self._partitions(select)
+
+    async def _dropped(self, select: Callable[[str], bool]) -> None:
+        self.loaded -= self._partitions(select)
+
+    def running(self) -> set[int]:
+        return self.loaded & set(self.ownership.leases.held())
+
+    def metric(self, name: str) -> dict[str, float]:
+        return {
+            sample.labels.get("reason", ""): sample.value
+            for family in self.registry.collect()
+            for sample in family.samples
+            if sample.name == name
+        }
+
+
+async def test_table_instances_lease_the_table_partitions_and_find_each_other_with_the_deployed_p(
+    nats_server: Server, sessions: dict[str, Session]
+) -> None:
+    provisioner, table, settlement = sessions["provisioner"], sessions["table"], sessions["settlement"]
+    env = _deployed_env(nats_server.variant)
+    await ensure_stream(provisioner.js, events_stream_spec(partitions=int(env["SOCAI_EVENT_PARTITIONS"])))
+    # P as the table service reads it: from the stream's configuration, as the table user
+    partitions = max(await EventLog(table.nc).layout(), 1)
+    assert partitions == int(env["SOCAI_EVENT_PARTITIONS"]) >= 2
+    own = OwnershipSettings.from_env(env)
+    bucket = own.lease_bucket or f"table_leases_{Settings.from_env(env).events_stream}"
+    assert bucket == "table_leases_SOCAI_EVENTS", "the bucket the NATS permissions name"
+
+    second_nc = (await _session(nats_server.url, "table")).nc
+    first = TableInstance(table.nc, "socai-table-0", bucket, partitions)
+    second = TableInstance(second_nc, "socai-table-1", bucket, partitions)
+    everything = set(range(partitions))
+    try:
+        # the first instance creates the bucket and takes every partition
+        await first.ownership.start(wait_s=10.0)
+        await _eventually("one instance holds every partition", lambda: first.running() == everything)
+        kv_info = await table.js.stream_info(f"KV_{bucket}")
+        assert kv_info.config.max_age == 2.0 and kv_info.config.max_msgs_per_subject == 1
+
+        # a second joins: the partitions split, and each finds every table's holder and its
+        # address in the bucket (what a forwarded call dials)
+        await second.ownership.start(wait_s=10.0)
+
+        def split() -> bool:
+            a, b = first.running(), second.running()
+            return not a & b and a | b == everything and {len(a), len(b)} <= {partitions // 2, -(-partitions // 2)}
+
+        await _eventually("the partitions split between two table instances", split)
+        holders = {k: first if k in first.running() else second for k in everything}
+        for looking in (first, second):
+            for k, table_id in first.tables.items():
+                owner = await looking.ownership.owner(table_id, fresh=True)
+                assert owner == Owner(holders[k].ownership.instance_id, holders[k].address), (k, owner)
+
+        # a graceful stop hands the second's partitions back at once (released, none expired)
+        await second.ownership.stop()
+        assert second.running() == set() and second.loaded == set()
+        await _eventually("the first instance takes every table back", lambda: first.running() == everything)
+        for table_id in first.tables.values():
+            assert await first.ownership.owner(table_id, fresh=True) == Owner("socai-table-0", first.address)
+        # no lease round failed: a refused KV request would only show as a timeout, retried
+        assert first.metric("test_lease_loop_errors_total") == second.metric("test_lease_loop_errors_total") == {}
+        assert set(second.metric("test_leases_lost_total")) == {"released"}
+        assert first.metric("test_partitions_unheld") == {"": 0.0}
+    finally:
+        await second.ownership.stop()
+        await first.ownership.stop()
+        await second_nc.close()
+
+    # ... and no other bucket: not settlement's, not a new one, no change to its own
+    settlement_bucket = f"settlement_leases_{Settings.from_env(env).events_stream}"
+    with pytest.raises(Exception):  # noqa: B017 - the server drops the request: a timeout
+        await ensure_lease_bucket(table.nc.jetstream(timeout=0.5), LeaseConfig(settlement_bucket, ttl_s=2.0))
+    for subject in (
+        f"$JS.API.STREAM.CREATE.KV_{settlement_bucket}",
+        f"$JS.API.STREAM.INFO.KV_{settlement_bucket}",
+        f"$JS.API.STREAM.MSG.GET.KV_{settlement_bucket}",
+        f"$JS.API.CONSUMER.CREATE.KV_{settlement_bucket}",
+        f"$KV.{settlement_bucket}.partition.0",
+        f"$KV.{settlement_bucket}.member.socai-table-0",
+        "$JS.API.STREAM.CREATE.KV_other_leases",
+        "$KV.other_leases.partition.0",
+        f"$JS.API.STREAM.UPDATE.KV_{bucket}",
+        f"$JS.API.STREAM.DELETE.KV_{bucket}",
+        f"$JS.API.STREAM.PURGE.KV_{bucket}",
+        f"$JS.API.STREAM.MSG.DELETE.KV_{bucket}",
+        f"$JS.API.CONSUMER.DELETE.KV_{bucket}.watcher",
+        f"$JS.API.CONSUMER.DURABLE.CREATE.KV_{bucket}.durable",
+        "$JS.API.STREAM.CREATE.SOCAI_EVENTS",
+    ):
+        assert await table.refused(subject), subject
+    # ... and the other users cannot touch the table leases (settlement not either)
+    with pytest.raises(Exception):  # noqa: B017 - the server drops the request: a timeout
+        await ensure_lease_bucket(settlement.nc.jetstream(timeout=0.5), LeaseConfig(bucket, ttl_s=2.0))
+    for user in ("settlement", "ledger", "auditor", "provisioner"):
+        for subject in (
+            f"$KV.{bucket}.partition.0",
+            f"$KV.{bucket}.member.socai-table-0",
+            f"$JS.API.STREAM.INFO.KV_{bucket}",
+            f"$JS.API.STREAM.CREATE.KV_{bucket}",
+            f"$JS.API.STREAM.MSG.GET.KV_{bucket}",
+            f"$JS.API.CONSUMER.CREATE.KV_{bucket}",
+        ):
+            assert await sessions[user].refused(subject), (user, subject)

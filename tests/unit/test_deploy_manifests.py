@@ -15,6 +15,10 @@
 - settlement runs as leased workers: P (``SOCAI_EVENT_PARTITIONS``) is set once for every
   workload, the NATS settlement user may use exactly the P durables and its lease bucket, each
   instance has its own id, and no autoscaler runs more settlement pods than partitions;
+- the table service runs as several leased instances: a StatefulSet of more than one pod, each
+  with its pod name as its id and its stable DNS name through the headless Service as the
+  address it advertises, clients on a Service over every pod, table pods allowed to forward to
+  each other, no autoscaler; the NATS table user may use exactly its lease bucket;
 - the alerts and the Grafana dashboard use only the metric names listed here.
 """
 
@@ -90,6 +94,12 @@ EXISTING_METRICS = {
     "socai_settlement_partition_lag_messages",
     "socai_settlement_lease_handovers_total",
     "socai_settlement_leases_lost_total",
+    # the table partitions' leases (LeaseMetrics("socai_table")) and forwarding
+    "socai_table_partitions_held",
+    "socai_table_partitions_unheld",
+    "socai_table_lease_handovers_total",
+    "socai_table_leases_lost_total",
+    "socai_table_forwarded_total",
 }
 PROPOSED_METRICS: set[str] = set()
 KNOWN_METRICS = EXISTING_METRICS | PROPOSED_METRICS
@@ -316,6 +326,7 @@ def test_compose_starts_dependencies_first(compose: dict[str, Any]) -> None:
         assert services[name]["depends_on"]["ledger"] == {"condition": "service_healthy"}
     for key in ("entrypoint", "depends_on", "healthcheck", "env_file"):
         assert services["settlement-2"][key] == services["settlement"][key], key
+        assert services["table-2"][key] == services["table"][key], key
     for name, service in services.items():
         for dependency, condition in service.get("depends_on", {}).items():
             if condition["condition"] == "service_healthy":
@@ -339,10 +350,12 @@ def test_compose_nats_runs_jetstream_with_sync_always_on_a_volume(compose: dict[
 def test_compose_services_listen_on_all_interfaces_and_dial_each_other_by_name(compose: dict[str, Any]) -> None:
     dev_env = _dev_env()
     services = compose["services"]
+    # the table instances share a network alias: clients reach either (see the test below)
+    dialled = {"ledger": "ledger", "table": "tables", "settlement": "settlement"}
     for name in SERVICES:
         env = services[name]["environment"]
         assert env["SOCAI_LISTEN_ADDR"] == f"0.0.0.0:{GRPC_PORTS[name]}"
-        assert dev_env[f"SOCAI_{name.upper()}_ADDR"] == f"{name}:{GRPC_PORTS[name]}"
+        assert dev_env[f"SOCAI_{name.upper()}_ADDR"] == f"{dialled[name]}:{GRPC_PORTS[name]}"
         published = {p.rsplit(":", 1)[-1] for p in services[name]["ports"]}
         assert published == {str(GRPC_PORTS[name]), str(METRICS_PORTS[name])}
         assert all(p.startswith("127.0.0.1:") for p in services[name]["ports"]), "dev ports stay local"
@@ -359,6 +372,7 @@ def test_compose_nats_users_match_the_server_config(compose: dict[str, Any]) -> 
         "migrate": "provisioner",
         "ledger": "ledger",
         "table": "table",
+        "table-2": "table",
         "settlement": "settlement",
         "settlement-2": "settlement",
     }
@@ -449,6 +463,7 @@ def test_compose_grpc_health_check_passes_only_when_serving(
 def _settings_read_by_code() -> set[str]:
     source = (ROOT / "libs" / "socai" / "infra" / "config.py").read_text()
     source += (ROOT / "services" / "socai_settlement" / "config.py").read_text()
+    source += (ROOT / "services" / "socai_table" / "ownership.py").read_text()
     return set(re.findall(r"""e(?:\.get\(|\[)["'](SOCAI_[A-Z_]+)["']""", source))
 
 
@@ -582,7 +597,7 @@ def test_secrets_come_from_secrets_and_every_reference_exists(
     assert not secret_settings & set(config_map["data"])
     table_env = _env(_container(_workload(base, "table")))
     assert "SOCAI_PLAYER_TOKEN_KEY" in table_env
-    assert table_env["SOCAI_TABLE_INSTANCE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert table_env["SOCAI_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     for service in SERVICES:
         env = _env(_container(_workload(base, service)))
         assert {"SOCAI_TOKENS", "SOCAI_DATABASE_URL", "SOCAI_NATS_URL"} <= set(env)
@@ -688,7 +703,7 @@ def test_event_partitions_are_set_once_for_every_workload(overlay: str, request:
 def test_compose_sets_the_event_partitions_once_for_every_service(compose: dict[str, Any]) -> None:
     assert int(_dev_env()["SOCAI_EVENT_PARTITIONS"]) == _partitions(render(K8S / "base"))
     socai_services = [name for name, s in compose["services"].items() if "build" in s]
-    assert sorted(socai_services) == sorted(["migrate", *SERVICES, "settlement-2"])
+    assert sorted(socai_services) == sorted(["migrate", *SERVICES, "settlement-2", "table-2"])
     for name in socai_services:
         service = compose["services"][name]
         assert service["env_file"] == ["dev.env"], name
@@ -706,8 +721,46 @@ def test_compose_runs_two_settlement_instances_with_their_own_ids(compose: dict[
     assert len(published) == len(set(published)) == 4, "each instance's ports on their own host ports"
     assert second["ports"] == ["127.0.0.1:50153:50053", "127.0.0.1:9472:9462"]
     assert "deploy" not in first and "deploy" not in second, "replicas would share one id and one host port"
-    assert services["table"]["environment"]["SOCAI_TABLE_INSTANCE"] == "table-0"
-    assert "table-2" not in services, "the table service does not share tables between instances yet"
+
+
+def test_compose_runs_two_table_instances_each_reachable_by_its_own_name_and_both_by_one(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    names = ("table", "table-2")
+    first, second = (services[n] for n in names)
+    ids = [services[n]["environment"]["SOCAI_INSTANCE_ID"] for n in names]
+    assert len(set(ids)) == 2 and "SOCAI_TABLE_INSTANCE" not in first["environment"] | second["environment"]
+    different = {"SOCAI_INSTANCE_ID", "SOCAI_TABLE_ADVERTISE_ADDR"}
+    assert {k: v for k, v in first["environment"].items() if k not in different} == {
+        k: v for k, v in second["environment"].items() if k not in different
+    }
+    # Each advertises its own service name (compose's DNS name for exactly that container),
+    # on the port it listens on: what the other forwards to.
+    aliases = {
+        alias
+        for service in services.values()
+        for network in (service.get("networks") or {}).values()
+        for alias in (network or {}).get("aliases", [])
+    }
+    for name in names:
+        env = services[name]["environment"]
+        host, _, port = env["SOCAI_TABLE_ADVERTISE_ADDR"].rpartition(":")
+        assert host == name and host not in aliases, f"{name} advertises a name only it answers to"
+        assert port == env["SOCAI_LISTEN_ADDR"].rpartition(":")[2] == str(GRPC_PORTS["table"])
+    # Clients dial a network alias both instances carry, and no other service does.
+    dialled = _dev_env()["SOCAI_TABLE_ADDR"].rpartition(":")[0]
+    carriers = [
+        name
+        for name, service in services.items()
+        for network in (service.get("networks") or {}).values()
+        if dialled in (network or {}).get("aliases", [])
+    ]
+    assert sorted(carriers) == sorted(names) and dialled not in services
+    published = [p.rsplit(":", 2)[1] for s in (first, second) for p in s["ports"]]
+    assert len(published) == len(set(published)) == 4, "each instance's ports on their own host ports"
+    assert second["ports"] == ["127.0.0.1:50152:50052", "127.0.0.1:9471:9461"]
+    assert "deploy" not in first and "deploy" not in second, "replicas would share one id and one host port"
 
 
 @pytest.mark.parametrize("overlay", ["base", "production"])
@@ -731,13 +784,100 @@ def test_settlement_runs_leased_workers_named_after_their_pods(overlay: str, req
     assert _one(docs, "PodDisruptionBudget", "socai-settlement")["spec"]["minAvailable"] == 1
 
 
+def _expand(value: str, env: dict[str, str]) -> str:
+    """A container env value with its ``$(VAR)`` references expanded as the kubelet does
+    (only variables defined earlier in the list are known; an unknown reference stays as is)."""
+    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), value)
+
+
+def _pod_env(workload: dict[str, Any], pod_name: str) -> dict[str, str]:
+    """The environment one pod of ``workload`` gets from its env list, in order."""
+    fields = {"metadata.name": pod_name, "metadata.namespace": workload["metadata"]["namespace"]}
+    env: dict[str, str] = {}
+    for item in _container(workload).get("env", []):
+        if "value" in item:
+            env[item["name"]] = _expand(item["value"], env)
+        elif "fieldRef" in item.get("valueFrom", {}):
+            env[item["name"]] = fields[item["valueFrom"]["fieldRef"]["fieldPath"]]
+    return env
+
+
 @pytest.mark.parametrize("overlay", ["base", "production"])
-def test_table_service_stays_one_instance_without_an_autoscaler(overlay: str, request: pytest.FixtureRequest) -> None:
+def test_table_service_runs_several_leased_instances_without_an_autoscaler(
+    overlay: str, request: pytest.FixtureRequest
+) -> None:
     docs = request.getfixturevalue(overlay)
-    assert _workload(docs, "table")["spec"]["replicas"] == 1
-    assert [h["spec"]["scaleTargetRef"]["name"] for h in docs if h["kind"] == "HorizontalPodAutoscaler"] == [
-        "socai-settlement"
+    table = _workload(docs, "table")
+    replicas = table["spec"]["replicas"]
+    assert 2 <= replicas <= _partitions(docs), "one takes over when another stops; a pod beyond P holds nothing"
+    assert replicas == {"base": 2, "production": 3}[overlay]
+    env = _env(_container(table))
+    assert env["SOCAI_INSTANCE_ID"] == {
+        "name": "SOCAI_INSTANCE_ID",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+    }, "the pod's name: unique among live pods and stable across restarts"
+    assert "SOCAI_TABLE_INSTANCE" not in env, "one id per pod, set once"
+    assert "SOCAI_TABLE_LEASE_BUCKET" not in env, "the bucket the NATS permissions name"
+    # The advertised address is the pod's own stable DNS name through the governing headless
+    # Service, on the gRPC port: what the other pods forward to.
+    headless = _one(docs, "Service", table["spec"]["serviceName"])
+    assert headless["spec"]["clusterIP"] == "None"
+    assert selector_matches(
+        {"matchLabels": headless["spec"]["selector"]}, table["spec"]["template"]["metadata"]["labels"]
+    )
+    assert {"name": "grpc", "port": GRPC_PORTS["table"]} in [
+        {"name": p["name"], "port": p["port"]} for p in headless["spec"]["ports"]
     ]
+    assert headless["spec"]["publishNotReadyAddresses"] is True, "routing follows the leases, not readiness"
+    namespace = table["metadata"]["namespace"]
+    addresses = set()
+    for ordinal in range(replicas):
+        pod = f"socai-table-{ordinal}"
+        pod_env = _pod_env(table, pod)
+        assert pod_env["SOCAI_INSTANCE_ID"] == pod
+        address = pod_env["SOCAI_TABLE_ADVERTISE_ADDR"]
+        assert address == f"{pod}.{headless['metadata']['name']}.{namespace}.svc:{GRPC_PORTS['table']}"
+        addresses.add(address)
+    assert len(addresses) == replicas
+    # Clients dial a Service that spreads over the ready pods (any pod forwards), not one pod.
+    (config_map,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    host = Settings.from_env(config_map["data"]).table_addr.rpartition(":")[0]
+    clients = _one(docs, "Service", host)
+    assert clients["spec"].get("clusterIP") != "None" and clients["spec"]["selector"] == headless["spec"]["selector"]
+    # No autoscaler moves tables (and ends their watchers) by itself.
+    targets = [h["spec"]["scaleTargetRef"] for h in docs if h["kind"] == "HorizontalPodAutoscaler"]
+    assert not [ref for ref in targets if ref["kind"] == "StatefulSet" or ref["name"] == "socai-table"]
+    assert [ref["name"] for ref in targets] == ["socai-settlement"]
+    # A graceful stop (release every lease, then 5 s for in-flight calls) fits in the grace period.
+    assert table["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 20
+    assert _one(docs, "PodDisruptionBudget", "socai-table")["spec"]["maxUnavailable"] == 1
+
+
+def test_advertised_address_expansion_follows_the_env_order() -> None:
+    """The kubelet expands $(VAR) only from variables listed before: the check above would
+    catch an advertise address listed before the instance id."""
+    workload = {
+        "kind": "StatefulSet",
+        "metadata": {"namespace": "socai"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "env": [
+                                {"name": "SOCAI_TABLE_ADVERTISE_ADDR", "value": "$(SOCAI_INSTANCE_ID).x:1"},
+                                {
+                                    "name": "SOCAI_INSTANCE_ID",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                                },
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    assert _pod_env(workload, "socai-table-0")["SOCAI_TABLE_ADVERTISE_ADDR"] == "$(SOCAI_INSTANCE_ID).x:1"
 
 
 def _settlement_durables(permissions: dict[str, Any]) -> dict[str, str | None]:
@@ -811,6 +951,65 @@ def test_the_settlement_nats_user_may_use_exactly_the_p_durables_and_its_lease_b
         "$JS.API.STREAM.CREATE.settlement_leases_SOCAI_EVENTS",
     ):
         assert not may_publish(permissions, subject), subject
+
+
+def _table_lease_bucket(env: dict[str, str]) -> str:
+    """The KV bucket the table service leases its partitions in, as it computes it from ``env``."""
+    from socai_table.ownership import OwnershipSettings
+
+    return OwnershipSettings.from_env(env).lease_bucket or f"table_leases_{Settings.from_env(env).events_stream}"
+
+
+@pytest.mark.parametrize("config", ["compose", "helm"])
+def test_the_table_nats_user_may_use_exactly_its_lease_bucket(config: str, nats_values: dict[str, Any]) -> None:
+    if config == "helm":
+        permissions = _nats_users(nats_values)["table"]
+        env = next(d for d in render(K8S / "base") if d["kind"] == "ConfigMap")["data"]
+    else:
+        permissions = conf_permissions((DEPLOY / "nats" / "nats.conf").read_text())["table"]
+        env = _dev_env()
+    bucket = _table_lease_bucket(env)
+    assert bucket == "table_leases_SOCAI_EVENTS"
+    stream = f"KV_{bucket}"
+    for subject in (
+        f"$JS.API.STREAM.INFO.{stream}",
+        f"$JS.API.STREAM.CREATE.{stream}",
+        f"$KV.{bucket}.partition.0",
+        f"$KV.{bucket}.member.socai-table-2",
+        f"$JS.API.STREAM.MSG.GET.{stream}",
+        f"$JS.API.CONSUMER.CREATE.{stream}",
+        f"$JS.API.CONSUMER.INFO.{stream}.Xy12",
+        f"$JS.FC.{stream}.1.2",
+    ):
+        assert may_publish(permissions, subject), subject
+    settlement_bucket = _lease_bucket(env)
+    for subject in (
+        f"$JS.API.STREAM.UPDATE.{stream}",
+        f"$JS.API.STREAM.DELETE.{stream}",
+        f"$JS.API.STREAM.PURGE.{stream}",
+        f"$JS.API.STREAM.MSG.DELETE.{stream}",
+        f"$JS.API.CONSUMER.CREATE.{stream}.durable",
+        f"$JS.API.CONSUMER.DELETE.{stream}.watcher",
+        f"$JS.API.STREAM.CREATE.KV_{settlement_bucket}",
+        f"$JS.API.STREAM.MSG.GET.KV_{settlement_bucket}",
+        f"$KV.{settlement_bucket}.partition.0",
+        "$JS.API.STREAM.CREATE.KV_other",
+        "$KV.other.partition.0",
+        "$JS.API.STREAM.CREATE.SOCAI_EVENTS",
+        "$JS.API.STREAM.CREATE.table_leases_SOCAI_EVENTS",
+    ):
+        assert not may_publish(permissions, subject), subject
+    # The lease bucket is the only thing the table user gained besides the event log.
+    others = [s for s in permissions["publish"]["allow"] if bucket not in s]
+    assert others == [
+        "socai.events.>",
+        "$JS.API.INFO",
+        "$JS.API.STREAM.NAMES",
+        "$JS.API.STREAM.INFO.SOCAI_EVENTS",
+        "$JS.API.DIRECT.GET.SOCAI_EVENTS",
+        "$JS.API.DIRECT.GET.SOCAI_EVENTS.>",
+        "$JS.API.STREAM.MSG.GET.SOCAI_EVENTS",
+    ]
 
 
 def test_nats_conf_grants_every_user_what_the_helm_values_grant(nats_values: dict[str, Any]) -> None:
@@ -891,6 +1090,7 @@ REQUIRED_FLOWS = [
     ("migrate", "PostgreSQL", "migrate", POSTGRES, 5432),
     ("migrate", "NATS (streams)", "migrate", NATS, 4222),
     ("ingress", "table", INGRESS, _pod("table"), 50052),
+    ("table", "another table pod (a call forwarded to the table's holder)", "table", _pod("table"), 50052),
     ("backend", "ledger", BACKEND, _pod("ledger"), 50051),
     ("backend", "settlement", BACKEND, _pod("settlement"), 50053),
     ("auditor", "ledger", AUDITOR, _pod("ledger"), 50051),
@@ -1025,6 +1225,11 @@ def test_nats_subject_matching_follows_nats_wildcards() -> None:
         ("settlement", "$JS.API.STREAM.CREATE.KV_settlement_leases_SOCAI_EVENTS", True),
         ("settlement", "$JS.API.STREAM.CREATE.SOCAI_LEDGER", False),
         ("table", "$KV.settlement_leases_SOCAI_EVENTS.partition.3", False),
+        ("table", "$KV.table_leases_SOCAI_EVENTS.partition.3", True),
+        ("table", "$JS.API.STREAM.CREATE.KV_table_leases_SOCAI_EVENTS", True),
+        ("settlement", "$KV.table_leases_SOCAI_EVENTS.partition.3", False),
+        ("settlement", "$JS.API.STREAM.CREATE.KV_table_leases_SOCAI_EVENTS", False),
+        ("auditor", "$KV.table_leases_SOCAI_EVENTS.member.socai-table-0", False),
         ("table", "$JS.API.CONSUMER.CREATE.SOCAI_EVENTS.settlement-p3.socai.events.3.*.*", False),
         ("auditor", "$KV.settlement_leases_SOCAI_EVENTS.partition.3", False),
         ("provisioner", "$JS.API.STREAM.UPDATE.SOCAI_EVENTS", True),
@@ -1201,13 +1406,16 @@ def test_alerts_use_known_metrics_and_link_to_a_runbook_section() -> None:
         "socai_rpc_requests_total",
         "socai_ledger_trial_balance_gold",
         "socai_settlement_partitions_unheld",
+        "socai_table_partitions_unheld",
     }
     assert expected <= used
-    (unheld,) = [a for a in alerts if "socai_settlement_partitions_unheld" in a["expr"]]
-    # On every instance: the minimum over instances, not the maximum (one instance's view may
-    # lag a round), and for long enough that a crashed holder's lease TTL (10 s) passes first.
-    assert unheld["expr"].replace(" ", "") == "min(socai_settlement_partitions_unheld)>0"
-    assert unheld["for"] == "1m" and unheld["labels"]["severity"] == "critical"
+    for service in ("settlement", "table"):
+        (unheld,) = [a for a in alerts if f"socai_{service}_partitions_unheld" in a["expr"]]
+        # On every instance: the minimum over instances, not the maximum (one instance's view
+        # may lag a round), and for long enough that a crashed holder's lease TTL (10 s) passes.
+        assert unheld["alert"] == f"Socai{service.capitalize()}PartitionUnheld"
+        assert unheld["expr"].replace(" ", "") == f"min(socai_{service}_partitions_unheld)>0"
+        assert unheld["for"] == "1m" and unheld["labels"]["severity"] == "critical"
 
 
 def test_service_monitor_scrapes_the_metrics_port_of_the_three_services(base: list[dict[str, Any]]) -> None:
@@ -1250,6 +1458,7 @@ def test_existing_metrics_are_exported_by_the_code() -> None:
     from prometheus_client import REGISTRY
 
     import socai_settlement.metrics  # noqa: F401 - registers settlement's metrics, the lease ones included
+    import socai_table.metrics  # noqa: F401 - registers the table service's, its lease ones included
 
     sources = "".join(
         path.read_text()
@@ -1257,7 +1466,8 @@ def test_existing_metrics_are_exported_by_the_code() -> None:
         for path in (ROOT / top).rglob("*.py")
         if "/gen/" not in str(path)
     )
-    # The lease metrics' names are made from a namespace (LeaseMetrics("socai_settlement")):
+    # The lease metrics' names are made from a namespace (LeaseMetrics("socai_settlement"),
+    # LeaseMetrics("socai_table")):
     # they are found among the samples settlement registers rather than in the sources.
     families = list(REGISTRY.collect())
     registered = {f.name for f in families} | {f"{f.name}_total" for f in families if f.type == "counter"}
