@@ -10,7 +10,8 @@ from the same run.
 
 ``table.hands_per_s_250_tables``: throughput under the soak's load. 250 tables of Hold'em,
 Xì Tố and Tài Xỉu played by the chaos suite's bots (``tests/chaos/bots.py``: they play until
-stopped and buy in again when broke) against the ledger, table and settlement services;
+stopped and buy in again when broke; here they decide every move, and a turn waits 10 s)
+against the ledger, table and settlement services;
 after a warm-up, the hands the table service ended (its ``socai_table_hands_ended_total``)
 over a fixed window. Beside it, the table process's CPU per hand and its share of one
 core over the window: a share near 1.0 says the table service is the bottleneck, and the
@@ -23,6 +24,7 @@ CPU per hand is the figure that moves least with the machine's load. With
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import os
 import pstats
@@ -88,7 +90,16 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-COUNTERS = ("socai_table_hands_ended_total", "socai_table_actions_total", "socai_table_timeouts_total")
+COUNTERS = (
+    "socai_table_hands_ended_total",
+    "socai_table_actions_total",
+    "socai_table_timeouts_total",
+    "socai_events_published_total",
+)
+# The bots decide every move (no deliberate timeouts) and a turn waits long enough for a
+# slow bot on a loaded machine: a turn that times out folds, so a slower table service
+# would end shorter hands and look no worse in hands per second.
+TURN_TIMEOUT_S = 10
 
 
 def counters(metrics_port: int) -> dict[str, float]:
@@ -112,6 +123,7 @@ def hands_per_s(ctx: BenchContext) -> list[Result]:
 
             async def measure() -> tuple[dict[str, float], float, float, float, dict[str, object]]:
                 bots = Bots(s.resolved_settings(), tables, THROUGHPUT_GAMES, seed=1)
+                bots.config = dataclasses.replace(bots.config, timeout_rate=0.0, turn_timeout_s=TURN_TIMEOUT_S)
                 try:
                     await bots.open_tables()
                     bots.start()
@@ -146,6 +158,7 @@ def hands_per_s(ctx: BenchContext) -> list[Result]:
         "hands": int(hands),
         "actions": int(counted["socai_table_actions_total"]),
         "timeouts": int(counted["socai_table_timeouts_total"]),
+        "events": int(counted["socai_events_published_total"]),
         "table_cpu_share": round(cpu / elapsed_s, 2),
         "bots_cpu_share": round(bots_cpu / elapsed_s, 2),
         "bot_errors": summary["errors"],
