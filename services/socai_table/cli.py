@@ -34,6 +34,12 @@ def add_commands(sub: Any, command: Any) -> None:
         help="chance a bot goes silent at a decision (the table disconnects it; it reconnects later)",
     )
     p.add_argument("--seed", type=int, default=None, help="seed of the bots' choices (not of the cards)")
+    p.add_argument(
+        "--frozen-after-s",
+        type=float,
+        default=30.0,
+        help="a table where no hand started for this long is frozen: reported, and the exit status is 1 (default 30)",
+    )
     command("simulate")(cmd_simulate)
     table = sub.add_parser("table", help="table service records (quarantined messages)")
     tsub = table.add_subparsers(dest="table_command", required=True)
@@ -93,6 +99,7 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
         leave_rate=args.leave_rate,
         disconnect_rate=args.disconnect_rate,
         seed=args.seed,
+        frozen_after_s=args.frozen_after_s,
     )
     total = config.tables * config.hands
     with Progress(
@@ -117,4 +124,13 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
     actions = sum(t.actions for t in result.tables)
     rejected = sum(sum(t.rejected.values()) for t in result.tables)
     print(f"  actions accepted {actions}, rejected {rejected} (races with timers are expected)")
-    return 0
+    reopened = sum(t.streams_reopened for t in result.tables)
+    retries = sum(t.retries for t in result.tables)
+    if reopened or retries:
+        print(f"  the table service went away: {retries} calls retried, {reopened} WatchTable streams opened again")
+    early = [t.table_id for t in result.tables if t.ended_early]
+    if early:
+        print(f"  {len(early)} tables ended early (too few bots left with chips): {', '.join(early)}")
+    for line in result.problems:
+        print(line)
+    return 1 if result.problems else 0

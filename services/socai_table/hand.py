@@ -37,6 +37,10 @@ class Hand:
     next_card: int = 0
     ended: bool = False
     act_keys: dict[tuple[str, str], tuple[ActResult, Any]] = field(default_factory=dict)  # (player, key)
+    # (seq, viewer) -> the event's protobuf as that viewer sees it, filled by
+    # ``socai_table.views``: every GetTableState shows every event of the hand, so without
+    # it a view converted the whole hand again, and each hand cost the square of its length.
+    protos: dict[tuple[int, int], Any] = field(default_factory=dict)
 
     @property
     def seq(self) -> int:

@@ -6,6 +6,13 @@ lets each table play M hands: every bot watches its table and, when it is to act
 one of the candidate moves the server offers it — or, now and then, lets its timer run
 out or leaves mid-hand, so timeouts and forfeits are exercised too. Used by ``make run``,
 the end-to-end tests and the benchmarks.
+
+The bots outlive a table-service restart: a call answered UNAVAILABLE or not at all
+(DEADLINE_EXCEEDED) is tried again with back-off (the calls are idempotent: tables by
+their id, joins, deposits and actions by their keys), and a broken ``WatchTable`` stream
+is opened again. What they do not hide is a table that stopped: a table with enough
+players where no hand started for ``frozen_after_s`` is left and reported as frozen,
+with the reason (``SimResult.problems``; ``socai simulate`` then exits 1).
 """
 
 from __future__ import annotations
@@ -16,8 +23,10 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TypeVar
 
 import grpc
 
@@ -35,9 +44,21 @@ from socai.rules.base import default_fee_bps
 
 log = get_logger("socai.simulate")
 
+T = TypeVar("T")
+
 WALLET_MULTIPLE = 3  # each bot's wallet holds this many buy-ins
 SIMULTANEOUS_ACTIONS_MAX = 2
-IDLE_LIMIT_S = 30.0  # a table with no event for this long is reported and left
+FROZEN_AFTER_S = 30.0  # a table where no hand started for this long is frozen
+RPC_DEADLINE_S = 10.0  # a stalled service must not hang a bot: the call fails and is retried
+LEAVE_DEADLINE_S = 5.0
+SETUP_LIMIT_S = 120.0  # opening a table gives up after retrying this long
+BACKOFF_FIRST_S = 0.1
+BACKOFF_MAX_S = 2.0
+QUIET_POLL_S = 2.0  # no event for this long: look at the table anyway (one may be missed across a reconnect)
+WATCHDOG_PERIOD_S = 1.0
+# The service is restarting or stalled: the same call is tried again. Anything else is an
+# answer (a refused move, a bug) and is not retried.
+RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
 @dataclass(frozen=True)
@@ -56,6 +77,7 @@ class SimConfig:
     disconnect_rate: float = 0.0
     seed: int | None = None
     between_hands_ms: int = 20
+    frozen_after_s: float = FROZEN_AFTER_S
 
 
 @dataclass
@@ -69,6 +91,12 @@ class TableResult:
     rejected: Counter[str] = field(default_factory=Counter)
     act_latency_ms: list[float] = field(default_factory=list)
     ended_early: bool = False
+    streams_reopened: int = 0  # WatchTable streams opened again after one broke
+    retries: int = 0  # calls tried again after UNAVAILABLE or DEADLINE_EXCEEDED
+    last_error: str = ""  # the last such failure, for the report
+    frozen: str = ""  # why the table is frozen ("" when it is not)
+    failed: str = ""  # why the bots could not go on ("" when they could)
+    last_hand_at: float = field(default_factory=time.monotonic)  # when a hand last started
 
 
 @dataclass
@@ -85,6 +113,12 @@ class SimResult:
         for t in self.tables:
             counts[t.game] += t.hands
         return dict(sorted(counts.items()))
+
+    @property
+    def problems(self) -> list[str]:
+        """One line per frozen or failed table (empty: every table played as it should)."""
+        lines = [f"FROZEN {t.table_id} ({t.game}): {t.frozen}" for t in self.tables if t.frozen]
+        return lines + [f"FAILED {t.table_id} ({t.game}): {t.failed}" for t in self.tables if t.failed]
 
 
 def players_for(game: str, wanted: int) -> int:
@@ -141,29 +175,58 @@ class Simulator:
         results = await asyncio.gather(*(self._play_table(i, games[i % len(games)]) for i in range(self.config.tables)))
         return SimResult(list(results), time.perf_counter() - start)
 
-    async def _fund(self, player_id: str, amount: int) -> None:
-        await self.cashier.Deposit(
-            lpb.DepositRequest(
-                idempotency_key=f"sim:{self.run_id}:{player_id}",
-                player_id=player_id,
-                amount_gold=amount,
-                reference="simulate",
-            )
-        )
+    async def _retrying(self, call: Callable[[], Awaitable[T]], result: TableResult, limit_s: float | None = None) -> T:
+        """``call()`` until the service answers it: UNAVAILABLE and DEADLINE_EXCEEDED (a
+        restart, a stall) are tried again with back-off, for ``limit_s`` (None: until the
+        table's watchdog gives up on it). Raises any other error, and the last one after
+        ``limit_s``."""
+        delay = BACKOFF_FIRST_S
+        started = time.monotonic()
+        while True:
+            try:
+                return await call()
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in RETRYABLE or (limit_s is not None and time.monotonic() - started > limit_s):
+                    raise
+                result.retries += 1
+                result.last_error = f"{exc.code().name}: {exc.details()}"[:200]
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_MAX_S)
 
-    async def _fund_house_bank(self, table_id: str, amount: int) -> None:
-        await self.cashier.Transfer(
-            lpb.TransferRequest(
-                idempotency_key=f"sim:{self.run_id}:bank:{table_id}",
-                from_account_id=accounts.EXTERNAL_CASHIER,
-                to_account_id=accounts.HOUSE_BANK,
-                amount_gold=amount,
-                kind="bankroll",
-                reference=table_id,
-            )
+    async def _fund(self, player_id: str, amount: int, result: TableResult) -> None:
+        request = lpb.DepositRequest(
+            idempotency_key=f"sim:{self.run_id}:{player_id}",
+            player_id=player_id,
+            amount_gold=amount,
+            reference="simulate",
         )
+        await self._retrying(lambda: self.cashier.Deposit(request, timeout=RPC_DEADLINE_S), result, SETUP_LIMIT_S)
+
+    async def _fund_house_bank(self, table_id: str, amount: int, result: TableResult) -> None:
+        request = lpb.TransferRequest(
+            idempotency_key=f"sim:{self.run_id}:bank:{table_id}",
+            from_account_id=accounts.EXTERNAL_CASHIER,
+            to_account_id=accounts.HOUSE_BANK,
+            amount_gold=amount,
+            kind="bankroll",
+            reference=table_id,
+        )
+        await self._retrying(lambda: self.cashier.Transfer(request, timeout=RPC_DEADLINE_S), result, SETUP_LIMIT_S)
 
     async def _play_table(self, index: int, game: str) -> TableResult:
+        # The table's id is chosen here, not by the service: CreateTable is idempotent for
+        # the same id and config, so a retry after a lost answer opens no second table.
+        result = TableResult(f"s{self.run_id}x{index}", game)
+        try:
+            bots = await self._open(index, game, result)
+        except grpc.aio.AioRpcError as exc:
+            result.failed = f"could not open the table: {exc.code().name}: {exc.details()}"
+            return result
+        await self._drive(result.table_id, bots, result)
+        return result
+
+    async def _open(self, index: int, game: str, result: TableResult) -> dict[int, str]:
+        """Create the table, fund the bots and seat them; returns seat -> player token."""
         c = self.config
         n = players_for(game, c.players)
         options = options_for(game, index)
@@ -185,68 +248,132 @@ class Simulator:
         )
         if game == "taixiu":
             config.seats_max = n
-        created = await self.tables.CreateTable(pb.CreateTableRequest(config=config))
-        table_id = created.table.table_id
-        result = TableResult(table_id, game)
+        create = pb.CreateTableRequest(config=config, table_id=result.table_id)
+        await self._retrying(lambda: self.tables.CreateTable(create, timeout=RPC_DEADLINE_S), result, SETUP_LIMIT_S)
+        table_id = result.table_id
         if game == "taixiu" and options.get("mode") == "system":
-            await self._fund_house_bank(table_id, c.stake_gold * 100_000)
+            await self._fund_house_bank(table_id, c.stake_gold * 100_000, result)
         bots: dict[int, str] = {}
         for k in range(n):
             player = f"bot{self.run_id}x{index}x{k}"
-            token = (await self.tables.IssuePlayerToken(pb.IssuePlayerTokenRequest(player_id=player))).player_token
-            stake = buy_in * (5 if game == "taixiu" and k == 0 else 1)  # the banker brings more
-            await self._fund(player, stake * WALLET_MULTIPLE)
-            joined = await self.tables.JoinTable(
-                pb.JoinTableRequest(
-                    table_id=table_id, player_token=token, buy_in_gold=stake, seat=k, idempotency_key=f"join-{player}"
-                )
+            issue = pb.IssuePlayerTokenRequest(player_id=player)
+            issued = await self._retrying(
+                partial(self.tables.IssuePlayerToken, issue, timeout=RPC_DEADLINE_S), result, SETUP_LIMIT_S
             )
-            bots[joined.seat] = token
-        await self._drive(table_id, bots, result)
-        return result
+            stake = buy_in * (5 if game == "taixiu" and k == 0 else 1)  # the banker brings more
+            await self._fund(player, stake * WALLET_MULTIPLE, result)
+            join = pb.JoinTableRequest(
+                table_id=table_id,
+                player_token=issued.player_token,
+                buy_in_gold=stake,
+                seat=k,
+                idempotency_key=f"join-{player}",
+            )
+            joined = await self._retrying(
+                partial(self.tables.JoinTable, join, timeout=RPC_DEADLINE_S), result, SETUP_LIMIT_S
+            )
+            bots[joined.seat] = issued.player_token
+        return bots
 
     async def _drive(self, table_id: str, bots: dict[int, str], result: TableResult) -> None:
-        stream = self.tables.WatchTable(pb.WatchTableRequest(table_id=table_id))
+        """Play the table until its hands are done, its bots are too few to go on, or it
+        freezes: a watchdog (a supervisor of the play, which may be waiting on a service
+        that does not answer) ends it when no hand has started for ``frozen_after_s``."""
         silent: dict[int, float] = {}  # seat -> monotonic time it reconnects
         heartbeats = asyncio.get_running_loop().create_task(self._heartbeats(table_id, bots, silent, result))
+        result.last_hand_at = time.monotonic()
+        play = asyncio.get_running_loop().create_task(self._play(table_id, bots, result, silent))
+        limit_s = self.config.frozen_after_s
+        try:
+            while not play.done():
+                await asyncio.wait({play}, timeout=WATCHDOG_PERIOD_S)
+                idle_s = time.monotonic() - result.last_hand_at
+                if not play.done() and idle_s > limit_s:
+                    error = f"; last error {result.last_error}" if result.last_error else ""
+                    result.frozen = (
+                        f"no hand started for {limit_s:g} s (after {result.hands} hands ended, "
+                        f"{len(bots)} bots seated){error}"
+                    )
+                    log.warning("table_frozen", table_id=table_id, reason=result.frozen)
+                    break  # the play is cancelled below, mid-call if it waits on the service
+            if not result.frozen:
+                play.result()  # what ended the play: an error is the table's failure
+        except grpc.aio.AioRpcError as exc:
+            result.failed = f"{exc.code().name}: {exc.details()}"
+        finally:
+            for task in (play, heartbeats):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                    await task
+        await self._leave_all(table_id, bots)
+
+    async def _play(self, table_id: str, bots: dict[int, str], result: TableResult, silent: dict[int, float]) -> None:
+        """Watch the table and act when due, opening the stream again whenever it breaks
+        (the table service went away) until the table's hands are done."""
         acted: set[tuple[str, int]] = set()
         per_hand: Counter[tuple[str, int]] = Counter()
         minimum = registry.get(result.game).SPEC.players_min
-        messages = stream.__aiter__()
-        try:
-            while True:
-                try:
-                    message = await asyncio.wait_for(messages.__anext__(), IDLE_LIMIT_S)
-                except (StopAsyncIteration, TimeoutError):
-                    log.warning("table_idle", table_id=table_id, hands=result.hands)
-                    break
-                body = message.event.WhichOneof("body")
-                if body == "hand_ended":
-                    result.hands += 1
-                    self.on_hand(result.game)
-                    if result.hands >= self.config.hands:
-                        break
-                if body == "player_stood_up":
-                    bots.pop(message.event.player_stood_up.seat, None)
-                    if len(bots) < minimum:
-                        result.ended_early = True  # the others went broke: the table cannot go on
-                        break
-                if body in ("hand_ended", "player_stood_up", "table_opened", "player_seated"):
-                    continue
-                await self._act_if_due(table_id, bots, result, acted, per_hand, silent)
-        finally:
-            stream.cancel()
-            heartbeats.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeats
-        await self._leave_all(table_id, bots)
+        # A stream opened again starts with the hand in play (or the last one) from its
+        # first event: hands are counted by id, so none is counted twice.
+        started: set[str] = set()
+        ended: set[str] = set()
+        delay = BACKOFF_FIRST_S
+        opened = 0
+        while True:
+            stream = self.tables.WatchTable(pb.WatchTableRequest(table_id=table_id))
+            result.streams_reopened += 1 if opened else 0
+            opened += 1
+            messages = stream.__aiter__()
+            pending: asyncio.Future[pb.WatchTableResponse] | None = None
+            try:
+                while True:
+                    if pending is None:
+                        pending = asyncio.ensure_future(messages.__anext__())
+                    # Waiting without cancelling the read: a cancelled read would end the call.
+                    done, _ = await asyncio.wait({pending}, timeout=QUIET_POLL_S)
+                    if not done:
+                        await self._act_if_due(table_id, bots, result, acted, per_hand, silent)
+                        continue
+                    message, pending = pending.result(), None
+                    delay = BACKOFF_FIRST_S
+                    event = message.event
+                    body = event.WhichOneof("body")
+                    if body == "hand_started" and event.hand_id not in started:
+                        started.add(event.hand_id)
+                        result.last_hand_at = time.monotonic()
+                    if body == "hand_ended" and event.hand_id not in ended:
+                        ended.add(event.hand_id)
+                        result.hands += 1
+                        self.on_hand(result.game)
+                        if result.hands >= self.config.hands:
+                            return
+                    if body == "player_stood_up":
+                        bots.pop(event.player_stood_up.seat, None)
+                        if len(bots) < minimum:
+                            result.ended_early = True  # the others went broke: the table cannot go on
+                            return
+                    if body in ("hand_ended", "player_stood_up", "table_opened", "player_seated"):
+                        continue
+                    await self._act_if_due(table_id, bots, result, acted, per_hand, silent)
+            except StopAsyncIteration:
+                pass  # the service ended the stream (it is stopping): open it again
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in RETRYABLE:
+                    raise
+                result.last_error = f"{exc.code().name}: {exc.details()}"[:200]
+            finally:
+                if pending is not None:
+                    pending.cancel()
+                stream.cancel()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_MAX_S)
 
     async def _heartbeats(
         self, table_id: str, bots: dict[int, str], silent: dict[int, float], result: TableResult
     ) -> None:
         """Every bot that is not silent says it is here; a silent bot whose time is up
         reconnects. A bot that never sent a heartbeat is never disconnected by the table,
-        so every bot sends them."""
+        so every bot sends them. A failed heartbeat is not retried: the next one follows."""
         period = max(0.1, self.settings.heartbeat_timeout_s / 3)
         while True:
             now = time.monotonic()
@@ -256,13 +383,12 @@ class Simulator:
                     continue
                 if back_at is not None:
                     del silent[seat]
-                    call = self.tables.Reconnect(pb.ReconnectRequest(table_id=table_id, player_token=token))
-                    if await self._call(result, call):
+                    reconnect = pb.ReconnectRequest(table_id=table_id, player_token=token)
+                    if await self._call(result, partial(self.tables.Reconnect, reconnect, timeout=RPC_DEADLINE_S)):
                         result.reconnects += 1
                     continue
-                await self._call(
-                    result, self.tables.Heartbeat(pb.HeartbeatRequest(table_id=table_id, player_token=token))
-                )
+                heartbeat = pb.HeartbeatRequest(table_id=table_id, player_token=token)
+                await self._call(result, partial(self.tables.Heartbeat, heartbeat, timeout=RPC_DEADLINE_S), retry=False)
             await asyncio.sleep(period)
 
     async def _act_if_due(
@@ -274,14 +400,16 @@ class Simulator:
         per_hand: Counter[tuple[str, int]],
         silent: dict[int, float],
     ) -> None:
-        view = (await self.tables.GetTableState(pb.GetTableStateRequest(table_id=table_id))).state
+        spectator = pb.GetTableStateRequest(table_id=table_id)
+        view = (
+            await self._retrying(lambda: self.tables.GetTableState(spectator, timeout=RPC_DEADLINE_S), result)
+        ).state
         for seat in view.to_act:
             token = bots.get(seat)
             if token is None or seat in silent:
                 continue
-            mine = (
-                await self.tables.GetTableState(pb.GetTableStateRequest(table_id=table_id, player_token=token))
-            ).state
+            own = pb.GetTableStateRequest(table_id=table_id, player_token=token)
+            mine = (await self._retrying(partial(self.tables.GetTableState, own, timeout=RPC_DEADLINE_S), result)).state
             if not mine.candidate_actions or mine.hand_id != view.hand_id:
                 continue
             marker = (mine.hand_id, int(mine.last_seq) * 1000 + seat)
@@ -301,41 +429,45 @@ class Simulator:
             if roll < self.config.timeout_rate:
                 continue  # let the timer run out
             if roll < self.config.timeout_rate + self.config.leave_rate:
-                await self._call(
-                    result, self.tables.LeaveTable(pb.LeaveTableRequest(table_id=table_id, player_token=token))
-                )
+                leave = pb.LeaveTableRequest(table_id=table_id, player_token=token)
+                await self._call(result, partial(self.tables.LeaveTable, leave, timeout=RPC_DEADLINE_S))
                 continue
-            action = self.rng.choice(list(mine.candidate_actions))
-            start = time.perf_counter()
-            ok = await self._call(
-                result,
-                self.tables.Act(
-                    pb.ActRequest(
-                        table_id=table_id,
-                        hand_id=mine.hand_id,
-                        seat=seat,
-                        action=action,
-                        idempotency_key=uuid.uuid4().hex,
-                        player_token=token,
-                    )
-                ),
+            act = pb.ActRequest(
+                table_id=table_id,
+                hand_id=mine.hand_id,
+                seat=seat,
+                action=self.rng.choice(list(mine.candidate_actions)),
+                # One key for every try of this decision: a retry after a lost answer is
+                # answered with the first result instead of acting twice.
+                idempotency_key=uuid.uuid4().hex,
+                player_token=token,
             )
+            start = time.perf_counter()
+            ok = await self._call(result, partial(self.tables.Act, act, timeout=RPC_DEADLINE_S))
             if ok:
                 result.actions += 1
                 result.act_latency_ms.append((time.perf_counter() - start) * 1000)
 
-    async def _call(self, result: TableResult, call: object) -> bool:
+    async def _call(self, result: TableResult, call: Callable[[], Awaitable[object]], retry: bool = True) -> bool:
+        """Make ``call`` (retried as ``_retrying`` does, unless ``retry`` is False); a refusal
+        is counted by its reason and answers False."""
         try:
-            await call  # type: ignore[misc]
+            if retry:
+                await self._retrying(call, result)
+            else:
+                await call()
         except grpc.aio.AioRpcError as exc:
             result.rejected[error_reason(exc) or exc.code().name] += 1
             return False
         return True
 
     async def _leave_all(self, table_id: str, bots: dict[int, str]) -> None:
-        for token in bots.values():
+        async def leave(token: str) -> None:
             try:
-                await self.tables.LeaveTable(pb.LeaveTableRequest(table_id=table_id, player_token=token))
+                request = pb.LeaveTableRequest(table_id=table_id, player_token=token)
+                await self.tables.LeaveTable(request, timeout=LEAVE_DEADLINE_S)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.NOT_FOUND:
-                    log.warning("leave_failed", table_id=table_id, reason=error_reason(exc))
+                    log.warning("leave_failed", table_id=table_id, reason=error_reason(exc) or exc.code().name)
+
+        await asyncio.gather(*(leave(token) for token in bots.values()))

@@ -58,7 +58,7 @@ from socai_table.ownership import WRITER_HEADER
 from socai_table.rebuild import LogReader
 from socai_table.store import Cashout, TableStore
 from socai_table.timers import HEARTBEAT_TIMEOUT_S, AutoStart, HandTimer, missed_heartbeats, timeout_s_for
-from socai_table.views import Watcher, Watchers, hand_view, viewer_seat
+from socai_table.views import FULL_VIEW, ProtoCache, Watcher, Watchers, hand_view, viewer_seat
 
 log = get_logger("socai.table")
 
@@ -139,7 +139,7 @@ class Table:
         hand = self._require_hand()
         event = self._envelope(hand.hand_id, hand.seq + 1, body)
         headers = {IDEMPOTENCY_HEADER: key, PLAYER_HEADER: player_id} if key else None
-        stream_seq = await self._append(event, hand.subject_seq, headers)
+        stream_seq = await self._append(event, hand.subject_seq, headers, hand.protos)
         hand.events.append(event)
         hand.subject_seq = stream_seq
         hand.state = new_state
@@ -148,8 +148,14 @@ class Table:
         self._broadcast(event)
         return event
 
-    async def _append(self, event: Event, expected: int, headers: dict[str, str] | None = None) -> int:
-        payload = codec.encode(event)
+    async def _append(
+        self, event: Event, expected: int, headers: dict[str, str] | None = None, protos: ProtoCache | None = None
+    ) -> int:
+        """Append ``event``, signed; returns its stream sequence. With ``protos`` (its hand's
+        ``Hand.protos``) the message written is kept there as the event's whole view, so
+        no viewer converts it again."""
+        message = codec.to_proto(event)
+        payload = message.SerializeToString(deterministic=True)  # codec.encode, message kept
         subject = self.deps.log.subject_of(self.table_id, event.hand_id)
         signature = signing.sign(self.deps.writer_key, subject, payload)
         token = self.deps.fence(self.table_id)
@@ -168,6 +174,8 @@ class Table:
             self.dirty = True
             raise
         metrics.EVENTS_PUBLISHED.labels(self.config.game, type(event.body).__name__).inc()
+        if protos is not None:
+            protos[(event.seq, FULL_VIEW)] = message
         return seq
 
     def _broadcast(self, event: Event) -> None:
@@ -508,7 +516,7 @@ class Table:
         self.hand = Hand(hand_id, number, started, seed, deck, state)
         try:
             event = self._envelope(hand_id, 1, started)
-            stream_seq = await self._append(event, 0)
+            stream_seq = await self._append(event, 0, protos=self.hand.protos)
         except BaseException:
             self.hand = None
             raise

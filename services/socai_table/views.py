@@ -30,12 +30,49 @@ from socai_table.model import Seat
 
 WATCH_QUEUE_MAX = 2000
 SPECTATOR_SEAT = COMMUNITY - 1  # no seat: sees no hidden card
+FULL_VIEW = COMMUNITY - 2  # the key of an event's whole message in ``Hand.protos``
+
+ProtoCache = dict[tuple[int, int], events_pb2.Event]
 
 
-def redact(module: ModuleType, event: Event, viewer_seat: int, state: Any, hand_over: bool) -> events_pb2.Event | None:
-    """The event as ``viewer_seat`` may see it, or None when they may not see it at all."""
+def redact(
+    module: ModuleType,
+    event: Event,
+    viewer_seat: int,
+    state: Any,
+    hand_over: bool,
+    cache: ProtoCache | None = None,
+) -> events_pb2.Event | None:
+    """The event as ``viewer_seat`` may see it, or None when they may not see it at all.
+
+    With ``cache`` (the hand's ``Hand.protos``, for an event of that hand) each message is
+    converted once and then shared: a caller copies it into its response (protobuf's
+    constructors and ``CopyFrom`` do) and never changes it. An event seen whole is one
+    message for every viewer; a redacted one is kept per viewer only under the kit's
+    default visibility, which depends on the event and the seat alone. A game with its own
+    ``visible`` hook may show more of an event as the hand moves on, so its redacted
+    copies are converted each time.
+    """
+    default_hook = getattr(module, "visible", None) is None
+    if cache is not None and default_hook and not hand_over:
+        known = cache.get((event.seq, viewer_seat))
+        if known is not None:
+            return known
     seen = kit.visible_event(module, event, viewer_seat, state, hand_over)
-    return None if seen is None else codec.to_proto(seen)
+    if seen is None:
+        return None
+    if cache is None:
+        return codec.to_proto(seen)
+    message = cache.get((event.seq, FULL_VIEW)) if seen is event else None
+    if message is None:
+        message = codec.to_proto(seen)
+        if seen is event:
+            cache[(event.seq, FULL_VIEW)] = message
+        elif not default_hook:
+            return message
+    if default_hook and not hand_over:
+        cache[(event.seq, viewer_seat)] = message
+    return message
 
 
 def viewer_seat(seats: Mapping[int, Seat], player_id: str | None) -> int:
@@ -64,7 +101,7 @@ def hand_view(module: ModuleType, hand: Hand | None, viewer: int, deadline: floa
     if hand is None:
         return result
     over = hand.ended
-    seen = (redact(module, e, viewer, hand.state, over) for e in hand.events)
+    seen = (redact(module, e, viewer, hand.state, over, hand.protos) for e in hand.events)
     result.update(
         hand_id=hand.hand_id,
         last_seq=hand.seq,
@@ -129,13 +166,14 @@ class Watchers:
             return
         in_hand = hand is not None and event.hand_id == hand.hand_id
         state = hand.state if hand is not None and in_hand else None
+        cache = hand.protos if hand is not None and in_hand else None
         protos: dict[int, events_pb2.Event | None] = {}  # per viewer seat: this event as sent
         for watcher in list(self._watchers):
             if watcher.overflowed:
                 continue
             viewer = seat_of(watcher.player_id)
             if viewer not in protos:
-                protos[viewer] = redact(self.module, event, viewer, state, hand_over)
+                protos[viewer] = redact(self.module, event, viewer, state, hand_over, cache)
             seen = protos[viewer]
             if seen is not None:
                 self._send(watcher, seen)

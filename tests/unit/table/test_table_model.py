@@ -10,7 +10,7 @@ import pytest
 
 from socai import errors
 from socai.cards import parse_card
-from socai.events.model import COMMUNITY, CardsDealt, DealtCard, Event
+from socai.events.model import COMMUNITY, HIDDEN_CARD, CardsDealt, DealtCard, Event
 from socai.rules import registry
 from socai.rules.base import choose_dealer
 from socai_table.model import TableConfig, facts_id_of, hand_id_of
@@ -109,6 +109,48 @@ def test_a_game_can_hide_a_whole_event_through_its_visible_hook():
     assert redact(hiding, event, 0, None, hand_over=False) is None  # type: ignore[arg-type]
     assert redact(hiding, event, 1, None, hand_over=False) is not None  # type: ignore[arg-type]
     assert redact(hiding, event, 0, None, hand_over=True) is not None  # type: ignore[arg-type]
+
+
+def test_a_cached_view_shows_each_viewer_what_an_uncached_one_does_and_converts_each_copy_once():
+    """``Hand.protos``: the whole message serves every viewer once the hand is over, and
+    each seat's redacted copy is made once, never shown to another seat."""
+    holdem = registry.get("holdem")
+    dealt = CardsDealt((DealtCard(0, parse_card("As"), False), DealtCard(1, parse_card("Kd"), False)))
+    event = Event("t", "t-h1", 2, "holdem", AT, dealt)
+    cache: dict = {}
+    for viewer, over in [(0, False), (1, False), (-2, False), (0, False), (1, False), (-2, False), (5, True)]:
+        cached = redact(holdem, event, viewer, None, over, cache)
+        assert cached == redact(holdem, event, viewer, None, over)
+    assert redact(holdem, event, 0, None, False, cache) is redact(holdem, event, 0, None, False, cache)
+    assert redact(holdem, event, 0, None, False, cache) is not redact(holdem, event, 1, None, False, cache)
+    assert redact(holdem, event, 3, None, True, cache) is redact(holdem, event, 4, None, True, cache)
+    assert len(cache) == 4  # seats 0 and 1, the spectator, and the whole event
+
+
+def test_a_game_with_its_own_visible_hook_shows_more_of_a_cached_event_as_the_hand_moves_on():
+    """A hook that reads the state (a Ba Cây flip) is asked again each time: a redacted
+    copy is never cached, so a card flipped later shows in the next view."""
+    import types
+
+    flipped: set[int] = set()
+
+    def visible(body: CardsDealt, viewer: int, state: object) -> CardsDealt:
+        return CardsDealt(
+            tuple(
+                c if c.seat == viewer or c.seat in flipped else DealtCard(c.seat, HIDDEN_CARD, False)
+                for c in body.cards
+            )
+        )
+
+    hooked = types.SimpleNamespace(visible=visible)
+    event = Event("t", "t-h1", 2, "bacay_ga", AT, CardsDealt((DealtCard(1, parse_card("Kd"), False),)))
+    cache: dict = {}
+    before = redact(hooked, event, 0, None, False, cache)  # type: ignore[arg-type]
+    flipped.add(1)
+    after = redact(hooked, event, 0, None, False, cache)  # type: ignore[arg-type]
+    assert before is not None and after is not None
+    assert [c.card for c in before.cards_dealt.cards] == [""]
+    assert [c.card for c in after.cards_dealt.cards] == ["Kd"]
 
 
 def test_the_button_starts_with_the_owner_and_moves_clockwise_to_the_next_player():
