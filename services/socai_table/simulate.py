@@ -332,7 +332,10 @@ class Simulator:
                     # Waiting without cancelling the read: a cancelled read would end the call.
                     done, _ = await asyncio.wait({pending}, timeout=QUIET_POLL_S)
                     if not done:
-                        await self._act_if_due(table_id, bots, result, acted, per_hand, silent)
+                        view = await self._act_if_due(table_id, bots, result, acted, per_hand, silent)
+                        if self._too_few_left(view, bots, minimum):
+                            result.ended_early = True
+                            return
                         continue
                     message, pending = pending.result(), None
                     delay = BACKOFF_FIRST_S
@@ -354,7 +357,10 @@ class Simulator:
                             return
                     if body in ("hand_ended", "player_stood_up", "table_opened", "player_seated"):
                         continue
-                    await self._act_if_due(table_id, bots, result, acted, per_hand, silent)
+                    view = await self._act_if_due(table_id, bots, result, acted, per_hand, silent)
+                    if self._too_few_left(view, bots, minimum):
+                        result.ended_early = True
+                        return
             except StopAsyncIteration:
                 pass  # the service ended the stream (it is stopping): open it again
             except grpc.aio.AioRpcError as exc:
@@ -391,6 +397,18 @@ class Simulator:
                 await self._call(result, partial(self.tables.Heartbeat, heartbeat, timeout=RPC_DEADLINE_S), retry=False)
             await asyncio.sleep(period)
 
+    @staticmethod
+    def _too_few_left(view: pb.TableState, bots: dict[int, str], minimum: int) -> bool:
+        """Forget the bots the table no longer seats; True when too few are left to play.
+
+        A reopened stream shows the hand, not the table's facts: a bot that stood up
+        (went broke) while the stream was down is known only from the table's seats.
+        """
+        seated = {s.seat for s in view.table.seats if s.player_id}
+        for seat in [seat for seat in bots if seat not in seated]:
+            del bots[seat]
+        return len(bots) < minimum
+
     async def _act_if_due(
         self,
         table_id: str,
@@ -399,11 +417,13 @@ class Simulator:
         acted: set[tuple[str, int]],
         per_hand: Counter[tuple[str, int]],
         silent: dict[int, float],
-    ) -> None:
+    ) -> pb.TableState:
+        """Look at the table and let each bot due to act decide; returns the spectator's view."""
         spectator = pb.GetTableStateRequest(table_id=table_id)
-        view = (
-            await self._retrying(lambda: self.tables.GetTableState(spectator, timeout=RPC_DEADLINE_S), result)
-        ).state
+        answer: pb.GetTableStateResponse = await self._retrying(
+            lambda: self.tables.GetTableState(spectator, timeout=RPC_DEADLINE_S), result
+        )
+        view = answer.state
         for seat in view.to_act:
             token = bots.get(seat)
             if token is None or seat in silent:
@@ -447,6 +467,7 @@ class Simulator:
             if ok:
                 result.actions += 1
                 result.act_latency_ms.append((time.perf_counter() - start) * 1000)
+        return view
 
     async def _call(self, result: TableResult, call: Callable[[], Awaitable[object]], retry: bool = True) -> bool:
         """Make ``call`` (retried as ``_retrying`` does, unless ``retry`` is False); a refusal

@@ -28,15 +28,19 @@ import dataclasses
 import io
 import os
 import pstats
+import shutil
 import signal
 import time
 import urllib.request
 from pathlib import Path
 
+from socai.infra.config import Settings
 from socai.infra.service import METRICS_OFFSET
+from socai_cli.embedded import free_port, port_is_free
+from socai_cli.stack import Stack
 from socai_table.simulate import SimConfig, Simulator
 from tests.bench.harness import BenchContext, Result, percentile
-from tests.bench.stack_support import stack
+from tests.bench.stack_support import bench_settings, stack
 from tests.chaos.bots import Bots
 from tests.chaos.stack import metric_sum, parse_metrics
 
@@ -109,6 +113,20 @@ def counters(metrics_port: int) -> dict[str, float]:
     return {name: metric_sum(metrics, name) for name in COUNTERS}
 
 
+def with_metrics_ports(settings: Settings) -> Settings:
+    """``settings`` with a metrics port block that is free and clear of the stack's other
+    ports: this benchmark reads the table's counters, and a free port handed out just
+    before (free ports come in sequence) can be the table's metrics port plus one."""
+    taken = {settings.nats_port, settings.pg_port}
+    taken |= {int(a.rsplit(":", 1)[1]) for a in (settings.ledger_addr, settings.table_addr, settings.settlement_addr)}
+    for _ in range(100):
+        base = free_port()
+        block = set(range(base, base + len(METRICS_OFFSET)))
+        if not block & taken and all(port_is_free(port) for port in block):
+            return dataclasses.replace(settings, metrics_port_base=base)
+    raise RuntimeError("no free block of metrics ports")
+
+
 def hands_per_s(ctx: BenchContext) -> list[Result]:
     tables = 20 if ctx.quick else THROUGHPUT_TABLES
     warmup_s, window_s = (3.0, 5.0) if ctx.quick else (WARMUP_S, WINDOW_S)
@@ -116,34 +134,39 @@ def hands_per_s(ctx: BenchContext) -> list[Result]:
     if profile is not None:
         profile.unlink(missing_ok=True)
         os.environ["SOCAI_TABLE_PROFILE"] = str(profile)  # the table process inherits it
+    shutil.rmtree(ctx.workdir / "var", ignore_errors=True)
+    s = Stack(with_metrics_ports(bench_settings(ctx.workdir)))
     try:
-        with stack(ctx.workdir, ("ledger", "table", "settlement")) as s:
-            pid = s.procs["table"].pid
-            port = s.resolved_settings().metrics_port_base + METRICS_OFFSET["table"]
+        s.start_infra()
+        for name in ("ledger", "table", "settlement"):
+            s.start_service(name)
+        pid = s.procs["table"].pid
+        port = s.resolved_settings().metrics_port_base + METRICS_OFFSET["table"]
 
-            async def measure() -> tuple[dict[str, float], float, float, float, dict[str, object]]:
-                bots = Bots(s.resolved_settings(), tables, THROUGHPUT_GAMES, seed=1)
-                bots.config = dataclasses.replace(bots.config, timeout_rate=0.0, turn_timeout_s=TURN_TIMEOUT_S)
-                try:
-                    await bots.open_tables()
-                    bots.start()
-                    await asyncio.sleep(warmup_s)
-                    if profile is not None:
-                        os.kill(pid, signal.SIGUSR1)
-                    first, cpu0, t0 = await asyncio.to_thread(counters, port), cpu_s(pid), time.monotonic()
-                    bots0 = time.process_time()
-                    await asyncio.sleep(window_s)
-                    last, cpu1, t1 = await asyncio.to_thread(counters, port), cpu_s(pid), time.monotonic()
-                    bots_cpu = time.process_time() - bots0
-                    if profile is not None:
-                        os.kill(pid, signal.SIGUSR2)
-                    counted = {name: last[name] - first[name] for name in COUNTERS}
-                    return counted, cpu1 - cpu0, bots_cpu, t1 - t0, bots.summary()
-                finally:
-                    await bots.stop(leave=False)
+        async def measure() -> tuple[dict[str, float], float, float, float, dict[str, object]]:
+            bots = Bots(s.resolved_settings(), tables, THROUGHPUT_GAMES, seed=1)
+            bots.config = dataclasses.replace(bots.config, timeout_rate=0.0, turn_timeout_s=TURN_TIMEOUT_S)
+            try:
+                await bots.open_tables()
+                bots.start()
+                await asyncio.sleep(warmup_s)
+                if profile is not None:
+                    os.kill(pid, signal.SIGUSR1)
+                first, cpu0, t0 = await asyncio.to_thread(counters, port), cpu_s(pid), time.monotonic()
+                bots0 = time.process_time()
+                await asyncio.sleep(window_s)
+                last, cpu1, t1 = await asyncio.to_thread(counters, port), cpu_s(pid), time.monotonic()
+                bots_cpu = time.process_time() - bots0
+                if profile is not None:
+                    os.kill(pid, signal.SIGUSR2)
+                counted = {name: last[name] - first[name] for name in COUNTERS}
+                return counted, cpu1 - cpu0, bots_cpu, t1 - t0, bots.summary()
+            finally:
+                await bots.stop(leave=False)
 
-            counted, cpu, bots_cpu, elapsed_s, summary = asyncio.run(measure())
+        counted, cpu, bots_cpu, elapsed_s, summary = asyncio.run(measure())
     finally:
+        s.stop()
         os.environ.pop("SOCAI_TABLE_PROFILE", None)
     if profile is not None and profile.exists():
         out = io.StringIO()

@@ -17,13 +17,14 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from socai.infra.config import Settings
 from socai.infra.service import METRICS_OFFSET
-from socai_cli.embedded import free_port
+from socai_cli.embedded import free_port, port_is_free
 from socai_cli.stack import Stack
 from tests.chaos.stack import metric_sum, parse_metrics
 
@@ -42,10 +43,9 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
         ledger_addr=f"127.0.0.1:{free_port()}",
         table_addr=f"127.0.0.1:{free_port()}",
         settlement_addr=f"127.0.0.1:{free_port()}",
-        metrics_port_base=free_port(),
         log_level="warning",
     )
-    s = Stack(settings)
+    s = Stack(replace(settings, metrics_port_base=metrics_base_clear_of(settings)))
     try:
         s.start_infra()
         s.start_service("ledger", timeout_s=START_TIMEOUT_S)
@@ -53,6 +53,19 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
         yield s
     finally:
         s.stop()
+
+
+def metrics_base_clear_of(settings: Settings) -> int:
+    """A free block of metrics ports clear of the stack's other ports: the tests read the
+    table's counters, and free ports come in sequence (base + 1 can be the NATS port)."""
+    taken = {settings.nats_port, settings.pg_port}
+    taken |= {int(a.rsplit(":", 1)[1]) for a in (settings.ledger_addr, settings.table_addr, settings.settlement_addr)}
+    for _ in range(100):
+        base = free_port()
+        block = set(range(base, base + len(METRICS_OFFSET)))
+        if not block & taken and all(port_is_free(port) for port in block):
+            return base
+    raise RuntimeError("no free block of metrics ports")
 
 
 def hands_ended(s: Stack) -> float:
@@ -123,14 +136,16 @@ def test_simulate_finishes_its_hands_across_a_table_service_restart(stack: Stack
 
 
 def test_simulate_reports_every_frozen_table_and_exits_1(stack: Stack):
+    # Tài Xỉu (one table against the house, one with a banker): its bots rarely go broke,
+    # so the tables are still playing when the service stops.
     sim = simulate(
         stack,
-        *("--tables", "2", "--hands", "1000", "--games", "holdem,taixiu"),
+        *("--tables", "2", "--hands", "1000", "--games", "taixiu"),
         *("--timeout-rate", "0", "--seed", "3", "--frozen-after-s", "8"),
     )
     table = stack.procs["table"]
     try:
-        wait_for_hands(stack, sim, 2)
+        wait_for_hands(stack, sim, 4)
         assert sim.poll() is None
         table.send_signal(signal.SIGSTOP)  # the service holds its connections and answers nothing
         out = finish(sim, 120)
@@ -141,6 +156,8 @@ def test_simulate_reports_every_frozen_table_and_exits_1(stack: Stack):
     assert sim.returncode == 1, out
     assert "Traceback" not in out, out
     frozen = [line for line in out.splitlines() if line.startswith("FROZEN ")]
-    assert len(frozen) == 2, out
+    early = re.search(r"tables ended early \(too few bots left with chips\): (.*)", out)
+    still_playing = 2 - (len(early[1].split(", ")) if early else 0)
+    assert still_playing > 0, out
+    assert len(frozen) == still_playing, out  # every table still playing when the service stopped
     assert all("no hand started for 8 s" in line for line in frozen), out
-    assert {line.split()[2] for line in frozen} == {"(holdem):", "(taixiu):"}, out
