@@ -117,7 +117,7 @@ async def _demo(args: argparse.Namespace, settings: Settings, console: Any) -> i
     print()
     print(report.render(), end="")
     print(f"trial balance: {trial_total:,} gold (the sum of every account; must be 0)", flush=True)
-    problems = []
+    problems = list(result.problems)  # tables where no hand started for a while (FROZEN …)
     if unsettled:
         problems.append(f"{len(unsettled)} hands not settled: {', '.join(unsettled[:5])}")
     if open_escrows:
