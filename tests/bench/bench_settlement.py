@@ -16,6 +16,24 @@
   service does); the latency of a hand is the ledger transaction's ``created_at`` minus its
   HandEnded ``occurred_at`` (stamped when it is published).
 
+Scale-out (issue 19), on a second stack whose event log has 8 partitions
+(``Settings.event_partitions``) shared by settlement instances through leases (2 s TTL):
+
+- ``settlement.drain_2_instances`` (hands/s): the same backlog drained by two settlement
+  processes started at once (announced as members in the lease bucket beforehand, so each
+  takes its 4 partitions without a rebalance); hands settled after both hold their
+  partitions / (last ``settled_at`` − that moment). Both compete with the ledger,
+  PostgreSQL and NATS for this machine's cores (the result's note says so).
+- ``settlement.handover_ms`` / ``settlement.handover_graceful_ms`` (ms, p99; p50 and every
+  sample in the params): with two instances under a light load, one is sent SIGKILL (then
+  restarted, with a new instance id) 6 times, then SIGTERM 6 times; the time from the signal
+  until every ``partition.<k>`` key of ``settlement_leases_<stream>`` names a live instance.
+  After a crash that is about the TTL by design.
+- ``settlement.e2e_latency_by_tables`` (ms, p99 at 200 tables with 2 instances): publish →
+  ledger p50/p99 as above at 10, 50, 100 and 200 tables, with 1 instance on the
+  unpartitioned log, 2 instances on 8 partitions, then 1 instance on the same 8 partitions;
+  the figures in the params and plotted to ``var/bench/settlement_latency.png``.
+
 Hook for ``settlement.e2e_p99_ms_100_tables`` (the table service's bots): run the stack
 with ``BenchEnv``, let the table service play, then ``await env.hand_latencies_ms()``
 gives the same latency for every hand in the stream (HandEnded ``occurred_at`` → ledger
@@ -60,7 +78,7 @@ from socai.rules import registry
 from socai_cli import migrations as migrate
 from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 from socai_cli.stack import grpc_health
-from socai_settlement.config import default_replay_workers
+from socai_settlement.config import SettlementConfig, default_replay_workers
 from tests.bench.harness import BenchContext, Result, percentile, rate
 from tests.support.simulate import Simulation, fund, simulate
 
@@ -73,7 +91,7 @@ LATENCY_GAMES = ("holdem", "xito", "taixiu")
 THINK_S = 0.002  # a bot's think time between a table's events
 POST_BATCH = 200
 SCALEOUT_PARTITIONS = 8
-LEASE_TTL_S = 2.0  # short, so that a crash's handover (about one TTL) keeps the benchmark short
+HANDOVER_TTL_S = 2.0  # short, so that a crash's handover (about one TTL) keeps the benchmark short
 LEASE_POLL_S = 0.02
 LEASE_WAIT_S = 60.0
 HANDOVER_ROUNDS = 6  # of each: SIGKILL, then SIGTERM
@@ -92,8 +110,9 @@ def run(ctx: BenchContext) -> list[Result]:
     sim = simulate(hands, registry.available(), seed=2026)
     audit = audit_replay(ctx, sim)
     single, series = asyncio.run(_services(ctx, sim))
-    drain_2, handovers, scaled = asyncio.run(_scaleout(ctx, sim))
+    drain_2, scaled, graceful_default_ttl_ms = asyncio.run(_two_instances(ctx, sim))
     series |= scaled
+    handovers = asyncio.run(_handovers(ctx, graceful_default_ttl_ms))
     plot = ctx.workdir.parent / "settlement_latency.png"  # beside report.json
     plot_latency(series, plot, f"settlement, publish → ledger ({os.cpu_count()} cores shared by every process)")
     drain, *publish_to_ledger = single
@@ -524,15 +543,15 @@ def held_only_by(instances: set[str], partitions: int) -> Callable[[dict[int, st
     return lambda held: len(held) == partitions and set(held.values()) <= instances
 
 
-async def _announce(nc: NatsClient, bucket: str, instances: tuple[str, ...]) -> None:
+async def _announce(nc: NatsClient, bucket: str, ttl_s: float, instances: tuple[str, ...]) -> None:
     """Keep ``member.<id>`` of each instance alive in the lease bucket until cancelled, as
     their own heartbeats will once they run: whichever process starts first then sees both
     members and takes only its share."""
-    kv = await ensure_lease_bucket(nc.jetstream(), LeaseConfig(bucket, ttl_s=LEASE_TTL_S))
+    kv = await ensure_lease_bucket(nc.jetstream(), LeaseConfig(bucket, ttl_s=ttl_s))
     while True:
         for instance in instances:
             await kv.put(member_key(instance), b"")
-        await asyncio.sleep(LEASE_TTL_S / 5)
+        await asyncio.sleep(ttl_s / 5)
 
 
 async def _settle_all(env: BenchEnv, hands: int) -> tuple[int, datetime, datetime]:
@@ -542,8 +561,8 @@ async def _settle_all(env: BenchEnv, hands: int) -> tuple[int, datetime, datetim
         if count >= hands:
             assert first is not None and last is not None
             return count, first, last
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"only {count} of {hands} hands settled")
+        if time.monotonic() > deadline or env.dead_letters():
+            raise RuntimeError(f"only {count} of {hands} hands settled, {env.dead_letters()} dead-lettered")
         await asyncio.sleep(0.25)
 
 
@@ -555,20 +574,21 @@ async def _quiet(env: BenchEnv) -> None:
         await asyncio.sleep(1.0)
 
 
-async def _scaleout(ctx: BenchContext, sim: Simulation) -> tuple[Result, list[Result], LatencySeries]:
-    """``settlement.drain_2_instances``, the handover times and the latency series with 2
-    and then 1 instance, on one stack whose event log has SCALEOUT_PARTITIONS partitions."""
+async def _two_instances(ctx: BenchContext, sim: Simulation) -> tuple[Result, LatencySeries, float]:
+    """``settlement.drain_2_instances`` and the latency series with 2 and then 1 instance, on
+    one stack whose event log has SCALEOUT_PARTITIONS partitions, at the default lease TTL.
+    Also returns the graceful handover (ms) between the two series, at that TTL."""
     p = SCALEOUT_PARTITIONS
+    ttl_s = SettlementConfig().lease_ttl_s
     env = await _backlogged(ctx.workdir / "stack_2_instances", sim, partitions=p)
-    knobs = {"SOCAI_SETTLEMENT_POST_BATCH": str(POST_BATCH), "SOCAI_SETTLEMENT_LEASE_TTL_S": str(LEASE_TTL_S)}
+    knobs = {"SOCAI_SETTLEMENT_POST_BATCH": str(POST_BATCH)}
     nc = await connect(env.settings.nats_url or "", name="bench-leases")
     try:
         leases = LeaseView(nc, f"settlement_leases_{env.settings.events_stream}", p)
-
-        # Drain: both processes start at once, announced as members beforehand so that the
-        # first one up takes only its own half (no rebalance mid-drain); the clock starts
-        # when they hold 4 + 4.
-        announcing = asyncio.create_task(_announce(nc, leases.bucket, ("a", "b")))
+        # Both processes start at once, announced as members beforehand so that the first one
+        # up takes only its own half (no rebalance mid-drain); the clock starts when they
+        # hold 4 + 4.
+        announcing = asyncio.create_task(_announce(nc, leases.bucket, ttl_s, ("a", "b")))
         started = time.monotonic()
         started_at = datetime.now(UTC)
         starting = [asyncio.create_task(env.start_settlement_instance(i, **knobs)) for i in ("a", "b")]
@@ -600,7 +620,7 @@ async def _scaleout(ctx: BenchContext, sim: Simulation) -> tuple[Result, list[Re
                 "whole_span_hands_per_s": round(whole, 1),
                 "games": list(registry.available()),
                 "post_batch": POST_BATCH,
-                "lease_ttl_s": LEASE_TTL_S,
+                "lease_ttl_s": ttl_s,
                 "replay_workers_per_instance": default_replay_workers(),
                 "note": (
                     "On this 2-core machine the two instances (each with its replay workers) compete with the "
@@ -610,13 +630,48 @@ async def _scaleout(ctx: BenchContext, sim: Simulation) -> tuple[Result, list[Re
             },
         )
         series = await _latency_series(ctx, env, f"2 instances, P = {p}", "two")
+        await _quiet(env)
+        # One stops (gracefully): the other takes every partition, then the 1-instance series.
+        proc = live.pop("a")
+        proc.send_signal(signal.SIGTERM)
+        graceful_s = await leases.wait(held_only_by({"b"}, p), time.monotonic(), "no handover after SIGTERM")
+        proc.wait(30)
+        series |= await _latency_series(ctx, env, f"1 instance, P = {p}", "one")
+        if (dead := env.dead_letters()) != 0:
+            raise RuntimeError(f"{dead} hands were dead-lettered with two instances")
+    finally:
+        await nc.close()
+        env.stop()
+    return drain, series, graceful_s * 1000
 
-        # Handovers, under a light load: SIGKILL one instance (restarted each time), then SIGTERM.
-        rounds = HANDOVER_ROUNDS_QUICK if ctx.quick else HANDOVER_ROUNDS
+
+async def _handovers(ctx: BenchContext, graceful_default_ttl_ms: float) -> list[Result]:
+    """Two instances on SCALEOUT_PARTITIONS partitions with a HANDOVER_TTL_S lease TTL, under
+    a light load: SIGKILL one (restarted each time, under a new id), then SIGTERM one, and
+    time each signal → every partition held by a live instance."""
+    p = SCALEOUT_PARTITIONS
+    env = BenchEnv(ctx.workdir / "stack_handover", partitions=p)
+    env.start_infra()
+    knobs = {"SOCAI_SETTLEMENT_LEASE_TTL_S": str(HANDOVER_TTL_S)}
+    rounds = HANDOVER_ROUNDS_QUICK if ctx.quick else HANDOVER_ROUNDS
+    crashed: list[float] = []
+    stopped: list[float] = []
+    rejoined: list[float] = []
+    nc: NatsClient | None = None
+    try:
+        env.start_nats()
+        nc = await connect(env.settings.nats_url or "", name="bench-leases")
+        spec = events_stream_spec(env.settings.events_stream, env.settings.events_prefix, partitions=p)
+        await ensure_stream(nc.jetstream(), spec, allow_repartition=True)  # a fresh stream: created as asked
+        await env.start_service("ledger")
+        leases = LeaseView(nc, f"settlement_leases_{env.settings.events_stream}", p)
+        announcing = asyncio.create_task(_announce(nc, leases.bucket, HANDOVER_TTL_S, ("a", "b")))
+        try:
+            live = {i: await env.start_settlement_instance(i, **knobs) for i in ("a", "b")}
+            await leases.wait(split_between(set(live), p), time.monotonic(), "the instances did not split")
+        finally:
+            announcing.cancel()
         load = asyncio.create_task(_background_load(env, ctx.quick))
-        crashed: list[float] = []
-        stopped: list[float] = []
-        rejoined: list[float] = []
         signals = [signal.SIGKILL] * rounds + [signal.SIGTERM] * rounds
         try:
             for n, sig in enumerate(signals, start=1):
@@ -627,8 +682,6 @@ async def _scaleout(ctx: BenchContext, sim: Simulation) -> tuple[Result, list[Re
                 took_s = await leases.wait(held_only_by(set(live), p), since, f"no handover after {sig.name}")
                 (crashed if sig == signal.SIGKILL else stopped).append(took_s * 1000)
                 proc.wait(30)
-                if n == len(signals):
-                    break  # one instance stays, for the 1-instance series
                 newcomer = f"r{n}"
                 since = time.monotonic()
                 live[newcomer] = await env.start_settlement_instance(newcomer, **knobs)
@@ -639,22 +692,22 @@ async def _scaleout(ctx: BenchContext, sim: Simulation) -> tuple[Result, list[Re
             with contextlib.suppress(asyncio.CancelledError):
                 await load
         await _quiet(env)
-        series |= await _latency_series(ctx, env, f"1 instance, P = {p}", "one")
         if (dead := env.dead_letters()) != 0:
-            raise RuntimeError(f"{dead} hands were dead-lettered in the scale-out runs")
+            raise RuntimeError(f"{dead} hands were dead-lettered in the handover rounds")
     finally:
-        await nc.close()
+        if nc is not None:
+            await nc.close()
         env.stop()
     common = {
         "instances": 2,
         "partitions": p,
-        "lease_ttl_s": LEASE_TTL_S,
+        "lease_ttl_s": HANDOVER_TTL_S,
         "rounds": rounds,
         "load": f"{LOAD_TABLES} tables publishing, {LOAD_THINK_MS} ms between events",
         "measured": "signal sent → every partition's lease key names a live instance (lease bucket polled every "
         f"{int(LEASE_POLL_S * 1000)} ms)",
     }
-    handovers = [
+    return [
         Result(
             "settlement.handover_ms",
             percentile(crashed, 99),
@@ -670,7 +723,7 @@ async def _scaleout(ctx: BenchContext, sim: Simulation) -> tuple[Result, list[Re
                 "note": (
                     "After a crash the dead instance's partitions move when its leases expire, about one TTL "
                     "after its last renewal (TTL/5 before the kill at most), plus the survivor's next rebalance "
-                    "round: the handover is about the TTL by design (10 s by default; 2 s here)."
+                    f"round: the handover is about the TTL by design (10 s by default; {HANDOVER_TTL_S:g} s here)."
                 ),
             },
         ),
@@ -685,14 +738,16 @@ async def _scaleout(ctx: BenchContext, sim: Simulation) -> tuple[Result, list[Re
                 "p50_ms": round(percentile(stopped, 50), 1),
                 "p99_ms": round(percentile(stopped, 99), 1),
                 "samples_ms": [round(x, 1) for x in stopped],
+                "at_default_ttl_ms": round(graceful_default_ttl_ms, 1),
                 "note": (
-                    "A graceful stop stops its pipelines and deletes its lease keys; the survivor takes them in "
-                    "its next rebalance round (every TTL/5), so the handover does not wait for the TTL."
+                    "A graceful stop stops its pipelines and deletes its lease keys, one partition after the "
+                    "other; the survivor takes them in its next rebalance rounds (every TTL/5), so the handover "
+                    "does not wait for the TTL. at_default_ttl_ms: one SIGTERM on the 2-instance drain's stack "
+                    "(TTL 10 s), after its latency runs."
                 ),
             },
         ),
     ]
-    return drain, handovers, series
 
 
 async def _background_load(env: BenchEnv, quick: bool) -> None:
