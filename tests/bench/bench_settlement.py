@@ -16,23 +16,26 @@
   service does); the latency of a hand is the ledger transaction's ``created_at`` minus its
   HandEnded ``occurred_at`` (stamped when it is published).
 
-Scale-out (issue 19), on a second stack whose event log has 8 partitions
-(``Settings.event_partitions``) shared by settlement instances through leases (2 s TTL):
+Scale-out (issue 19), on event logs of 8 partitions (``Settings.event_partitions``) that
+settlement instances share through leases:
 
-- ``settlement.drain_2_instances`` (hands/s): the same backlog drained by two settlement
-  processes started at once (announced as members in the lease bucket beforehand, so each
-  takes its 4 partitions without a rebalance); hands settled after both hold their
-  partitions / (last ``settled_at`` − that moment). Both compete with the ledger,
-  PostgreSQL and NATS for this machine's cores (the result's note says so).
+- ``settlement.drain_2_instances`` (hands/s): the same backlog on a second stack, drained by
+  two settlement processes started at once (announced as members in the lease bucket
+  beforehand, so each takes its 4 partitions without a rebalance) at the default lease TTL
+  (10 s); hands settled after both hold their partitions / (last ``settled_at`` − that
+  moment). Both compete with the ledger, PostgreSQL and NATS for this machine's cores (the
+  result's note says so).
 - ``settlement.handover_ms`` / ``settlement.handover_graceful_ms`` (ms, p99; p50 and every
-  sample in the params): with two instances under a light load, one is sent SIGKILL (then
-  restarted, with a new instance id) 6 times, then SIGTERM 6 times; the time from the signal
-  until every ``partition.<k>`` key of ``settlement_leases_<stream>`` names a live instance.
-  After a crash that is about the TTL by design.
+  sample in the params): on a third stack, two instances with a 2 s lease TTL under a light
+  load; one is sent SIGKILL 5 times, then SIGTERM 5 times (restarted each time under a new
+  instance id); the time from the signal until every ``partition.<k>`` key of
+  ``settlement_leases_<stream>`` names a live instance. After a crash that is about the TTL,
+  by design.
 - ``settlement.e2e_latency_by_tables`` (ms, p99 at 200 tables with 2 instances): publish →
   ledger p50/p99 as above at 10, 50, 100 and 200 tables, with 1 instance on the
-  unpartitioned log, 2 instances on 8 partitions, then 1 instance on the same 8 partitions;
-  the figures in the params and plotted to ``var/bench/settlement_latency.png``.
+  unpartitioned log (first stack), then 2 instances and 1 instance on 8 partitions (second
+  stack, after the drain); the figures in the params, plotted to
+  ``var/bench/settlement_latency.png``.
 
 Hook for ``settlement.e2e_p99_ms_100_tables`` (the table service's bots): run the stack
 with ``BenchEnv``, let the table service play, then ``await env.hand_latencies_ms()``
@@ -94,12 +97,15 @@ SCALEOUT_PARTITIONS = 8
 HANDOVER_TTL_S = 2.0  # short, so that a crash's handover (about one TTL) keeps the benchmark short
 LEASE_POLL_S = 0.02
 LEASE_WAIT_S = 60.0
-HANDOVER_ROUNDS = 6  # of each: SIGKILL, then SIGTERM
+HANDOVER_ROUNDS = 5  # of each: SIGKILL, then SIGTERM
 HANDOVER_ROUNDS_QUICK = 2
 SERIES_TABLES = (10, 50, 100, 200)
+SERIES_HANDS_PER_TABLE = 4
 LOAD_TABLES = 10
 LOAD_THINK_MS = 10
-LOAD_HANDS_PER_TABLE = 400
+LOAD_HANDS = 3000
+LOAD_HANDS_QUICK = 600
+LOAD_HANDS_PER_TABLE = 40
 
 # Publish → ledger p50/p99 by number of tables, per setup ("2 instances, P = 8" → 200 → …).
 LatencySeries = dict[str, dict[int, dict[str, float]]]
@@ -249,11 +255,12 @@ class BenchEnv:
         assert row is not None
         return int(row[0]), row[1], row[2]
 
-    def dead_letters(self) -> int:
+    def dead_letters(self) -> dict[str, int]:
+        """How many hands were dead-lettered, by reason."""
         assert self.settings.database_url
         with psycopg.connect(self.settings.database_url) as conn:
-            row = conn.execute('select count(*) from "socai_settlement".dead_letters').fetchone()
-        return int(row[0]) if row else 0
+            rows = conn.execute('select reason, count(*) from "socai_settlement".dead_letters group by reason')
+            return {str(reason): int(n) for reason, n in rows.fetchall()}
 
     def ledger(self, caller: str = "cashier") -> tuple[Any, Any]:
         ch = channel(self.settings.ledger_addr, self.settings.tokens[caller])
@@ -471,7 +478,7 @@ async def _latency(ctx: BenchContext, env: BenchEnv) -> list[Result]:
 async def _latency_series(ctx: BenchContext, env: BenchEnv, label: str, tag: str) -> LatencySeries:
     """Publish → ledger p50/p99 at each of SERIES_TABLES tables, one run after the other on
     the running stack (``tag`` keeps the runs' table ids apart)."""
-    per_table = LATENCY_HANDS_PER_TABLE_QUICK if ctx.quick else LATENCY_HANDS_PER_TABLE
+    per_table = LATENCY_HANDS_PER_TABLE_QUICK if ctx.quick else SERIES_HANDS_PER_TABLE
     points: dict[int, dict[str, float]] = {}
     for tables in SERIES_TABLES:
         latencies, hands = await _publish_to_ledger_ms(
@@ -561,8 +568,8 @@ async def _settle_all(env: BenchEnv, hands: int) -> tuple[int, datetime, datetim
         if count >= hands:
             assert first is not None and last is not None
             return count, first, last
-        if time.monotonic() > deadline or env.dead_letters():
-            raise RuntimeError(f"only {count} of {hands} hands settled, {env.dead_letters()} dead-lettered")
+        if time.monotonic() > deadline or (dead := env.dead_letters()):
+            raise RuntimeError(f"only {count} of {hands} hands settled; dead letters: {dead}")
         await asyncio.sleep(0.25)
 
 
@@ -637,8 +644,8 @@ async def _two_instances(ctx: BenchContext, sim: Simulation) -> tuple[Result, La
         graceful_s = await leases.wait(held_only_by({"b"}, p), time.monotonic(), "no handover after SIGTERM")
         proc.wait(30)
         series |= await _latency_series(ctx, env, f"1 instance, P = {p}", "one")
-        if (dead := env.dead_letters()) != 0:
-            raise RuntimeError(f"{dead} hands were dead-lettered with two instances")
+        if dead := env.dead_letters():
+            raise RuntimeError(f"hands were dead-lettered with two instances: {dead}")
     finally:
         await nc.close()
         env.stop()
@@ -692,8 +699,11 @@ async def _handovers(ctx: BenchContext, graceful_default_ttl_ms: float) -> list[
             with contextlib.suppress(asyncio.CancelledError):
                 await load
         await _quiet(env)
-        if (dead := env.dead_letters()) != 0:
-            raise RuntimeError(f"{dead} hands were dead-lettered in the handover rounds")
+        # Kept in the results rather than raised: the times are still measured, and a dead
+        # letter here is a finding about the handovers, which the report must show.
+        dead = env.dead_letters()
+        if dead:
+            print(f"   WARNING: hands dead-lettered during the handover rounds: {dead}", flush=True)
     finally:
         if nc is not None:
             await nc.close()
@@ -703,7 +713,8 @@ async def _handovers(ctx: BenchContext, graceful_default_ttl_ms: float) -> list[
         "partitions": p,
         "lease_ttl_s": HANDOVER_TTL_S,
         "rounds": rounds,
-        "load": f"{LOAD_TABLES} tables publishing, {LOAD_THINK_MS} ms between events",
+        "load": f"{LOAD_TABLES} tables publishing at a time, {LOAD_THINK_MS} ms between events",
+        "dead_letters": dead,
         "measured": "signal sent → every partition's lease key names a live instance (lease bucket polled every "
         f"{int(LEASE_POLL_S * 1000)} ms)",
     }
@@ -751,9 +762,9 @@ async def _handovers(ctx: BenchContext, graceful_default_ttl_ms: float) -> list[
 
 
 async def _background_load(env: BenchEnv, quick: bool) -> None:
-    """LOAD_TABLES tables publishing hands until cancelled (or out of hands)."""
-    per_table = 40 if quick else LOAD_HANDS_PER_TABLE
-    sim = simulate(LOAD_TABLES * per_table, LATENCY_GAMES, seed=77, hands_per_table=per_table, table_prefix="load")
+    """LOAD_TABLES tables publishing hands at a time, until cancelled (or out of hands)."""
+    hands = LOAD_HANDS_QUICK if quick else LOAD_HANDS
+    sim = simulate(hands, LATENCY_GAMES, seed=77, hands_per_table=LOAD_HANDS_PER_TABLE, table_prefix="load")
     ch, ledger = env.ledger("cashier")
     try:
         await fund(ledger, sim)
@@ -762,12 +773,15 @@ async def _background_load(env: BenchEnv, quick: bool) -> None:
     nc = await connect(env.settings.nats_url or "", name="bench-load-tables")
     log = EventLog(nc, env.settings.events_stream, env.settings.events_prefix)
 
+    gate = asyncio.Semaphore(LOAD_TABLES)  # a table whose players are broke gives way to the next
+
     async def table(t: Any) -> None:
-        for hand in t.hands:
-            last = 0
-            for e in hand.events:
-                last = await log.append(e, last)
-                await asyncio.sleep(LOAD_THINK_MS / 1000)
+        async with gate:
+            for hand in t.hands:
+                last = 0
+                for e in hand.events:
+                    last = await log.append(e, last)
+                    await asyncio.sleep(LOAD_THINK_MS / 1000)
 
     try:
         await asyncio.gather(*(table(t) for t in sim.tables))
@@ -792,6 +806,7 @@ def latency_result(series: LatencySeries, plot: Path) -> Result:
             "plot": plot.name,
             "publisher": "simulated tables through EventLog (as the table service publishes), in the bench process",
             "think_ms": int(THINK_S * 1000),
+            "hands_per_table": SERIES_HANDS_PER_TABLE,
             "games": list(LATENCY_GAMES),
             "latency": "HandEnded occurred_at (stamped at publish) → ledger transaction created_at",
         },
