@@ -818,6 +818,7 @@ def plot_latency(series: LatencySeries, path: Path, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     fig, ax = plt.subplots(figsize=(8, 5))
     for i, (label, points) in enumerate(series.items()):
@@ -829,6 +830,9 @@ def plot_latency(series: LatencySeries, path: Path, title: str) -> None:
     ax.set_ylabel("HandEnded published → ledger commit (ms)")
     ax.set_xticks(list(SERIES_TABLES))
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")  # 300, not 3 × 10²
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize="small")
     ax.set_title(title, fontsize="medium")
