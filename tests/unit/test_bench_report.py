@@ -31,3 +31,23 @@ def test_the_report_names_every_result_in_the_fixed_format(tmp_path: Path) -> No
         assert result["unit"] == "hands/s" and result["higher_is_better"] is True
         assert isinstance(result["value"], float) and result["value"] > 0
     assert "| rules.xito.selfplay |" in (tmp_path / "report.md").read_text()
+
+
+def test_the_latency_by_tables_result_carries_its_figures_and_its_plot(tmp_path: Path) -> None:
+    from tests.bench.bench_settlement import SERIES_TABLES, latency_result, plot_latency
+
+    def points(p99_ms: float) -> dict[int, dict[str, float]]:
+        return {t: {"p50_ms": p99_ms / 4, "p99_ms": p99_ms + t, "hands": 6 * t} for t in SERIES_TABLES}
+
+    series = {"1 instance, P = 8": points(100.0), "2 instances, P = 8": points(200.0)}
+    plot = tmp_path / "settlement_latency.png"
+    plot_latency(series, plot, "publish → ledger")
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = latency_result(series, plot).as_json()
+    assert set(result) == {"name", "value", "unit", "higher_is_better", "peers", "params"}
+    assert result["name"] == "settlement.e2e_latency_by_tables" and result["unit"] == "ms"
+    assert result["higher_is_better"] is False
+    assert result["value"] == 400.0  # p99 at 200 tables with 2 instances
+    assert result["params"]["series"]["1 instance, P = 8"]["10"] == {"p50_ms": 25.0, "p99_ms": 110.0, "hands": 60}
+    assert result["params"]["plot"] == "settlement_latency.png"
+    json.dumps(result)  # the report is JSON
