@@ -19,7 +19,8 @@ up: $(STAMP_RUN)             ## keep the stack serving in the foreground (Ctrl-C
 	$(BIN)/socai up
 
 test: $(STAMP_DEV) lint      ## linters, then every test suite on real NATS and PostgreSQL
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit -n 2 $(PYTEST_ARGS)
+	$(BIN)/pytest --ignore=tests/unit $(PYTEST_ARGS)
 
 test-fast: $(STAMP_DEV)      ## unit tests only
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

@@ -41,7 +41,7 @@ from tests.support.simulate import fund, publish, simulate
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 P = 4
-HANDS = 480
+HANDS = 240
 TTL_S = 2.0
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -189,7 +189,7 @@ async def test_a_paused_holder_wakes_to_a_moved_lease_and_posts_nothing(harness:
     token becomes the fence) and settles everything; woken with SIGCONT, the paused one
     finds its lease lost, stops its pipeline, and the journal holds each hand once."""
     bucket = f"settlement_leases_{harness.settings.events_stream}"  # P = 0: one leased partition
-    sim = simulate(240, ("holdem", "xito", "taixiu"), seed=2020)
+    sim = simulate(160, ("holdem", "xito", "taixiu"), seed=2020)
     await harness.start_ledger()
     await fund(harness.ledger("cashier"), sim)
     settings = replace(harness.settings, metrics_port_base=0)
