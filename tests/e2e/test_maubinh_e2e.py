@@ -145,10 +145,10 @@ async def test_a_late_seat_is_arranged_automatically_then_settled_and_audited_cl
                 assert sorted(
                     (t.from_account_id, t.to_account_id, t.amount_gold, t.reason) for t in record.transfers
                 ) == sorted((t.from_account, t.to_account, t.amount_gold, t.reason) for t in expected.transfers)
-                if record.transfers:
+                if expected.entries():  # gold moved on balance (transfers can cancel out)
                     break
             else:
-                pytest.fail(f"no hand of {HANDS_MAX} moved gold: {played}")
+                pytest.fail(f"no hand of {HANDS_MAX} moved gold on balance: {played}")
 
             # Mậu Binh's reason codes, and the chi were paid; the ledger holds that transaction.
             reasons = {t.reason for t in record.transfers}
