@@ -1,5 +1,6 @@
 """Wiring: ``await build_app(settings) -> App`` creates the read pool, the write batcher, the
-outbox relay and the gRPC server; ``App.start`` / ``App.stop`` run and drain them in order.
+outbox relay, the outbox's bound and the gRPC server; ``App.start`` / ``App.stop`` run and
+drain them in order. The ledger's own knobs are ``socai_ledger.config.LedgerConfig``.
 
 The process shape (metrics port, signals) is ``socai.infra.service.run`` (``__main__``).
 Nothing here runs at import.
@@ -21,7 +22,9 @@ from socai.infra.grpc_server import GrpcServer, build_server
 from socai.infra.logging import get_logger
 from socai_ledger import db, verify
 from socai_ledger.batcher import WriteBatcher
+from socai_ledger.config import LedgerConfig
 from socai_ledger.outbox import OutboxRelay
+from socai_ledger.outbox_backlog import OutboxBacklog
 from socai_ledger.server import SERVICE_NAME, LedgerServicer, access_policy
 
 log = get_logger("socai.ledger")
@@ -37,6 +40,7 @@ class App:
     pool: Pool
     batcher: WriteBatcher
     relay: OutboxRelay | None
+    backlog: OutboxBacklog | None = None
     trial_balance_interval_s: float = TRIAL_BALANCE_INTERVAL_S
     _watch: asyncio.Task[None] | None = field(default=None, repr=False)
 
@@ -94,12 +98,20 @@ async def build_app(
     relay: bool = True,
     linger_s: float = 0.002,
     max_batch: int | None = None,
+    config: LedgerConfig | None = None,
 ) -> App:
     """The ledger, listening on ``settings.listen_address(settings.ledger_addr)`` (port 0
     picks a free one). ``relay=False`` runs without the outbox relay (the outbox keeps
-    filling; another replica's relay publishes it)."""
+    filling; another replica's relay publishes it). ``config``: the ledger's own knobs,
+    from the environment when None (``LedgerConfig.from_env``)."""
+    cfg = config or LedgerConfig.from_env()
     database_url = settings.effective_database_url
     pool = db.create_pool(database_url)
+    # Every replica bounds the outbox, the ones without the relay too: they read the lag
+    # under the journal's lock at each batch, and from the database while they hold back.
+    backlog = (
+        OutboxBacklog(pool, max_lag=cfg.outbox_max_lag, wait_s=cfg.outbox_wait_s) if cfg.outbox_max_lag > 0 else None
+    )
     outbox = (
         OutboxRelay(
             database_url,
@@ -113,9 +125,11 @@ async def build_app(
     batcher_options: dict[str, Any] = {"linger_s": linger_s}
     if max_batch is not None:
         batcher_options["max_batch"] = max_batch
-    batcher = WriteBatcher(database_url, on_commit=outbox.wake if outbox else None, **batcher_options)
+    batcher = WriteBatcher(database_url, on_commit=outbox.wake if outbox else None, backlog=backlog, **batcher_options)
     if outbox is not None:
         outbox.yield_to(batcher.busy)
+        if backlog is not None:
+            outbox.report_to(backlog.observe)
     servicer = LedgerServicer(pool, batcher)
     grpc_server = build_server(
         service="ledger",
@@ -124,4 +138,4 @@ async def build_app(
         service_names=[SERVICE_NAME],
         policy=access_policy(settings.tokens),
     )
-    return App(settings=settings, grpc=grpc_server, pool=pool, batcher=batcher, relay=outbox)
+    return App(settings=settings, grpc=grpc_server, pool=pool, batcher=batcher, relay=outbox, backlog=backlog)

@@ -54,6 +54,16 @@ re-runs. The poison-item fallback keeps the fence: each item of a fenced unit is
 own transaction *with the unit's fence*, so every write is still checked; should the lease
 move on between two of them, the items after it are answered REJECTED / FENCED one by one
 (the ones before it were written under a valid token) rather than failing the whole call.
+
+The outbox's bound (``outbox_backlog``). With a ``backlog``, the writer writes no batch while
+the outbox relay is ``max_lag`` or more transactions behind: postings wait in the queue,
+each at most ``wait_s``, and past it are refused with UNAVAILABLE / ``OUTBOX_BACKLOG``
+(never written, so a retry under the same key is a first attempt); when the relay has
+published nothing for a whole wait, every waiting posting is refused at once. Refusing
+happens here, in the queue, and not per item: a caller hears one retryable status for its
+whole call (settlement retries its batch; a per-item refusal would dead-letter hands). A
+fenced claim writes nothing to the journal and passes. While it holds postings back the
+writer does not count as busy, so the relay publishes at full speed.
 """
 
 from __future__ import annotations
@@ -77,6 +87,7 @@ from socai.infra import db_pool
 from socai.infra.logging import get_logger
 from socai_ledger import db, domain, journal_write
 from socai_ledger.domain import PostOutcome, PostStatus, PreparedTransaction
+from socai_ledger.outbox_backlog import REFUSED, WAIT_SECONDS, OutboxBacklog
 
 log = get_logger("socai.ledger.batcher")
 
@@ -99,6 +110,7 @@ _POSTINGS_BY_STATUS = {status: POSTINGS.labels(status.name.lower()) for status i
 RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 BUSY_WINDOW_S = 0.1  # a batch written this recently still counts as load
 LINGER_STEPS = 4  # the linger is spent in steps; a step in which nothing arrives ends it
+REFUSAL_LOG_EVERY_S = 10.0
 
 
 class UuidV7:
@@ -120,6 +132,8 @@ class _Unit:
     items: Sequence[PreparedTransaction]
     future: asyncio.Future[list[PostOutcome]] = field(repr=False)
     fence: domain.Fence | None = None  # a fenced unit is always a batch of its own
+    queued_at: float = 0.0  # time.monotonic() when it was queued
+    held: bool = False  # the outbox's bound held it back for a while
 
 
 class WriteBatcher:
@@ -132,6 +146,7 @@ class WriteBatcher:
         max_pending: int = 20_000,
         retries: int = 8,
         on_commit: Callable[[int], None] | None = None,
+        backlog: OutboxBacklog | None = None,
     ) -> None:
         errors.check(max_batch >= 1 and max_pending >= max_batch, "batcher limits")
         self._url = database_url
@@ -140,6 +155,7 @@ class WriteBatcher:
         self.max_pending = max_pending
         self.retries = retries
         self._on_commit = on_commit
+        self._backlog = backlog
         self._queue: deque[_Unit] = deque()
         self._pending = 0
         self._space = asyncio.Condition()
@@ -149,10 +165,16 @@ class WriteBatcher:
         self._conn: db.AConn | None = None
         self._new_id = UuidV7()
         self._writing = False
+        self._holding = False
         self._last_write = 0.0
+        self._refusal_logged_at = float("-inf")
+        self._refused_unlogged = 0
 
     def busy(self) -> bool:
-        """Whether postings are waiting or were written in the last moment (the relay yields)."""
+        """Whether postings are waiting or were written in the last moment (the relay yields).
+        Postings held back by the outbox's bound wait for the relay: then it must not yield."""
+        if self._holding:
+            return False
         return bool(self._queue) or self._writing or time.monotonic() - self._last_write < BUSY_WINDOW_S
 
     async def start(self) -> None:
@@ -167,8 +189,10 @@ class WriteBatcher:
         With a ``fence``, the items are written in a batch of their own, only if the fence's
         token is current (see the module docstring); no items is then a claim of the token.
         Raises PreconditionFailed("FENCED") when a newer token was recorded (nothing written),
-        Unavailable("LEDGER_STOPPING") once the batcher is closing and
-        Unavailable("DATABASE_UNAVAILABLE") when the outcome is unknown (retry with the same keys).
+        Unavailable("LEDGER_STOPPING") once the batcher is closing,
+        Unavailable("OUTBOX_BACKLOG") when the outbox relay is too far behind (nothing written;
+        see the module docstring) and Unavailable("DATABASE_UNAVAILABLE") when the outcome is
+        unknown (retry with the same keys).
         """
         least = 0 if fence is not None else 1
         errors.check(least <= len(items) <= self.max_batch, "a unit holds 1..max_batch items (0: a claim)")
@@ -180,7 +204,7 @@ class WriteBatcher:
         if self._closing:
             raise errors.Unavailable("LEDGER_STOPPING", "the ledger is shutting down; retry on another replica")
         future: asyncio.Future[list[PostOutcome]] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Unit(items, future, fence))
+        self._queue.append(_Unit(items, future, fence, time.monotonic()))
         self._pending += len(items)
         self._wakeup.set()
         # A caller that goes away (deadline, cancel) cancels only this future: its items stay
@@ -211,7 +235,14 @@ class WriteBatcher:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
+            if self._backlog is not None and self._backlog.over() and self._queue[0].items:
+                await self._hold(self._backlog)
+                continue
             units, count = self._take()
+            now = time.monotonic()
+            for unit in units:
+                if unit.held:
+                    WAIT_SECONDS.observe(now - unit.queued_at)
             waited = 0.0
             step = self.linger_s / LINGER_STEPS
             alone = units[0].fence is not None  # a fenced unit takes no company
@@ -237,6 +268,56 @@ class WriteBatcher:
             self._pending -= count
             async with self._space:
                 self._space.notify_all()
+
+    async def _hold(self, backlog: OutboxBacklog) -> None:
+        """Write nothing while the outbox is over its bound: return once the relay has made
+        room, refusing each posting that waited ``backlog.wait_s`` on the way, and every
+        one at once when the relay publishes nothing (or the batcher is closing). A claim
+        at the head of the queue (no items, nothing for the journal) ends the wait."""
+        self._holding = True
+        try:
+            while self._queue and self._queue[0].items:
+                for unit in self._queue:
+                    unit.held = True
+                seen = backlog.published_seq
+                await backlog.refresh()
+                if not backlog.over():
+                    return
+                now = time.monotonic()
+                waiting = [unit for unit in self._queue if unit.items]
+                if self._closing or backlog.stalled(now):
+                    await self._refuse(waiting, backlog, "stopping" if self._closing else "relay_stalled", now)
+                    continue
+                expired = [unit for unit in waiting if now - unit.queued_at >= backlog.wait_s]
+                if expired:
+                    await self._refuse(expired, backlog, "wait_expired", now)
+                    continue
+                oldest = min(unit.queued_at for unit in waiting)
+                await backlog.progressed(seen, min(backlog.refresh_s, oldest + backlog.wait_s - now))
+        finally:
+            self._holding = False
+
+    async def _refuse(self, units: list[_Unit], backlog: OutboxBacklog, reason: str, now: float) -> None:
+        """Take ``units`` off the queue unwritten and answer them OUTBOX_BACKLOG."""
+        gone = set(map(id, units))
+        self._queue = deque(unit for unit in self._queue if id(unit) not in gone)
+        refused = 0
+        for unit in units:
+            refused += len(unit.items)
+            WAIT_SECONDS.observe(now - unit.queued_at)
+            if not unit.future.done():
+                unit.future.set_exception(backlog.refusal(reason))
+        self._pending -= refused
+        REFUSED.labels(reason).inc(refused)
+        # One line per REFUSAL_LOG_EVERY_S at most, with the count since the last one: while
+        # NATS is down every posting is refused, and the metric counts each of them.
+        self._refused_unlogged += refused
+        if now - self._refusal_logged_at >= REFUSAL_LOG_EVERY_S:
+            log.warning("postings_refused", reason=reason, transactions=self._refused_unlogged, outbox_lag=backlog.lag)
+            self._refusal_logged_at = now
+            self._refused_unlogged = 0
+        async with self._space:
+            self._space.notify_all()
 
     def _take(self, room: int | None = None) -> tuple[list[_Unit], int]:
         """Queued units, oldest first, up to ``room`` items (a unit is never split).
@@ -296,6 +377,11 @@ class WriteBatcher:
         BATCH_ITEMS.observe(len(items))
         BATCH_SECONDS.observe(time.perf_counter() - started)
         self._deliver(units, result.outcomes)
+        self._committed(result)
+
+    def _committed(self, result: journal_write.BatchResult) -> None:
+        if self._backlog is not None:
+            self._backlog.observe(result.head_seq, result.published_seq)
         if result.last_seq and self._on_commit is not None:
             self._on_commit(result.last_seq)
 
@@ -349,8 +435,7 @@ class WriteBatcher:
                     outcomes.append(_failed("INTERNAL", "internal error"))
                     continue
                 outcomes.extend(result.outcomes)
-                if result.last_seq and self._on_commit is not None:
-                    self._on_commit(result.last_seq)
+                self._committed(result)
             self._deliver([unit], outcomes)
 
     def _deliver(self, units: list[_Unit], outcomes: list[PostOutcome]) -> None:

@@ -48,7 +48,13 @@ from socai_ledger.domain import Fence, KnownKey, LockedAccounts, PreparedTransac
 from socai_ledger.journal_copy import ENTRY_COLUMNS, TRANSACTION_COLUMNS, entries_copy, transactions_copy
 
 _SEPARATOR: Final = "\x1f"
-_HEAD_SQL = f"select clock_timestamp(), coalesce(max(journal_seq), 0) from {SCHEMA}.transactions"
+# The batch's time, the journal head and the outbox relay's cursor: every replica's writer
+# learns the outbox's exact lag at each batch from this read, under the journal's lock
+# (``outbox_backlog``), without a query of its own.
+_HEAD_SQL = (
+    f"select clock_timestamp(), coalesce(max(journal_seq), 0), "
+    f"(select published_seq from {SCHEMA}.outbox_progress) from {SCHEMA}.transactions"
+)
 _COPY_TRANSACTIONS_SQL = f"copy {SCHEMA}.transactions ({TRANSACTION_COLUMNS}) from stdin (format binary)"
 _COPY_ENTRIES_SQL = f"copy {SCHEMA}.entries ({ENTRY_COLUMNS}) from stdin (format binary)"
 _OUTBOX_SQL = f"insert into {SCHEMA}.outbox (first_seq, last_seq) values (%s, %s)"
@@ -200,6 +206,8 @@ class BatchResult:
     applied: int
     rejected: int
     last_seq: int  # 0 when nothing was appended
+    head_seq: int = 0  # the journal head after this batch
+    published_seq: int = 0  # the outbox relay's cursor when the batch took the journal's lock
 
 
 async def write_batch(
@@ -246,6 +254,7 @@ async def write_batch(
         errors.check(len(head_rows) == 1 and len(locked_rows) == 1, "the head and lock queries return a row")
         now: datetime = head_rows[0][0]
         head_seq: int = head_rows[0][1]
+        published_seq = int(head_rows[0][2] or 0)
         locked = LockedAccounts(_locked_accounts(locked_rows[0][0]))
         plan = domain.plan_batch(items, _known_keys(known_rows), locked, head_seq, now, iter(tx_ids))
 
@@ -301,6 +310,8 @@ async def write_batch(
         applied=plan.applied,
         rejected=sum(1 for o in plan.outcomes if o.status is domain.PostStatus.REJECTED),
         last_seq=plan.last_seq,
+        head_seq=plan.last_seq or head_seq,
+        published_seq=published_seq,
     )
 
 

@@ -38,6 +38,9 @@ transaction or two) are merged into one span and published in pipelined chunks. 
 write batcher is busy the relay takes a share of the time (BUSY_SHARE below: it pauses in
 proportion to the time its chunks took, however the span was cut into ranges), and past
 LAG_BOUND transactions behind it stops yielding; when the batcher idles it runs at full speed.
+Above JetStream's rate that still falls behind; the writer's own bound (``outbox_backlog``:
+postings wait, then are refused, past ``SOCAI_LEDGER_OUTBOX_MAX_LAG``) bounds the lag, and
+the relay tells it of every chunk it publishes (``report_to``).
 
 Several ledger replicas: only the replica holding the session advisory lock ``RELAY_LOCK``
 relays; the others stand by and take over when its connection goes away.
@@ -198,6 +201,7 @@ class OutboxRelay:
         busy_chunk: int = BUSY_CHUNK,
         busy_share: float = BUSY_SHARE,
         lag_bound: int = LAG_BOUND,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> None:
         errors.check(0 < busy_share <= 1 and busy_chunk >= 1 and lag_bound >= 0, "outbox relay limits")
         self._db_url = database_url
@@ -212,6 +216,7 @@ class OutboxRelay:
         self._busy_chunk = busy_chunk
         self._busy_share = busy_share
         self._lag_bound = lag_bound
+        self._on_progress = on_progress or (lambda head_seq, published_seq: None)
         self._wakeup = asyncio.Event()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -225,6 +230,11 @@ class OutboxRelay:
     def yield_to(self, writer_busy: Callable[[], bool]) -> None:
         """Publish gently while ``writer_busy()`` says postings are waiting (POSTINGS FIRST)."""
         self._writer_busy = writer_busy
+
+    def report_to(self, on_progress: Callable[[int, int], None]) -> None:
+        """Call ``on_progress(journal head, published cursor)`` at each round and after each
+        published chunk (the writer's outbox bound waits on it)."""
+        self._on_progress = on_progress
 
     def wake(self, last_seq: int = 0) -> None:
         """Called after a batch commits: publish now instead of at the next poll."""
@@ -293,6 +303,7 @@ class OutboxRelay:
         head, cursor, ranges = await outbox_queries.outbox_pending(conn, RANGES_PER_ROUND)
         self.published_seq = cursor
         OUTBOX_LAG.set(max(0, head - cursor))
+        self._on_progress(head, cursor)
         through = pending_through(cursor, ranges)
         if through == cursor and head > cursor:
             # Committed transactions without an outbox range would be a bug in the write path.
@@ -334,6 +345,7 @@ class OutboxRelay:
                     published += stored
                     PUBLISHED.inc(stored)
                     OUTBOX_LAG.set(max(0, head - cursor))
+                    self._on_progress(head, cursor)
                 if failure is not None:
                     raise failure
                 if gentle and start <= through and not self._stopping.is_set():

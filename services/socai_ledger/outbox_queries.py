@@ -2,9 +2,13 @@
 
 The relay reads the pending journal ranges and the journal rows they name, and advances its
 cursor; each call is one round trip (``pg_wire.script``: several statements at once).
+``journal_head_and_cursor`` is the one statement here on the service's pool: the lag a
+writer holding postings back reads (``outbox_backlog``), on any replica.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from socai_ledger import pg_wire
 from socai_ledger.db import SCHEMA, AConn
@@ -32,6 +36,18 @@ async def outbox_pending(conn: AConn, limit: int) -> tuple[int, int, list[tuple[
         (limit,),
     )
     return int(head[0]), int(progress[0]), [(int(a), int(b)) for a, b in ranges]
+
+
+async def journal_head_and_cursor(pool: Any) -> tuple[int, int]:
+    """(the journal head, the published cursor) read through the service's ``pool`` (a
+    ``socai.infra.db_pool.Pool``): two index lookups. Raises Unavailable("DATABASE_UNAVAILABLE")."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            f"select (select coalesce(max(journal_seq), 0) from {SCHEMA}.transactions), "
+            f"(select published_seq from {SCHEMA}.outbox_progress)"
+        )
+        row = await cur.fetchone()
+    return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
 
 async def load_journal(conn: AConn, first_seq: int, last_seq: int) -> list[Transaction]:
