@@ -3,7 +3,10 @@
 ``verify(raw_events)`` groups the events by hand (keeping their order), replays each hand
 through ``socai.settle.replay`` (commitment, every card and die, the rules engine) and
 fills an ``AuditReport``; a hand that does not replay is a mismatch with the replay's
-reason and message. ``reconcile(audit, ledger)`` then looks up each hand's transaction by
+reason and message. With ``allow_open`` a table's last hand may still be in play: it is
+replayed as far as it goes (``replay_open``: every event so far legal and consistent, its
+cards checked against the seed once it ends) and reported open only when all of that
+holds; a bad event in it is a finding like any other. ``reconcile(audit, ledger)`` then looks up each hand's transaction by
 its idempotency key ``settle:{hand_id}`` (or the retry key it was settled under after a
 refusal, ``socai.settle.keys``) and compares its entries with the replay, sums
 the entries per account on both sides, for tables whose whole history is in the input
@@ -25,7 +28,15 @@ from socai.audit.ledger_source import LedgerSource, LiveLedger
 from socai.audit.report import AuditReport, Mismatch
 from socai.rules import base, registry
 from socai.settle.keys import Found, settlement_key
-from socai.settle.replay import MISSING_END, ReplayError, ReplayResult, diff_entries, replay
+from socai.settle.replay import (
+    MISSING_END,
+    OpenHand,
+    ReplayError,
+    ReplayResult,
+    diff_entries,
+    replay,
+    replay_open,
+)
 
 SETTLEMENT_KIND: Final = "settlement"
 LEDGER_CALLS_IN_FLIGHT: Final = 32
@@ -61,6 +72,7 @@ class Audit:
     facts: dict[str, TableFacts] = field(default_factory=dict)
     failed_tables: set[str] = field(default_factory=set)
     open_tables: set[str] = field(default_factory=set)
+    open_results: list[OpenHand] = field(default_factory=list)  # the open hands, verified as far as they go
     complete: bool = True  # the input is the whole log (no filter): escrow balances can be checked
     # Every hand's stored messages in input order (the hand views show hands that did not
     # replay too), and what the reconciled ledger holds for each replayed hand.
@@ -70,7 +82,8 @@ class Audit:
 
 def verify(raws: Iterable[RawEvent], *, source: str, allow_open: bool = False, complete: bool = True) -> Audit:
     """Replay every hand of ``raws``. With ``allow_open`` a table's last hand may lack its
-    HandEnded (a live log); any other hand without one is a MISSING_END mismatch."""
+    HandEnded (a live log): it is verified as far as it goes and listed open when sound;
+    any other hand without one is a MISSING_END mismatch."""
     report = AuditReport(source=source)
     audit = Audit(report, complete=complete)
     hands = audit.hands
@@ -98,16 +111,31 @@ def verify(raws: Iterable[RawEvent], *, source: str, allow_open: bool = False, c
             result = replay([r.message for r in items])
         except ReplayError as exc:
             if exc.code == MISSING_END and allow_open and last_hand.get(table_id) == key:
-                report.open_hands.append(hand_id)
-                audit.open_tables.add(table_id)
-                continue
+                problem = _verify_open(audit, [r.message for r in items])
+                if problem is None:
+                    report.open_hands.append(hand_id)
+                    audit.open_tables.add(table_id)
+                    continue
+                exc = problem  # what is wrong inside the open hand
             report.mismatch(exc.code, exc.message, hand_id=hand_id, table_id=table_id)
             audit.failed_tables.add(table_id)
             continue
         audit.results.append(result)
         report.add_hand(result)
     check_continuity(audit)
+    # An open hand is listed open only when nothing about it is wrong, its start included.
+    named = {m.hand_id for m in report.mismatches}
+    report.open_hands = [hand_id for hand_id in report.open_hands if hand_id not in named]
     return audit
+
+
+def _verify_open(audit: Audit, events: list[Any]) -> ReplayError | None:
+    """Verify an open hand as far as it goes; the problem found, None when it is sound."""
+    try:
+        audit.open_results.append(replay_open(events))
+    except ReplayError as exc:
+        return exc
+    return None
 
 
 def check_continuity(audit: Audit) -> None:
@@ -115,18 +143,20 @@ def check_continuity(audit: Audit) -> None:
     dealt first) is the one the rules choose (``base.choose_dealer``: the owner in the
     first hand, then from the previous hand's result, stacks and seats); a carried pot
     continues (HandStarted.pot_gold equals the previous hand's carry) and each hand moves
-    the pot account by exactly the difference. Pairs of hands of which one is missing
-    from the input are not compared."""
-    by_table: dict[str, dict[int, ReplayResult]] = {}
-    for result in audit.results:
+    the pot account by exactly the difference. An open hand's start is checked too (it has
+    no settlement yet). Pairs of hands of which one is missing from the input are not
+    compared."""
+    by_table: dict[str, dict[int, ReplayResult | OpenHand]] = {}
+    hands_in_order: list[ReplayResult | OpenHand] = [*audit.results, *audit.open_results]
+    for result in hands_in_order:
         by_table.setdefault(result.table_id, {})[result.started.hand_number] = result
     for table_id, hands in by_table.items():
         for number, result in sorted(hands.items()):
             started = result.started
-            settlement = result.settlement
             pot_account = accounts.pot(table_id)
-            moved = settlement.entries().get(pot_account, 0)
-            if moved != settlement.pot_carry_gold - started.pot_gold:
+            settlement = result.settlement if isinstance(result, ReplayResult) else None
+            moved = settlement.entries().get(pot_account, 0) if settlement is not None else 0
+            if settlement is not None and moved != settlement.pot_carry_gold - started.pot_gold:
                 audit.report.mismatch(
                     POT_CARRY_MISMATCH,
                     f"{started.hand_id}: the pot carries {settlement.pot_carry_gold} after "
@@ -134,7 +164,8 @@ def check_continuity(audit: Audit) -> None:
                     hand_id=started.hand_id,
                     table_id=table_id,
                 )
-            previous = hands.get(number - 1)
+            before = hands.get(number - 1)
+            previous = before if isinstance(before, ReplayResult) else None  # an open hand is a table's last
             if number > 1 and previous is None:
                 continue
             module = registry.get(started.game)
@@ -214,6 +245,10 @@ async def reconcile(audit: Audit, ledger: LedgerSource | Any, *, ledger_name: st
         _add(replay_totals, want)
         if found.transaction is not None:
             _add(ledger_totals, found.entries)
+        else:
+            # Counted, not logged: a hand that moves no gold has no transaction, as it should
+            # (each such look-up is a NOT_FOUND the ledger answers, not a fault of either side).
+            report.hands_without_transaction += 1
         mismatch = compare_settlement(result, found)
         if mismatch is not None:
             report.mismatches.append(mismatch)

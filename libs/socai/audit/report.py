@@ -49,6 +49,9 @@ class AuditReport:
     mismatches: list[Mismatch] = field(default_factory=list)
     open_hands: list[str] = field(default_factory=list)
     transactions_checked: int = 0
+    # Of the hands looked up in the ledger, those it holds no transaction for: the hands that
+    # move no gold (as it should be) and the LEDGER_MISSING ones (listed as mismatches).
+    hands_without_transaction: int = 0
     accounts_checked: int = 0
     escrows_checked: int = 0
 
@@ -93,14 +96,19 @@ class AuditReport:
         )
         lines.append("")
         if self.ledger:
+            missing = sum(1 for m in self.mismatches if m.reason == "LEDGER_MISSING")
             lines.append(
                 f"ledger: {self.transactions_checked:,} hand transactions checked by idempotency key, "
                 f"{self.accounts_checked:,} account totals, {self.escrows_checked:,} escrow balances"
             )
+            lines.append(
+                f"        {self.hands_without_transaction:,} hands have no transaction: "
+                f"{self.hands_without_transaction - missing:,} move no gold, {missing:,} missing (LEDGER_MISSING)"
+            )
         else:
             lines.append("ledger: not reconciled (no ledger given)")
         if self.open_hands:
-            lines.append(f"open hands (not ended yet, allowed): {', '.join(self.open_hands)}")
+            lines.append(f"open hands (not ended yet; every event so far verified): {', '.join(self.open_hands)}")
         if self.ok:
             lines.append("mismatches: none; the audit is clean")
         else:
@@ -130,6 +138,7 @@ class AuditReport:
             },
             "open_hands": self.open_hands,
             "transactions_checked": self.transactions_checked,
+            "hands_without_transaction": self.hands_without_transaction,
             "accounts_checked": self.accounts_checked,
             "escrows_checked": self.escrows_checked,
             "mismatches": [

@@ -16,6 +16,10 @@
 6. the events fold through the game's rules module and settle (``ILLEGAL_EVENT`` with the
    engine's own code in the message; ``ENGINE_INVARIANT`` if the engine reports a bug).
 
+``replay_open(events)`` verifies a hand that has not ended yet as far as it goes (``socai
+audit --allow-open``): checks 1, 2 and 6 without requiring the end, and of 4 and 5 what can
+be known before the seed is revealed.
+
 A message names the event (``event_id``) and what differs, e.g.
 ``h7/5: dealt Kd to seat 2, the seed deals Qs``. Events may be domain ``Event``s,
 protobuf ``Event`` messages, JSON dicts (the protobuf JSON mapping of an export) or
@@ -26,6 +30,7 @@ Pure: no I/O, no clock. Settlement, ``socai audit`` and ``ReplayHand`` all call 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -33,6 +38,7 @@ from typing import Any, Final
 
 from socai import cards, fairness
 from socai.errors import InvalidArgument, NotFound, PreconditionFailed, RuleViolation
+from socai.errors import check as errors_check
 from socai.events import codec
 from socai.events.model import (
     COMMUNITY,
@@ -154,8 +160,77 @@ def _raw_event_id(item: object) -> str:
 # --- the checks -------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class OpenHand:
+    """A hand without its HandEnded, sound as far as it goes (``replay_open``)."""
+
+    started: HandStarted
+    events: tuple[Event, ...]
+    cards_seen: int  # dealt cards checked to be of the game's deck, each dealt once
+    dice_seen: int
+    state: Any = None  # the rules engine's state after the last event
+
+    @property
+    def hand_id(self) -> str:
+        return self.started.hand_id
+
+    @property
+    def table_id(self) -> str:
+        return self.started.table_id
+
+    @property
+    def game(self) -> str:
+        return self.started.game
+
+
 def replay(events: Iterable[object]) -> ReplayResult:
     """Verify and settle one hand's events (in stream order). Raises ReplayError."""
+    evs, module, first, hand_id = _opening(events)
+    started = first.body
+    assert isinstance(started, HandStarted)
+    end = _check_end(evs, hand_id)
+    seed = _check_seed(started, first, end, hand_id)
+    cards_verified, dice_verified = _check_fairness(evs, seed, hand_id)
+    state, settlement = _fold(module, evs, hand_id)
+    assert settlement is not None  # _fold settles unless told not to
+    return ReplayResult(started, tuple(evs), settlement, cards_verified, dice_verified, state)
+
+
+def replay_open(events: Iterable[object]) -> OpenHand:
+    """Verify a hand that has not ended yet, as far as it goes. Raises ReplayError.
+
+    Everything ``replay`` checks that does not need the end: the envelopes, the sequence,
+    HandStarted and the rules version, and every event folded through the rules engine
+    (``ILLEGAL_EVENT``, ``ENGINE_INVARIANT``) without requiring the hand to be over. The
+    seed is revealed by HandEnded only, so cards and dice cannot be checked against the
+    shuffle yet; what can be is: the commitment is a SHA-256 in hex (``BAD_SEED``), every
+    card is of the game's deck and dealt once, no more than the deck holds
+    (``DEAL_MISMATCH``), and dice are rolled only in a game of dice, three of them, 1 to
+    6, the same at every roll of the hand (``DICE_MISMATCH``). Every event of a hand that
+    passes is legal; its cards are checked against the seed once it ends.
+
+    The events must not hold a HandEnded (such a hand is ``replay``'s).
+    """
+    evs, module, first, hand_id = _opening(events)
+    started = first.body
+    assert isinstance(started, HandStarted)
+    errors_check(not any(isinstance(e.body, HandEnded) for e in evs), "replay_open is for hands without a HandEnded")
+    if _COMMITMENT.fullmatch(started.deck_commitment or "") is None:
+        raise ReplayError(
+            BAD_SEED,
+            f"{first.event_id}: the commitment {_short(started.deck_commitment)!r} is not a SHA-256 "
+            "(64 hex digits): no seed can ever match it",
+            hand_id=hand_id,
+            event_id=first.event_id,
+        )
+    cards_seen, dice_seen = _check_open_fairness(evs, hand_id)
+    state, _ = _fold(module, evs, hand_id, settle=False)
+    return OpenHand(started, tuple(evs), cards_seen, dice_seen, state)
+
+
+def _opening(events: Iterable[object]) -> tuple[list[Event], ModuleType, Event, str]:
+    """The checks of every hand, ended or not, up to its end: (the events, the game's
+    rules, the HandStarted event, the hand id). Raises ReplayError."""
     evs = [to_event(e) for e in events]
     if not evs:
         raise ReplayError(NOT_STARTED, "no events: a hand starts with HandStarted")
@@ -183,7 +258,6 @@ def replay(events: Iterable[object]) -> ReplayResult:
             hand_id=hand_id,
             event_id=first.event_id,
         )
-    started: HandStarted = first.body
     for e in evs[1:]:
         if isinstance(e.body, HandStarted):
             raise ReplayError(
@@ -193,11 +267,7 @@ def replay(events: Iterable[object]) -> ReplayResult:
                 event_id=e.event_id,
             )
     _check_rules_version(module, first, hand_id)
-    end = _check_end(evs, hand_id)
-    seed = _check_seed(started, first, end, hand_id)
-    cards_verified, dice_verified = _check_fairness(evs, seed, hand_id)
-    state, settlement = _fold(module, evs, hand_id)
-    return ReplayResult(started, tuple(evs), settlement, cards_verified, dice_verified, state)
+    return evs, module, first, hand_id
 
 
 def _check_rules_version(module: ModuleType, first: Event, hand_id: str) -> None:
@@ -383,19 +453,86 @@ def _check_fairness(evs: Sequence[Event], seed: bytes, hand_id: str) -> tuple[in
     return dealt, rolled
 
 
+_COMMITMENT: Final = re.compile(r"[0-9a-fA-F]{64}", re.ASCII)  # sha256 hex, as fairness.commitment writes it
+DIE_FACES: Final = range(1, 7)
+DICE_PER_ROLL: Final = 3
+
+
+def _check_open_fairness(evs: Sequence[Event], hand_id: str) -> tuple[int, int]:
+    """What the cards and dice of a hand whose seed is not revealed yet can be checked for:
+    (cards seen, dice seen). Raises ReplayError."""
+    game = evs[0].game
+    has_deck = game in cards.GAME_DECKS
+    deck = set(cards.deck(game)) if has_deck else set()
+    dealt: dict[object, str] = {}
+    roll: tuple[int, ...] | None = None
+    dice_seen = 0
+    for e in evs:
+        body = e.body
+        if isinstance(body, CardsDealt):
+            if not has_deck:
+                raise ReplayError(
+                    DEAL_MISMATCH, f"{e.event_id}: {game} is played without cards", hand_id=hand_id, event_id=e.event_id
+                )
+            for d in body.cards:
+                if d.card not in deck:
+                    raise ReplayError(
+                        DEAL_MISMATCH,
+                        f"{e.event_id}: deals {d.card} to {_to(d.seat)}, a card the {game} deck does not hold",
+                        hand_id=hand_id,
+                        event_id=e.event_id,
+                    )
+                if d.card in dealt:
+                    raise ReplayError(
+                        DEAL_MISMATCH,
+                        f"{e.event_id}: deals {d.card} to {_to(d.seat)}, already dealt at {dealt[d.card]}",
+                        hand_id=hand_id,
+                        event_id=e.event_id,
+                    )
+                dealt[d.card] = e.event_id
+        elif isinstance(body, DiceRolled):
+            if has_deck:
+                raise ReplayError(
+                    DICE_MISMATCH, f"{e.event_id}: {game} is played without dice", hand_id=hand_id, event_id=e.event_id
+                )
+            dice = tuple(body.dice)
+            if len(dice) != DICE_PER_ROLL or any(d not in DIE_FACES for d in dice):
+                raise ReplayError(
+                    DICE_MISMATCH,
+                    f"{e.event_id}: rolled {_dice(dice)}; a roll is {DICE_PER_ROLL} dice of 1 to 6",
+                    hand_id=hand_id,
+                    event_id=e.event_id,
+                )
+            if roll is not None and dice != roll:
+                raise ReplayError(
+                    DICE_MISMATCH,
+                    f"{e.event_id}: rolled {_dice(dice)}, but the hand's seed rolled {_dice(roll)} before",
+                    hand_id=hand_id,
+                    event_id=e.event_id,
+                )
+            roll = dice
+            dice_seen += len(dice)
+    return len(dealt), dice_seen
+
+
 def _deals(evs: Sequence[Event]) -> bool:
     return any(isinstance(e.body, CardsDealt) for e in evs)
 
 
-def _fold(module: ModuleType, evs: Sequence[Event], hand_id: str) -> tuple[Any, Settlement]:
+def _fold(
+    module: ModuleType, evs: Sequence[Event], hand_id: str, *, settle: bool = True
+) -> tuple[Any, Settlement | None]:
+    """The rules engine's state after every event, and (``settle``) the hand's settlement."""
     current = evs[0]
+    settlement: Settlement | None = None
     try:
         state = module.initial_state(current.body)
         for current in evs[1:]:
             state = module.apply(state, current.body)
-        if not module.is_finished(state):
-            raise RuleViolation("HAND_NOT_OVER", "the rules say the hand is not over")
-        settlement: Settlement = module.settle(state)
+        if settle:
+            if not module.is_finished(state):
+                raise RuleViolation("HAND_NOT_OVER", "the rules say the hand is not over")
+            settlement = module.settle(state)
     except RuleViolation as exc:
         raise ReplayError(
             ILLEGAL_EVENT,
@@ -473,6 +610,7 @@ def diff_entries(expected: Mapping[str, int], actual: Mapping[str, int], *, want
 
 __all__ = [
     "REASONS",
+    "OpenHand",
     "ReplayError",
     "ReplayResult",
     "describe",
@@ -481,5 +619,6 @@ __all__ = [
     "penalties",
     "replay",
     "replay_hand",
+    "replay_open",
     "to_event",
 ]
