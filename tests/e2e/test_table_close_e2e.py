@@ -27,6 +27,7 @@ import grpc
 import pytest
 
 from socai import accounts
+from socai.events import codec
 from socai.gen.events.v1 import events_pb2 as epb
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
@@ -237,7 +238,9 @@ async def test_closing_a_ga_table_returns_the_carried_ga_to_the_players_seated_a
     assert report["escrows_checked"] == 3, report
 
 
-async def test_a_hand_in_play_finishes_first_and_a_table_without_a_pot_returns_every_stack(stack: Stack) -> None:
+async def test_bad_close_calls_change_nothing_then_a_hand_in_play_finishes_first_and_every_stack_returns(
+    stack: Stack,
+) -> None:
     s = stack
     run = uuid.uuid4().hex[:6]
     a, b, late = (f"hp{run}{name}" for name in ("a", "b", "late"))
@@ -246,7 +249,27 @@ async def test_a_hand_in_play_finishes_first_and_a_table_without_a_pot_returns_e
         await s.backend.deposit(player, DEPOSIT)
         await s.backend.join(table_id, player, 1_000, seat=seat)
     await s.backend.deposit(late, DEPOSIT)
-    hand_id = (await s.backend.table.StartHand(pb.StartHandRequest(table_id=table_id))).hand_id
+
+    # Bad calls: refused with a clear status, and the table is as it was.
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await s.operator.CloseTable(pb.CloseTableRequest(table_id="nosuchtable", reason="typo"))
+    assert reason_of(refused) == (grpc.StatusCode.NOT_FOUND, "TABLE_NOT_FOUND")
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await s.backend.table.CloseTable(pb.CloseTableRequest(table_id=table_id, reason="a backend may not"))
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    for reason in ("", "   ", "x" * 201, "line\nbreak"):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await s.operator.CloseTable(pb.CloseTableRequest(table_id=table_id, reason=reason))
+        assert reason_of(refused) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_REASON")
+    table = (await s.backend.table.GetTable(pb.GetTableRequest(table_id=table_id))).table
+    assert (table.status, table.close_reason, [x.player_id for x in table.seats]) == (
+        pb.TABLE_STATUS_WAITING,
+        "",
+        [a, b],
+    )
+    assert await s.running.apps["table"].manager.deps.store.closing_reason(table_id) is None
+
+    hand_id = (await s.backend.table.StartHand(pb.StartHandRequest(table_id=table_id))).hand_id  # still open
 
     closing = await s.operator.CloseTable(pb.CloseTableRequest(table_id=table_id, reason="maintenance"))
     assert closing.table.status == pb.TABLE_STATUS_CLOSING and closing.table.hand_id == hand_id
@@ -282,38 +305,6 @@ async def test_a_hand_in_play_finishes_first_and_a_table_without_a_pot_returns_e
     assert (await s.auditor.TrialBalance(lpb.TrialBalanceRequest())).total_gold == 0
 
 
-async def test_bad_close_calls_change_nothing(stack: Stack) -> None:
-    s = stack
-    run = uuid.uuid4().hex[:6]
-    player = f"bad{run}"
-    table_id = await s.backend.create("holdem", stake_gold=100, seats_max=3, owner_player_id=player)
-    await s.backend.deposit(player, DEPOSIT)
-    await s.backend.join(table_id, player, 1_000)
-
-    with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await s.operator.CloseTable(pb.CloseTableRequest(table_id="nosuchtable", reason="typo"))
-    assert reason_of(refused) == (grpc.StatusCode.NOT_FOUND, "TABLE_NOT_FOUND")
-    with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await s.backend.table.CloseTable(pb.CloseTableRequest(table_id=table_id, reason="a backend may not"))
-    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
-    for reason in ("", "   ", "x" * 201, "line\nbreak"):
-        with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await s.operator.CloseTable(pb.CloseTableRequest(table_id=table_id, reason=reason))
-        assert reason_of(refused) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_REASON")
-
-    table = (await s.backend.table.GetTable(pb.GetTableRequest(table_id=table_id))).table
-    assert (table.status, table.close_reason, [x.player_id for x in table.seats]) == (
-        pb.TABLE_STATUS_WAITING,
-        "",
-        [player],
-    )
-    assert await s.running.apps["table"].manager.deps.store.closing_reason(table_id) is None
-    assert await s.backend.balance(accounts.escrow(table_id, player)) == 1_000
-    other = f"bad{run}b"
-    await s.backend.deposit(other, DEPOSIT)
-    assert await s.backend.join(table_id, other, 1_000) == 1  # still open
-
-
 async def test_a_table_service_stopped_inside_the_closing_hand_finishes_the_close_once(stack: Stack) -> None:
     s = stack
     run = uuid.uuid4().hex[:6]
@@ -338,6 +329,13 @@ async def test_a_table_service_stopped_inside_the_closing_hand_finishes_the_clos
     log = first.manager.deps.log
     assert [type(x.event.body).__name__ for x in await log.read_hand(table_id, closing_hand)] == ["HandStarted"]
 
+    # A stranger's message on the table's facts: the rebuild quarantines it, and a quarantined
+    # table closes like any other (the operator's way out, README "Table").
+    facts_subject = log.subject_of(table_id, f"{table_id}-t")
+    stranger = await first.nc.jetstream().publish(
+        facts_subject, b"\x00not an event", stream=s.running.settings.events_stream
+    )
+
     # Another table service takes the table over and rebuilds it from the log.
     await first.ownership.stop()
     second = await build("table", replace(s.running.settings, table_addr=f"127.0.0.1:{free_port()}"))
@@ -349,9 +347,15 @@ async def test_a_table_service_stopped_inside_the_closing_hand_finishes_the_clos
             return await second.store.closed_table(table_id) is not None and table_id not in second.manager.tables
 
         await until("the restarted service to finish the close", closed)
+        quarantined = await second.store.quarantined(table_id)
+        assert [(q["stream_seq"], q["reason"]) for q in quarantined] == [(stranger.seq, "UNSIGNED")]
         bodies = [type(x.event.body).__name__ for x in await log.read_hand(table_id, closing_hand)]
         assert bodies == ["HandStarted", "HandEnded"]  # resumed, not started again
-        facts = [type(x.event.body).__name__ for x in await log.read_hand(table_id, f"{table_id}-t")]
+        facts = [
+            type(codec.decode(raw.data).body).__name__
+            async for raw in log.read_raw(facts_subject)
+            if raw.stream_seq != stranger.seq
+        ]
         assert facts[-4:] == ["PlayerStoodUp", "PlayerStoodUp", "PlayerStoodUp", "TableClosed"]
         assert facts.count("TableClosed") == 1
         await cashed_out(s, table_id, players)
