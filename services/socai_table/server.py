@@ -6,6 +6,7 @@ A call for a table this instance does not hold is forwarded to the instance that
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,6 +26,7 @@ from socai_table.model import TABLE_ID
 
 KEY_MAX_CHARS = 200
 REASON_MAX_CHARS = 200
+GAME_ID = re.compile(r"[a-z_]{1,32}")  # the shape of a rules registry id (anything else names no table)
 LEAVE_WAIT_S = 2.0
 
 # Who may call what. "backend" is the game gateway that authenticates players and relays
@@ -126,8 +128,12 @@ class TableServicer(pb_grpc.TableServiceServicer):
     ) -> tuple[list[pb.Table], str]:
         """One page of the open tables and the closed ones (of the partitions this instance
         holds), merged by id: the page ends at the page size, and the token is its last id."""
+        if request.page_token and not TABLE_ID.fullmatch(request.page_token):
+            raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token must be a table id from a previous page")
         limit = max(1, min(request.page_size or 100, 500))
-        closed = await self.manager.deps.store.closed_tables(request.game, request.page_token, limit + 1)
+        closed = []
+        if GAME_ID.fullmatch(request.game or "") or not request.game:
+            closed = await self.manager.deps.store.closed_tables(request.game, request.page_token, limit + 1)
         merged = sorted(
             open_page + [convert.closed_to_proto(c) for c in closed if self.manager.holds(c.table_id)],
             key=lambda t: t.table_id,
