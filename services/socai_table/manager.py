@@ -6,7 +6,9 @@ ownership calls ``load`` when this instance acquires a partition (its tables are
 the store and rebuilt from the stream) and ``drop`` when it loses one (their timers stop and
 they leave memory before the lease is released). ``tables.instance`` records which instance
 created a table; it no longer decides who runs it. A request for a table this instance does
-not hold never reaches ``get``: the server forwards it to the holder.
+not hold never reaches ``get``: the server forwards it to the holder. A table whose close
+is complete leaves memory (``forget_closed``); the cash-out worker still pays its last
+cash-outs, and ``get`` refuses it as TABLE_CLOSED.
 Background tasks: a heartbeat watchdog (missed heartbeats become PlayerDisconnected) and
 the cash-out worker (escrow → wallet once the player's last hand is settled, after
 checking that the ledger's escrow equals the table's stack). A cash-out that cannot be

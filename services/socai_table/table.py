@@ -16,6 +16,10 @@ Everything here can be rebuilt from the event log plus the service's own rows (t
 directory and the hand seeds): ``rebuild`` reads the table's facts and its last hand and
 carries on, so a table service killed at any moment resumes without a duplicate or a
 missing event.
+
+Closing (``close``, an operator's CloseTable) runs on the same rails: recorded in the
+directory first, then a closing hand that returns a carried pot, the stand-ups and
+TableClosed, each a fact a rebuild reads back, so a close is resumed, never repeated.
 """
 
 from __future__ import annotations
