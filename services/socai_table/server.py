@@ -132,7 +132,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
             raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token must be a table id from a previous page")
         limit = max(1, min(request.page_size or 100, 500))
         closed = []
-        if GAME_ID.fullmatch(request.game or "") or not request.game:
+        if not request.game or GAME_ID.fullmatch(request.game):
             closed = await self.manager.deps.store.closed_tables(request.game, request.page_token, limit + 1)
         merged = sorted(
             open_page + [convert.closed_to_proto(c) for c in closed if self.manager.holds(c.table_id)],
