@@ -1,11 +1,16 @@
 """``socai simulate``: bots playing through the table service (see socai_table.simulate);
-``socai table quarantine``: the messages a table's rebuild would not apply.
+``socai table quarantine``: the messages a table's rebuild would not apply;
+``socai table close``: an operator closes a table (``CloseTable``).
 
     socai table quarantine list [--table T] [--all]     unresolved (or all) records, as JSON
     socai table quarantine resolve STREAM_SEQ --note TEXT   acknowledge one (an operator)
+    socai table close TABLE_ID --reason TEXT [--wait-s 60]  close it; wait until it is CLOSED
 
 The records live in the table service's schema (``SOCAI_DATABASE_URL``, the embedded
 server otherwise). Exit status of ``resolve``: 1 when there is no such unresolved record.
+``close`` calls the table service (``SOCAI_TABLE_ADDR``) with the operator's token and
+prints the table as JSON; exit status 1 when it is still closing after ``--wait-s``
+(a hand in play finishes first; 0 returns at once).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ def add_commands(sub: Any, command: Any) -> None:
         help="a table where no hand started for this long is frozen: reported, and the exit status is 1 (default 30)",
     )
     command("simulate")(cmd_simulate)
-    table = sub.add_parser("table", help="table service records (quarantined messages)")
+    table = sub.add_parser("table", help="close a table; table service records (quarantined messages)")
     tsub = table.add_subparsers(dest="table_command", required=True)
     quarantine = tsub.add_parser("quarantine", help="messages a table's rebuild did not apply")
     qsub = quarantine.add_subparsers(dest="quarantine_command", required=True)
@@ -51,6 +56,12 @@ def add_commands(sub: Any, command: Any) -> None:
     resolve = qsub.add_parser("resolve", help="acknowledge a quarantined message")
     resolve.add_argument("stream_seq", type=int)
     resolve.add_argument("--note", required=True, help="what was decided (kept with the record)")
+    close = tsub.add_parser("close", help="close a table: chips returned, a carried Gà shared, no more hands")
+    close.add_argument("table_id")
+    close.add_argument("--reason", required=True, help="why (kept with the close)")
+    close.add_argument(
+        "--wait-s", type=float, default=60.0, help="wait this long for the close to complete (default 60; 0: no wait)"
+    )
     command("table")(cmd_table)
 
 
@@ -58,6 +69,9 @@ def cmd_table(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
     from socai_table.store import TableStore
+
+    if args.table_command == "close":
+        return asyncio.run(close_table(settings, args.table_id, args.reason, args.wait_s))
 
     async def main() -> int:
         store = await TableStore.open(settings.effective_database_url, max_size=1)
@@ -73,6 +87,37 @@ def cmd_table(args: argparse.Namespace, settings: Settings) -> int:
             await store.close()
 
     return asyncio.run(main())
+
+
+CLOSE_POLL_S = 0.25
+
+
+async def close_table(settings: Settings, table_id: str, reason: str, wait_s: float) -> int:
+    """``socai table close``: CloseTable, then GetTable until the table is CLOSED."""
+    import json
+    import time
+
+    import grpc
+    from google.protobuf import json_format
+
+    from socai.gen.table.v1 import table_pb2 as pb
+    from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
+    from socai.infra.grpc_client import channel
+    from socai.infra.grpc_errors import from_rpc_error
+
+    async with channel(settings.table_addr, settings.token_of("operator")) as ch:
+        stub = pb_grpc.TableServiceStub(ch)
+        try:
+            table = (await stub.CloseTable(pb.CloseTableRequest(table_id=table_id, reason=reason))).table
+            deadline = time.monotonic() + wait_s
+            while table.status != pb.TABLE_STATUS_CLOSED and time.monotonic() < deadline:
+                await asyncio.sleep(CLOSE_POLL_S)
+                table = (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).table
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(exc) from exc
+    print(json.dumps(json_format.MessageToDict(table, preserving_proto_field_name=True), indent=2))
+    closed = table.status == pb.TABLE_STATUS_CLOSED
+    return 0 if closed or wait_s <= 0 else 1
 
 
 def parse_games(text: str) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from socai.gen.events.v1 import events_pb2
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.rules.base import LegalAction
 from socai_table.model import TableConfig
+from socai_table.store import ClosedTable
 from socai_table.table import Table
 
 # PlayerAction oneof field -> the event body it carries.
@@ -76,6 +77,8 @@ def table_to_proto(table: Table) -> pb.Table:
     status = (
         pb.TABLE_STATUS_CLOSED
         if table.closed
+        else pb.TABLE_STATUS_CLOSING
+        if table.closing
         else pb.TABLE_STATUS_PLAYING
         if hand is not None and not hand.ended
         else pb.TABLE_STATUS_WAITING
@@ -100,7 +103,25 @@ def table_to_proto(table: Table) -> pb.Table:
         hand_id=hand.hand_id if hand is not None and not hand.ended else "",
         hands_played=table.hands_played,
         created_at=timestamp(table.created_at),
+        close_reason=table.close_reason,
     )
+
+
+def closed_to_proto(closed: ClosedTable) -> pb.Table:
+    """A closed table from its row: no seats (every one stood up), status CLOSED."""
+    return pb.Table(
+        table_id=closed.table_id,
+        config=config_to_proto(closed.config),
+        status=pb.TABLE_STATUS_CLOSED,
+        hands_played=closed.hands_played,
+        created_at=timestamp(closed.created_at.timestamp()),
+        close_reason=closed.close_reason,
+        closed_at=timestamp(closed.closed_at.timestamp()),
+    )
+
+
+def any_table_to_proto(table: Table | ClosedTable) -> pb.Table:
+    return closed_to_proto(table) if isinstance(table, ClosedTable) else table_to_proto(table)
 
 
 def action_from_proto(msg: pb.PlayerAction) -> Body:

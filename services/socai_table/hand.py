@@ -43,6 +43,11 @@ class Hand:
     protos: dict[tuple[int, int], Any] = field(default_factory=dict)
 
     @property
+    def closing(self) -> bool:
+        """A table's closing hand (``Table._closing_hand``): no rules state, no cards."""
+        return self.started.closing
+
+    @property
     def seq(self) -> int:
         return len(self.events)
 

@@ -6,7 +6,9 @@ ownership calls ``load`` when this instance acquires a partition (its tables are
 the store and rebuilt from the stream) and ``drop`` when it loses one (their timers stop and
 they leave memory before the lease is released). ``tables.instance`` records which instance
 created a table; it no longer decides who runs it. A request for a table this instance does
-not hold never reaches ``get``: the server forwards it to the holder.
+not hold never reaches ``get``: the server forwards it to the holder. A table whose close
+is complete leaves memory (``forget_closed``); the cash-out worker still pays its last
+cash-outs, and ``get`` refuses it as TABLE_CLOSED.
 Background tasks: a heartbeat watchdog (missed heartbeats become PlayerDisconnected) and
 the cash-out worker (escrow → wallet once the player's last hand is settled, after
 checking that the ledger's escrow equals the table's stack). A cash-out that cannot be
@@ -30,7 +32,7 @@ from socai.events.model import Event
 from socai.infra.logging import get_logger
 from socai_table import metrics
 from socai_table.model import TABLE_ID, TableConfig, facts_id_of
-from socai_table.store import Cashout
+from socai_table.store import Cashout, ClosedTable
 from socai_table.table import Deps, Table, table_opened
 
 log = get_logger("socai.table.manager")
@@ -111,6 +113,7 @@ class TableManager:
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
         self.deps.on_cashout = self.kick_cashouts
+        self.deps.on_closed = self.forget_closed
         self.tables: dict[str, Table] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._cashout_wakeup = asyncio.Event()
@@ -164,6 +167,8 @@ class TableManager:
             return None
         self.broken.pop(table_id, None)
         metrics.TABLES_BROKEN.set(len(self.broken))
+        if table.closed:
+            return table  # its close completed in the rebuild (a resumed close): not kept in memory
         self.tables[table_id] = table
         return table
 
@@ -207,6 +212,8 @@ class TableManager:
         stored, inserted = await self.deps.store.create_table(table_id, normalized, self.deps.instance)
         if stored != normalized:
             raise errors.AlreadyExists("TABLE_EXISTS", f"{table_id} exists with another configuration")
+        if not inserted:
+            await self._refuse_closed(table_id)
         table = self.tables.get(table_id)
         if table is None:
             table = Table(table_id, normalized, self.deps)
@@ -226,6 +233,7 @@ class TableManager:
     async def get(self, table_id: str) -> Table:
         """The table, rebuilt here if this instance holds it but has not loaded it yet (it
         was created after the partition was loaded). Raises NotFound, InvalidArgument,
+        PreconditionFailed("TABLE_CLOSED") for a closed table,
         Unavailable("TABLE_UNAVAILABLE") for a table that could not be rebuilt, and
         Unavailable("TABLE_NOT_HELD") when this instance does not hold the table (the
         server forwards such calls; this is the race of a partition moving meanwhile)."""
@@ -238,6 +246,7 @@ class TableManager:
             raise errors.Unavailable("TABLE_UNAVAILABLE", f"{table_id} could not be loaded; see the service log")
         config = await self.deps.store.config_of(table_id)
         if config is None:
+            await self._refuse_closed(table_id)
             raise errors.NotFound("TABLE_NOT_FOUND", f"no table {table_id}")
         if not self.holds(table_id):
             raise errors.Unavailable(
@@ -255,6 +264,45 @@ class TableManager:
         page = ids[:limit]
         next_token = page[-1] if len(ids) > limit else ""
         return [self.tables[t] for t in page], next_token
+
+    # --- closing ------------------------------------------------------------------------
+
+    async def close(self, table_id: str, reason: str) -> Table | ClosedTable:
+        """Close ``table_id`` (``Table.close``); a table already closed answers its row.
+        Returns the table while it is closing (a hand in play finishes first), its row once
+        closed. Raises what ``get`` raises (NotFound for an unknown table)."""
+        closed = await self.deps.store.closed_table(table_id) if TABLE_ID.fullmatch(table_id or "") else None
+        if closed is not None:
+            return closed
+        table = await self.get(table_id)
+        await table.close(reason)
+        if table.closed:
+            return await self.closed_or_raise(table_id)
+        return table
+
+    async def closed_or_raise(self, table_id: str) -> ClosedTable:
+        """The row of closed ``table_id``; raises NotFound("TABLE_NOT_FOUND") otherwise."""
+        closed = await self.deps.store.closed_table(table_id)
+        if closed is None:
+            raise errors.NotFound("TABLE_NOT_FOUND", f"no table {table_id}")
+        return closed
+
+    async def _refuse_closed(self, table_id: str) -> None:
+        """Raises PreconditionFailed("TABLE_CLOSED") when ``table_id`` is a closed table: a
+        call for it is refused for what it is, not as an unknown table."""
+        closed = await self.deps.store.closed_table(table_id)
+        if closed is not None:
+            raise errors.PreconditionFailed("TABLE_CLOSED", f"{table_id} is closed ({closed.close_reason})")
+
+    def forget_closed(self, table_id: str) -> None:
+        """A table whose close is complete leaves memory: a closed table costs nothing. Its
+        last cash-outs are still paid (the cash-out pass reads closed tables' rows)."""
+        table = self.tables.pop(table_id, None)
+        if table is not None:
+            table.timer.cancel()
+            table.watchers.close()
+        metrics.TABLES.set(len(self.tables))
+        self.kick_cashouts()
 
     # --- background work ---------------------------------------------------------------
 
@@ -322,7 +370,11 @@ class TableManager:
         when the ledger, settlement or the database is unreachable: every cash-out would
         fail the same way. Any other failure backs that one cash-out off and the pass goes
         on: one cash-out the ledger refuses must not hold back the others."""
-        pending = await self.deps.store.pending_cashouts(list(self.tables))
+        pending = [
+            c
+            for c in await self.deps.store.pending_cashouts(list(self.tables), include_closed=True)
+            if c.table_id in self.tables or self.holds(c.table_id)  # a closed table's: its partition's holder
+        ]
         metrics.CASHOUTS_PENDING.set(len(pending))
         retries = self.cashout_retries
         ids = {c.cashout_id for c in pending}

@@ -78,9 +78,22 @@ class LogReader:
                     await self.quarantine(hand_id, raw.stream_seq, "OUT_OF_ORDER", "a hand starts with HandStarted")
                     continue
                 seed = seeds.open_seed(self.seal_key, hand_id, sealed_seed, body.deck_commitment)
+                if body.closing:
+                    # A closing hand has no rules state: only its HandEnded may follow.
+                    hand = Hand(hand_id, number, body, seed, [], None)
+                    hand.started_stream_seq = raw.stream_seq
+                    hand.events.append(event)
+                    continue
                 deck = fairness.shuffle(seed, canonical_deck(self.game)) if self.module.SPEC.deck else []
                 hand = Hand(hand_id, number, body, seed, deck, self.module.initial_state(body))
                 hand.started_stream_seq = raw.stream_seq
+                hand.events.append(event)
+                continue
+            if hand.closing:
+                if hand.ended or not isinstance(body, HandEnded):
+                    await self.quarantine(hand_id, raw.stream_seq, "OUT_OF_ORDER", "a closing hand ends at once")
+                    continue
+                hand.ended = True
                 hand.events.append(event)
                 continue
             try:

@@ -6,6 +6,7 @@ A call for a table this instance does not hold is forwarded to the instance that
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,6 +25,8 @@ from socai_table.manager import TableManager
 from socai_table.model import TABLE_ID
 
 KEY_MAX_CHARS = 200
+REASON_MAX_CHARS = 200
+GAME_ID = re.compile(r"[a-z_]{1,32}")  # the shape of a rules registry id (anything else names no table)
 LEAVE_WAIT_S = 2.0
 
 # Who may call what. "backend" is the game gateway that authenticates players and relays
@@ -41,6 +44,8 @@ ALLOW = {
     "Heartbeat": frozenset({"backend", "operator"}),
     "Reconnect": frozenset({"backend", "operator"}),
     "IssuePlayerToken": frozenset({"backend", "operator"}),
+    # Closing returns every player's chips and ends the table for good: a human decision.
+    "CloseTable": frozenset({"operator"}),
 }
 
 
@@ -52,6 +57,12 @@ def _key(key: str, what: str = "idempotency_key") -> str:
     if not key or len(key) > KEY_MAX_CHARS or not key.isprintable():
         raise errors.InvalidArgument("BAD_IDEMPOTENCY_KEY", f"{what} must be 1..{KEY_MAX_CHARS} printable characters")
     return key
+
+
+def _reason(reason: str) -> str:
+    if not reason.strip() or len(reason) > REASON_MAX_CHARS or not reason.isprintable():
+        raise errors.InvalidArgument("BAD_REASON", f"reason must be 1..{REASON_MAX_CHARS} printable characters")
+    return reason
 
 
 def _table_id(table_id: str) -> str:
@@ -94,14 +105,50 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def GetTable(self, request: pb.GetTableRequest, context: Any) -> pb.GetTableResponse:
         if self._elsewhere(request.table_id, context):
             return await self._forward("GetTable", request.table_id, request, context)  # type: ignore[no-any-return]
-        table = await self.manager.get(request.table_id)
+        try:
+            table = await self.manager.get(request.table_id)
+        except errors.PreconditionFailed as exc:
+            if exc.code != "TABLE_CLOSED":
+                raise
+            closed = await self.manager.closed_or_raise(request.table_id)
+            return pb.GetTableResponse(table=convert.closed_to_proto(closed))
         return pb.GetTableResponse(table=convert.table_to_proto(table))
 
     async def ListTables(self, request: pb.ListTablesRequest, context: Any) -> pb.ListTablesResponse:
         if request.page_size < 0:
             raise errors.InvalidArgument("BAD_PAGE_SIZE", "page_size must not be negative")
         tables, next_token = self.manager.list(request.game, request.page_token, request.page_size)
-        return pb.ListTablesResponse(tables=[convert.table_to_proto(t) for t in tables], next_page_token=next_token)
+        listed = [convert.table_to_proto(t) for t in tables]
+        if request.include_closed:
+            listed, next_token = await self._with_closed(request, listed, next_token)
+        return pb.ListTablesResponse(tables=listed, next_page_token=next_token)
+
+    async def _with_closed(
+        self, request: pb.ListTablesRequest, open_page: list[pb.Table], open_next: str
+    ) -> tuple[list[pb.Table], str]:
+        """One page of the open tables and the closed ones (of the partitions this instance
+        holds), merged by id: the page ends at the page size, and the token is its last id."""
+        if request.page_token and not TABLE_ID.fullmatch(request.page_token):
+            raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token must be a table id from a previous page")
+        limit = max(1, min(request.page_size or 100, 500))
+        closed = []
+        if not request.game or GAME_ID.fullmatch(request.game):
+            closed = await self.manager.deps.store.closed_tables(request.game, request.page_token, limit + 1)
+        merged = sorted(
+            open_page + [convert.closed_to_proto(c) for c in closed if self.manager.holds(c.table_id)],
+            key=lambda t: t.table_id,
+        )
+        more = len(merged) > limit or bool(open_next) or len(closed) > limit
+        page = merged[:limit]
+        return page, (page[-1].table_id if more and page else "")
+
+    async def CloseTable(self, request: pb.CloseTableRequest, context: Any) -> pb.CloseTableResponse:
+        reason = _reason(request.reason)
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("CloseTable", request.table_id, request, context)  # type: ignore[no-any-return]
+        with bound(table_id=request.table_id):
+            table = await self.manager.close(request.table_id, reason)
+        return pb.CloseTableResponse(table=convert.any_table_to_proto(table))
 
     async def JoinTable(self, request: pb.JoinTableRequest, context: Any) -> pb.JoinTableResponse:
         if self._elsewhere(request.table_id, context):
@@ -167,6 +214,8 @@ class TableServicer(pb_grpc.TableServiceServicer):
                 if item is None:
                     if watcher.overflowed:
                         await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "watcher fell too far behind")
+                    if table.closed:
+                        return  # the table closed (TableClosed was the last event sent)
                     if self.manager.tables.get(table.table_id) is not table:
                         # The table moved to another instance: watch again (from the last
                         # seq seen) and the call reaches the new one.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -39,6 +40,18 @@ class Cashout:
     amount_gold: int
     last_hand_id: str
     status: str
+
+
+@dataclass(frozen=True)
+class ClosedTable:
+    """A closed table as its row keeps it (closed tables are not in any instance's memory)."""
+
+    table_id: str
+    config: TableConfig
+    created_at: datetime
+    closed_at: datetime
+    close_reason: str
+    hands_played: int
 
 
 class TableStore:
@@ -118,6 +131,70 @@ class TableStore:
         rows = await self._exec(f"select instance from {SCHEMA}.tables where table_id = %s", (table_id,), read=True)
         return rows[0]["instance"] if rows else None
 
+    # closing ---------------------------------------------------------------------------
+
+    async def begin_close(self, table_id: str, reason: str) -> str:
+        """Record that ``table_id`` is closing (idempotent); returns the reason kept: the
+        first one given (a second CloseTable does not rewrite why the table closed)."""
+        rows = await self._exec(
+            f"update {SCHEMA}.tables set closing_at = coalesce(closing_at, now()), "
+            f"close_reason = case when closing_at is null then %s else close_reason end "
+            f"where table_id = %s returning close_reason",
+            (reason, table_id),
+        )
+        return str(rows[0]["close_reason"]) if rows else reason
+
+    async def closing_reason(self, table_id: str) -> str | None:
+        """Why the table is closing, or None when nobody closed it."""
+        rows = await self._exec(
+            f"select close_reason from {SCHEMA}.tables where table_id = %s and closing_at is not null",
+            (table_id,),
+            read=True,
+        )
+        return str(rows[0]["close_reason"]) if rows else None
+
+    async def finish_close(self, table_id: str) -> None:
+        """The close is complete (TableClosed is written): the table is no longer loaded."""
+        await self._exec(
+            f"update {SCHEMA}.tables set closed_at = coalesce(closed_at, now()), "
+            f"closing_at = coalesce(closing_at, now()) where table_id = %s",
+            (table_id,),
+        )
+
+    _CLOSED_COLUMNS = (
+        "t.table_id, t.config, t.created_at, t.closed_at, t.close_reason, "
+        f"coalesce((select max(h.hand_number) from {SCHEMA}.hand_seeds h where h.table_id = t.table_id), 0) as hands"
+    )
+
+    @staticmethod
+    def _closed(row: dict[str, Any]) -> ClosedTable:
+        return ClosedTable(
+            row["table_id"],
+            TableConfig.from_json(row["config"]),
+            row["created_at"],
+            row["closed_at"],
+            row["close_reason"],
+            int(row["hands"]),
+        )
+
+    async def closed_table(self, table_id: str) -> ClosedTable | None:
+        rows = await self._exec(
+            f"select {self._CLOSED_COLUMNS} from {SCHEMA}.tables t where t.table_id = %s and t.closed_at is not null",
+            (table_id,),
+            read=True,
+        )
+        return self._closed(rows[0]) if rows else None
+
+    async def closed_tables(self, game: str, after: str, limit: int) -> list[ClosedTable]:
+        """Closed tables by id after ``after`` (all games when ``game`` is empty), at most ``limit``."""
+        rows = await self._exec(
+            f"select {self._CLOSED_COLUMNS} from {SCHEMA}.tables t where t.closed_at is not null "
+            f"and (%s = '' or t.game = %s) and t.table_id > %s order by t.table_id limit %s",
+            (game, game, after, limit),
+            read=True,
+        )
+        return [self._closed(r) for r in rows]
+
     # seeds -----------------------------------------------------------------------------
 
     async def save_seed(self, table_id: str, hand_id: str, hand_number: int, sealed_seed: bytes) -> bytes:
@@ -176,11 +253,15 @@ class TableStore:
             (c.cashout_id, c.table_id, c.player_id, c.amount_gold, c.last_hand_id),
         )
 
-    async def pending_cashouts(self, table_ids: list[str]) -> list[Cashout]:
+    async def pending_cashouts(self, table_ids: list[str], include_closed: bool = False) -> list[Cashout]:
+        """The pending cash-outs of ``table_ids``, and with ``include_closed`` those of every
+        closed table too (a closed table is in no instance's memory, and its last cash-outs
+        wait for its last hand's settlement)."""
         rows = await self._exec(
             f"select cashout_id, table_id, player_id, amount_gold, last_hand_id, status from {SCHEMA}.cashouts "
-            f"where status = 'pending' and table_id = any(%s) order by created_at",
-            (table_ids,),
+            f"where status = 'pending' and (table_id = any(%s) or (%s and table_id in "
+            f"(select table_id from {SCHEMA}.tables where closed_at is not null))) order by created_at",
+            (table_ids, include_closed),
             read=True,
         )
         return [Cashout(**r) for r in rows]

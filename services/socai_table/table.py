@@ -16,6 +16,10 @@ Everything here can be rebuilt from the event log plus the service's own rows (t
 directory and the hand seeds): ``rebuild`` reads the table's facts and its last hand and
 carries on, so a table service killed at any moment resumes without a duplicate or a
 missing event.
+
+Closing (``close``, an operator's CloseTable) runs on the same rails: recorded in the
+directory first, then a closing hand that returns a carried pot, the stand-ups and
+TableClosed, each a fact a rebuild reads back, so a close is resumed, never repeated.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from socai.events.model import (
     PlayerSeated,
     PlayerStoodUp,
     SeatInfo,
+    TableClosed,
     TableOpened,
     TimerExpired,
 )
@@ -50,6 +55,7 @@ from socai.infra.logging import bound, get_logger
 from socai.rules import base as kit
 from socai.rules import registry
 from socai.rules.base import Pending, Settlement
+from socai.settle.replay import closing_settlement, has_closing_rule
 from socai_table import metrics, seeds, signing
 from socai_table.hand import IDEMPOTENCY_HEADER, PLAYER_HEADER, ActResult, Hand
 from socai_table.ledger_client import Money, buy_in_key, join_key
@@ -74,6 +80,9 @@ class Deps:
     seal_key: bytes  # seals hand seeds at rest (socai_table.seeds)
     writer_key: bytes  # signs every event this service appends (socai_table.signing)
     on_cashout: Callable[[], None] = lambda: None
+    # Called with the table's id once its close is complete (TableClosed written): the
+    # manager drops it from memory (``TableManager.forget_closed``).
+    on_closed: Callable[[str], None] = lambda _table_id: None
     heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
     # The lease token to write with a table's next event; raises when this instance no
     # longer holds the table (socai_table.ownership). Checked before every append.
@@ -114,7 +123,11 @@ class Table:
         self.timer = HandTimer()
         self.autostart = AutoStart()
         self.dirty = False
+        # CloseTable: ``closing`` from the call on (no joins, no new hands; recorded in the
+        # store, so a restart resumes the close), ``closed`` once TableClosed is written.
+        self.closing = False
         self.closed = False
+        self.close_reason = ""
         self.created_at = time.time()
 
     # --- event plumbing ------------------------------------------------------------------
@@ -191,6 +204,9 @@ class Table:
         elif isinstance(body, PlayerStoodUp):
             self.seats.pop(body.seat, None)
             self.seated_at.pop(body.seat, None)
+        elif isinstance(body, TableClosed):
+            self.closing = self.closed = True
+            self.close_reason = body.reason
 
     def _require_hand(self) -> Hand:
         if self.hand is None:
@@ -243,6 +259,9 @@ class Table:
         self.facts_seq = self.facts_subject_seq = 0
         self.hand = None
         d = self.deps
+        closing_reason = await d.store.closing_reason(self.table_id)
+        if closing_reason is not None:
+            self.closing, self.close_reason = True, closing_reason
         reader = LogReader(self.table_id, self.config.game, self.module, d.log, d.store, d.writer_key, d.seal_key)
         async for event, stream_seq in reader.facts():
             # The next append must name the subject's real last sequence, a stranger's included.
@@ -259,6 +278,8 @@ class Table:
                 break
         self.dirty = False
         if hand is None:
+            if self.closing:
+                await self._finish_close()  # a close with no hand ever played, resumed
             return
         self.hands_played = hand.number
         for info in hand.started.seats:
@@ -437,6 +458,120 @@ class Table:
     def _check_open(self) -> None:
         if self.closed:
             raise errors.PreconditionFailed("TABLE_CLOSED", f"{self.table_id} is closed")
+        if self.closing:
+            raise errors.PreconditionFailed(
+                "TABLE_CLOSING", f"{self.table_id} is closing ({self.close_reason}): no joins, no new hands"
+            )
+
+    # --- closing -------------------------------------------------------------------------
+
+    async def close(self, reason: str) -> None:
+        """Close the table for good (an operator's CloseTable); idempotent.
+
+        From this call on the table takes no joins and starts no hands (TABLE_CLOSING). A
+        hand in play plays to its end (its timers guarantee that) and the close completes
+        then; without one it completes now: the carried pot goes back to the players
+        seated (a closing hand, ``_closing_hand``), every seat stands up and cashes out,
+        TableClosed is written, and the manager drops the table. The close is recorded in
+        the store before anything else, so a restart at any point resumes it; the first
+        reason given is the one kept.
+        """
+        async with self._lock:
+            await self._ensure_synced()
+            if self.closed:
+                return
+            if not self.closing:
+                self.close_reason = await self.deps.store.begin_close(self.table_id, reason)
+                self.closing = True
+                self.autostart.cancel()
+                log.info("table_closing", table_id=self.table_id, reason=self.close_reason)
+            hand = self.hand
+            if hand is None or hand.ended:
+                await self._finish_close()
+
+    async def _finish_close(self) -> None:
+        """The close after the last hand: the closing hand when a pot is carried and
+        someone is seated (its own ``_after_hand`` comes back here with the pot at 0), then
+        every stand-up, then TableClosed. Each step is a fact in the log, so a rebuild
+        sees what was done and this picks up at the next step: nothing is done twice."""
+        if not self.closed:
+            if self.pot_gold > 0 and self.seats and has_closing_rule(self.config.game):
+                await self._closing_hand()
+                return
+            for seat in sorted(self.seats.values(), key=lambda s: s.seat):
+                await self._stand_up(seat)
+            await self._fact(TableClosed(self.close_reason))
+            # With nobody seated a carried pot stays in pot:{table} (closing_pot_settlement's
+            # decision): logged, since no hand of this table will ever take it now.
+            log.info("table_closed", table_id=self.table_id, reason=self.close_reason, pot_left_gold=self.pot_gold)
+        await self.deps.store.finish_close(self.table_id)
+        self.timer.cancel()
+        self.deps.on_closed(self.table_id)
+
+    async def _closing_hand(self) -> None:
+        """Write the closing hand: HandStarted (``closing``, the carried pot, every seated
+        player), then HandEnded (``_advance``). Settlement posts it with the game's closing
+        rule (``socai.settle.replay.closing_settlement``) under ``settle:{hand_id}``, the
+        hand id being the table's next hand number: the same after any restart."""
+        number = self.hands_played + 1
+        hand_id = hand_id_of(self.table_id, number)
+        seated = sorted(self.seats)
+        stacks = {s: self.seats[s].stack_gold for s in seated}
+        owner_seat = next((s for s in seated if self.seats[s].player_id == self.config.owner_player_id), -1)
+        previous = self.last_hand
+        # The dealer the rules choose, as for any hand: the auditor checks it the same way.
+        dealer = kit.choose_dealer(
+            self.module,
+            previous.state if previous else None,
+            previous.started.dealer_seat if previous else None,
+            seated,
+            self.config.seats_max,
+            owner_seat,
+            stacks,
+        )
+        # A seed like any hand's (committed, revealed by HandEnded): no card is dealt, but
+        # the hand keeps the shape every replay checks.
+        sealed = seeds.seal(self.deps.seal_key, hand_id, fairness.new_seed())
+        seed = seeds.unseal(
+            self.deps.seal_key, hand_id, await self.deps.store.save_seed(self.table_id, hand_id, number, sealed)
+        )
+        started = HandStarted(
+            table_id=self.table_id,
+            hand_id=hand_id,
+            game=self.config.game,
+            hand_number=number,
+            stake_gold=self.config.stake_gold,
+            fee_bps=self.config.fee,
+            seats_max=self.config.seats_max,
+            seats=tuple(SeatInfo(s, self.seats[s].player_id, stacks[s], self.seats[s].guild_id) for s in seated),
+            dealer_seat=dealer,
+            deck_commitment=fairness.commitment(seed),
+            owner_seat=owner_seat,
+            pot_gold=self.pot_gold,
+            options=kit.full_options(self.module, self.config.options),
+            rules_version=kit.rules_version(self.module),
+            closing=True,
+        )
+        try:
+            closing_settlement(started)  # a rule that refuses it must write nothing
+        except errors.RuleViolation as exc:
+            raise errors.PreconditionFailed(exc.code, exc.message) from exc
+        self.hand = Hand(hand_id, number, started, seed, [], None)
+        try:
+            event = self._envelope(hand_id, 1, started)
+            stream_seq = await self._append(event, 0, protos=self.hand.protos)
+        except BaseException:
+            self.hand = None
+            raise
+        self.hand.events.append(event)
+        self.hand.subject_seq = self.hand.started_stream_seq = stream_seq
+        self.hands_played = number
+        for s in seated:
+            self.seats[s].last_hand_id = hand_id
+        self._broadcast(event)
+        with bound(table_id=self.table_id, hand_id=hand_id):
+            log.info("closing_hand_started", pot_gold=self.pot_gold, players=len(seated))
+            await self._advance()
 
     # --- hands -------------------------------------------------------------------------
 
@@ -569,6 +704,12 @@ class Table:
         hand = self.hand
         if hand is None or hand.ended:
             return
+        if hand.closing:
+            # Nothing to decide in a closing hand: it ends at once (after a restart too).
+            await self._hand_event(HandEnded(hand.seed.hex()), None)
+            hand.ended = True
+            await self._after_hand()
+            return
         for _ in range(10_000):
             pending: Pending = self.module.pending(hand.state)
             body = kit.system_event(pending, hand.deck, hand.next_card, hand.seed)
@@ -589,7 +730,7 @@ class Table:
         schedule the next hand. Safe to run twice (rebuild after a crash)."""
         hand = self._require_hand()
         self.timer.cancel()
-        settlement: Settlement = self.module.settle(hand.state)
+        settlement: Settlement = closing_settlement(hand.started) if hand.closing else self.module.settle(hand.state)
         for info in hand.started.seats:
             seat = self.seats.get(info.seat)
             # Only the seat's occupant of that hand: someone who sat down later starts fresh.
@@ -613,6 +754,9 @@ class Table:
             # buy-in instead of what its escrow holds.
             if seat.leaving or not kit.can_play(self.module, seat.stack_gold, c.stake_gold, c.options):
                 await self._stand_up(seat)
+        if self.closing:
+            await self._finish_close()
+            return
         self._maybe_autostart()
 
     # --- what happens when a timer fires, a heartbeat is missed, a hand starts by itself ---
@@ -680,7 +824,7 @@ class Table:
 
     def _maybe_autostart(self) -> None:
         wanted = self.config.auto_start_players
-        if wanted <= 0 or self.closed or (self.hand is not None and not self.hand.ended):
+        if wanted <= 0 or self.closing or (self.hand is not None and not self.hand.ended):
             return
         if len(self.participants()) < max(wanted, self.module.SPEC.players_min):
             return
@@ -688,7 +832,7 @@ class Table:
 
     async def _autostart(self) -> None:
         async with self._lock:
-            if self.hand is not None or self.closed:
+            if self.hand is not None or self.closing:
                 return
             if len(self.participants()) < max(self.config.auto_start_players, self.module.SPEC.players_min):
                 return
@@ -708,7 +852,7 @@ class Table:
         with no timer armed gets one; a table that should auto-start gets its start
         scheduled. Raises what the rebuild raises (the watchdog backs off and retries).
         """
-        if self.closed or self._lock.locked():
+        if self._lock.locked():
             return
         async with self._lock:
             if self.dirty:
@@ -719,6 +863,8 @@ class Table:
             if hand is not None and not hand.ended:
                 if not self.timer.armed:
                     await self._advance()
+            elif hand is None and self.closing:
+                await self._finish_close()  # a close a failure stopped halfway
             elif hand is None:
                 self._maybe_autostart()
 

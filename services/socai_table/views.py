@@ -107,7 +107,7 @@ def hand_view(module: ModuleType, hand: Hand | None, viewer: int, deadline: floa
         last_seq=hand.seq,
         events=[e for e in seen if e is not None],
     )
-    if not over:
+    if not over and not hand.closing:  # a closing hand waits for nobody
         pending = module.pending(hand.state)
         result.update(to_act=list(pending.to_act), timer=pending.timer, deadline=deadline)
         if viewer in pending.to_act:

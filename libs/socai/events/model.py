@@ -77,7 +77,9 @@ class HandStarted:
     option with its value after defaults (``socai.rules.base.full_options``), and
     ``rules_version`` is the game's ``RULES_VERSION`` the hand was played under (0 in hands
     logged before it was recorded, which replay as version 1), so the hand log alone says
-    which rules settle it.
+    which rules settle it. ``closing`` marks a table's closing hand (``CloseTable``): no
+    cards and no decisions, only the carried ``pot_gold`` returned to the seated players by
+    the game's closing rule, then HandEnded (``socai.settle.replay.closing_settlement``).
     """
 
     table_id: str
@@ -94,6 +96,7 @@ class HandStarted:
     pot_gold: int = 0
     options: Mapping[str, str] = field(default_factory=dict)
     rules_version: int = 0
+    closing: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,12 @@
 audit --allow-open``): checks 1, 2 and 6 without requiring the end, and of 4 and 5 what can
 be known before the seed is revealed.
 
+A closing hand (``HandStarted.closing``, written by the table service when an operator
+closes a table holding a carried pot) is HandStarted then HandEnded and nothing else
+(``ILLEGAL_EVENT`` otherwise): it is settled by the game's closing rule
+(``closing_settlement``: 3 Cây Gà's ``closing_pot_settlement`` returns the Gà to the seats
+of the HandStarted), so settlement posts it and the auditor re-derives it like any hand.
+
 A message names the event (``event_id``) and what differs, e.g.
 ``h7/5: dealt Kd to seat 2, the seed deals Qs``. Events may be domain ``Event``s,
 protobuf ``Event`` messages, JSON dicts (the protobuf JSON mapping of an export) or
@@ -191,7 +197,10 @@ def replay(events: Iterable[object]) -> ReplayResult:
     end = _check_end(evs, hand_id)
     seed = _check_seed(started, first, end, hand_id)
     cards_verified, dice_verified = _check_fairness(evs, seed, hand_id)
-    state, settlement = _fold(module, evs, hand_id)
+    if started.closing:
+        state, settlement = None, _closing(evs, hand_id)
+    else:
+        state, settlement = _fold(module, evs, hand_id)
     assert settlement is not None  # _fold settles unless told not to
     return ReplayResult(started, tuple(evs), settlement, cards_verified, dice_verified, state)
 
@@ -224,6 +233,10 @@ def replay_open(events: Iterable[object]) -> OpenHand:
             event_id=first.event_id,
         )
     cards_seen, dice_seen = _check_open_fairness(evs, hand_id)
+    if started.closing:  # a closing hand holds HandStarted and HandEnded, nothing between
+        if len(evs) > 1:
+            _closing(evs, hand_id)
+        return OpenHand(started, tuple(evs), cards_seen, dice_seen, None)
     state, _ = _fold(module, evs, hand_id, settle=False)
     return OpenHand(started, tuple(evs), cards_seen, dice_seen, state)
 
@@ -550,6 +563,52 @@ def _fold(
     return state, settlement
 
 
+CLOSING_RULE: Final = "closing_pot_settlement"  # the game module's hook for a closing hand
+
+
+def has_closing_rule(game: str) -> bool:
+    """Whether ``game`` settles a closing hand (a carried pot returned at a table's close)."""
+    return hasattr(registry.get(game), CLOSING_RULE)
+
+
+def closing_settlement(started: HandStarted) -> Settlement:
+    """The settlement of a closing hand: the game's closing rule on the pot the hand
+    carries in (``started.pot_gold``) and the seats it names. The table service applies the
+    same function to its stacks that settlement posts, so the two cannot disagree.
+
+    Raises RuleViolation("NO_CLOSING_RULE") for a game without one, and what the rule raises.
+    """
+    rule = getattr(registry.get(started.game), CLOSING_RULE, None)
+    if rule is None:
+        raise RuleViolation("NO_CLOSING_RULE", f"{started.game} has no closing hand")
+    seat_players = {info.seat: info.player_id for info in started.seats}
+    settlement: Settlement = rule(started.table_id, started.hand_id, started.pot_gold, seat_players)
+    return settlement
+
+
+def _closing(evs: Sequence[Event], hand_id: str) -> Settlement:
+    first = evs[0]
+    started = first.body
+    assert isinstance(started, HandStarted)
+    if len(evs) != 2:
+        extra = evs[1]
+        raise ReplayError(
+            ILLEGAL_EVENT,
+            f"{extra.event_id}: {describe(extra.body)} in a closing hand (only HandStarted and HandEnded)",
+            hand_id=hand_id,
+            event_id=extra.event_id,
+        )
+    try:
+        return closing_settlement(started)
+    except RuleViolation as exc:
+        raise ReplayError(
+            ILLEGAL_EVENT,
+            f"{first.event_id}: closing hand: {exc.code}: {exc.message}",
+            hand_id=hand_id,
+            event_id=first.event_id,
+        ) from exc
+
+
 # --- descriptions -----------------------------------------------------------------------
 
 
@@ -609,13 +668,16 @@ def diff_entries(expected: Mapping[str, int], actual: Mapping[str, int], *, want
 
 
 __all__ = [
+    "CLOSING_RULE",
     "REASONS",
     "OpenHand",
     "ReplayError",
     "ReplayResult",
+    "closing_settlement",
     "describe",
     "diff_entries",
     "gold_moved",
+    "has_closing_rule",
     "penalties",
     "replay",
     "replay_hand",

@@ -253,6 +253,7 @@ class HandStarted(_message.Message):
     POT_GOLD_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
     RULES_VERSION_FIELD_NUMBER: _builtins.int
+    CLOSING_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     hand_id: _builtins.str
     game: _builtins.str
@@ -274,6 +275,11 @@ class HandStarted(_message.Message):
     rules_version: _builtins.int
     """The game's rules version the hand was played under (0: logged before versions were
     recorded, replayed as version 1). Replay refuses a version it does not know.
+    """
+    closing: _builtins.bool
+    """A closing hand (CloseTable): no cards, no decisions; it only returns the carried pot
+    (pot_gold) to the seated players by the game's closing rule (3 Cây Gà:
+    closing_pot_settlement), then HandEnded. Settled and audited like any hand.
     """
     @_builtins.property
     def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatInfo]: ...
@@ -298,10 +304,11 @@ class HandStarted(_message.Message):
         pot_gold: _builtins.int = ...,
         options: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         rules_version: _builtins.int = ...,
+        closing: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dealer_seat", b"dealer_seat", "deck_commitment", b"deck_commitment", "fee_bps", b"fee_bps", "game", b"game", "hand_id", b"hand_id", "hand_number", b"hand_number", "options", b"options", "owner_seat", b"owner_seat", "pot_gold", b"pot_gold", "rules_version", b"rules_version", "seats", b"seats", "seats_max", b"seats_max", "stake_gold", b"stake_gold", "table_id", b"table_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["closing", b"closing", "dealer_seat", b"dealer_seat", "deck_commitment", b"deck_commitment", "fee_bps", b"fee_bps", "game", b"game", "hand_id", b"hand_id", "hand_number", b"hand_number", "options", b"options", "owner_seat", b"owner_seat", "pot_gold", b"pot_gold", "rules_version", b"rules_version", "seats", b"seats", "seats_max", b"seats_max", "stake_gold", b"stake_gold", "table_id", b"table_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -39,6 +39,8 @@ class _TableStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TableStat
     TABLE_STATUS_WAITING: _TableStatus.ValueType  # 1
     TABLE_STATUS_PLAYING: _TableStatus.ValueType  # 2
     TABLE_STATUS_CLOSED: _TableStatus.ValueType  # 3
+    TABLE_STATUS_CLOSING: _TableStatus.ValueType  # 4
+    """CloseTable was called: no joins or new hands; the close completes by itself."""
 
 class TableStatus(_TableStatus, metaclass=_TableStatusEnumTypeWrapper): ...
 
@@ -46,6 +48,8 @@ TABLE_STATUS_UNSPECIFIED: TableStatus.ValueType  # 0
 TABLE_STATUS_WAITING: TableStatus.ValueType  # 1
 TABLE_STATUS_PLAYING: TableStatus.ValueType  # 2
 TABLE_STATUS_CLOSED: TableStatus.ValueType  # 3
+TABLE_STATUS_CLOSING: TableStatus.ValueType  # 4
+"""CloseTable was called: no joins or new hands; the close completes by itself."""
 Global___TableStatus: _TypeAlias = TableStatus  # noqa: Y015
 
 @_typing.final
@@ -179,16 +183,24 @@ class Table(_message.Message):
     HAND_ID_FIELD_NUMBER: _builtins.int
     HANDS_PLAYED_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    CLOSE_REASON_FIELD_NUMBER: _builtins.int
+    CLOSED_AT_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     status: Global___TableStatus.ValueType
     hand_id: _builtins.str
     hands_played: _builtins.int
+    close_reason: _builtins.str
+    """Why an operator closed it (CLOSING and CLOSED tables)."""
     @_builtins.property
     def config(self) -> Global___TableConfig: ...
     @_builtins.property
     def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatState]: ...
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def closed_at(self) -> _timestamp_pb2.Timestamp:
+        """When the close completed (CLOSED tables)."""
+
     def __init__(
         self,
         *,
@@ -199,10 +211,12 @@ class Table(_message.Message):
         hand_id: _builtins.str = ...,
         hands_played: _builtins.int = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        close_reason: _builtins.str = ...,
+        closed_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "created_at", b"created_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["closed_at", b"closed_at", "config", b"config", "created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "created_at", b"created_at", "hand_id", b"hand_id", "hands_played", b"hands_played", "seats", b"seats", "status", b"status", "table_id", b"table_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["close_reason", b"close_reason", "closed_at", b"closed_at", "config", b"config", "created_at", b"created_at", "hand_id", b"hand_id", "hands_played", b"hands_played", "seats", b"seats", "status", b"status", "table_id", b"table_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -298,19 +312,23 @@ class ListTablesRequest(_message.Message):
     GAME_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    INCLUDE_CLOSED_FIELD_NUMBER: _builtins.int
     game: _builtins.str
     page_size: _builtins.int
     page_token: _builtins.str
+    include_closed: _builtins.bool
+    """Also the closed tables of the partitions the answering instance holds (from its store)."""
     def __init__(
         self,
         *,
         game: _builtins.str = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        include_closed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["game", b"game", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["game", b"game", "include_closed", b"include_closed", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -894,3 +912,48 @@ class IssuePlayerTokenResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___IssuePlayerTokenResponse: _TypeAlias = IssuePlayerTokenResponse  # noqa: Y015
+
+@_typing.final
+class CloseTableRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    table_id: _builtins.str
+    reason: _builtins.str
+    """Why (1..200 printable characters), recorded with the close."""
+    def __init__(
+        self,
+        *,
+        table_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "table_id", b"table_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CloseTableRequest: _TypeAlias = CloseTableRequest  # noqa: Y015
+
+@_typing.final
+class CloseTableResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def table(self) -> Global___Table:
+        """CLOSING while a hand in play finishes, CLOSED once every seat has stood up."""
+
+    def __init__(
+        self,
+        *,
+        table: Global___Table | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["table", b"table"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["table", b"table"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CloseTableResponse: _TypeAlias = CloseTableResponse  # noqa: Y015

@@ -94,6 +94,11 @@ class TableServiceStub:
                 request_serializer=socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenRequest.SerializeToString,
                 response_deserializer=socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenResponse.FromString,
                 _registered_method=True)
+        self.CloseTable = channel.unary_unary(
+                '/socai.table.v1.TableService/CloseTable',
+                request_serializer=socai_dot_table_dot_v1_dot_table__pb2.CloseTableRequest.SerializeToString,
+                response_deserializer=socai_dot_table_dot_v1_dot_table__pb2.CloseTableResponse.FromString,
+                _registered_method=True)
 
 
 class TableServiceServicer:
@@ -177,6 +182,16 @@ class TableServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CloseTable(self, request, context):
+        """For an operator: close a table for good. It stops taking joins and hands at once; a
+        hand in play plays to its end; a carried pot (3 Cây Gà) goes back to the players seated
+        (a closing hand, settled like any hand); every seat cashes out; the table is CLOSED.
+        Idempotent: closing a closing or closed table answers its state.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TableServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -239,6 +254,11 @@ def add_TableServiceServicer_to_server(servicer, server):
                     servicer.IssuePlayerToken,
                     request_deserializer=socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenRequest.FromString,
                     response_serializer=socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenResponse.SerializeToString,
+            ),
+            'CloseTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.CloseTable,
+                    request_deserializer=socai_dot_table_dot_v1_dot_table__pb2.CloseTableRequest.FromString,
+                    response_serializer=socai_dot_table_dot_v1_dot_table__pb2.CloseTableResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -565,6 +585,33 @@ class TableService:
             '/socai.table.v1.TableService/IssuePlayerToken',
             socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenRequest.SerializeToString,
             socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CloseTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socai.table.v1.TableService/CloseTable',
+            socai_dot_table_dot_v1_dot_table__pb2.CloseTableRequest.SerializeToString,
+            socai_dot_table_dot_v1_dot_table__pb2.CloseTableResponse.FromString,
             options,
             channel_credentials,
             insecure,

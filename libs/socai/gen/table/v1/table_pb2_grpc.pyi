@@ -57,6 +57,12 @@ class TableServiceStub:
     Reconnect: _grpc.UnaryUnaryMultiCallable[_table_pb2.ReconnectRequest, _table_pb2.ReconnectResponse]
     IssuePlayerToken: _grpc.UnaryUnaryMultiCallable[_table_pb2.IssuePlayerTokenRequest, _table_pb2.IssuePlayerTokenResponse]
     """For a trusted backend (caller "backend"): a signed player token for Join, Act, Leave …"""
+    CloseTable: _grpc.UnaryUnaryMultiCallable[_table_pb2.CloseTableRequest, _table_pb2.CloseTableResponse]
+    """For an operator: close a table for good. It stops taking joins and hands at once; a
+    hand in play plays to its end; a carried pot (3 Cây Gà) goes back to the players seated
+    (a closing hand, settled like any hand); every seat cashes out; the table is CLOSED.
+    Idempotent: closing a closing or closed table answers its state.
+    """
 
 @_typing.type_check_only
 class TableServiceAsyncStub(TableServiceStub):
@@ -79,6 +85,12 @@ class TableServiceAsyncStub(TableServiceStub):
     Reconnect: _aio.UnaryUnaryMultiCallable[_table_pb2.ReconnectRequest, _table_pb2.ReconnectResponse]  # type: ignore[assignment]
     IssuePlayerToken: _aio.UnaryUnaryMultiCallable[_table_pb2.IssuePlayerTokenRequest, _table_pb2.IssuePlayerTokenResponse]  # type: ignore[assignment]
     """For a trusted backend (caller "backend"): a signed player token for Join, Act, Leave …"""
+    CloseTable: _aio.UnaryUnaryMultiCallable[_table_pb2.CloseTableRequest, _table_pb2.CloseTableResponse]  # type: ignore[assignment]
+    """For an operator: close a table for good. It stops taking joins and hands at once; a
+    hand in play plays to its end; a carried pot (3 Cây Gà) goes back to the players seated
+    (a closing hand, settled like any hand); every seat cashes out; the table is CLOSED.
+    Idempotent: closing a closing or closed table answers its state.
+    """
 
 class TableServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -170,5 +182,17 @@ class TableServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_table_pb2.IssuePlayerTokenResponse, _abc.Awaitable[_table_pb2.IssuePlayerTokenResponse]]:
         """For a trusted backend (caller "backend"): a signed player token for Join, Act, Leave …"""
+
+    @_abc_1.abstractmethod
+    def CloseTable(
+        self,
+        request: _table_pb2.CloseTableRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_table_pb2.CloseTableResponse, _abc.Awaitable[_table_pb2.CloseTableResponse]]:
+        """For an operator: close a table for good. It stops taking joins and hands at once; a
+        hand in play plays to its end; a carried pot (3 Cây Gà) goes back to the players seated
+        (a closing hand, settled like any hand); every seat cashes out; the table is CLOSED.
+        Idempotent: closing a closing or closed table answers its state.
+        """
 
 def add_TableServiceServicer_to_server(servicer: TableServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
