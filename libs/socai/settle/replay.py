@@ -235,7 +235,13 @@ def replay_open(events: Iterable[object]) -> OpenHand:
     cards_seen, dice_seen = _check_open_fairness(evs, hand_id)
     if started.closing:  # a closing hand holds HandStarted and HandEnded, nothing between
         if len(evs) > 1:
-            _closing(evs, hand_id)
+            extra = evs[1]
+            raise ReplayError(
+                ILLEGAL_EVENT,
+                f"{extra.event_id}: {describe(extra.body)} in a closing hand (only HandStarted and HandEnded)",
+                hand_id=hand_id,
+                event_id=extra.event_id,
+            )
         return OpenHand(started, tuple(evs), cards_seen, dice_seen, None)
     state, _ = _fold(module, evs, hand_id, settle=False)
     return OpenHand(started, tuple(evs), cards_seen, dice_seen, state)

@@ -96,3 +96,16 @@ def test_the_closing_mark_survives_protobuf_and_json_and_ordinary_hands_stay_ord
     ordinary = dataclasses.replace(event, body=dataclasses.replace(closing_started(), closing=False))
     assert codec.decode(codec.encode(ordinary)).body.closing is False  # type: ignore[union-attr]
     assert len(codec.encode(ordinary)) < len(codec.encode(event))  # false is not written: old hands' bytes unchanged
+
+
+def test_an_open_closing_hand_is_sound_alone_and_refused_with_anything_after_its_start() -> None:
+    """``socai audit --allow-open`` on a table stopped inside its close: the closing
+    HandStarted alone is an open hand; any event after it is a finding, as in ``replay``."""
+    alone = events(closing_started())[:1]
+    opened = replay.replay_open(alone)
+    assert opened.started.closing and opened.state is None
+    extra = CardsDealt((DealtCard(1, fairness.shuffle(SEED, cards.deck("bacay_ga"))[0], False),))
+    with pytest.raises(ReplayError) as caught:
+        replay.replay_open(events(closing_started(), extra)[:2])
+    assert caught.value.code == ILLEGAL_EVENT
+    assert "in a closing hand" in caught.value.message
