@@ -1,7 +1,9 @@
 """The TableService gRPC servicer: shape checks at the edge, then the tables.
 
 A call for a table this instance does not hold is forwarded to the instance that does
-(``socai_table.forward``); everything else is served here.
+(``socai_table.forward``); everything else is served here. ``ListTables`` answers for every
+instance's tables: the page comes from the directory in PostgreSQL that all instances share,
+and the live state of each table from the instance that runs it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from socai.infra import player_tokens
 from socai.infra.grpc_server import AccessPolicy
 from socai.infra.logging import bound
 from socai_table import convert
-from socai_table.forward import Forwarder
+from socai_table.forward import Forwarder, forwarded_by
 from socai_table.manager import TableManager
 from socai_table.model import TABLE_ID
 
@@ -100,8 +102,27 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def ListTables(self, request: pb.ListTablesRequest, context: Any) -> pb.ListTablesResponse:
         if request.page_size < 0:
             raise errors.InvalidArgument("BAD_PAGE_SIZE", "page_size must not be negative")
-        tables, next_token = self.manager.list(request.game, request.page_token, request.page_size)
-        return pb.ListTablesResponse(tables=[convert.table_to_proto(t) for t in tables], next_page_token=next_token)
+        if self.router is None or forwarded_by(context):
+            # One instance, or a peer asking for this instance's part of its page.
+            tables, next_token = self.manager.list(request.game, request.page_token, request.page_size)
+            return pb.ListTablesResponse(tables=[convert.table_to_proto(t) for t in tables], next_page_token=next_token)
+        # Every instance's tables: the page from the shared directory, each table's live
+        # state from whoever runs it (here, or its holder: ``Forwarder.tables_elsewhere``).
+        rows, next_token = await self.manager.directory(request.game, request.page_token, request.page_size)
+        here = {t: self.manager.tables[t] for t, _, _ in rows if t in self.manager.tables}
+        elsewhere = await self.router.tables_elsewhere([t for t, _, _ in rows if t not in here], request, context)
+        page = []
+        for table_id, config, created_s in rows:
+            if table_id in here:
+                table = convert.table_to_proto(here[table_id])
+            elif table_id in elsewhere:
+                table = elsewhere[table_id]
+            else:
+                # Between holders (or its holder did not answer): what the directory knows.
+                table = pb.Table(table_id=table_id, config=convert.config_to_proto(config))
+            table.created_at.CopyFrom(convert.timestamp(created_s))
+            page.append(table)
+        return pb.ListTablesResponse(tables=page, next_page_token=next_token)
 
     async def JoinTable(self, request: pb.JoinTableRequest, context: Any) -> pb.JoinTableResponse:
         if self._elsewhere(request.table_id, context):
