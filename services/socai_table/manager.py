@@ -211,11 +211,24 @@ class TableManager:
             await table.stop()
             log.info("table_load_abandoned", table_id=table_id, token=token)
             return None
+        existing = self.tables.get(table_id)
+        if existing is not None and self._tenures.get(table_id) == token:
+            # ``create`` opened it meanwhile: one object per tenure, never two.
+            await table.stop()
+            return existing
         self.broken.pop(table_id, None)
         metrics.TABLES_BROKEN.set(len(self.broken))
+        await self._install(table_id, table, token)
+        return table
+
+    async def _install(self, table_id: str, table: Table, token: int) -> None:
+        """Make ``table`` the one object of ``table_id`` (built under ``token``), in one step
+        (no other object can be installed in between), then retire the one it replaces."""
+        stale = self.tables.pop(table_id, None)
         self.tables[table_id] = table
         self._tenures[table_id] = token
-        return table
+        if stale is not None and stale is not table:
+            await stale.retire(RETIRE_WAIT_S)
 
     async def _retire(self, table_id: str) -> None:
         table = self.tables.pop(table_id, None)
@@ -288,9 +301,7 @@ class TableManager:
                 await table.stop()
                 table = existing
             else:
-                await self._retire(table_id)
-                self.tables[table_id] = table
-                self._tenures[table_id] = token
+                await self._install(table_id, table, token)
             metrics.TABLES.set(len(self.tables))
             log.info("table_created", table_id=table_id, game=normalized.game)
         return table
