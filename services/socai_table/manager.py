@@ -122,6 +122,7 @@ class TableManager:
         # Rebuilds in flight, by table and the lease token they were started under.
         self._loading: dict[tuple[str, int], asyncio.Future[Table | None]] = {}
         self._tenures: dict[str, int] = {}  # table id -> the lease token its Table was built under
+        self._opening: dict[tuple[str, int], asyncio.Future[Table]] = {}  # creates in flight
         # Whether this instance runs ``table_id`` now (its partition's lease); the app sets it.
         self.holds: Callable[[str], bool] = lambda _table_id: True
 
@@ -284,27 +285,61 @@ class TableManager:
             raise errors.AlreadyExists("TABLE_EXISTS", f"{table_id} exists with another configuration")
         table = self.tables.get(table_id)
         if table is None or self._tenures.get(table_id) != token:
-            table = self._new_table(table_id, normalized, token)
+            key = (table_id, token)
+            opening = self._opening.get(key)
+            if opening is not None:
+                # The same create is in flight (a client's retry): one object, one TableOpened.
+                return await asyncio.shield(opening)
+            self._opening[key] = done = asyncio.get_running_loop().create_future()
             try:
-                await table.open()
-            except BaseException:
-                # A table that cannot be opened must not exist: left stored, it would be
-                # loaded (and fail) at every start of the service.
-                if inserted and table.facts_seq == 0:
-                    await self.deps.store.delete_table(table_id, self.deps.instance)
+                table = await self._open_new(table_id, normalized, token, inserted)
+            except BaseException as exc:
+                if isinstance(exc, asyncio.CancelledError):
+                    exc = errors.Unavailable(
+                        "TABLE_NOT_OPENED",
+                        f"the call opening {table_id} was cancelled; retry",
+                        retry_after_ms=RETRY_AFTER_MS,
+                    )
+                done.set_exception(exc)
+                done.exception()  # retrieved: a failed create with no retry waiting is no error
                 raise
-            existing = self.tables.get(table_id)
-            if self._token(table_id) != token:
-                pass  # the partition moved while the table opened: its holder loads it
-            elif existing is not None and self._tenures.get(table_id) == token:
-                # A call loaded it meanwhile (``get``): one object per tenure, never two.
-                await table.stop()
-                table = existing
             else:
-                await self._install(table_id, table, token)
+                done.set_result(table)
+            finally:
+                self._opening.pop(key, None)
             metrics.TABLES.set(len(self.tables))
             log.info("table_created", table_id=table_id, game=normalized.game)
         return table
+
+    async def _open_new(self, table_id: str, config: TableConfig, token: int, inserted: bool) -> Table:
+        """Open a new table object under ``token`` and make it the table's (see ``create``)."""
+        table = self._new_table(table_id, config, token)
+        try:
+            await table.open()
+        except BaseException:
+            # A table that cannot be opened must not exist: left stored, it would be loaded
+            # (and fail) at every start of the service. Unless its TableOpened is on the log
+            # after all (written by a call that raced this one).
+            if inserted and table.facts_seq == 0 and not await self._has_facts(table_id):
+                await self.deps.store.delete_table(table_id, self.deps.instance)
+            raise
+        existing = self.tables.get(table_id)
+        if self._token(table_id) != token:
+            pass  # the partition moved while the table opened: its holder loads it
+        elif existing is not None and self._tenures.get(table_id) == token:
+            # A call loaded it meanwhile (``get``): one object per tenure, never two.
+            await table.stop()
+            table = existing
+        else:
+            await self._install(table_id, table, token)
+        return table
+
+    async def _has_facts(self, table_id: str) -> bool:
+        """Whether the log holds any fact of ``table_id`` (False when it cannot be asked)."""
+        try:
+            return await self.deps.log.last(self.deps.log.subject_of(table_id, facts_id_of(table_id))) is not None
+        except Exception:
+            return False
 
     async def get(self, table_id: str) -> Table:
         """The table, rebuilt here if this instance holds it but has not loaded it yet (it

@@ -235,3 +235,19 @@ async def test_list_tables_answers_for_every_instance_s_tables(two: Two):
     assert all(t.status == pb.TABLE_STATUS_WAITING and t.config.game == "holdem" for t in listed)
     other = await two.backend.table.ListTables(pb.ListTablesRequest(game="xito"))
     assert list(other.tables) == []
+
+
+async def test_a_create_retried_while_the_first_is_still_opening_gives_one_table_and_one_table_opened(two: Two):
+    table_id = table_in(0)
+    request = pb.CreateTableRequest(
+        table_id=table_id, config=pb.TableConfig(game="holdem", stake_gold=100, seats_max=2)
+    )
+    first, second = await asyncio.gather(two.backend.table.CreateTable(request), two.backend.table.CreateTable(request))
+    assert first.table.table_id == second.table.table_id == table_id
+    facts = [s async for s in two.log.read(two.log.subject_of(table_id, facts_id_of(table_id)))]
+    assert [type(s.event.body).__name__ for s in facts] == ["TableOpened"]
+    assert await two.a.store.config_of(table_id) is not None
+    p0 = f"p{uuid.uuid4().hex[:6]}"
+    await two.backend.deposit(p0, 2000)
+    assert await two.backend.join(table_id, p0, 1000) >= 0
+    assert [s.player_id for s in two.a.manager.tables[table_id].seats.values()] == [p0]
