@@ -7,6 +7,10 @@ finished hand is settled and every leaving player is cashed out, audits the even
 against the ledger, and prints a summary: hands per game, gold moved, fees, penalties by
 reason, the trial balance (0) and the audit verdict. Exit status 0 only when all of that
 holds. Every game added to the registry later joins without a change here.
+
+``--table-instances N`` and ``--settlement-instances M`` run that many processes of each, as
+``socai up`` does: the bots dial every table instance (round robin), and a call that reaches
+an instance not running its table is forwarded to the one that does.
 """
 
 from __future__ import annotations
@@ -42,6 +46,14 @@ def add_commands(sub: Any, command: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=None, help="seed of the bots' choices")
     p.add_argument(
+        "--table-instances",
+        type=int,
+        default=1,
+        choices=range(1, 17),
+        metavar="N",
+        help="table-service processes sharing the tables through leases; the bots dial all of them (default 1)",
+    )
+    p.add_argument(
         "--settlement-instances",
         type=int,
         default=1,
@@ -61,7 +73,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     if "SOCAI_HEARTBEAT_TIMEOUT_S" not in os.environ:
         # Bots that go silent are disconnected within the demo's few seconds per hand.
         settings = replace(settings, heartbeat_timeout_s=DEMO_HEARTBEAT_TIMEOUT_S)
-    stack = Stack(settings, instances={"settlement": args.settlement_instances})
+    stack = Stack(settings, instances={"table": args.table_instances, "settlement": args.settlement_instances})
     try:
         with console.status("starting NATS, PostgreSQL and the services…"):
             started = stack.start()

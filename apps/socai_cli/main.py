@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import threading
@@ -152,7 +153,7 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
     migrate.upgrade_all(settings.effective_database_url)
     if settings.nats_url:  # the deploy/ migration job also provisions the streams
-        asyncio.run(provision_streams(settings, allow_repartition=args.repartition))
+        asyncio.run(provision_streams(settings, allow_repartition=args.repartition, lease_env=os.environ))
     return 0
 
 

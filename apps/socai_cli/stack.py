@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO
 
@@ -218,17 +219,38 @@ class Stack:
             self.nats.stop()
 
 
-async def provision_streams(settings: Settings, *, allow_repartition: bool = False) -> None:
+async def provision_streams(
+    settings: Settings, *, allow_repartition: bool = False, lease_env: Mapping[str, str] | None = None
+) -> list[str]:
     """Create or update every stream socai owns (idempotent; keeps their data): the event
     log (with ``SOCAI_EVENT_PARTITIONS``) and the ledger's outbox stream. A different P on
-    an existing event log is refused unless ``allow_repartition`` (the migration)."""
+    an existing event log is refused unless ``allow_repartition`` (the migration).
+
+    With ``lease_env`` (``socai migrate`` passes its environment) also the lease buckets of
+    the table and settlement partitions, named and with the TTL the services read from that
+    environment (``SOCAI_TABLE_LEASE_*``, ``SOCAI_SETTLEMENT_LEASE_*``); raises
+    PreconditionFailed("LEASE_BUCKET_INCOMPATIBLE") when one exists with another TTL. The
+    services still create a missing bucket themselves. Returns the buckets ensured.
+    """
+    from socai.infra.leases import ensure_lease_bucket
     from socai.infra.nats import connect, ensure_stream
+    from socai_settlement import config as settlement_config
+    from socai_table import ownership
 
     nc = await connect(settings.effective_nats_url, name="socai-provision")
     try:
         js = nc.jetstream()
         await ensure_stream(js, settings.events_stream_spec(), allow_repartition=allow_repartition)
         await ensure_stream(js, settings.ledger_stream_spec())
+        if lease_env is None:
+            return []
+        buckets = [
+            ownership.lease_config(settings, ownership.OwnershipSettings.from_env(lease_env)),
+            settlement_config.lease_config(settings, settlement_config.SettlementConfig.from_env(lease_env)),
+        ]
+        for bucket in buckets:
+            await ensure_lease_bucket(js, bucket)
+        return [b.bucket for b in buckets]
     finally:
         await nc.close()
 

@@ -25,11 +25,10 @@ from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
 from socai.infra.grpc_server import GrpcServer, build_server
-from socai.infra.leases import LeaseConfig
 from socai.infra.logging import get_logger
 from socai.infra.nats import connect
 from socai_settlement import metrics
-from socai_settlement.config import SettlementConfig
+from socai_settlement.config import SettlementConfig, lease_config
 from socai_settlement.lag import LagWatch
 from socai_settlement.partitions import PartitionWorkers, instance_id
 from socai_settlement.pipeline import Pipeline
@@ -177,11 +176,7 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
         settler,
         cfg,
         event_log,
-        LeaseConfig(
-            cfg.lease_bucket or f"settlement_leases_{settings.events_stream}",
-            ttl_s=cfg.lease_ttl_s,
-            replicas=settings.stream_replicas,
-        ),
+        lease_config(settings, cfg),
         instance=cfg.instance_id or instance_id(),
         lease_metrics=metrics.LEASES,
     )

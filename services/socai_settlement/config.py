@@ -21,6 +21,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from socai.infra.config import Settings
+from socai.infra.leases import LeaseConfig
+
 
 def default_replay_workers() -> int:
     """Two replay processes beside the service when there is a second core: replay is most
@@ -87,3 +90,13 @@ class SettlementConfig:
             lease_ttl_s=float(e.get("SOCAI_SETTLEMENT_LEASE_TTL_S", d.lease_ttl_s)),
             instance_id=e.get("SOCAI_INSTANCE_ID", d.instance_id),
         )
+
+
+def lease_config(settings: Settings, cfg: SettlementConfig) -> LeaseConfig:
+    """The lease bucket of the settlement partitions, as the service and ``socai migrate``
+    create it."""
+    return LeaseConfig(
+        cfg.lease_bucket or f"settlement_leases_{settings.events_stream}",
+        ttl_s=cfg.lease_ttl_s,
+        replicas=settings.stream_replicas,
+    )

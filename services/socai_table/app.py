@@ -12,13 +12,12 @@ from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
 from socai.infra import nats as socai_nats
 from socai.infra.config import Settings
 from socai.infra.grpc_server import GrpcServer, build_server
-from socai.infra.leases import LeaseConfig
 from socai.rules import registry
 from socai_table import metrics, seeds, signing
 from socai_table.forward import Forwarder
 from socai_table.ledger_client import Money
 from socai_table.manager import TableManager
-from socai_table.ownership import Ownership, OwnershipSettings, advertised
+from socai_table.ownership import Ownership, OwnershipSettings, advertised, lease_config
 from socai_table.server import TableServicer, policy
 from socai_table.store import TableStore
 from socai_table.table import Deps
@@ -81,11 +80,7 @@ async def build_app(settings: Settings, own: OwnershipSettings | None = None) ->
     manager = TableManager(deps)
     ownership = Ownership(
         nc.jetstream(),
-        LeaseConfig(
-            own.lease_bucket or f"table_leases_{settings.events_stream}",
-            ttl_s=own.lease_ttl_s,
-            replicas=settings.stream_replicas,
-        ),
+        lease_config(settings, own),
         instance,
         own.advertise_addr or advertised(settings.listen_address(settings.table_addr)),
         # The event log's P (1 when unpartitioned): a table's events and its instance are

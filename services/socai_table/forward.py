@@ -9,6 +9,10 @@ forwarded again: an owner that no longer holds the table answers UNAVAILABLE
 ``TABLE_NOT_HELD`` and the caller retries, so a partition moving mid-call cannot make two
 instances bounce a call between them.
 
+``ListTables`` is answered from the shared directory (PostgreSQL), a page of every
+instance's tables; each table held elsewhere gets its live state (seats, hand) from its
+holder, one forwarded ListTables per holder (``tables_elsewhere``).
+
 A gateway can skip the hop and route by itself: k = partition_of(table_id, P) (FNV-1a of the
 id, ``socai.infra.partitions``), holder = value of ``partition.<k>`` in the bucket
 ``table_leases_<events stream>``, address = value of ``member.<holder>``.
@@ -16,6 +20,7 @@ id, ``socai.infra.partitions``), holder = value of ``partition.<k>`` in the buck
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
@@ -23,10 +28,10 @@ import grpc
 
 from socai import errors
 from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
-from socai.infra.grpc_errors import from_rpc_error
+from socai.infra.grpc_errors import error_info, from_rpc_error
 from socai.infra.logging import get_logger
 from socai_table import metrics
-from socai_table.ownership import Ownership, owner_unknown
+from socai_table.ownership import Owner, Ownership, owner_unknown
 
 log = get_logger("socai.table.forward")
 
@@ -34,6 +39,17 @@ FORWARDED_HEADER: Final = "socai-forwarded-by"
 PASSED_HEADERS: Final = ("authorization", "x-request-id")
 UNARY_DEADLINE_S: Final = 30.0  # a forwarded unary call never waits longer, whatever the caller allows
 CHANNELS_MAX: Final = 64  # one channel per owner address; instances are few
+LIST_DEADLINE_S: Final = 5.0  # a holder's part of a ListTables page
+
+
+def owner_error(exc: grpc.aio.AioRpcError) -> errors.SocaiError:
+    """The owner's refusal as a domain error with its code, reason and details (a retry
+    hint, ``retry_after_ms``, must reach the caller as the owner gave it)."""
+    error = from_rpc_error(exc)
+    info = error_info(exc)
+    if info is not None:
+        error.details = {**info.metadata}
+    return error
 
 
 def forwarded_by(context: Any) -> str:
@@ -73,6 +89,9 @@ class Forwarder:
                 f"table {table_id} is moving between instances; retry",
                 retry_after_ms=500,
             )
+        return await self._stub_at(owner)
+
+    async def _stub_at(self, owner: Owner) -> tuple[pb_grpc.TableServiceStub, str]:
         channel = self._channels.get(owner.address)
         if channel is None:
             if len(self._channels) >= CHANNELS_MAX:
@@ -100,7 +119,7 @@ class Forwarder:
             reply = await getattr(stub, method)(request, metadata=self._metadata(context), timeout=timeout)
         except grpc.aio.AioRpcError as exc:
             self._failed(method, table_id, owner, exc)
-            raise from_rpc_error(exc) from None
+            raise owner_error(exc) from None
         metrics.FORWARDED.labels(method, "OK").inc()
         return reply
 
@@ -113,10 +132,43 @@ class Forwarder:
                 yield item
         except grpc.aio.AioRpcError as exc:
             self._failed(method, table_id, owner, exc)
-            raise from_rpc_error(exc) from None
+            raise owner_error(exc) from None
         finally:
             call.cancel()
         metrics.FORWARDED.labels(method, "OK").inc()
+
+    async def tables_elsewhere(self, table_ids: list[str], request: Any, context: Any) -> dict[str, Any]:
+        """The live ``pb.Table`` of each of ``table_ids`` held by another instance, asked of
+        each holder once (its ListTables over the same page, answered from its own tables).
+
+        ``request`` is the caller's ListTables: a holder's tables within the page are among
+        its first ``page_size`` after ``page_token``, so one call per holder covers them. A
+        table nobody holds right now, or whose holder does not answer, is left out (the
+        caller shows its stored configuration).
+        """
+        holders: dict[str, Owner] = {}
+        for table_id in table_ids:
+            owner = await self.ownership.owner(table_id)
+            if owner is not None and owner.instance != self.ownership.instance_id:
+                holders.setdefault(owner.instance, owner)
+        found: dict[str, Any] = {}
+        wanted = set(table_ids)
+
+        async def ask(owner: Owner) -> None:
+            stub, _ = await self._stub_at(owner)
+            try:
+                reply = await stub.ListTables(request, metadata=self._metadata(context), timeout=LIST_DEADLINE_S)
+            except grpc.aio.AioRpcError as exc:
+                metrics.FORWARDED.labels("ListTables", exc.code().name).inc()
+                log.info("list_forward_failed", owner=owner.instance, code=exc.code().name)
+                return
+            metrics.FORWARDED.labels("ListTables", "OK").inc()
+            for table in reply.tables:
+                if table.table_id in wanted:
+                    found[table.table_id] = table
+
+        await asyncio.gather(*(ask(owner) for owner in holders.values()))
+        return found
 
     def _failed(self, method: str, table_id: str, owner: str, exc: grpc.aio.AioRpcError) -> None:
         metrics.FORWARDED.labels(method, exc.code().name).inc()

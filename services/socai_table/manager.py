@@ -24,7 +24,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from socai import accounts, errors
 from socai.events import codec
@@ -32,6 +32,7 @@ from socai.events.model import Event
 from socai.infra.logging import get_logger
 from socai_table import metrics
 from socai_table.model import TABLE_ID, TableConfig, facts_id_of
+from socai_table.ownership import RETRY_AFTER_MS
 from socai_table.store import Cashout, ClosedTable
 from socai_table.table import Deps, Table, table_opened
 
@@ -121,7 +122,10 @@ class TableManager:
         self._first_seen: dict[str, float] = {}
         self.cashout_retries = CashoutRetries()
         self.broken: dict[str, str] = {}  # table id -> why it could not be loaded
-        self._loading: dict[str, asyncio.Future[Table | None]] = {}
+        # Rebuilds in flight, by table and the lease token they were started under.
+        self._loading: dict[tuple[str, int], asyncio.Future[Table | None]] = {}
+        self._tenures: dict[str, int] = {}  # table id -> the lease token its Table was built under
+        self._opening: dict[tuple[str, int], asyncio.Future[Table]] = {}  # creates in flight
         # Whether this instance runs ``table_id`` now (its partition's lease); the app sets it.
         self.holds: Callable[[str], bool] = lambda _table_id: True
 
@@ -134,51 +138,118 @@ class TableManager:
         """Load and rebuild every open table of the store that ``select`` picks (the tables
         of a partition this instance just acquired).
 
-        A table that cannot be rebuilt is logged, counted and left out (its calls answer
-        UNAVAILABLE ``TABLE_UNAVAILABLE``): one bad table must not keep every other table
-        of the instance from serving.
+        A table still in memory from an earlier tenure is retired and rebuilt: the log may
+        hold what another instance wrote meanwhile. A table that cannot be rebuilt is
+        logged, counted and left out (its calls answer UNAVAILABLE ``TABLE_UNAVAILABLE``):
+        one bad table must not keep every other table of the instance from serving.
         """
         count = 0
         for table_id, config in await self.deps.store.open_tables():
-            if select(table_id) and table_id not in self.tables:
-                await self._load(table_id, config)
-                count += 1
+            if not select(table_id):
+                continue
+            token = self._token(table_id)
+            if token is None:
+                break  # the partition was lost again meanwhile: its drop follows
+            if table_id in self.tables and self._tenures.get(table_id) == token:
+                continue
+            await self._retire(table_id)
+            await self._load(table_id, config)
+            count += 1
         metrics.TABLES.set(len(self.tables))
         log.info("tables_loaded", count=count, total=len(self.tables), broken=len(self.broken))
 
+    def _token(self, table_id: str) -> int | None:
+        """The lease token this instance holds ``table_id``'s partition under (None: not held)."""
+        try:
+            return self.deps.fence(table_id)
+        except errors.Unavailable:
+            return None
+
+    def _fence(self, table_id: str, token: int) -> int:
+        """``Deps.fence`` of a table built under ``token``: the token to write with, while the
+        instance still holds the partition under that very token. Raises
+        Unavailable("TABLE_NOT_HELD") otherwise (a stale object: the caller retries and
+        reaches the table's current object, here or on the holder)."""
+        current = self.deps.fence(table_id)
+        if current != token:
+            raise errors.Unavailable(
+                "TABLE_NOT_HELD",
+                f"table {table_id} was loaded under lease token {token}, the partition's is {current} now; "
+                f"retry in {RETRY_AFTER_MS} ms",
+                retry_after_ms=RETRY_AFTER_MS,
+            )
+        return token
+
+    def _new_table(self, table_id: str, config: TableConfig, token: int) -> Table:
+        deps = replace(self.deps, fence=lambda t: self._fence(t, token))
+        return Table(table_id, config, deps)
+
     async def _load(self, table_id: str, config: TableConfig) -> Table | None:
-        """Rebuild one table (once, however many callers ask at the same time)."""
-        pending = self._loading.get(table_id)
+        """Rebuild one table (once per tenure, however many callers ask at the same time).
+        Raises Unavailable("TABLE_NOT_HELD") when this instance does not hold it."""
+        token = self.deps.fence(table_id)
+        key = (table_id, token)
+        pending = self._loading.get(key)
         if pending is None:
-            pending = self._loading[table_id] = asyncio.ensure_future(self._rebuild_one(table_id, config))
-            pending.add_done_callback(lambda _: self._loading.pop(table_id, None))
+            pending = self._loading[key] = asyncio.ensure_future(self._rebuild_one(table_id, config, token))
+            pending.add_done_callback(lambda _: self._loading.pop(key, None))
         return await asyncio.shield(pending)
 
-    async def _rebuild_one(self, table_id: str, config: TableConfig) -> Table | None:
-        table = Table(table_id, config, self.deps)
+    async def _rebuild_one(self, table_id: str, config: TableConfig, token: int) -> Table | None:
+        table = self._new_table(table_id, config, token)
         try:
             await table.open()
             await table.repair_joins()
         except Exception as exc:
             await table.stop()
+            if self._token(table_id) != token:
+                log.info("table_load_abandoned", table_id=table_id, token=token, error=type(exc).__name__)
+                return None
             self.broken[table_id] = f"{type(exc).__name__}: {exc}"[:500]
             metrics.TABLES_BROKEN.set(len(self.broken))
             log.error("table_load_failed", table_id=table_id, error=self.broken[table_id], exc_info=exc)
             return None
+        if self._token(table_id) != token:
+            # The partition was dropped (or moved and came back) while the table was being
+            # rebuilt: kept, this object would run next to the holder's (or a newer tenure's).
+            await table.stop()
+            log.info("table_load_abandoned", table_id=table_id, token=token)
+            return None
+        existing = self.tables.get(table_id)
+        if existing is not None and self._tenures.get(table_id) == token:
+            # ``create`` opened it meanwhile: one object per tenure, never two.
+            await table.stop()
+            return existing
         self.broken.pop(table_id, None)
         metrics.TABLES_BROKEN.set(len(self.broken))
         if table.closed:
             return table  # its close completed in the rebuild (a resumed close): not kept in memory
-        self.tables[table_id] = table
+        await self._install(table_id, table, token)
         return table
+
+    async def _install(self, table_id: str, table: Table, token: int) -> None:
+        """Make ``table`` the one object of ``table_id`` (built under ``token``), in one step
+        (no other object can be installed in between), then retire the one it replaces."""
+        stale = self.tables.pop(table_id, None)
+        self.tables[table_id] = table
+        self._tenures[table_id] = token
+        if stale is not None and stale is not table:
+            await stale.retire(RETIRE_WAIT_S)
+
+    async def _retire(self, table_id: str) -> None:
+        table = self.tables.pop(table_id, None)
+        self._tenures.pop(table_id, None)
+        if table is not None:
+            await table.retire(RETIRE_WAIT_S)
 
     async def drop(self, select: Callable[[str], bool]) -> None:
         """Stop running the tables ``select`` picks (a partition this instance lost or gives
         up): each finishes the command in progress, stops its timers and watchers, and
-        leaves memory. Nothing of theirs is written here any more (``Deps.fence``)."""
+        leaves memory. Nothing of theirs is written here any more: their fence is bound to
+        the tenure that ends (``_fence``), and a rebuild still in flight for one of them
+        discards its table when it finishes (``_rebuild_one``)."""
         for table_id in [t for t in self.tables if select(t)]:
-            table = self.tables.pop(table_id)
-            await table.retire(RETIRE_WAIT_S)
+            await self._retire(table_id)
         for table_id in [t for t in self.broken if select(t)]:
             del self.broken[table_id]
         metrics.TABLES.set(len(self.tables))
@@ -193,6 +264,7 @@ class TableManager:
         for table in self.tables.values():
             await table.stop()
         self.tables.clear()
+        self._tenures.clear()
 
     @staticmethod
     def new_table_id() -> str:
@@ -205,9 +277,13 @@ class TableManager:
         if not TABLE_ID.fullmatch(table_id):
             raise errors.InvalidArgument("BAD_TABLE_ID", "table_id must be 1-32 letters and digits")
         _check_encodable(table_id, normalized)
-        if not self.holds(table_id):
+        token = self._token(table_id)
+        if token is None:
             raise errors.Unavailable(
-                "TABLE_NOT_HELD", f"this instance does not hold table {table_id}'s partition; retry", table_id=table_id
+                "TABLE_NOT_HELD",
+                f"this instance does not hold table {table_id}'s partition; retry",
+                table_id=table_id,
+                retry_after_ms=RETRY_AFTER_MS,
             )
         stored, inserted = await self.deps.store.create_table(table_id, normalized, self.deps.instance)
         if stored != normalized:
@@ -215,30 +291,73 @@ class TableManager:
         if not inserted:
             await self._refuse_closed(table_id)
         table = self.tables.get(table_id)
-        if table is None:
-            table = Table(table_id, normalized, self.deps)
+        if table is None or self._tenures.get(table_id) != token:
+            key = (table_id, token)
+            opening = self._opening.get(key)
+            if opening is not None:
+                # The same create is in flight (a client's retry): one object, one TableOpened.
+                return await asyncio.shield(opening)
+            self._opening[key] = done = asyncio.get_running_loop().create_future()
             try:
-                await table.open()
-            except BaseException:
-                # A table that cannot be opened must not exist: left stored, it would be
-                # loaded (and fail) at every start of the service.
-                if inserted and table.facts_seq == 0:
-                    await self.deps.store.delete_table(table_id, self.deps.instance)
+                table = await self._open_new(table_id, normalized, token, inserted)
+            except BaseException as exc:
+                if isinstance(exc, asyncio.CancelledError):
+                    exc = errors.Unavailable(
+                        "TABLE_NOT_OPENED",
+                        f"the call opening {table_id} was cancelled; retry",
+                        retry_after_ms=RETRY_AFTER_MS,
+                    )
+                done.set_exception(exc)
+                done.exception()  # retrieved: a failed create with no retry waiting is no error
                 raise
-            self.tables[table_id] = table
+            else:
+                done.set_result(table)
+            finally:
+                self._opening.pop(key, None)
             metrics.TABLES.set(len(self.tables))
             log.info("table_created", table_id=table_id, game=normalized.game)
         return table
 
+    async def _open_new(self, table_id: str, config: TableConfig, token: int, inserted: bool) -> Table:
+        """Open a new table object under ``token`` and make it the table's (see ``create``)."""
+        table = self._new_table(table_id, config, token)
+        try:
+            await table.open()
+        except BaseException:
+            # A table that cannot be opened must not exist: left stored, it would be loaded
+            # (and fail) at every start of the service. Unless its TableOpened is on the log
+            # after all (written by a call that raced this one).
+            if inserted and table.facts_seq == 0 and not await self._has_facts(table_id):
+                await self.deps.store.delete_table(table_id, self.deps.instance)
+            raise
+        existing = self.tables.get(table_id)
+        if self._token(table_id) != token:
+            pass  # the partition moved while the table opened: its holder loads it
+        elif existing is not None and self._tenures.get(table_id) == token:
+            # A call loaded it meanwhile (``get``): one object per tenure, never two.
+            await table.stop()
+            table = existing
+        else:
+            await self._install(table_id, table, token)
+        return table
+
+    async def _has_facts(self, table_id: str) -> bool:
+        """Whether the log holds any fact of ``table_id`` (False when it cannot be asked)."""
+        try:
+            return await self.deps.log.last(self.deps.log.subject_of(table_id, facts_id_of(table_id))) is not None
+        except Exception:
+            return False
+
     async def get(self, table_id: str) -> Table:
         """The table, rebuilt here if this instance holds it but has not loaded it yet (it
-        was created after the partition was loaded). Raises NotFound, InvalidArgument,
+        was created after the partition was loaded, or this object is of an earlier tenure
+        of its partition). Raises NotFound, InvalidArgument,
         PreconditionFailed("TABLE_CLOSED") for a closed table,
         Unavailable("TABLE_UNAVAILABLE") for a table that could not be rebuilt, and
         Unavailable("TABLE_NOT_HELD") when this instance does not hold the table (the
         server forwards such calls; this is the race of a partition moving meanwhile)."""
         table = self.tables.get(table_id)
-        if table is not None:
+        if table is not None and self._tenures.get(table_id) == self._token(table_id):
             return table
         if not TABLE_ID.fullmatch(table_id or ""):
             raise errors.InvalidArgument("BAD_TABLE_ID", "table_id must be 1-32 letters and digits")
@@ -248,17 +367,38 @@ class TableManager:
         if config is None:
             await self._refuse_closed(table_id)
             raise errors.NotFound("TABLE_NOT_FOUND", f"no table {table_id}")
-        if not self.holds(table_id):
+        if self._token(table_id) is None:
+            # Never rebuilt here when not held: a lazy load must not run a table next to its
+            # holder's (the caller retries and is forwarded).
             raise errors.Unavailable(
-                "TABLE_NOT_HELD", f"this instance does not hold table {table_id}; retry", table_id=table_id
+                "TABLE_NOT_HELD",
+                f"this instance does not hold table {table_id}; retry",
+                table_id=table_id,
+                retry_after_ms=RETRY_AFTER_MS,
             )
+        if table is not None:
+            # Kept from an earlier tenure of its partition (the load of the new one has not
+            # reached it yet): the log may hold what another instance wrote since.
+            await self._retire(table_id)
         loaded = await self._load(table_id, config)
         if loaded is None:
             raise errors.Unavailable("TABLE_UNAVAILABLE", f"{table_id} could not be loaded; see the service log")
         metrics.TABLES.set(len(self.tables))
         return loaded
 
+    async def directory(
+        self, game: str = "", after: str = "", limit: int = 100
+    ) -> tuple[list[tuple[str, TableConfig, float]], str]:
+        """A page of every instance's open tables from the shared store, by id: (id, config,
+        created at), and the next page's token ("" on the last page)."""
+        limit = max(1, min(limit or 100, LIST_PAGE_MAX))
+        rows = await self.deps.store.list_tables(game, after, limit + 1)
+        page = rows[:limit]
+        return page, page[-1][0] if len(rows) > limit else ""
+
     def list(self, game: str = "", after: str = "", limit: int = 100) -> tuple[list[Table], str]:
+        """A page of the tables this instance runs, by id (what it answers a forwarded
+        ListTables with)."""
         limit = max(1, min(limit or 100, LIST_PAGE_MAX))
         ids = sorted(t for t, table in self.tables.items() if (not game or table.config.game == game) and t > after)
         page = ids[:limit]
@@ -385,6 +525,12 @@ class TableManager:
         for cashout in pending:
             now = time.monotonic()
             if not retries.due(cashout.cashout_id, now):
+                continue
+            table = self.tables.get(cashout.table_id)
+            if table is not None and (table.dirty or table.seat_of(cashout.player_id) is not None):
+                # The stand-up is not written (yet, or its append failed and the rebuild will
+                # write it): the player's chips are still in play; paid now, the escrow
+                # would be short for their hand.
                 continue
             try:
                 done = await self.process_cashout(cashout, unsettled)

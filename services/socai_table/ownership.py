@@ -51,6 +51,7 @@ from typing import Final
 from nats.js import JetStreamContext
 
 from socai import errors
+from socai.infra.config import Settings
 from socai.infra.leases import LeaseConfig, LeaseManager, LeaseMetrics
 from socai.infra.logging import get_logger
 from socai.infra.partitions import partition_of
@@ -82,6 +83,15 @@ class OwnershipSettings:
             instance_id=e.get("SOCAI_INSTANCE_ID", d.instance_id),
             advertise_addr=e.get("SOCAI_TABLE_ADVERTISE_ADDR", d.advertise_addr),
         )
+
+
+def lease_config(settings: Settings, own: OwnershipSettings) -> LeaseConfig:
+    """The lease bucket of the table partitions, as the service and ``socai migrate`` create it."""
+    return LeaseConfig(
+        own.lease_bucket or f"table_leases_{settings.events_stream}",
+        ttl_s=own.lease_ttl_s,
+        replicas=settings.stream_replicas,
+    )
 
 
 def advertised(listen_address: str) -> str:

@@ -1,7 +1,9 @@
 """The TableService gRPC servicer: shape checks at the edge, then the tables.
 
 A call for a table this instance does not hold is forwarded to the instance that does
-(``socai_table.forward``); everything else is served here.
+(``socai_table.forward``); everything else is served here. ``ListTables`` answers for every
+instance's tables: the page comes from the directory in PostgreSQL that all instances share,
+and the live state of each table from the instance that runs it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from socai.infra import player_tokens
 from socai.infra.grpc_server import AccessPolicy
 from socai.infra.logging import bound
 from socai_table import convert
-from socai_table.forward import Forwarder
+from socai_table.forward import Forwarder, forwarded_by
 from socai_table.manager import TableManager
 from socai_table.model import TABLE_ID
 
@@ -117,27 +119,46 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def ListTables(self, request: pb.ListTablesRequest, context: Any) -> pb.ListTablesResponse:
         if request.page_size < 0:
             raise errors.InvalidArgument("BAD_PAGE_SIZE", "page_size must not be negative")
-        tables, next_token = self.manager.list(request.game, request.page_token, request.page_size)
-        listed = [convert.table_to_proto(t) for t in tables]
+        if self.router is None or forwarded_by(context):
+            # One instance, or a peer asking for this instance's part of its page.
+            tables, next_token = self.manager.list(request.game, request.page_token, request.page_size)
+            listed = [convert.table_to_proto(t) for t in tables]
+            if request.include_closed and self.router is None:
+                listed, next_token = await self._with_closed(request, listed, next_token)
+            return pb.ListTablesResponse(tables=listed, next_page_token=next_token)
+        # Every instance's tables: the page from the shared directory, each table's live
+        # state from whoever runs it (here, or its holder: ``Forwarder.tables_elsewhere``).
+        rows, next_token = await self.manager.directory(request.game, request.page_token, request.page_size)
+        here = {t: self.manager.tables[t] for t, _, _ in rows if t in self.manager.tables}
+        elsewhere = await self.router.tables_elsewhere([t for t, _, _ in rows if t not in here], request, context)
+        page = []
+        for table_id, config, created_s in rows:
+            if table_id in here:
+                table = convert.table_to_proto(here[table_id])
+            elif table_id in elsewhere:
+                table = elsewhere[table_id]
+            else:
+                # Between holders (or its holder did not answer): what the directory knows.
+                table = pb.Table(table_id=table_id, config=convert.config_to_proto(config))
+            table.created_at.CopyFrom(convert.timestamp(created_s))
+            page.append(table)
         if request.include_closed:
-            listed, next_token = await self._with_closed(request, listed, next_token)
-        return pb.ListTablesResponse(tables=listed, next_page_token=next_token)
+            page, next_token = await self._with_closed(request, page, next_token)
+        return pb.ListTablesResponse(tables=page, next_page_token=next_token)
 
     async def _with_closed(
         self, request: pb.ListTablesRequest, open_page: list[pb.Table], open_next: str
     ) -> tuple[list[pb.Table], str]:
-        """One page of the open tables and the closed ones (of the partitions this instance
-        holds), merged by id: the page ends at the page size, and the token is its last id."""
+        """One page of the open tables and the closed ones (every instance's: closed tables
+        live in the shared store only), merged by id: the page ends at the page size, and the
+        token is its last id."""
         if request.page_token and not TABLE_ID.fullmatch(request.page_token):
             raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token must be a table id from a previous page")
         limit = max(1, min(request.page_size or 100, 500))
         closed = []
         if not request.game or GAME_ID.fullmatch(request.game):
             closed = await self.manager.deps.store.closed_tables(request.game, request.page_token, limit + 1)
-        merged = sorted(
-            open_page + [convert.closed_to_proto(c) for c in closed if self.manager.holds(c.table_id)],
-            key=lambda t: t.table_id,
-        )
+        merged = sorted(open_page + [convert.closed_to_proto(c) for c in closed], key=lambda t: t.table_id)
         more = len(merged) > limit or bool(open_next) or len(closed) > limit
         page = merged[:limit]
         return page, (page[-1].table_id if more and page else "")

@@ -119,6 +119,18 @@ class TableStore:
         )
         return [(r["table_id"], TableConfig.from_json(r["config"])) for r in rows]
 
+    async def list_tables(self, game: str, after: str, limit: int) -> list[tuple[str, TableConfig, float]]:
+        """Up to ``limit`` open tables of every instance with ids after ``after``, by id
+        (``game``: only that game's): (id, config, created at in epoch seconds)."""
+        rows = await self._exec(
+            f"select table_id, config, extract(epoch from created_at)::float8 as created_s from {SCHEMA}.tables "
+            f"where closed_at is null and table_id > %s and (%s = '' or config->>'game' = %s) "
+            f"order by table_id limit %s",
+            (after, game, game, limit),
+            read=True,
+        )
+        return [(r["table_id"], TableConfig.from_json(r["config"]), float(r["created_s"])) for r in rows]
+
     async def config_of(self, table_id: str) -> TableConfig | None:
         rows = await self._exec(
             f"select config from {SCHEMA}.tables where table_id = %s and closed_at is null", (table_id,), read=True
@@ -247,9 +259,13 @@ class TableStore:
     # cash-outs -------------------------------------------------------------------------
 
     async def add_cashout(self, c: Cashout) -> None:
+        """Record a cash-out; a pending one of the same id takes the new amount and last hand
+        (a stand-up retried after its append failed: the stack is what it is now)."""
         await self._exec(
             f"insert into {SCHEMA}.cashouts (cashout_id, table_id, player_id, amount_gold, last_hand_id, status) "
-            f"values (%s, %s, %s, %s, %s, 'pending') on conflict (cashout_id) do nothing",
+            f"values (%s, %s, %s, %s, %s, 'pending') on conflict (cashout_id) do update "
+            f"set amount_gold = excluded.amount_gold, last_hand_id = excluded.last_hand_id "
+            f"where {SCHEMA}.cashouts.status = 'pending'",
             (c.cashout_id, c.table_id, c.player_id, c.amount_gold, c.last_hand_id),
         )
 

@@ -60,7 +60,7 @@ from socai_table import metrics, seeds, signing
 from socai_table.hand import IDEMPOTENCY_HEADER, PLAYER_HEADER, ActResult, Hand
 from socai_table.ledger_client import Money, buy_in_key, join_key
 from socai_table.model import Seat, TableConfig, facts_id_of, hand_id_of
-from socai_table.ownership import WRITER_HEADER
+from socai_table.ownership import RETRY_AFTER_MS, WRITER_HEADER
 from socai_table.rebuild import LogReader
 from socai_table.store import Cashout, TableStore
 from socai_table.timers import HEARTBEAT_TIMEOUT_S, AutoStart, HandTimer, missed_heartbeats, timeout_s_for
@@ -181,10 +181,19 @@ class Table:
             seq = await self.deps.log.append(
                 event, expected, headers, payload=payload, msg_id=f"{event.event_id}:{signature}"
             )
-        except (errors.Conflict, errors.Unavailable):
+        except (errors.Conflict, errors.Unavailable) as exc:
             # The log may hold more than we know (a lost ack, another writer): re-read it
             # before the next command instead of guessing.
             self.dirty = True
+            if isinstance(exc, errors.Conflict) and exc.code == "WRONG_LAST_SEQUENCE":
+                # Another writer got there first (a handover's other side): nothing of this
+                # command was written; the table rebuilds itself (``heal`` or the next
+                # command) and the caller retries, reaching whoever holds the table now.
+                raise errors.Unavailable(
+                    "TABLE_RESYNC",
+                    f"{self.table_id} changed under this instance; retry in {RETRY_AFTER_MS} ms",
+                    retry_after_ms=RETRY_AFTER_MS,
+                ) from exc
             raise
         metrics.EVENTS_PUBLISHED.labels(self.config.game, type(event.body).__name__).inc()
         if protos is not None:
@@ -269,6 +278,13 @@ class Table:
             if event is not None:
                 self.facts_seq = event.seq
                 self._apply_fact(event.body, stream_seq)
+        # A seated player with a pending cash-out here asked to leave and was not stood up
+        # (the PlayerStoodUp append failed: a crash, another writer): they play no further
+        # hand, and stand up now (no hand played yet) or when the last hand ends
+        # (``_after_hand``, as any leaver).
+        asked = {c.player_id for c in await self.deps.store.pending_cashouts([self.table_id])}
+        for seated in self.seats.values():
+            seated.leaving = seated.player_id in asked
         hand = None
         for number, hand_id, seed in await self.deps.store.last_hands(self.table_id, 2):
             # Only what this service wrote and the rules engine accepts is applied: anything
@@ -278,6 +294,9 @@ class Table:
                 break
         self.dirty = False
         if hand is None:
+            for leaver in sorted(self.seats.values(), key=lambda s: s.seat):
+                if leaver.leaving:
+                    await self._stand_up(leaver)
             if self.closing:
                 await self._finish_close()  # a close with no hand ever played, resumed
             return
@@ -442,8 +461,13 @@ class Table:
             return True, amount
 
     async def _stand_up(self, seat: Seat) -> None:
+        self.deps.fence(self.table_id)  # a table that may not write leaves the cash-out rows alone
+        # A pending cash-out of this player here is this seating's (a pending one refuses a
+        # new join): a stand-up whose append failed is retried under the same id, with the
+        # stack as it is now, never as a second cash-out of the same escrow.
+        pending = [c for c in await self.deps.store.pending_cashouts([self.table_id]) if c.player_id == seat.player_id]
         cashout = Cashout(
-            cashout_id=f"{self.table_id}:{seat.player_id}:{self.facts_seq + 1}",
+            cashout_id=pending[0].cashout_id if pending else f"{self.table_id}:{seat.player_id}:{self.facts_seq + 1}",
             table_id=self.table_id,
             player_id=seat.player_id,
             amount_gold=seat.stack_gold,
@@ -832,11 +856,14 @@ class Table:
 
     async def _autostart(self) -> None:
         async with self._lock:
-            if self.hand is not None or self.closing:
-                return
-            if len(self.participants()) < max(self.config.auto_start_players, self.module.SPEC.players_min):
-                return
             try:
+                # A table behind its log (an append failed) rebuilds first: a player whose
+                # stand-up was refused must not be dealt into the next hand.
+                await self._ensure_synced()
+                if self.hand is not None or self.closing:
+                    return
+                if len(self.participants()) < max(self.config.auto_start_players, self.module.SPEC.players_min):
+                    return
                 await self._start_hand()
             except errors.SocaiError as exc:
                 log.warning("autostart_failed", table_id=self.table_id, code=exc.code, error=exc.message)

@@ -39,6 +39,8 @@ RPC_DEADLINE_S = 5.0
 QUIET_POLL_S = 1.0  # no event on the stream for this long: look at the table anyway
 BACKOFF_MAX_S = 2.0
 REBUY_INTERVAL_S = 2.0
+LEAVE_TRIES = 60  # a LeaveTable is asked again this many times at most (about 2 minutes of back-off)
+LEAVE_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def hand_number(hand_id: str) -> int:
@@ -65,6 +67,8 @@ class TableLoad:
     buy_ins: Counter[str] = field(default_factory=Counter)  # player -> buy-ins that seated them
     join_attempts: Counter[str] = field(default_factory=Counter)  # player -> join keys used up
     next_rebuy: dict[str, float] = field(default_factory=dict)  # player -> earliest next try
+    left: set[str] = field(default_factory=set)  # players whose LeaveTable was answered (or not seated)
+    leave_refused: dict[str, str] = field(default_factory=dict)  # player -> why their leave never got through
 
 
 @dataclass(frozen=True)
@@ -355,13 +359,32 @@ class Bots:
                 load.errors[error_reason(exc) or exc.code().name] += 1
 
     async def _leave(self, load: TableLoad) -> None:
-        for token in load.players.values():
-            try:
-                await self.tables.LeaveTable(
-                    pb.LeaveTableRequest(table_id=load.table_id, player_token=token), timeout=RPC_DEADLINE_S
-                )
-            except grpc.aio.AioRpcError:
-                pass
+        """Every bot of the table asks to leave, as a client must: an UNAVAILABLE answer (a
+        table between instances, one that had to rebuild itself) or no answer is asked
+        again, with back-off, until the table answers; NOT_FOUND ``NOT_SEATED`` means the
+        bot is not seated (broke, or an earlier try that stood it up lost its answer)."""
+        for player, token in load.players.items():
+            delay = 0.1
+            for _ in range(LEAVE_TRIES):
+                try:
+                    await self.tables.LeaveTable(
+                        pb.LeaveTableRequest(table_id=load.table_id, player_token=token), timeout=RPC_DEADLINE_S
+                    )
+                    load.left.add(player)
+                    break
+                except grpc.aio.AioRpcError as exc:
+                    reason = error_reason(exc) or exc.code().name
+                    load.errors[f"leave:{reason}"] += 1
+                    if exc.code() == grpc.StatusCode.NOT_FOUND:
+                        load.left.add(player)
+                        break
+                    if exc.code() not in LEAVE_RETRYABLE:
+                        load.leave_refused[player] = reason
+                        break
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, BACKOFF_MAX_S)
+            else:
+                load.leave_refused[player] = f"still failing after {LEAVE_TRIES} tries"
 
     def summary(self) -> dict[str, object]:
         errors: Counter[str] = Counter()

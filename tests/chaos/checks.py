@@ -32,6 +32,7 @@ from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
 from socai.infra.grpc_client import channel
 from socai.infra.nats import connect
+from socai_table.ownership import WRITER_HEADER
 from tests.chaos.bots import hand_number
 from tests.chaos.stack import ProcessStack, metric_sum
 
@@ -227,3 +228,35 @@ def money_problems(scan: StreamScan, books: Books, upto: dict[str, int], tampere
 
 def escrow_mismatch_metric(stack: ProcessStack) -> float:
     return metric_sum(stack.metrics("table"), "socai_table_escrow_mismatch_total")
+
+
+async def tenure_problems(stack: ProcessStack, table_ids: list[str]) -> list[str]:
+    """One writer at a time: on each table's subjects, in stream order, the lease token in
+    every event's ``Socai-Table-Writer`` header never goes back (a later tenure never sees
+    an earlier one write after it). The stream's expected last subject sequence already
+    keeps each subject consistent; this checks that no two instances took turns writing
+    one table."""
+    assert stack.settings is not None
+    s = stack.settings
+    nc = await connect(s.nats_url or "", name="socai-chaos-tenures")
+    problems: list[str] = []
+    try:
+        log = EventLog(nc, s.events_stream, s.events_prefix)
+        for table_id in table_ids:
+            highest = (0, "", 0)  # token, writer, stream seq
+            async for raw in log.read_raw(f"{s.events_prefix}.{table_id}.*"):
+                writer = raw.headers.get(WRITER_HEADER, "")
+                instance, _, token_text = writer.rpartition("/")
+                if not token_text.isdigit():
+                    continue  # not the table service's (a fault's foreign message)
+                token = int(token_text)
+                if token < highest[0]:
+                    problems.append(
+                        f"{table_id}: {instance} wrote seq {raw.stream_seq} under token {token} after "
+                        f"{highest[1]} wrote seq {highest[2]} under token {highest[0]}"
+                    )
+                elif token > highest[0]:
+                    highest = (token, instance, raw.stream_seq)
+    finally:
+        await nc.close()
+    return problems

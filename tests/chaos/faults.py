@@ -12,6 +12,7 @@ settlement caught up).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import time
@@ -23,6 +24,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import grpc
+from nats.js import JetStreamContext
+from nats.js.errors import KeyNotFoundError
+
+from socai.gen.ledger.v1 import ledger_pb2 as lpb
+from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
+from socai.gen.table.v1 import table_pb2 as pb
+from socai.infra.grpc_client import channel
 from socai.infra.nats import connect
 from tests.chaos.bots import Bots
 from tests.chaos.checks import (
@@ -32,6 +41,7 @@ from tests.chaos.checks import (
     read_books,
     run_audit,
     scan_stream,
+    tenure_problems,
     wait_settled,
 )
 from tests.chaos.stack import ProcessStack, metric_sum
@@ -68,6 +78,8 @@ class Ctx:
     options: ChaosOptions
     tampered: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    # fault -> service -> seconds from the SIGKILL until every partition had a live holder
+    handovers: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
 
 FaultFn = Callable[[Ctx], Awaitable[float]]  # injects and restores; returns the restore time (s)
@@ -96,26 +108,77 @@ def _stop(name: str, attr: str = "stop_s") -> FaultFn:
     return fault
 
 
+LEASE_BUCKETS = {"table": "table_leases_{stream}", "settlement": "settlement_leases_{stream}"}
+HANDOVER_TIMEOUT_S = 90.0
+
+
+async def holders(ctx: Ctx, js: JetStreamContext) -> dict[str, dict[int, str]]:
+    """Each scaled-out service's partition holders as its lease bucket says now."""
+    s = ctx.stack.settings
+    assert s is not None
+    partitions = max(1, int(ctx.options.env.get("SOCAI_EVENT_PARTITIONS", "0") or 0))
+    out: dict[str, dict[int, str]] = {}
+    for service, bucket in LEASE_BUCKETS.items():
+        kv = await js.key_value(bucket.format(stream=s.events_stream))
+        held: dict[int, str] = {}
+        for k in range(partitions):
+            with contextlib.suppress(KeyNotFoundError):
+                held[k] = ((await kv.get(f"partition.{k}")).value or b"").decode()
+        out[service] = held
+    return out
+
+
+async def watch_handover(ctx: Ctx, live: dict[str, set[str]], began: float) -> dict[str, float | None]:
+    """Seconds from ``began`` (the SIGKILL) until every partition of each service is held
+    by one of ``live[service]`` (the instance ids that run; the caller adds a restarted one
+    once it serves, since its id is the dead one's). None: not within HANDOVER_TIMEOUT_S."""
+    s = ctx.stack.settings
+    assert s is not None
+    partitions = max(1, int(ctx.options.env.get("SOCAI_EVENT_PARTITIONS", "0") or 0))
+    done: dict[str, float | None] = {}
+    nc = await connect(s.nats_url or "", name="socai-chaos-leases")
+    try:
+        js = nc.jetstream()
+        while len(done) < len(live) and time.monotonic() - began < HANDOVER_TIMEOUT_S:
+            with contextlib.suppress(Exception):  # NATS is not what this fault hurts; ask again
+                for service, held in (await holders(ctx, js)).items():
+                    if service not in done and len(held) == partitions and set(held.values()) <= live[service]:
+                        done[service] = round(time.monotonic() - began, 2)
+            await asyncio.sleep(0.05)
+    finally:
+        await nc.close()
+    return {service: done.get(service) for service in live}
+
+
+async def _kill_instances(ctx: Ctx, name: str, kill: tuple[str, str], start: tuple[str, str]) -> float:
+    """SIGKILL ``kill`` (a table and a settlement instance), start ``start``, and record the
+    handover time of each service (``ctx.handovers[name]``); the seconds until both serve."""
+    began = time.monotonic()
+    for victim in kill:
+        await ctx.stack.stop_service(victim, signal.SIGKILL)
+    live = {
+        service: {n for n in ctx.stack.procs if n.split("-")[0] == service and n not in kill}
+        for service in LEASE_BUCKETS
+    }
+    watcher = asyncio.create_task(watch_handover(ctx, live, began))
+    for newcomer in start:
+        await ctx.stack.start_service(newcomer)
+        live[newcomer.split("-")[0]].add(newcomer)  # its id may be the dead one's (adopt_own)
+    restored = time.monotonic() - began
+    ctx.handovers[name] = await watcher
+    return restored
+
+
 async def scaleout_kill_first(ctx: Ctx) -> float:
     """SIGKILL the first table and settlement instances; their partitions move to the
     second ones after the lease TTL; then start them again (they take their share back)"""
-    began = time.monotonic()
-    await ctx.stack.stop_service("table", signal.SIGKILL)
-    await ctx.stack.stop_service("settlement", signal.SIGKILL)
-    await ctx.stack.start_service("table")
-    await ctx.stack.start_service("settlement")
-    return time.monotonic() - began
+    return await _kill_instances(ctx, "scaleout_kill_first", ("table", "settlement"), ("table", "settlement"))
 
 
 async def scaleout_kill_second(ctx: Ctx) -> float:
     """SIGKILL the second table and settlement instances for good, and start a third of
     each: the partitions end shared by the first and the third"""
-    began = time.monotonic()
-    await ctx.stack.stop_service("table-1", signal.SIGKILL)
-    await ctx.stack.stop_service("settlement-1", signal.SIGKILL)
-    await ctx.stack.start_service("table-2")
-    await ctx.stack.start_service("settlement-2")
-    return time.monotonic() - began
+    return await _kill_instances(ctx, "scaleout_kill_second", ("table-1", "settlement-1"), ("table-2", "settlement-2"))
 
 
 async def nats_sigterm(ctx: Ctx) -> float:
@@ -343,6 +406,13 @@ async def run_chaos(options: ChaosOptions, log: Callable[[str], None] = print) -
                 await fault(ctx)
                 restored = time.monotonic()
                 result = await check_after(ctx, name, injected, restored)
+                if name in ctx.handovers:
+                    result["handover_s"] = ctx.handovers[name]
+                    if None in ctx.handovers[name].values():
+                        result["problems"].append(
+                            f"a partition had no live holder {HANDOVER_TIMEOUT_S:.0f} s after the kill"
+                        )
+                        result["ok"] = False
                 # What the bots (the stack's clients) were told while it recovered.
                 result["client_errors"] = dict(Counter(bots.summary()["errors"]) - errors_before)  # type: ignore[arg-type]
             except Exception as exc:
@@ -385,6 +455,7 @@ async def run_chaos(options: ChaosOptions, log: Callable[[str], None] = print) -
         bool(report["faults"]) and all(f["ok"] for f in report["faults"]) and report.get("final", {}).get("ok", False)
     )
     report["recovery_s"] = {f["fault"]: f.get("recovery_s") for f in report["faults"]}
+    report["handover_s"] = {f["fault"]: f["handover_s"] for f in report["faults"] if "handover_s" in f}
     root.mkdir(parents=True, exist_ok=True)
     (root / "report.json").write_text(json.dumps(report, indent=2, default=str))
     return report
@@ -414,6 +485,8 @@ async def final_checks(ctx: Ctx) -> dict[str, Any]:
         books = await read_books(stack)
     if books.cashouts_pending:
         problems.append(f"{books.cashouts_pending} cash-outs still pending 60 s after the bots left")
+    problems += await leave_problems(stack, bots)
+    problems += await tenure_problems(stack, list(bots.loads))
     problems += money_problems(scan, books, upto, ctx.tampered)
     ledger = await ledger_verdict(stack, ctx.notes)
     if ledger["trial_balance_gold"] != 0 or not ledger["verify_ok"]:
@@ -437,3 +510,34 @@ async def final_checks(ctx: Ctx) -> dict[str, Any]:
         "problems": problems,
         "ok": not problems,
     }
+
+
+async def leave_problems(stack: ProcessStack, bots: Bots) -> list[str]:
+    """Every bot that asked to leave got through and cashed out: no LeaveTable refused for
+    good, no bot still seated, and no bot's escrow holding gold (read from the ledger)."""
+    assert stack.settings is not None
+    problems: list[str] = []
+    refused = {f"{t}/{p}": why for t, load in bots.loads.items() for p, why in load.leave_refused.items()}
+    if refused:
+        problems.append(f"{len(refused)} LeaveTable calls never got through: {sorted(refused.items())[:5]}")
+    seated: list[str] = []
+    for table_id, load in bots.loads.items():
+        try:
+            state = await bots.tables.GetTableState(pb.GetTableStateRequest(table_id=table_id), timeout=10)
+        except grpc.aio.AioRpcError as exc:
+            problems.append(f"{table_id}: GetTableState failed after the bots left: {exc.code().name}")
+            continue
+        seated += [f"{table_id}/{s.player_id}" for s in state.state.table.seats if s.player_id in load.players]
+    if seated:
+        problems.append(f"{len(seated)} bots still seated after they asked to leave: {seated[:5]}")
+    async with channel(stack.settings.ledger_addr, stack.settings.token_of("auditor")) as ch:
+        ledger = lgrpc.LedgerServiceStub(ch)
+        holding: list[str] = []
+        for table_id in bots.loads:
+            page = await ledger.ListAccounts(
+                lpb.ListAccountsRequest(id_prefix=f"escrow:{table_id}:", page_size=1000), timeout=30
+            )
+            holding += [f"{a.account_id}={a.balance_gold}" for a in page.accounts if a.balance_gold != 0]
+    if holding:
+        problems.append(f"{len(holding)} escrows not cashed out: {holding[:5]}")
+    return problems

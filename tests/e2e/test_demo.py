@@ -33,3 +33,40 @@ def test_the_demo_plays_every_game_settles_audits_and_balances(tmp_path: Path):
         assert any(line.startswith(game) for line in out.splitlines()), f"{game} missing from the summary:\n{out}"
     for key in ("SOCAI_NATS_PORT", "SOCAI_PG_PORT"):
         assert port_is_free(int(env[key]))  # the demo stopped what it started
+
+
+def test_the_demo_runs_on_two_table_and_two_settlement_instances(tmp_path: Path):
+    var = tmp_path / "var"
+    env = {**stack_env(var, log_level="info"), "SOCAI_EVENT_PARTITIONS": "4"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "socai_cli.main",
+            "demo",
+            "--games",
+            "holdem,taixiu",
+            "--tables-per-game",
+            "2",
+            "--hands",
+            "3",
+            "--seed",
+            "7",
+            "--table-instances",
+            "2",
+            "--settlement-instances",
+            "2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-6000:]
+    assert "trial balance: 0 gold" in out
+    assert "mismatches: none; the audit is clean" in out
+    # Both table instances ran (each its own process and log), and each ran tables.
+    for name in ("table", "table-1"):
+        log = (var / "log" / f"{name}.log").read_text()
+        assert "table_partition_acquired" in log, f"{name} never held a partition:\n{log[-3000:]}"

@@ -197,6 +197,7 @@ def replay(events: Iterable[object]) -> ReplayResult:
     end = _check_end(evs, hand_id)
     seed = _check_seed(started, first, end, hand_id)
     cards_verified, dice_verified = _check_fairness(evs, seed, hand_id)
+    settlement: Settlement | None
     if started.closing:
         state, settlement = None, _closing(evs, hand_id)
     else:
