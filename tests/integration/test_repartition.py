@@ -11,16 +11,20 @@ import dataclasses
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 
 import pytest
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js import api as js_api
 
-from socai import accounts
+from socai import accounts, errors
 from socai.events.log import EventLog
 from socai.events.model import HandEnded
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.config import Settings
 from socai.infra.nats import StreamSpec, connect
-from socai.infra.partitions import partition_of
+from socai.infra.partitions import partition_filter, partition_of, partitions_of
 from socai_cli.stack import provision_streams
 from socai_settlement import metrics as settlement_metrics
 from tests.support.clients import Backend, bet
@@ -57,6 +61,14 @@ async def hands_ended(settings: Settings) -> set[str]:
 
 async def settled(r: Running) -> tuple[int, int]:
     return await r.apps["settlement"].store.counts()  # type: ignore[no-any-return]
+
+
+async def durable_names(settings: Settings) -> set[str]:
+    nc = await connect(settings.effective_nats_url, name="repartition-test")
+    try:
+        return {c.name for c in await nc.jetstream().consumers_info(settings.events_stream)}
+    finally:
+        await nc.close()
 
 
 async def socai_audit(settings: Settings) -> subprocess.CompletedProcess[str]:
@@ -111,6 +123,9 @@ async def test_tables_with_history_play_on_settle_once_and_audit_clean_after_p_c
     # --- the migration: drained, P changed, services started again ------------------------
     after = dataclasses.replace(settings, event_partitions=AFTER)
     await provision_streams(after, allow_repartition=True)
+    durables = await durable_names(after)
+    # P = 4: the four durables stay where they are (the change); P = 0: ``settlement`` is gone.
+    assert durables == ({f"settlement-p{k}" for k in range(before)} if before else set())
     ended_before = settlement_metrics.MESSAGES_HAND_ENDED._value.get()
 
     async with running(after, SERVICES) as r:
@@ -163,3 +178,63 @@ async def test_tables_with_history_play_on_settle_once_and_audit_clean_after_p_c
             assert f"{len(ended)} hand transactions checked" in audit.stdout
         finally:
             await backend.close()
+
+
+# --- the migration's guard and settlement's durables ----------------------------------------
+
+
+@pytest.fixture
+async def stream8(nats_url: str, stream_spec: StreamSpec, nats_client: NatsClient) -> AsyncIterator[Settings]:
+    """A stream of P = 8 holding one message in every partition, and settlement's 8 durables."""
+    settings = service_settings(nats_url, "postgresql://unused/none", stream_spec, event_partitions=8)
+    await provision_streams(settings)
+    js = nats_client.jetstream()
+    tables = {partition_of(f"t{i}", 8): f"t{i}" for i in range(200)}
+    assert len(tables) == 8
+    for k in range(8):
+        await js.publish(f"{settings.events_prefix}.{tables[k]}.{tables[k]}-h1", b"x", stream=settings.events_stream)
+    yield settings
+    await js.delete_stream(settings.events_stream)
+
+
+async def add_durables(js: JetStreamContext, settings: Settings, partitions: int, policy: js_api.DeliverPolicy) -> None:
+    for k in range(partitions):
+        config = js_api.ConsumerConfig(
+            durable_name=f"settlement-p{k}",
+            deliver_policy=policy,
+            ack_policy=js_api.AckPolicy.EXPLICIT,
+            filter_subject=partition_filter(settings.events_prefix, k),
+        )
+        await js.add_consumer(settings.events_stream, config)
+
+
+async def test_changing_p_is_refused_while_settlement_has_not_read_everything(
+    stream8: Settings, nats_client: NatsClient
+):
+    js = nats_client.jetstream()
+    await add_durables(js, stream8, 8, js_api.DeliverPolicy.ALL)  # one unread message each
+    with pytest.raises(errors.PreconditionFailed) as refused:
+        await provision_streams(dataclasses.replace(stream8, event_partitions=4), allow_repartition=True)
+    assert refused.value.code == "SETTLEMENT_LAG_NOT_ZERO"
+    info = await js.stream_info(stream8.events_stream)
+    assert partitions_of(info.config, stream8.events_prefix) == 8  # nothing changed
+    assert len(await js.consumers_info(stream8.events_stream)) == 8
+
+
+async def test_a_durable_p_brings_back_starts_after_the_change_and_reads_no_hand_twice(
+    stream8: Settings, nats_client: NatsClient
+):
+    js = nats_client.jetstream()
+    await add_durables(js, stream8, 8, js_api.DeliverPolicy.NEW)  # drained: lag 0
+    await provision_streams(dataclasses.replace(stream8, event_partitions=4), allow_repartition=True)
+    assert {c.name for c in await js.consumers_info(stream8.events_stream)} == {f"settlement-p{k}" for k in range(4)}
+    last = (await js.stream_info(stream8.events_stream)).state.last_seq
+    await provision_streams(stream8, allow_repartition=True)  # back to 8
+    for k in range(4, 8):
+        # partition k holds a hand from the first P = 8: a new durable from the start would read it again
+        consumer = await js.consumer_info(stream8.events_stream, f"settlement-p{k}")
+        assert consumer.config.opt_start_seq == last + 1 and consumer.num_pending == 0
+    for k in range(4):
+        assert (await js.consumer_info(stream8.events_stream, f"settlement-p{k}")).config.deliver_policy == (
+            js_api.DeliverPolicy.NEW
+        )

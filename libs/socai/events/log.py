@@ -108,10 +108,8 @@ class EventLog:
         return self.partitions or 0
 
     def _learn(self, config: js_api.StreamConfig) -> None:
-        self.history = partitions_history(config, self.prefix)
+        self.history = partitions_history(config, self.prefix)  # the current P last
         self.partitions = partitions_of(config, self.prefix) or 0
-        if self.history[-1] != self.partitions:
-            self.history = (*self.history, self.partitions)
 
     def filters(self, subj: str) -> list[str]:
         """Where the stream keeps canonical subject or filter ``subj`` under every P it has
