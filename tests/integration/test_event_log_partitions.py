@@ -215,3 +215,26 @@ async def test_the_history_of_p_survives_updates_and_only_a_stream_with_events_r
     await ensure_stream(log.js, StreamSpec(spec.name, spec.subjects, partitions=2), allow_repartition=True)
     fresh = EventLog(log.nc, spec.name, log.prefix)
     assert await fresh.layout() == 2 and fresh.history == (P, 2)
+
+
+@pytest.mark.parametrize("before", [P, 0])
+async def test_the_auditor_reads_a_table_under_every_p_it_had(
+    nats_client: object, stream_spec: StreamSpec, before: int
+):
+    from socai.audit.export import EventFilter, read_stream
+
+    spec = StreamSpec(stream_spec.name, stream_spec.subjects, partitions=before)
+    old = EventLog(nats_client, spec.name, spec.subjects[0].removesuffix(".>"))  # type: ignore[arg-type]
+    await ensure_stream(old.js, spec)
+    try:
+        tables = moved(before, P * 2, 2)
+        last = await fill(old, tables, 2)
+        new = await repartition(old, spec, P * 2)
+        await new.append(ev(tables[0], f"{tables[0]}-h", 3), last[tables[0]])
+        audited = [raw async for raw in read_stream(new, EventFilter(tables=frozenset({tables[0]})))]
+        assert [(raw.table_id, raw.message.seq) for raw in audited if raw.message] == [
+            (tables[0], n) for n in (1, 2, 3)
+        ]
+        assert len([raw async for raw in read_stream(new)]) == 5
+    finally:
+        await old.js.delete_stream(spec.name)
