@@ -24,9 +24,10 @@ Things to know about the transform:
 - the partition must be a token of its own: nats-server leaves ``p{{partition(8,1)}}``
   unexpanded (no error), so the stored subject is ``<prefix>.<k>.<table>.<hand>``;
 - ``Nats-Expected-Last-Subject-Sequence`` and direct gets by subject apply to the stored
-  (transformed) subject: the table's one-writer-per-hand check keeps working unchanged, but a
-  reader by subject asks for ``stored_subject(...)``, or ``any_partition_subject(...)`` (a
-  wildcard that also finds the hand after P changed);
+  (transformed) subject: the table's one-writer-per-hand check works unchanged while P does
+  not change (after a change, ``EventLog`` names the hand's subjects in every partition as the
+  check subject); a reader by subject asks for ``stored_subject(...)``, or
+  ``any_partition_subject(...)`` (a wildcard that also finds the hand after P changed);
 - a consumer of partition k filters on ``partition_filter(prefix, k)``.
 
 **P is fixed per deployment; changing it is a migration.** Changing P moves most tables to
