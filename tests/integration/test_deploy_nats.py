@@ -650,3 +650,51 @@ async def test_table_instances_lease_the_table_partitions_and_find_each_other_wi
             if user == "provisioner" and (".API.STREAM.INFO." in subject or ".API.STREAM.CREATE." in subject):
                 continue  # the migration job creates the bucket (and reads its config), nothing more
             assert await sessions[user].refused(subject), (user, subject)
+
+
+async def test_the_migration_job_changes_p_with_its_deployed_permissions(
+    nats_server: Server, sessions: dict[str, Session]
+) -> None:
+    """``socai migrate --repartition`` as the provisioner: P halves and comes back; the
+    durables the smaller P does not use are deleted, and come back starting after the change
+    (their partitions hold hands of the first P); the table goes on writing a moved table."""
+    from dataclasses import replace
+
+    from nats.js import api as js_api
+
+    from socai_cli.stack import repartition
+
+    provisioner, table, settlement = sessions["provisioner"], sessions["table"], sessions["settlement"]
+    settings = replace(Settings.from_env(_deployed_env(nats_server.variant)), stream_replicas=1)  # one server here
+    partitions = settings.event_partitions
+    await ensure_stream(provisioner.js, events_stream_spec(partitions=partitions))
+    tables = _tables_per_partition(partitions)
+    table_log = EventLog(table.nc)
+    last = {tid: await table_log.append(_event(f"{tid}-h1", 1, table=tid), 0) for tid in tables.values()}
+    for k in range(partitions):  # settlement's durables, drained (the runbook's step 3)
+        config = js_api.ConsumerConfig(
+            durable_name=durable_of("settlement", partitions, k),
+            name=durable_of("settlement", partitions, k),
+            deliver_policy=js_api.DeliverPolicy.NEW,
+            ack_policy=js_api.AckPolicy.EXPLICIT,
+            filter_subject=filter_of("socai.events", partitions, k),
+        )
+        await settlement.js.add_consumer("SOCAI_EVENTS", config)
+
+    await repartition(provisioner.js, replace(settings, event_partitions=partitions // 2))
+    for k in range(partitions):
+        name = durable_of("settlement", partitions, k)
+        if k < partitions // 2:
+            assert (await provisioner.js.consumer_info("SOCAI_EVENTS", name)).config.filter_subject
+        else:
+            with pytest.raises(NotFoundError):
+                await provisioner.js.consumer_info("SOCAI_EVENTS", name)
+    await repartition(provisioner.js, settings)
+    last_seq = (await provisioner.js.stream_info("SOCAI_EVENTS")).state.last_seq
+    for k in range(partitions // 2, partitions):
+        consumer = await settlement.js.consumer_info("SOCAI_EVENTS", durable_of("settlement", partitions, k))
+        assert consumer.config.opt_start_seq == last_seq + 1 and consumer.num_pending == 0
+    moved = next(t for t in tables.values() if partition_of(t, partitions) != partition_of(t, partitions // 2))
+    writer = EventLog(table.nc)  # started after the change
+    await writer.append(_event(f"{moved}-h1", 2, table=moved), last[moved])
+    assert [s.event.seq for s in await writer.read_hand(moved, f"{moved}-h1")] == [1, 2]

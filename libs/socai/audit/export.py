@@ -110,7 +110,9 @@ async def read_stream(event_log: EventLog, flt: EventFilter | None = None) -> As
     """Every stored message of the log's prefix (or of the selected tables), in stream order
     per subject, filtered by ``flt``."""
     flt = flt or EventFilter()
-    subjects = [f"{event_log.prefix}.{t}.>" for t in sorted(flt.tables)] or [f"{event_log.prefix}.>"]
+    await event_log.layout()  # a table's subjects under every P the stream has had
+    subjects = [f for t in sorted(flt.tables) for f in event_log.filters(f"{event_log.prefix}.{t}.>")]
+    subjects = subjects or [f"{event_log.prefix}.>"]
     for subj in subjects:
         async for raw in _read_raw(event_log, subj):
             if flt.keep_raw(raw):

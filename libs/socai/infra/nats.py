@@ -22,6 +22,7 @@ lose acknowledged money movements.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,13 @@ from nats.js.errors import APIError, BadRequestError, NotFoundError
 
 from socai import errors
 from socai.infra.logging import get_logger
-from socai.infra.partitions import partitioned_stream_config, partitions_of
+from socai.infra.partitions import (
+    HISTORY_KEY,
+    partitioned_stream_config,
+    partitions_history,
+    partitions_of,
+    with_partitions_history,
+)
 
 log = get_logger("socai.nats")
 
@@ -165,7 +172,9 @@ async def ensure_stream(
     PreconditionFailed("STREAM_INCOMPATIBLE") instead of recreating (and losing) the log.
     The partitioning of an existing stream changes only with ``allow_repartition`` (the
     documented migration: hands drained, settlement lag 0): otherwise a different P raises
-    PreconditionFailed("STREAM_PARTITIONS_DIFFER").
+    PreconditionFailed("STREAM_PARTITIONS_DIFFER"). A change of P on a stream that holds
+    events records the P's it had in the stream's metadata (``socai.infra.partitions``:
+    readers find a table's messages under each of them); an update keeps that record.
     """
     wanted = spec.config()
     try:
@@ -183,8 +192,18 @@ async def ensure_stream(
         )
     _check_partitioning(spec, have, allow_repartition)
     changed = [f for f in _MUTABLE if _norm(getattr(have, f)) != _norm(getattr(wanted, f))]
+    recorded = (have.metadata or {}).get(HISTORY_KEY)
+    if recorded is not None:
+        # An update replaces the whole configuration: without this the record would be lost.
+        wanted = dataclasses.replace(wanted, metadata={**(wanted.metadata or {}), HISTORY_KEY: recorded})
     if allow_repartition and _transform(have) != _transform(wanted):
         changed.append("subject_transform")
+        if info.state.messages or recorded is not None:
+            prefix = spec.subjects[0].removesuffix(".>")
+            history = partitions_history(have, prefix)
+            new = partitions_of(wanted, prefix) or 0
+            wanted = with_partitions_history(wanted, (*(p for p in history if p != new), new))
+            changed.append("metadata")
     if changed:
         try:
             info = await js.update_stream(wanted)

@@ -24,21 +24,24 @@ Things to know about the transform:
 - the partition must be a token of its own: nats-server leaves ``p{{partition(8,1)}}``
   unexpanded (no error), so the stored subject is ``<prefix>.<k>.<table>.<hand>``;
 - ``Nats-Expected-Last-Subject-Sequence`` and direct gets by subject apply to the stored
-  (transformed) subject: the table's one-writer-per-hand check keeps working unchanged, but a
-  reader by subject asks for ``stored_subject(...)``, or ``any_partition_subject(...)`` (a
-  wildcard that also finds the hand after P changed);
+  (transformed) subject: the table's one-writer-per-hand check works unchanged while P does
+  not change (after a change, ``EventLog`` names the hand's subjects in every partition as the
+  check subject); a reader by subject asks for ``stored_subject(...)``, or
+  ``any_partition_subject(...)`` (a wildcard that also finds the hand after P changed);
 - a consumer of partition k filters on ``partition_filter(prefix, k)``.
 
-**P is fixed per deployment.** Changing it moves most tables to another partition, so a
-table's later hands would sit in another durable than its earlier, possibly unsettled, ones.
-Changing P (and going from today's unpartitioned subjects to P partitions) is a migration:
-stop new hands (table instances stopped or draining) and let every hand in play end; wait
-until every partition's consumer has no pending message (settlement lag 0); update the
-stream with ``partitioned_stream_config(config, prefix, new_p)``; create the new P durables
-starting after the stream's last sequence (nothing before it is unsettled) and drop the old
-ones; start the services. The lease bucket keeps working (keys ``partition.<k>`` for k ≥ the
-new P are simply never used again), and fence tokens keep growing, since they are KV
-revisions and a new P does not reset them.
+**P is fixed per deployment; changing it is a migration.** Changing P moves most tables to
+another partition, so a table's later hands sit in another durable than its earlier ones,
+and its facts (``<table>-t``) and hands are stored under more than one subject. The
+migration (``socai migrate --repartition``, deploy/README.md "Changing P"): stop new hands;
+wait until settlement's lag is 0; update the stream with ``partitioned_stream_config`` (the
+transform is mutable); start the services. ``ensure_stream`` records every P the stream has
+stored events under in its metadata (``HISTORY_KEY``: ``"0,4,8"``, the current P last), and
+readers find a table's messages under each of them (``history_filters``): the literal stored
+subject while the table has had one partition, ``<prefix>.*.<table>.<hand>`` once it has had
+several, and the unpartitioned ``<prefix>.<table>.<hand>`` when P was ever 0. The lease
+bucket keeps working (keys ``partition.<k>`` for k ≥ the new P are simply never used again),
+and fence tokens keep growing, since they are KV revisions and a new P does not reset them.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from nats.js import api as js_api
 
 from socai import errors
 
+HISTORY_KEY: Final = "socai.partitions_history"  # stream metadata: every P events were stored under
 PARTITIONS_MAX: Final = 1024  # a lease, a durable and a consumer task per partition: keep it small
 FNV32_OFFSET_BASIS: Final = 0x811C9DC5
 FNV32_PRIME: Final = 0x01000193
@@ -142,3 +146,54 @@ def partition_filter(prefix: str, partition: int) -> str:
     if partition < 0 or partition >= PARTITIONS_MAX:
         raise errors.InvalidArgument("BAD_PARTITION", f"no partition {partition}")
     return f"{prefix}.{partition}.*.*"
+
+
+def partitions_history(config: js_api.StreamConfig, prefix: str) -> tuple[int, ...]:
+    """Every P the stream has stored events under (0: unpartitioned), each once, the current
+    P last: the recorded history (``HISTORY_KEY``) and the stream's transform. A stream that
+    never changed P has one entry.
+
+    Raises PreconditionFailed("STREAM_PARTITIONING_UNKNOWN") for a transform that is not ours
+    or a recorded history that does not parse.
+    """
+    current = partitions_of(config, prefix) or 0
+    recorded = (config.metadata or {}).get(HISTORY_KEY, "")
+    try:
+        earlier = [int(p) for p in recorded.split(",") if p.strip()]
+    except ValueError:
+        earlier = [-1]
+    if any(p != 0 and not 1 <= p <= PARTITIONS_MAX for p in earlier):
+        raise errors.PreconditionFailed(
+            "STREAM_PARTITIONING_UNKNOWN", f"stream {config.name} records partitions history {recorded!r}"
+        )
+    return (*dict.fromkeys(p for p in earlier if p != current), current)
+
+
+def with_partitions_history(config: js_api.StreamConfig, history: tuple[int, ...]) -> js_api.StreamConfig:
+    """``config`` (a copy) whose metadata records ``history`` (the current P last). The
+    server's own keys (``_nats.*``) are left out: it sets them itself."""
+    metadata = {k: v for k, v in (config.metadata or {}).items() if not k.startswith("_nats.")}
+    metadata[HISTORY_KEY] = ",".join(str(p) for p in history)
+    return dataclasses.replace(config, metadata=metadata)
+
+
+def history_filters(prefix: str, subject: str, history: tuple[int, ...]) -> list[str]:
+    """The stored filters under which canonical subject or filter ``subject``
+    (``<prefix>.<table>.<hand>``, ``<prefix>.<table>.*``, ``<prefix>.*.<hand>``) has messages,
+    for every P of ``history``: the unpartitioned subject itself when P was ever 0; the
+    literal ``<prefix>.<k>.<table>.<hand>`` while every partitioned P gave the table one k,
+    ``<prefix>.*.<table>.<hand>`` once it had several (or for any table). ``<prefix>.>`` and
+    subjects outside the prefix stay as they are."""
+    if not subject.startswith(prefix + "."):
+        return [subject]
+    rest = subject[len(prefix) + 1 :]
+    table = rest.split(".", 1)[0]
+    if table == ">":
+        return [subject]
+    filters = [subject] if 0 in history else []
+    partitioned = [p for p in history if p]
+    if partitioned:
+        ks = {"*"} if table == "*" else {str(partition_of(table, p)) for p in partitioned}
+        k = ks.pop() if len(ks) == 1 else "*"
+        filters.append(f"{prefix}.{k}.{rest}")
+    return filters

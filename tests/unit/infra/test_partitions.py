@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from collections import Counter
@@ -11,14 +12,18 @@ from nats.js import api as js_api
 
 from socai import errors
 from socai.infra.partitions import (
+    HISTORY_KEY,
     any_partition_subject,
     fnv1a_32,
+    history_filters,
     partition_filter,
     partition_of,
     partitioned_stream_config,
+    partitions_history,
     partitions_of,
     stored_subject,
     subject_transform,
+    with_partitions_history,
 )
 
 
@@ -107,3 +112,29 @@ def test_subjects_of_a_partitioned_hand():
     assert stored_subject("socai.events", "tbl-7", "h1", 4) == f"socai.events.{k}.tbl-7.h1"
     assert any_partition_subject("socai.events", "tbl-7", "h1") == "socai.events.*.tbl-7.h1"
     assert partition_filter("socai.events", k) == f"socai.events.{k}.*.*"
+
+
+def test_a_table_is_found_under_every_p_the_stream_had():
+    moved = next(f"t{i}" for i in range(100) if partition_of(f"t{i}", 4) != partition_of(f"t{i}", 8))
+    stayed = next(f"t{i}" for i in range(100) if partition_of(f"t{i}", 4) == partition_of(f"t{i}", 8))
+    k = partition_of(stayed, 8)
+    assert history_filters("e", f"e.{stayed}.h1", (8,)) == [f"e.{k}.{stayed}.h1"]
+    assert history_filters("e", f"e.{stayed}.h1", (4, 8)) == [f"e.{k}.{stayed}.h1"]  # never moved: literal
+    assert history_filters("e", f"e.{moved}.h1", (4, 8)) == [f"e.*.{moved}.h1"]
+    assert history_filters("e", f"e.{moved}.*", (0, 8)) == [f"e.{moved}.*", f"e.{partition_of(moved, 8)}.{moved}.*"]
+    assert history_filters("e", "e.*.h1", (0, 4, 8)) == ["e.*.h1", "e.*.*.h1"]
+    assert history_filters("e", "e.>", (0, 8)) == ["e.>"]
+    assert history_filters("e", "other.t.h", (4, 8)) == ["other.t.h"]
+    assert history_filters("e", "e.t.h", (0,)) == ["e.t.h"]
+
+
+def test_the_history_of_p_is_read_from_the_stream_s_metadata_with_the_current_p_last():
+    base = partitioned_stream_config(js_api.StreamConfig(name="S", subjects=["e.>"]), "e", 8)
+    assert partitions_history(base, "e") == (8,)
+    recorded = with_partitions_history(base, (0, 4, 8))
+    assert recorded.metadata == {HISTORY_KEY: "0,4,8"}
+    assert partitions_history(recorded, "e") == (0, 4, 8)
+    back = partitioned_stream_config(recorded, "e", 4)  # P went back to 4: it is the current one
+    assert partitions_history(back, "e") == (0, 8, 4)
+    with pytest.raises(errors.PreconditionFailed):
+        partitions_history(dataclasses.replace(base, metadata={HISTORY_KEY: "4,x"}), "e")
