@@ -42,6 +42,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 P = 4
 HANDS = 240
+PAUSED_HANDS = 600
 TTL_S = 2.0
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -257,13 +258,15 @@ async def test_holders_paused_again_and_again_hand_over_in_play_order(harness: H
     await ensure_stream(harness.log.js, spec, allow_repartition=True)
     harness.log.partitions = None
     bucket = f"settlement_leases_{harness.settings.events_stream}"
-    sim = simulate(HANDS, ("holdem", "xito", "taixiu"), seed=2121)
+    sim = simulate(PAUSED_HANDS, ("holdem", "xito", "taixiu"), seed=2121)
     await harness.start_ledger()
     await fund(harness.ledger("cashier"), sim)
     settings = replace(harness.settings, metrics_port_base=0)
     strict = {"SOCAI_SETTLEMENT_POISON_AFTER": "2"}
     procs: dict[str, subprocess.Popen[bytes]] = {}
-    loader = asyncio.create_task(publish(harness.log, sim, concurrency=4))
+    # Many tables at once: the instances drain a backlog at every handover, with messages
+    # delivered to a pipeline's pull buffer that it has not handled yet.
+    loader = asyncio.create_task(publish(harness.log, sim, concurrency=32))
     pauses: list[float] = []
     try:
         procs["a"] = await start(settings, "a", tmp_path, strict)
@@ -279,7 +282,7 @@ async def test_holders_paused_again_and_again_hand_over_in_play_order(harness: H
             finally:
                 procs[victim].send_signal(signal.SIGCONT)
         await loader
-        await wait_settled(settings, HANDS, 180)  # and no dead letter (settled_count)
+        await wait_settled(settings, PAUSED_HANDS, 180)  # and no dead letter (settled_count)
 
         for table in sim.tables:
             seqs = []
