@@ -5,8 +5,9 @@ the metrics port, builds the app, calls ``App.start`` (the gRPC server, the part
 workers — one ``Pipeline`` per leased partition, ``partitions`` — and the lag watcher),
 waits for SIGTERM, then calls
 ``App.stop``: health NOT_SERVING, in-flight calls finish, no new batch is taken and the current one finishes
-(or is cancelled after ``grace_s``; its messages come back by redelivery), and everything
-closes in reverse order. An unexpected error in the pipeline is logged and it restarts
+(or is cancelled after ``grace_s``), every partition at once; what a pipeline still holds is
+given back (a nak, recorded as given back: no count towards its hand's poison limit), the
+leases are released, and everything closes in reverse order. An unexpected error in the pipeline is logged and it restarts
 after a pause.
 """
 

@@ -7,9 +7,9 @@
 | ``SOCAI_SETTLEMENT_POST_BATCH`` | 200 | hands per PostTransactions call (and per store transaction) |
 | ``SOCAI_SETTLEMENT_MAX_ACK_PENDING`` | 20000 | the consumer's bound on unacknowledged messages |
 | ``SOCAI_SETTLEMENT_ACK_WAIT_S`` | 30 | redelivery after this long without an ack or a progress beat |
-| ``SOCAI_SETTLEMENT_MAX_DELIVER`` | 10 | the server stops redelivering after this many deliveries |
+| ``SOCAI_SETTLEMENT_MAX_DELIVER`` | -1 (no limit) | the server stops redelivering after this many deliveries |
 | ``SOCAI_SETTLEMENT_REPLAY_WORKERS`` | 2 with 2+ CPUs, else 0 | processes that replay hands (0: in the service's own process) |
-| ``SOCAI_SETTLEMENT_POISON_AFTER`` | 5 | deliveries after which a HandEnded is dead-lettered (MAX_DELIVERIES) |
+| ``SOCAI_SETTLEMENT_POISON_AFTER`` | 5 | failed attempts after which a HandEnded is dead-lettered (MAX_DELIVERIES); deliveries given back at a handover or a stop do not count |
 | ``SOCAI_SETTLEMENT_LEASE_BUCKET`` | ``settlement_leases_<events stream>`` | the JetStream KV bucket of the partitions' leases |
 | ``SOCAI_SETTLEMENT_LEASE_TTL_S`` | 10 | a lease's TTL: a dead instance's partitions move about this long after it died |
 | ``SOCAI_INSTANCE_ID`` | host-pid-random | this instance's name among the lease holders (unique per process) |
@@ -48,7 +48,9 @@ class SettlementConfig:
     pipeline_depth: int = 2  # replayed chunks waiting for the ledger (a bound on memory and on held messages)
     max_ack_pending: int = 20_000
     ack_wait_s: float = 30.0
-    max_deliver: int = 10
+    # No limit on the server: it counts every delivery, handovers included, and the poison
+    # limit is settlement's own count of failed attempts (``poison_after_deliveries``).
+    max_deliver: int = -1
     poison_after_deliveries: int = 5
     ledger_deadline_s: float = 10.0
     backoff_initial_s: float = 0.1
@@ -66,10 +68,11 @@ class SettlementConfig:
             raise ValueError("post_batch_max must be 1..1000 (the ledger's limit)")
         if not 0 <= self.replay_workers <= 32:
             raise ValueError("replay_workers must be 0..32")
-        if not 1 <= self.poison_after_deliveries < self.max_deliver:
-            # The margin lets a dead letter be written even if the process dies while it
-            # holds the message: the server still has deliveries left to give it again.
-            raise ValueError("poison_after_deliveries must be 1..max_deliver-1")
+        if self.poison_after_deliveries < 1 or 0 <= self.max_deliver <= self.poison_after_deliveries:
+            # A finite server limit must leave a margin: a dead letter can then be written
+            # even if the process dies while it holds the message. Handovers use up server
+            # deliveries without failing, so the default sets no server limit at all.
+            raise ValueError("poison_after_deliveries must be at least 1 and below max_deliver (or max_deliver -1)")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SettlementConfig:

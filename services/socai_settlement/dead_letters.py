@@ -2,11 +2,15 @@
 (BAD_EVENT), a HandEnded delivered too often (MAX_DELIVERIES), and a message the server
 stopped redelivering (its MAX_DELIVERIES advisory).
 
-A HandEnded delivered ``poison_after_deliveries`` times (it kept failing or crashing the
-process) is set aside instead of tried again. The server's ``max_deliver`` is larger, so
-even a crash while recording that dead letter leaves deliveries to record it with; the
-advisory is listened to as well, so a message the server gives up on is dead-lettered,
-never silently dropped. The replay's and the ledger's dead letters are the settler's.
+A HandEnded whose attempts failed ``poison_after_deliveries`` times (it kept failing or
+crashing the process) is set aside instead of tried again. The count is settlement's own
+(``Pipeline._poison_checked``): the server's delivery count less the deliveries given back
+at a handover or a stop, plus the unfinished settlements from the stream at start. The
+server sets no delivery limit by default (``max_deliver`` -1), since it counts handovers
+too; where an operator sets one, it must be larger (so even a crash while recording that
+dead letter leaves deliveries to record it with), and the advisory is listened to, so a
+message the server gives up on is dead-lettered, never silently dropped. The replay's and
+the ledger's dead letters are the settler's.
 """
 
 from __future__ import annotations
@@ -24,14 +28,14 @@ from socai.infra.logging import bound, get_logger
 from socai.infra.nats_pull import Delivery
 from socai_settlement import metrics
 from socai_settlement.ignored import NOT_AN_EVENT, IgnoredMessages
-from socai_settlement.recovery import subject_tokens
+from socai_settlement.recovery import MAX_DELIVERIES, subject_tokens
 from socai_settlement.settler import Settler
 from socai_settlement.store import NewDeadLetter
 
 log = get_logger("socai.settlement.dead_letters")
 
 BAD_EVENT: Final = "BAD_EVENT"
-MAX_DELIVERIES: Final = "MAX_DELIVERIES"
+__all__ = ["BAD_EVENT", "MAX_DELIVERIES", "DeadLetters"]
 
 
 class DeadLetters:

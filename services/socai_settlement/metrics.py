@@ -24,6 +24,10 @@ RECOVERED = Counter(
     "socai_settlement_recovered_hands_total",
     "HandEnded messages a stopped instance left unacknowledged, settled at start from the stream",
 )
+GIVEN_BACK = Counter(
+    "socai_settlement_given_back_total",
+    "HandEnded deliveries given back at a handover or a stop (not counted towards the poison limit)",
+)
 LAG = Gauge("socai_settlement_lag_messages", "Messages settlement's durables have not acked yet (every partition)")
 PARTITION_LAG = Gauge(
     "socai_settlement_partition_lag_messages", "Messages a partition's durable has not acked yet", ["partition"]

@@ -10,11 +10,14 @@ posted the pipeline checks that the lease is still valid by this instance's own 
 check alone leaves a gap (a pause between the check and the post), so every post also
 carries the lease's token as a ledger fence (``PostTransactions.fence``): a new holder
 first claims its token in the ledger, and from then on the ledger refuses the old holder's
-posts whole (FENCED), in the same database transaction that would have applied them. A new
-holder starts at the
-durable's ack floor and first settles, from the stream, whatever the previous holder left
-unacknowledged (``recovery.StartupRecovery``), so the partition's hands stay in order
-across every handover.
+posts whole (FENCED), in the same database transaction that would have applied them. No
+pull request of a holder outlives its lease by its clock, and a stopping pipeline gives back
+(a nak, recorded as given back) what it holds and what it was delivered and never handled.
+A new holder starts at the durable's ack floor and first settles, from the stream, whatever
+earlier holders left unacknowledged (``recovery.StartupRecovery``), so the partition's hands
+stay in order across every handover, and the deliveries a handover ended never count
+towards a hand's poison limit. The partitions given up together (a stop, a rebalance) are
+stopped concurrently (``LeaseManager``).
 
 An unpartitioned stream (P = 0, the default) is one partition: the durable ``settlement``
 on every event, leased like the others, so a second instance is a hot standby rather than a
@@ -124,6 +127,11 @@ class PartitionWorkers:
             raise errors.PreconditionFailed("LEASE_LOST", f"partition {partition} is no longer leased here")
         lease.check()
 
+    def _lease_left_s(self, partition: int) -> float:
+        """Seconds the lease on ``partition`` stays valid by this instance's clock (0: lost)."""
+        lease = self.manager.lease(partition) if self.manager is not None else None
+        return 0.0 if lease is None else max(0.0, lease.valid_until - lease.clock())
+
     async def _acquired(self, partition: int, token: int) -> None:
         p = self.partitions
         config = dataclasses.replace(self.config, durable=durable_of(self.config.durable, p, partition))
@@ -135,6 +143,7 @@ class PartitionWorkers:
             prefix=self.event_log.prefix,
             filter_subject=filter_of(self.event_log.prefix, p, partition),
             lease_check=lambda: self._lease_check(partition),
+            lease_left_s=lambda: self._lease_left_s(partition),
         )
         stop = asyncio.Event()
         fence = ledger_pb2.Fence(scope=FENCE_SCOPE, partition=partition, token=token)
@@ -155,6 +164,9 @@ class PartitionWorkers:
             running.task.cancel()
             with contextlib.suppress(BaseException):
                 await running.task
+        # What the server delivered and the pipeline never handled is given back too (a nak,
+        # recorded as given back), so the next holder gets it at once, in order, and its
+        # hands' poison counts do not move.
         with contextlib.suppress(Exception):
             await running.pipeline.close()
         log.info("partition_stopped", partition=partition)

@@ -1,9 +1,9 @@
-"""What an instance that died left outstanding on the durable consumer, read from the stream.
+"""What earlier holders of the durable consumer left outstanding, read from the stream.
 
-A killed instance's unacknowledged messages come back only when their ``ack_wait`` runs
-out, while newer messages are handed out at once. Instead of waiting for them, a starting
-consumer reads the stream range the consumer's info says may be outstanding (after the ack
-floor, before the first message it was given) and finds there the HandEnded messages whose
+A killed or paused instance's unacknowledged messages come back only when their
+``ack_wait`` runs out, while newer messages are handed out at once. Instead of waiting for
+them, a starting consumer reads the stream range the consumer's info says may be
+outstanding (after the ack floor, up to the last message delivered) and finds there the HandEnded messages whose
 hands are neither settled nor dead-lettered: those, and only those, must be settled before
 anything newer (a table's hands reach the ledger in the order they were played). Everything
 else in the range is either acked already or a message that is acked on sight anyway (table
@@ -20,9 +20,8 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Final
 
 from nats.aio.client import Client as NatsClient
@@ -36,16 +35,16 @@ from socai.infra.logging import get_logger
 from socai.infra.nats_pull import Delivery, Pull
 from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig
+from socai_settlement.poster import Backoff
 from socai_settlement.settler import HandJob, Settler
-from socai_settlement.store import Store
+from socai_settlement.store import NewDeadLetter
 
 log = get_logger("socai.settlement.recovery")
 
 SCAN_BATCH: Final = 256  # messages per direct-get request (the server's page)
 SCAN_TIMEOUT_S: Final = 5.0
-SCAN_MESSAGES_MAX: Final = 200_000  # a limit on the range read; beyond it, wait for the redeliveries
-REDELIVERY_MARGIN_S: Final = 0.5
-REDELIVERY_FETCHES_MAX: Final = 1_000  # a limit on the loop that collects a killed instance's messages
+UNCOUNT_S: Final = 5.0  # a bound on taking back an attempt's count when stopping
+MAX_DELIVERIES: Final = "MAX_DELIVERIES"  # the dead letter reason (``dead_letters`` re-exports it)
 Held = dict[int, tuple[Delivery, float]]  # HandEnded messages not acked yet, beaten while held
 
 
@@ -116,57 +115,34 @@ def hand_ended_job(raw: Raw) -> HandJob | None:
     return HandJob(table_id, hand_id, raw.stream_seq)
 
 
-@dataclass(frozen=True, slots=True)
-class Outstanding:
-    """The HandEnded messages of a scanned range that still need settling, in stream order."""
-
-    jobs: list[HandJob]
-    scanned: int  # messages read
-    hand_ends: int  # HandEnded messages among them
-
-
-async def outstanding_hand_ends(
-    nc: NatsClient, store: Store, stream: str, subjects: str, first_seq: int, last_seq: int
-) -> Outstanding:
-    """The HandEnded messages in ``first_seq..last_seq`` whose hands are neither settled
-    nor dead-lettered (the first of each hand), in stream order."""
-    found: dict[str, HandJob] = {}
-    scanned = hand_ends = 0
-    async for raw in read_range(nc, stream, subjects, first_seq, last_seq):
-        scanned += 1
-        job = hand_ended_job(raw)
-        if job is None:
-            continue
-        hand_ends += 1
-        found.setdefault(job.hand_id, job)
-    if not found:
-        return Outstanding([], scanned, hand_ends)
-    ids = list(found)
-    done = await store.settled_among(ids) | await store.dead_lettered_among(ids)
-    return Outstanding([j for j in found.values() if j.hand_id not in done], scanned, hand_ends)
-
-
 class StartupRecovery:
-    """Settle what a stopped instance took and never acked before anything newer.
+    """Settle, before anything newer, what earlier holders of the durable took and never acked.
 
-    JetStream redelivers those messages only when their ack wait runs out, and meanwhile
-    hands out newer ones: a table's later hand could then reach the ledger before an
-    earlier one, which the ledger would refuse (its escrows do not hold the earlier hand's
-    winnings yet) and remember. So the first message is pulled alone: a redelivery (or no
-    message) means nothing is outstanding ahead of us; a fresh message while other acks are
-    pending means another instance holds older ones. They lie between the consumer's ack
-    floor and this message: that range is read from the stream (``outstanding_hand_ends``),
-    and the HandEnded messages in it whose hands are neither settled nor dead-lettered are
-    settled now, in stream order. The cost is what is really pending — nothing when the
-    stopped instance held no unsettled HandEnded — not an ``ack_wait`` per restart. Their
-    redeliveries come later and are acked as already settled.
+    JetStream redelivers those messages only when their ack wait runs out (or when their
+    holder gives them back), and meanwhile hands out newer ones: a table's later hand could
+    then reach the ledger before an earlier one, which the ledger would refuse (its escrows
+    do not hold the earlier hand's winnings yet) and remember. So the first message is
+    pulled alone and the consumer's info read: when messages other than this one await an
+    ack, someone else was given them — a killed or paused instance, or the previous holder
+    of the partition, which gives back with a nak only what it could. Every one of them lies
+    between the consumer's ack floor and the last stream sequence it delivered; that range is
+    read from the stream, page by page, and the HandEnded messages in it whose hands are
+    neither settled nor dead-lettered are settled now, in stream order. Whether the first
+    message is fresh or a redelivery says nothing: a redelivery of what the previous holder
+    gave back may come first while other messages it held wait for their ack wait.
 
-    It waits for the redeliveries instead (``_await_redeliveries``) when the range is
-    longer than ``SCAN_MESSAGES_MAX``, and when a hand must be settled while some
-    outstanding message was redelivered already: a hand that crashes the process must use
-    up its deliveries towards MAX_DELIVERIES, not be settled from the stream at every
-    start, which no delivery count would ever stop. (One instance per durable at a time: the
-    partition's lease, ``socai_settlement.partitions``.)
+    No pull request of an earlier holder outlives its lease (``Pipeline.fetch_timeout_s``),
+    so nothing is delivered to it after this instance acquired the partition: the range
+    read here holds everything this instance will not be given first.
+
+    The cost is what is really pending — nothing when nobody else holds a message. The
+    redeliveries come later and are acked as already settled. A hand that crashes the
+    process would otherwise be settled from the stream at every start, which no delivery
+    count would ever stop: each attempt is counted (``Store.count_attempts``, ``recovered``)
+    before it is made and taken back when it ends because this instance stops or loses the
+    lease, and a hand with ``poison_after_deliveries`` unfinished attempts is dead-lettered
+    MAX_DELIVERIES instead. (One instance per durable at a time: the partition's lease,
+    ``socai_settlement.partitions``.)
     """
 
     def __init__(
@@ -179,6 +155,7 @@ class StartupRecovery:
         filter_subject: str,
         held: Held,
         on_settled: Callable[[str], None],
+        fetch_timeout_s: Callable[[], float] | None = None,
     ) -> None:
         self.pull = pull
         self.nc: NatsClient = pull.nc
@@ -189,99 +166,143 @@ class StartupRecovery:
         self.filter_subject = filter_subject
         self.held = held
         self.on_settled = on_settled
+        self.fetch_timeout_s = fetch_timeout_s or (lambda: config.fetch_timeout_s)
 
     async def run(self, stop: asyncio.Event) -> list[Delivery]:
         """Returns the messages to handle before the next pull."""
-        first = await self.pull.fetch(1, self.config.fetch_timeout_s)
-        if not first:
-            return []
-        msg = first[0]
-        if msg.num_delivered > 1:
-            return first
-        try:
-            info = await self.js.consumer_info(self.stream, self.config.durable)
-        except (NatsError, TimeoutError) as exc:
-            log.warning("consumer_info_unavailable", error=repr(exc))
-            return first
-        others = int(info.num_ack_pending or 0) - 1
-        if others <= 0:
-            return first
-        floor = int(info.ack_floor.stream_seq or 0) if info.ack_floor is not None else 0
-        self.held[id(msg)] = (msg, time.monotonic())  # beaten while we work or wait
-        try:
-            if await self._settle_outstanding(stop, floor + 1, msg.stream_seq - 1, others, info):
-                return first
-            collected = await self._await_redeliveries(stop, info, others)
-        finally:
-            # Not given back with a nak if this fails: a nak would make it look like a
-            # redelivery to the next run, which would then skip this recovery; left pending,
-            # it is inside the range the next run reads.
-            self.held.pop(id(msg), None)
-        return sorted([*collected, msg], key=lambda m: m.stream_seq)
+        first = await self.pull.fetch(1, self.fetch_timeout_s())
+        # Held while we work: beaten, and given back by the pipeline if this fails or stops.
+        for msg in first:
+            self.held[id(msg)] = (msg, time.monotonic())
+        info = await self._consumer_info(stop)
+        if info is not None:
+            others = int(info.num_ack_pending or 0) - len(first)
+            if others > 0:
+                floor = int(info.ack_floor.stream_seq or 0) if info.ack_floor is not None else 0
+                last = int(info.delivered.stream_seq or 0) if info.delivered is not None else 0
+                await self._settle_outstanding(stop, floor + 1, last, others)
+        for msg in first:
+            self.held.pop(id(msg), None)  # the caller handles it next (or gives it back)
+        return first
 
-    async def _settle_outstanding(
-        self, stop: asyncio.Event, first_seq: int, last_seq: int, others: int, info: js_api.ConsumerInfo
-    ) -> bool:
+    async def _consumer_info(self, stop: asyncio.Event) -> js_api.ConsumerInfo | None:
+        """The consumer's info, waiting (with backoff) while NATS does not answer: without
+        it nothing says whether older messages are outstanding. None when stopped first."""
+        backoff = Backoff(self.config.backoff_initial_s, self.config.backoff_max_s)
+        while not stop.is_set():
+            try:
+                info: js_api.ConsumerInfo = await self.js.consumer_info(self.stream, self.config.durable)
+                return info
+            except (NatsError, TimeoutError) as exc:
+                delay = backoff.next_delay()
+                log.warning("consumer_info_unavailable", error=repr(exc), retry_in_s=round(delay, 3))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+        return None
+
+    async def _settle_outstanding(self, stop: asyncio.Event, first_seq: int, last_seq: int, others: int) -> None:
         """Settle the unsettled HandEnded messages of ``first_seq..last_seq`` from the
-        stream; False when the redeliveries must be waited for instead."""
-        span = last_seq - first_seq + 1
-        if span > SCAN_MESSAGES_MAX:
-            log.warning("outstanding_range_too_long", messages=span, limit=SCAN_MESSAGES_MAX)
-            return False
+        stream, in stream order, ``post_batch_max`` at a time as the range is read."""
         clock = time.monotonic()
-        found = await self.settler.retrying(
-            lambda: outstanding_hand_ends(
-                self.nc, self.settler.store, self.stream, self.filter_subject, first_seq, last_seq
-            ),
-            None,
-        )
-        redelivered = int(info.num_redelivered or 0)
-        if found.jobs and redelivered:
-            log.warning(
-                "outstanding_hands_wait_for_redelivery", hands=len(found.jobs), redelivered_messages=redelivered
-            )
-            return False
-        settled = 0
         step = self.config.post_batch_max
-        for start in range(0, len(found.jobs), step):
-            if stop.is_set():
-                break  # what is left stays pending: the next start reads it again
-            for o in await self.settler.settle(found.jobs[start : start + step]):
-                if o.settled:
-                    self.on_settled(o.hand_id)
-                    settled += not o.already_settled
+        scanned = hand_ends = hands = settled = 0
+        batch: dict[str, HandJob] = {}
+
+        async def flush() -> None:
+            nonlocal hands, settled
+            jobs = list(batch.values())
+            batch.clear()
+            n_hands, n_settled = await self._settle_chunk(jobs)
+            hands += n_hands
+            settled += n_settled
+
+        async def scan() -> None:
+            nonlocal scanned, hand_ends
+            async for raw in read_range(self.nc, self.stream, self.filter_subject, first_seq, last_seq):
+                if stop.is_set():
+                    return  # what is left stays pending: the next holder reads it again
+                scanned += 1
+                job = hand_ended_job(raw)
+                if job is None:
+                    continue
+                hand_ends += 1
+                batch.setdefault(job.hand_id, job)  # a hand's first HandEnded
+                if len(batch) >= step:
+                    await flush()
+            if batch and not stop.is_set():
+                await flush()
+
+        # A NATS outage while reading starts the range again (what was settled is skipped).
+        await self.settler.retrying(scan, None)
         metrics.RECOVERED.inc(settled)
         log.warning(
             "outstanding_settled",
             unacked_messages=others,
-            scanned=found.scanned,
-            hand_ends=found.hand_ends,
-            hands=len(found.jobs),
+            scanned=scanned,
+            hand_ends=hand_ends,
+            hands=hands,
             settled=settled,
             first_stream_seq=first_seq,
             last_stream_seq=last_seq,
             elapsed_s=round(time.monotonic() - clock, 3),
         )
-        return True
 
-    async def _await_redeliveries(self, stop: asyncio.Event, info: js_api.ConsumerInfo, others: int) -> list[Delivery]:
-        """Wait until the last delivery is ``ack_wait`` old, when the server hands out the
-        redeliveries first — over as many pulls as they take, until all of them came or a
-        fresh message shows there are no more. At most ``ack_wait``."""
-        last = info.delivered.last_active if info.delivered is not None else None
-        age_s = (datetime.now(UTC) - last).total_seconds() if last is not None else 0.0
-        wait_s = max(0.0, self.config.ack_wait_s - age_s) + REDELIVERY_MARGIN_S
-        log.warning("awaiting_redeliveries", messages=others, wait_s=round(wait_s, 1))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), wait_s)
-        collected: list[Delivery] = []
-        redelivered = 0
-        for _ in range(REDELIVERY_FETCHES_MAX):
-            got = await self.pull.fetch(self.config.fetch_batch, self.config.fetch_timeout_s)
-            if not got:
-                break
-            collected += got
-            redelivered += sum(1 for m in got if m.num_delivered > 1)
-            if redelivered >= others or any(m.num_delivered == 1 for m in got):
-                break
-        return collected
+    async def _settle_chunk(self, jobs: list[HandJob]) -> tuple[int, int]:
+        """Settle the jobs whose hands are neither settled nor dead-lettered, counting the
+        attempt first; (hands attempted, hands settled now)."""
+        store = self.settler.store
+        todo = await unsettled(self.settler, jobs)
+        if not todo:
+            return 0, 0
+        pairs = [(j.stream_seq, j.hand_id) for j in todo]
+        counts = await self.settler.retrying(lambda: store.count_attempts(pairs, recovered=1), None)
+        limit = self.config.poison_after_deliveries
+        poisoned = [j for j in todo if counts.get(j.stream_seq, (0, 0))[1] >= limit]
+        if poisoned:
+            dead = [
+                NewDeadLetter(
+                    j.hand_id,
+                    j.table_id,
+                    MAX_DELIVERIES,
+                    f"stream seq {j.stream_seq}: settling it from the stream at start was tried "
+                    f"{counts[j.stream_seq][1] - 1} times without finishing (the process died each time); set aside",
+                    j.stream_seq,
+                )
+                for j in poisoned
+            ]
+            await self.settler.retrying(lambda: store.commit_rows([], dead), None)
+            for d in dead:
+                metrics.DEAD_LETTERS.labels(MAX_DELIVERIES).inc()
+                log.warning("hand_dead_lettered", hand_id=d.hand_id, table_id=d.table_id, reason=d.reason)
+        gone = {j.hand_id for j in poisoned}
+        todo = [j for j in todo if j.hand_id not in gone]
+        try:
+            outcomes = await self.settler.settle(todo)
+        except (asyncio.CancelledError, errors.PreconditionFailed) as exc:
+            if isinstance(exc, asyncio.CancelledError) or exc.code == "LEASE_LOST":
+                # Ended because this instance stops or lost the lease: not the hands' failure.
+                back = [(j.stream_seq, j.hand_id) for j in todo]
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(store.count_attempts(back, recovered=-1), UNCOUNT_S)
+            raise
+        settled = 0
+        for o in outcomes:
+            if o.settled:
+                self.on_settled(o.hand_id)
+                settled += not o.already_settled
+        return len(todo), settled
+
+
+async def unsettled(settler: Settler, jobs: Sequence[HandJob]) -> list[HandJob]:
+    """The jobs whose hands are neither settled nor dead-lettered, in the order given
+    (waits while PostgreSQL is unavailable)."""
+    if not jobs:
+        return []
+    ids = [j.hand_id for j in jobs]
+    store = settler.store
+
+    async def done() -> set[str]:
+        return await store.settled_among(ids) | await store.dead_lettered_among(ids)
+
+    finished = await settler.retrying(done, None)
+    return [j for j in jobs if j.hand_id not in finished]

@@ -111,6 +111,7 @@ class PostedBatch:
     prepared: Prepared
     rows: list[HandRow]
     dead: list[NewDeadLetter]
+    refused: dict[str, str] = field(default_factory=dict)  # hand_id → the ledger's reason, for LEDGER_REJECTED
 
 
 class Settler:
@@ -211,17 +212,19 @@ class Settler:
             posted = await self.poster.post([convert.transaction_of(hand, key) for _, hand, key in moving], on_wait)
         answers = iter(zip(moving, posted, strict=True))
         out: list[HandRow] = []
+        refused: dict[str, str] = {}
         for row in rows:
             if row is None:
                 (job, hand, key), p = next(answers)
                 if not p.ok:
                     detail = f"{job.hand_id}: the ledger refused {key}: {p.reason}: {p.message}"
                     dead.append(NewDeadLetter(job.hand_id, job.table_id, LEDGER_REJECTED, detail, job.stream_seq))
+                    refused[job.hand_id] = p.reason
                     continue
                 row = convert.row_of(hand, job.stream_seq, p.transaction_id, key)
             out.append(row)
         stats.timings_s["ledger"] = time.perf_counter() - clock
-        return PostedBatch(prepared, out, dead)
+        return PostedBatch(prepared, out, dead, refused)
 
     async def save(self, batch: PostedBatch, on_wait: OnWait | None = None) -> list[Outcome]:
         """Step 5: the settlement records and the dead letters, in one transaction. Only

@@ -238,6 +238,28 @@ class Store:
                 resolved_at = null, resolution = null
             returning {_DEAD_COLUMNS}"""
 
+        # Attempts of a HandEnded that its delivery count gets wrong (migration 0004): each
+        # (stream_seq, hand_id) of the JSON array gets ``given_back`` or ``recovered`` moved by
+        # the delta; rows of settled hands go (they no longer matter).
+        self._attempts_sql = f"""
+            with batch as (
+                select (r->>0)::bigint as stream_seq, r->>1 as hand_id
+                from jsonb_array_elements(%(items)s::jsonb) as r
+            ), pruned as (
+                delete from {t("delivery_attempts")} a using {t("settlements")} s
+                where s.hand_id = a.hand_id and a.stream_seq not in (select stream_seq from batch)
+            )
+            insert into {t("delivery_attempts")} as a (stream_seq, hand_id, given_back, recovered)
+            select stream_seq, hand_id, greatest(%(given_back)s, 0), greatest(%(recovered)s, 0) from batch
+            on conflict (stream_seq) do update set
+                given_back = greatest(a.given_back + %(given_back)s, 0),
+                recovered = greatest(a.recovered + %(recovered)s, 0),
+                updated_at = now()
+            returning stream_seq, given_back, recovered"""
+        self._attempts_among_sql = (
+            f"select stream_seq, given_back, recovered from {t('delivery_attempts')} where stream_seq = any(%s)"
+        )
+
     @classmethod
     async def open(cls, url: str, schema: str = SCHEMA) -> Store:
         """A store on a new pool of connections to ``url``. The pool connects in the
@@ -323,6 +345,27 @@ class Store:
         failure (a redelivery racing a retry) never reopens a settled hand."""
         (rows,) = await self._run([(self._dead_letter_sql, _dead_letter_params(dead))])
         return _dead(rows[0]) if rows else None
+
+    async def count_attempts(
+        self, items: Sequence[tuple[int, str]], *, given_back: int = 0, recovered: int = 0
+    ) -> dict[int, tuple[int, int]]:
+        """Move the ``given_back`` and ``recovered`` counts of these HandEnded messages
+        ((stream_seq, hand_id) pairs) by the deltas given (never below 0); returns each
+        one's counts after the change, ``{stream_seq: (given_back, recovered)}``. Settled
+        hands' rows are pruned on the way."""
+        if not items:
+            return {}
+        params = {"items": json.dumps(list(items)), "given_back": given_back, "recovered": recovered}
+        (rows,) = await self._run([(self._attempts_sql, params)])
+        return {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+    async def attempts_among(self, stream_seqs: Sequence[int]) -> dict[int, tuple[int, int]]:
+        """``{stream_seq: (given_back, recovered)}`` of those of these HandEnded messages
+        that have a row (see ``count_attempts``)."""
+        if not stream_seqs:
+            return {}
+        (rows,) = await self._read([(self._attempts_among_sql, (list(stream_seqs),))])
+        return {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
 
     # --- reads --------------------------------------------------------------------------
 

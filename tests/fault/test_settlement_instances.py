@@ -42,6 +42,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 P = 4
 HANDS = 240
+PAUSED_HANDS = 600
 TTL_S = 2.0
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,7 +55,9 @@ def settled_count(settings: Settings) -> int:
     return int(row[0]) if row else 0
 
 
-async def start(settings: Settings, name: str, tmp: Path) -> subprocess.Popen[bytes]:
+async def start(
+    settings: Settings, name: str, tmp: Path, extra_env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     address = f"127.0.0.1:{free_port()}"
     env = {
         **os.environ,
@@ -65,6 +68,7 @@ async def start(settings: Settings, name: str, tmp: Path) -> subprocess.Popen[by
         "SOCAI_SETTLEMENT_POST_BATCH": "20",
         "SOCAI_SETTLEMENT_FETCH_BATCH": "200",
         "SOCAI_SETTLEMENT_REPLAY_WORKERS": "0",
+        **(extra_env or {}),
     }
     log = tmp / f"{name}.log"
     proc = subprocess.Popen(
@@ -239,3 +243,73 @@ async def test_a_paused_holder_wakes_to_a_moved_lease_and_posts_nothing(harness:
                     proc.wait(15)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+
+
+async def test_holders_paused_again_and_again_hand_over_in_play_order(harness: Harness, tmp_path: Path) -> None:
+    """The CPU-starved holder of the benchmarks, made certain: one instance is SIGSTOPped
+    past its leases, again and again, alternately, while hands arrive. Each pause hands its
+    partitions to the other instance, which settles first what the paused one left behind;
+    the paused one wakes to lost leases, gives back what it held, and takes its share again
+    (another handover, a graceful one). With a poison limit of 2, a handover that counted as
+    a failure would dead-letter its hand; none may be. Every hand is posted once, under its
+    first key (none was refused for arriving before an earlier hand of its table and posted
+    again), and each table's hands are in the journal in play order."""
+    spec = StreamSpec(harness.settings.events_stream, (f"{harness.log.prefix}.>",), partitions=P)
+    await ensure_stream(harness.log.js, spec, allow_repartition=True)
+    harness.log.partitions = None
+    bucket = f"settlement_leases_{harness.settings.events_stream}"
+    sim = simulate(PAUSED_HANDS, ("holdem", "xito", "taixiu"), seed=2121)
+    await harness.start_ledger()
+    await fund(harness.ledger("cashier"), sim)
+    settings = replace(harness.settings, metrics_port_base=0)
+    strict = {"SOCAI_SETTLEMENT_POISON_AFTER": "2"}
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    # Many tables at once: the instances drain a backlog at every handover, with messages
+    # delivered to a pipeline's pull buffer that it has not handled yet.
+    loader = asyncio.create_task(publish(harness.log, sim, concurrency=32))
+    pauses: list[float] = []
+    try:
+        procs["a"] = await start(settings, "a", tmp_path, strict)
+        procs["b"] = await start(settings, "b", tmp_path, strict)
+        for victim, other in (("a", "b"), ("b", "a")) * 3:
+            both = time.monotonic()
+            while set((await holders(harness.nc, bucket)).values()) != {"a", "b"}:
+                assert time.monotonic() - both < 60, await holders(harness.nc, bucket)  # a deadline
+                await asyncio.sleep(0.05)
+            procs[victim].send_signal(signal.SIGSTOP)
+            try:
+                pauses.append(await handover(harness.nc, bucket, {other}, time.monotonic()))
+            finally:
+                procs[victim].send_signal(signal.SIGCONT)
+        await loader
+        await wait_settled(settings, PAUSED_HANDS, 180)  # and no dead letter (settled_count)
+
+        for table in sim.tables:
+            seqs = []
+            for hand in table.hands:
+                tx = await harness.transaction(f"settle:{hand.hand_id}")
+                entries = hand.settlement.entries()
+                assert (tx is None) if not entries else ({e.account_id: e.amount_gold for e in tx.entries} == entries)
+                if tx is not None:
+                    seqs.append(tx.journal_seq)
+            assert seqs == sorted(seqs), f"{table.table_id}: hands reached the ledger out of play order"
+        for account, expected in sim.expected_balances().items():
+            if account.startswith("escrow:"):
+                assert await harness.balance(account) == expected, account
+        auditor = harness.ledger("auditor")
+        assert (await auditor.TrialBalance(ledger_pb2.TrialBalanceRequest())).total_gold == 0
+        logs = "".join((tmp_path / f"{name}.log").read_text() for name in ("a", "b"))
+        # Each woken instance found its leases lost and stopped those pipelines (and later
+        # the survivor released a share back to it): at least one stop per pause.
+        assert logs.count('"partition_stopped"') >= len(pauses) == 6
+    finally:
+        loader.cancel()
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    print(f"handover after SIGSTOP (TTL {TTL_S} s): {[round(p, 2) for p in pauses]}")

@@ -80,6 +80,7 @@ EXPECTED_GRANTS: dict[tuple[str, str], dict[str, set[str]]] = {
     ("socai_settlement", "settlements"): {SETTLEMENT: {SELECT, INSERT}, AUDITOR_ROLE: {SELECT}},
     ("socai_settlement", "settlement_seats"): {SETTLEMENT: {SELECT, INSERT}, AUDITOR_ROLE: {SELECT}},
     ("socai_settlement", "dead_letters"): {SETTLEMENT: {SELECT, INSERT, UPDATE}, AUDITOR_ROLE: {SELECT}},
+    ("socai_settlement", "delivery_attempts"): {SETTLEMENT: {SELECT, INSERT, UPDATE, DELETE}},
     ("socai_settlement", "service_meta"): {},
     ("socai_settlement", "alembic_version"): {AUDITOR_ROLE: {SELECT}},
 }

@@ -50,8 +50,10 @@ ids that two live processes could share: the second would take the first's lease
 first still believes in them.
 
 **Callbacks.** ``on_acquired(partition, token)`` and ``on_lost(partition)`` alternate per
-partition and are awaited by one loop (keep them short: start or stop a consumer task). A
-voluntary release awaits ``on_lost`` before deleting the key; a lost lease calls ``on_lost``
+partition and are awaited by one loop (keep them short: start or stop a consumer task);
+the ``on_lost`` of several partitions given up together (a stop, a rebalance, leases lost
+in one round) run concurrently, so a handover takes the slowest partition's time, not the
+sum. A voluntary release awaits ``on_lost`` before deleting the key; a lost lease calls ``on_lost``
 after the fact, so per-message work must still call ``Lease.check()`` and write the fence
 token. Renewals and heartbeats run in their own loop, so a slow callback cannot let leases
 lapse.
@@ -523,7 +525,11 @@ class LeaseManager:
         ]
 
     async def stop(self) -> None:
-        """Release every lease (``on_lost`` awaited before each delete) and leave the members."""
+        """Release every lease (``on_lost`` awaited before each delete) and leave the members.
+
+        The partitions are released concurrently: each waits only for its own ``on_lost``
+        (a consumer draining its batch), so a stop hands everything over in about the time
+        of the slowest partition, not the sum of all."""
         self._stopping = True
         for task in self._tasks:
             task.cancel()
@@ -531,8 +537,7 @@ class LeaseManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
-        for partition in sorted(self._leases):
-            await self._drop(partition, RELEASED, release=True)
+        await self._drop_all([(p, RELEASED) for p in sorted(self._leases)])
         if self._store is not None:
             with contextlib.suppress(Exception):
                 await self.store.leave()
@@ -582,15 +587,14 @@ class LeaseManager:
     async def _rebalance_round(self) -> None:
         store = self.store
         # Leases lost since the last round: tell the user, and free a key we still own.
-        for partition, lease in list(self._leases.items()):
-            if not lease.is_valid():
-                await self._drop(partition, lease.lost_reason or EXPIRED, release=True)
+        await self._drop_all(
+            [(p, lease.lost_reason or EXPIRED) for p, lease in sorted(self._leases.items()) if not lease.is_valid()]
+        )
         view = await store.snapshot()
         view.members.add(self.instance_id)
         owners = assign(self.partitions, sorted(view.members))
         mine = {p for p, owner in owners.items() if owner == self.instance_id}
-        for partition in sorted(set(self._leases) - mine):
-            await self._drop(partition, RELEASED, release=True)
+        await self._drop_all([(p, RELEASED) for p in sorted(set(self._leases) - mine)])
         for partition in sorted(mine - set(self._leases)):
             if partition in view.holders:
                 if not (self._adopt and view.holders[partition] == self.instance_id):
@@ -616,6 +620,21 @@ class LeaseManager:
             self.metrics.unheld.set(self.partitions - len(held_now))
         self._adopt = False
         self.first_round.set()
+
+    async def _drop_all(self, drops: Sequence[tuple[int, str]]) -> None:
+        """``_drop`` (with release) of several (partition, reason) at once: one partition's
+        callback does not hold back the others' handover. ``_drop`` never raises for a
+        callback's or the release's failure; anything else is logged here."""
+        if not drops:
+            return
+        results = await asyncio.gather(
+            *(self._drop(partition, reason, release=True) for partition, reason in drops), return_exceptions=True
+        )
+        for (partition, _), result in zip(drops, results, strict=True):
+            if isinstance(result, asyncio.CancelledError):
+                raise result
+            if isinstance(result, BaseException):
+                log.error("lease_drop_failed", partition=partition, error=repr(result))
 
     async def _drop(self, partition: int, reason: str, release: bool) -> None:
         """Stop acting on ``partition``: mark the lease lost, await ``on_lost``, then (when

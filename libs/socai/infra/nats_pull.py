@@ -43,6 +43,7 @@ IN_PROGRESS: Final = b"+WPI"
 NAK: Final = b"-NAK"
 PENDING_MSGS_MAX: Final = 100_000  # above any pull batch: the inbox never drops a message
 GRACE_S: Final = 1.0  # past a pull request's expiry, give up waiting for its 408
+FLUSH_TIMEOUT_S: Final = 2  # stop: the round trip that brings in frames already on their way
 _STATUS_LINE: Final = b"NATS/1.0 "  # a status frame's header block starts "NATS/1.0 404 No Messages"
 # The parameters of the parser's per-message call that ``_tap`` replaces.
 PROCESS_MSG_PARAMETERS: Final = ("sid", "subject", "reply", "data", "headers")
@@ -164,13 +165,33 @@ class Pull:
             )
 
     async def close(self) -> None:
-        if self._sub is not None:
-            sid = getattr(self._sub, "_id", None)
-            if isinstance(sid, int):
-                _untap(self.nc, sid)
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
+        """Stop receiving (what was delivered and not fetched comes back by redelivery
+        after the consumer's ack wait; ``stop`` returns it instead)."""
+        await self.stop()
+
+    async def stop(self) -> list[Delivery]:
+        """Stop receiving and return, in stream order, what the server delivered to this
+        subscription that ``fetch`` has not handed out, so the caller can give it back.
+
+        The server stops serving a pull request whose reply subject lost its interest, so
+        once the unsubscribe is through nothing more is delivered; a flush (a round trip)
+        after it brings in the frames that were already on their way, which the tap still
+        routes here. Without the fast path those late frames are dropped (they come back by
+        redelivery after the ack wait)."""
+        if self._sub is None:
+            return []
+        sid = getattr(self._sub, "_id", None)
+        with contextlib.suppress(Exception):
+            await self._sub.unsubscribe()
+        with contextlib.suppress(Exception):
+            await self.nc.flush(timeout=FLUSH_TIMEOUT_S)
+        if isinstance(sid, int):
+            _untap(self.nc, sid)
+        self._sub = None
+        self._open = False
+        left = sorted(self._buffer, key=lambda d: d.stream_seq)
+        self._buffer.clear()
+        return left
 
     def _on_frame(self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
         if headers is not None and headers.startswith(_STATUS_LINE):

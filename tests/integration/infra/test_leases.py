@@ -258,3 +258,35 @@ async def test_the_snapshot_watchers_do_not_pile_up_on_the_server(clients: list[
     while not await no_consumer_left():
         assert asyncio.get_running_loop().time() < deadline, "watcher consumers are left on the server"
         await asyncio.sleep(0.2)
+
+
+async def test_a_stop_releases_its_partitions_concurrently(clients: list[NatsClient], lease_config: LeaseConfig):
+    """A graceful stop awaits every partition's ``on_lost`` (a consumer draining its batch)
+    at once, not one after another: the handover after SIGTERM is about one partition's
+    drain, not the sum of them. Each callback waits until every other one has started, so
+    a stop that released the partitions one at a time would never finish."""
+    partitions = 4
+    started: set[int] = set()
+    alone: list[int] = []  # callbacks that gave up waiting for the others
+    everyone_in = asyncio.Event()
+
+    async def on_lost(partition: int) -> None:
+        started.add(partition)
+        if len(started) == partitions:
+            everyone_in.set()
+        try:
+            await asyncio.wait_for(everyone_in.wait(), 20)  # a deadline: only run one by one reaches it
+        except TimeoutError:
+            alone.append(partition)
+
+    manager = LeaseManager(clients[0].jetstream(), lease_config, "draining", partitions, on_lost=on_lost)
+    await manager.start()
+    await wait_until(lambda: len(manager.held()) == partitions, "every partition held")
+    await manager.stop()
+    assert started == set(range(partitions))
+    assert alone == []
+    # Every key was released after its callback: another instance takes them at once.
+    kv = await ensure_lease_bucket(clients[1].jetstream(), lease_config)
+    other = LeaseStore(kv, lease_config, "next")
+    taken = [await other.acquire(p) for p in range(partitions)]
+    assert all(lease is not None for lease in taken)

@@ -128,7 +128,9 @@ async def test_a_hand_ended_delivered_too_often_is_dead_lettered_not_dropped(har
     pull = await worker.subscribe()
     naks = 0
     while naks < 2:
-        for msg in await pull.fetch(100, 5):
+        # One message per pull request: none is left open to receive the redelivery of the
+        # last nak (the worker's close would give it back, a third delivery).
+        for msg in await pull.fetch(1, 5):
             ev = events_pb2.Event.FromString(msg.data)
             if ev.WhichOneof("body") == "hand_ended":
                 await msg.nak()
@@ -146,8 +148,8 @@ async def test_a_hand_ended_delivered_too_often_is_dead_lettered_not_dropped(har
     letters = (await harness.api().ListDeadLetters(pb.ListDeadLettersRequest())).dead_letters
     assert [(d.hand_id, d.reason) for d in letters] == [(hand.hand_id, "MAX_DELIVERIES")]
     assert (
-        letters[0].detail
-        == f"{hand.hand_id}/{len(hand.events)}: HandEnded delivered 3 times without being settled; set aside"
+        letters[0].detail == f"{hand.hand_id}/{len(hand.events)}: HandEnded delivered 3 times without being settled "
+        "(2 failed attempts, 0 given back at a handover or a stop); set aside"
     )
     assert await harness.transaction(f"settle:{hand.hand_id}") is None
     lag, _ = await app.lag.measure()

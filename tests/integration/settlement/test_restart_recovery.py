@@ -4,16 +4,17 @@ their redeliveries, when they come, change nothing (issue 17, defect 6)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import replace
 
+import psycopg
 import pytest
 from nats.js import api as js_api
 from prometheus_client import REGISTRY
-from structlog.testing import capture_logs
 
 from socai.gen.events.v1 import events_pb2
+from socai.gen.settlement.v1 import settlement_pb2 as pb
+from socai.infra.db import libpq_url
 from tests.support.settlement import Harness, wait_for
 from tests.support.simulate import fund, publish, simulate
 
@@ -172,16 +173,20 @@ async def test_a_restart_after_a_dead_instance_whose_hands_are_all_settled_does_
     assert await harness.counts() == (hands, 0)
 
 
-async def test_a_hand_already_redelivered_is_waited_for_not_settled_from_the_stream(harness: Harness) -> None:
-    """A HandEnded that was delivered again and still not acked may be crashing the service:
-    it must use up its deliveries (MAX_DELIVERIES), so the restart waits for the server's
-    redelivery instead of settling it from the stream at every start."""
-    sim = simulate(20, ("holdem", "xito"), seed=1720)
+async def test_a_hand_whose_earlier_starts_died_settling_it_is_set_aside_not_tried_for_ever(
+    harness: Harness,
+) -> None:
+    """What a dead instance left unacked is settled from the stream at start, whether or not
+    it was delivered before; each such attempt is counted first (``delivery_attempts``), so a
+    hand that kills the process at every start is dead-lettered MAX_DELIVERIES once
+    ``poison_after_deliveries`` attempts never finished, instead of being tried for ever."""
+    # One hand per table: no hand pays out of the one set aside (a later hand of its table
+    # would be refused INSUFFICIENT_FUNDS, rightly).
+    sim = simulate(20, ("holdem", "xito"), seed=1720, hands_per_table=1)
     await harness.start_ledger()
     await fund(harness.ledger("cashier"), sim)
     await publish(harness.log, sim)
-    ack_wait_s = 5.0
-    config = replace(harness.config, ack_wait_s=ack_wait_s)
+    config = replace(harness.config, ack_wait_s=60.0, poison_after_deliveries=3)
     js = harness.log.js
     stream, durable = harness.settings.events_stream, config.durable
     await js.add_consumer(
@@ -197,37 +202,47 @@ async def test_a_hand_already_redelivered_is_waited_for_not_settled_from_the_str
             filter_subject=f"{harness.settings.events_prefix}.>",
         ),
     )
-    # A first instance takes 100 messages and dies holding its HandEnded messages; the next
-    # takes them again when their ack wait runs out, and dies too.
+    # A first instance takes 300 messages and dies holding its HandEnded messages.
     dead = await js.pull_subscribe_bind(durable, stream)
-    held = 0
-    for msg in await dead.fetch(100, timeout=5):
+    held: list[tuple[int, str]] = []
+    for msg in await dead.fetch(300, timeout=5):
         ev = events_pb2.Event()
         ev.ParseFromString(msg.data)
         if ev.WhichOneof("body") == "hand_ended":
-            held += 1
+            held.append((msg.metadata.sequence.stream, ev.hand_id))
         else:
             await msg.ack()
-    assert held >= 1
-    await asyncio.sleep(ack_wait_s + 0.5)
-    again = await dead.fetch(held, timeout=5)
     await dead.unsubscribe()
-    assert again and all(m.metadata.num_delivered == 2 for m in again)
-    assert (await js.consumer_info(stream, durable)).num_redelivered >= 1
+    assert len(held) >= 2
+    # Two starts before this one died while settling the first of them from the stream
+    # (what they left on record before trying).
+    poison_seq, poison = held[0]
+    with psycopg.connect(libpq_url(harness.settings.database_url or "")) as conn:
+        conn.execute(
+            'insert into "socai_settlement".delivery_attempts (stream_seq, hand_id, recovered) values (%s, %s, 2)',
+            (poison_seq, poison),
+        )
 
     recovered_before = counter("socai_settlement_recovered_hands_total")
-    with capture_logs() as logs:
-        await harness.start_settlement(config)
+    await harness.start_settlement(config)
 
-        async def all_settled() -> bool:
-            return (await harness.counts())[0] == len(sim.hands)
+    async def all_done() -> bool:
+        return (await harness.counts()) == (len(sim.hands) - 1, 1)
 
-        await wait_for(all_settled, 60, "every hand, after the redeliveries")
-    events = [entry["event"] for entry in logs]
-    assert "outstanding_hands_wait_for_redelivery" in events
-    assert "awaiting_redeliveries" in events
-    assert counter("socai_settlement_recovered_hands_total") == recovered_before
-    assert await harness.counts() == (len(sim.hands), 0)
-    for account, expected in sim.expected_balances().items():
-        if account.startswith("escrow:"):
-            assert await harness.balance(account) == expected, account
+    await wait_for(all_done, 45, "every hand settled but the one set aside")  # well before the ack wait
+    letters = (await harness.api().ListDeadLetters(pb.ListDeadLettersRequest())).dead_letters
+    assert [(d.hand_id, d.reason) for d in letters] == [(poison, "MAX_DELIVERIES")]
+    assert "tried 2 times without finishing" in letters[0].detail
+    assert counter("socai_settlement_recovered_hands_total") - recovered_before == len(held) - 1
+    assert await harness.transaction(f"settle:{poison}") is None
+    for hand in sim.hands:
+        if hand.hand_id == poison:
+            continue
+        tx = await harness.transaction(f"settle:{hand.hand_id}")
+        entries = hand.settlement.entries()
+        assert (tx is None) == (not entries), hand.hand_id
+        if tx is not None:
+            assert {e.account_id: e.amount_gold for e in tx.entries} == entries
+    # Retried, it settles: it was the process, not the hand (here, nothing at all).
+    reply = await harness.api().RetryDeadLetter(pb.RetryDeadLetterRequest(hand_id=poison))
+    assert reply.settled

@@ -121,6 +121,9 @@ def test_backoff_doubles_up_to_its_cap_with_jitter() -> None:
 def test_the_poison_threshold_leaves_deliveries_in_reserve() -> None:
     with pytest.raises(ValueError):
         SettlementConfig(poison_after_deliveries=10, max_deliver=10)
+    # The default sets no server limit: handovers use up server deliveries without failing.
+    assert SettlementConfig().max_deliver == -1
+    assert SettlementConfig(max_deliver=-1, poison_after_deliveries=50).poison_after_deliveries == 50
     with pytest.raises(ValueError):
         SettlementConfig(post_batch_max=1001)
     assert SettlementConfig.from_env({"SOCAI_SETTLEMENT_POST_BATCH": "20"}).post_batch_max == 20
