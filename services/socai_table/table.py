@@ -28,7 +28,7 @@ from typing import Any
 
 from socai import accounts, errors, fairness
 from socai.cards import deck as canonical_deck
-from socai.events import codec
+from socai.events import codec, seal
 from socai.events.log import EventLog
 from socai.events.model import (
     Body,
@@ -73,6 +73,7 @@ class Deps:
     instance: str
     seal_key: bytes  # seals hand seeds at rest (socai_table.seeds)
     writer_key: bytes  # signs every event this service appends (socai_table.signing)
+    hand_signer: seal.HandSigner  # seals every HandEnded for settlement and the auditor (socai.events.seal)
     on_cashout: Callable[[], None] = lambda: None
     heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
     # The lease token to write with a table's next event; raises when this instance no
@@ -107,6 +108,9 @@ class Table:
         self.facts_subject_seq = 0
         self.seated_at: dict[int, int] = {}  # seat -> stream seq of its PlayerSeated
         self.hands_played = 0
+        # subject -> the chain value of the last event accepted there (socai.events.seal);
+        # the facts' and the hand in play's, set again by every rebuild.
+        self.chains: dict[str, bytes] = {}
         self.hand: Hand | None = None
         self.last_hand: Hand | None = None
         self.pot_gold = 0
@@ -151,7 +155,8 @@ class Table:
     async def _append(
         self, event: Event, expected: int, headers: dict[str, str] | None = None, protos: ProtoCache | None = None
     ) -> int:
-        """Append ``event``, signed; returns its stream sequence. With ``protos`` (its hand's
+        """Append ``event``, signed and chained (HandEnded sealed: ``socai.events.seal``);
+        returns its stream sequence. With ``protos`` (its hand's
         ``Hand.protos``) the message written is kept there as the event's whole view, so
         no viewer converts it again."""
         message = codec.to_proto(event)
@@ -159,11 +164,17 @@ class Table:
         subject = self.deps.log.subject_of(self.table_id, event.hand_id)
         signature = signing.sign(self.deps.writer_key, subject, payload)
         token = self.deps.fence(self.table_id)
+        prev = self.chains.get(subject) or seal.genesis(subject)
+        chain = seal.link(prev, subject, payload)
         headers = {
             **(headers or {}),
             signing.SIGNATURE_HEADER: signature,
             WRITER_HEADER: f"{self.deps.instance}/{token}",
+            seal.PREV_HEADER: prev.hex(),
         }
+        ended = isinstance(event.body, HandEnded)
+        if ended:
+            headers.update(self.deps.hand_signer.headers(subject, chain))
         try:
             seq = await self.deps.log.append(
                 event, expected, headers, payload=payload, msg_id=f"{event.event_id}:{signature}"
@@ -173,6 +184,10 @@ class Table:
             # before the next command instead of guessing.
             self.dirty = True
             raise
+        if ended:
+            self.chains.pop(subject, None)  # nothing of the table's follows a hand's end
+        else:
+            self.chains[subject] = chain
         metrics.EVENTS_PUBLISHED.labels(self.config.game, type(event.body).__name__).inc()
         if protos is not None:
             protos[(event.seq, FULL_VIEW)] = message
@@ -257,6 +272,7 @@ class Table:
             hand = await reader.hand(number, hand_id, seed)
             if hand is not None:
                 break
+        self.chains = reader.chains  # the Socai-Prev of the next event on each subject read
         self.dirty = False
         if hand is None:
             return
