@@ -57,7 +57,7 @@ from socai_settlement.hand_cache import HandCache
 from socai_settlement.ignored import DUPLICATE_HAND_ENDED, EVENT_AFTER_SETTLEMENT, IgnoredMessages
 from socai_settlement.poster import Backoff
 from socai_settlement.recovery import Held, StartupRecovery, subject_tokens
-from socai_settlement.replayer import EventBytes
+from socai_settlement.replayer import EventBytes, chain_headers
 from socai_settlement.settler import HandJob, PostedBatch, Prepared, Settler
 from socai_settlement.store import NewDeadLetter
 
@@ -332,7 +332,7 @@ class Pipeline:
                 if hand_id in recent:
                     self.ignored.add(EVENT_AFTER_SETTLEMENT, stream_seq, subject=msg.subject)
                 else:
-                    cache.add(table_id, hand_id, stream_seq, EventBytes(ev.seq, ev.hand_id, ev.table_id, msg.data))
+                    cache.add(table_id, hand_id, stream_seq, _event_bytes(ev, msg))
                 finished.append(msg)
                 continue
             ends += 1
@@ -350,7 +350,7 @@ class Pipeline:
                 if stream_seq != seen.job.stream_seq:  # not a redelivery of the same message
                     self.ignored.add(DUPLICATE_HAND_ENDED, stream_seq, subject=msg.subject)
                 continue
-            end = EventBytes(ev.seq, ev.hand_id, ev.table_id, msg.data)
+            end = _event_bytes(ev, msg)
             hand_events = cache.take(table_id, hand_id, stream_seq, end)
             pending[hand_id] = _Pending(HandJob(table_id, hand_id, stream_seq, hand_events), [msg])
         metrics.MESSAGES_TABLE.inc(table_facts)
@@ -408,6 +408,11 @@ class Pipeline:
         self._recent[hand_id] = None
         while len(self._recent) > RECENTLY_SETTLED_MAX:
             self._recent.popitem(last=False)
+
+
+def _event_bytes(ev: events_pb2.Event, msg: Delivery) -> EventBytes:
+    """What the hand cache keeps of a hand's message: its bytes and its hand-chain headers."""
+    return EventBytes(ev.seq, ev.hand_id, ev.table_id, msg.data, msg.stream_seq, chain_headers(msg.headers))
 
 
 async def _put(queue: asyncio.Queue[Any], item: Any, stages: Collection[asyncio.Task[None]]) -> None:
