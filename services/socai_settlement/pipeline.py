@@ -411,8 +411,11 @@ class Pipeline:
 
 
 def _event_bytes(ev: events_pb2.Event, msg: Delivery) -> EventBytes:
-    """What the hand cache keeps of a hand's message: its bytes and its hand-chain headers."""
-    return EventBytes(ev.seq, ev.hand_id, ev.table_id, msg.data, msg.stream_seq, chain_headers(msg.headers))
+    """What the hand cache keeps of a hand's message: its bytes and its headers (the raw block:
+    the replay worker parses the hand chain's, not this loop)."""
+    block = msg.header_block
+    headers = block if isinstance(block, bytes) else chain_headers(block)
+    return EventBytes(ev.seq, ev.hand_id, ev.table_id, msg.data, msg.stream_seq, headers)
 
 
 async def _put(queue: asyncio.Queue[Any], item: Any, stages: Collection[asyncio.Task[None]]) -> None:

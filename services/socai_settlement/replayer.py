@@ -39,6 +39,7 @@ from typing import Any, Final, NamedTuple
 from socai.events import codec, seal
 from socai.events.model import Event
 from socai.gen.events.v1 import events_pb2
+from socai.infra.nats_pull import parse_header_block
 from socai.rules import registry
 from socai.settle.replay import ReplayError, replay
 from socai_settlement.convert import SettledHand, settled_hand
@@ -72,7 +73,8 @@ class EventBytes(NamedTuple):
     table_id: str
     data: bytes
     stream_seq: int = 0
-    chain_headers: tuple[tuple[str, str], ...] = ()
+    # The hand-chain headers, or the message's raw NATS header block (parsed in the worker).
+    chain_headers: tuple[tuple[str, str], ...] | bytes = ()
 
 
 def chain_headers(headers: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
@@ -106,11 +108,15 @@ def _verifier(keys: tuple[tuple[str, bytes], ...]) -> seal.SealVerifier:
     return seal.SealVerifier(dict(keys))
 
 
+def _headers(given: tuple[tuple[str, str], ...] | bytes) -> dict[str, str]:
+    return parse_header_block(given) if isinstance(given, bytes) else dict(given)
+
+
 def authenticate(item: HandInput, policy: SealPolicy) -> tuple[list[bytes], Replayed]:
     """The payloads to replay (the sealed chain, first event first) and a ``Replayed`` that
     carries the strangers and the sealed end, or no payloads and a ``Replayed`` with the
     reason (HAND_UNSEALED, HAND_SEAL_INVALID, CHAIN_BROKEN)."""
-    messages = [seal.Message(m.stream_seq, m.data, dict(m.chain_headers)) for m in item.messages]
+    messages = [seal.Message(m.stream_seq, m.data, _headers(m.chain_headers)) for m in item.messages]
     if not messages:
         return [], Replayed(item.hand_id, error_code=seal.HAND_UNSEALED, error_message=f"{item.hand_id}: no messages")
     first = messages[0]

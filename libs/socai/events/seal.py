@@ -211,10 +211,14 @@ def chain_values(subject: str, messages: Sequence[Message]) -> list[bytes | None
 
 
 def walk_back(
-    subject: str, messages: Sequence[Message], end: int, chains: Sequence[bytes | None] | None = None
+    subject: str,
+    messages: Sequence[Message],
+    end: int,
+    chains: Sequence[bytes | None] | None = None,
+    prevs: Sequence[bytes | None] | None = None,
 ) -> Walk:
     """The messages from ``c_0`` to ``messages[end]`` along ``Socai-Prev``, by computed chain value
-    (``chains``: ``chain_values`` of the messages, when the caller has them).
+    (``chains``, ``prevs``: each message's chain value and ``Socai-Prev``, when the caller has them).
 
     When two messages share a chain value (a byte-for-byte copy: same bytes, same
     ``Socai-Prev``), the earlier in stream order stands. Pure: it checks no seal, so the path
@@ -224,9 +228,11 @@ def walk_back(
     for i, c in enumerate(chain_values(subject, messages) if chains is None else chains):
         if c is not None and c not in by_chain:
             by_chain[c] = i
+    if prevs is None:
+        prevs = [prev_of(m.headers) for m in messages]
     start = genesis(subject)
     path = [end]
-    prev = prev_of(messages[end].headers)
+    prev = prevs[end]
     if prev is None:
         return Walk(broken=f"{CHAIN_BROKEN}: stream seq {messages[end].stream_seq} carries no {PREV_HEADER}")
     # A limit on everything: a path is never longer than the messages it is made of.
@@ -238,7 +244,7 @@ def walk_back(
                 f"{messages[path[-1]].stream_seq}"
             )
         path.append(found)
-        prev = prev_of(messages[found].headers)
+        prev = prevs[found]
         if prev is None:
             return Walk(broken=f"{CHAIN_BROKEN}: stream seq {messages[found].stream_seq} carries no {PREV_HEADER}")
     path.reverse()
@@ -272,7 +278,8 @@ def authenticate(subject: str, messages: Sequence[Message], verifier: SealVerifi
     (HAND_UNSEALED when there is no HandEnded at all).
     """
     failures: list[tuple[int, str, str]] = []
-    chains = chain_values(subject, messages)  # one sha256 per message, once
+    prevs = [prev_of(m.headers) for m in messages]
+    chains = [None if p is None else link(p, subject, m.payload) for p, m in zip(prevs, messages, strict=True)]
     for end in ends:
         m = messages[end]
         c = chains[end]
@@ -280,7 +287,7 @@ def authenticate(subject: str, messages: Sequence[Message], verifier: SealVerifi
         if reason is not None:
             failures.append((end, reason, f"stream seq {m.stream_seq}: {reason}"))
             continue
-        walk = walk_back(subject, messages, end, chains)
+        walk = walk_back(subject, messages, end, chains, prevs)
         if not walk.ok:
             failures.append((end, CHAIN_BROKEN, walk.broken))
             continue

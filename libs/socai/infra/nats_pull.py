@@ -75,6 +75,12 @@ class Delivery:
         self.num_delivered, self.stream_seq = ack_fields(reply)
 
     @property
+    def header_block(self) -> bytes | dict[str, str] | None:
+        """The headers as they came: the raw block (fast path) or a dict (slow path). A
+        consumer that only forwards them (settlement, to its replay workers) parses nothing."""
+        return self._headers
+
+    @property
     def headers(self) -> dict[str, str]:
         """The message's headers (parsed on first use: the hand chain's, for settlement)."""
         raw = self._headers
