@@ -34,7 +34,7 @@ from socai_settlement.lag import LagWatch
 from socai_settlement.partitions import PartitionWorkers, instance_id
 from socai_settlement.pipeline import Pipeline
 from socai_settlement.poster import LedgerPoster
-from socai_settlement.replayer import Replayer
+from socai_settlement.replayer import Replayer, seal_policy
 from socai_settlement.server import SERVICE_NAME, SettlementServicer, access_policy
 from socai_settlement.settler import Settler
 from socai_settlement.store import Store
@@ -168,7 +168,9 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
         event_log,
         store,
         poster,
-        replayer=Replayer(cfg.replay_workers),
+        replayer=Replayer(
+            cfg.replay_workers, seal_policy(settings.hand_seal_public_keys(), settings.seal_legacy_before_seq)
+        ),
         backoff_initial_s=cfg.backoff_initial_s,
         backoff_max_s=cfg.backoff_max_s,
     )

@@ -2,9 +2,11 @@
 hand is replayed without reading it back.
 
 A hand's events other than HandEnded are acked on sight (the stream keeps them); the cache
-only saves reading them by subject. It is bounded, and used only when it holds the whole
-hand exactly (seq 1..n in stream order, ending with the HandEnded); otherwise the hand is
-read by subject, which is the truth (after a restart, or when the cache overflowed).
+only saves reading them by subject. It is bounded, and used only when it holds every seq
+1..n-1 before the HandEnded (seq n); otherwise the hand is read by subject, which is the
+truth (after a restart, or when the cache overflowed). What it hands over may include a
+stranger's messages: the replay keeps only the sealed hand chain (``socai.events.seal``),
+and when the cached copy does not make one, the settler reads the subject after all.
 """
 
 from __future__ import annotations
@@ -50,14 +52,15 @@ class HandCache:
         if dropped:
             self.size -= len(dropped)
 
-    def take(self, table_id: str, hand_id: str, end_seq: int, end: Enveloped) -> list[Any] | None:
-        """The whole hand if the cache holds exactly seq 1..n-1 before ``end`` (seq n), else
-        None. The hand's entries are removed either way."""
+    def take(self, table_id: str, hand_id: str, end_stream_seq: int, end: Enveloped) -> list[Any] | None:
+        """The hand's cached messages before ``end`` (at stream seq ``end_stream_seq``) and
+        ``end``, in stream order, if among them are events of seq 1..n-1 of this hand (``end``
+        being seq n), else None. The hand's entries are removed either way."""
         entries = self._hands.pop((table_id, hand_id), None) or {}
         self.size -= len(entries)
-        ordered = [entries[s] for s in sorted(entries) if s < end_seq]
+        ordered = [entries[s] for s in sorted(entries) if s < end_stream_seq]
         ordered.append(end)
-        for i, ev in enumerate(ordered, start=1):
-            if ev.seq != i or ev.hand_id != hand_id or ev.table_id != table_id:
-                return None
+        seqs = {ev.seq for ev in ordered if ev.hand_id == hand_id and ev.table_id == table_id}
+        if end.seq < 1 or not seqs.issuperset(range(1, end.seq + 1)):
+            return None
         return ordered

@@ -1,7 +1,8 @@
 """Messages acked with no effect, counted and logged without flooding the log.
 
 Bytes that are not an Event on a hand already settled, a second HandEnded of a hand, a
-hand's event after its settlement: each is counted in
+hand's event after its settlement, a message on a hand's subject that is not on the
+table's sealed hand chain (``socai.events.seal``: a stranger's): each is counted in
 ``socai_settlement_ignored_messages_total{kind}`` and logged with its stream sequence.
 """
 
@@ -20,6 +21,7 @@ LOG_EVERY_S: Final = 60.0  # one line per kind of ignored message at most this o
 NOT_AN_EVENT: Final = "not_an_event"  # bytes that are not an Event, on a hand already settled
 DUPLICATE_HAND_ENDED: Final = "duplicate_hand_ended"  # a second HandEnded of a hand (another stream seq)
 EVENT_AFTER_SETTLEMENT: Final = "event_after_settlement"  # a hand's event after its settlement
+NOT_THE_TABLES: Final = "not_the_tables"  # on a settled hand's subject, not on its sealed chain
 
 
 class IgnoredMessages:

@@ -70,7 +70,7 @@ from socai_settlement.recovery import (
     subject_tokens,
     unsettled,
 )
-from socai_settlement.replayer import EventBytes
+from socai_settlement.replayer import EventBytes, chain_headers
 from socai_settlement.settler import HandJob, PostedBatch, Prepared, Settler
 from socai_settlement.store import NewDeadLetter
 
@@ -487,7 +487,7 @@ class Pipeline:
                 if hand_id in recent:
                     self.ignored.add(EVENT_AFTER_SETTLEMENT, stream_seq, subject=msg.subject)
                 else:
-                    cache.add(table_id, hand_id, stream_seq, EventBytes(ev.seq, ev.hand_id, ev.table_id, msg.data))
+                    cache.add(table_id, hand_id, stream_seq, _event_bytes(ev, msg))
                 finished.append(msg)
                 continue
             ends += 1
@@ -508,7 +508,7 @@ class Pipeline:
                 if stream_seq != seen.job.stream_seq:  # not a redelivery of the same message
                     self.ignored.add(DUPLICATE_HAND_ENDED, stream_seq, subject=msg.subject)
                 continue
-            end = EventBytes(ev.seq, ev.hand_id, ev.table_id, msg.data)
+            end = _event_bytes(ev, msg)
             hand_events = cache.take(table_id, hand_id, stream_seq, end)
             pending[hand_id] = _Pending(HandJob(table_id, hand_id, stream_seq, hand_events), [msg])
         metrics.MESSAGES_TABLE.inc(table_facts)
@@ -594,6 +594,14 @@ class Pipeline:
         self._recent[hand_id] = None
         while len(self._recent) > RECENTLY_SETTLED_MAX:
             self._recent.popitem(last=False)
+
+
+def _event_bytes(ev: events_pb2.Event, msg: Delivery) -> EventBytes:
+    """What the hand cache keeps of a hand's message: its bytes and its headers (the raw block:
+    the replay worker parses the hand chain's, not this loop)."""
+    block = msg.header_block
+    headers = block if isinstance(block, bytes) else chain_headers(block)
+    return EventBytes(ev.seq, ev.hand_id, ev.table_id, msg.data, msg.stream_seq, headers)
 
 
 async def _put(queue: asyncio.Queue[Any], item: Any, stages: Collection[asyncio.Task[None]]) -> None:

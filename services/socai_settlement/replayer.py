@@ -1,4 +1,15 @@
-"""Running ``socai.settle.replay.replay`` over a batch of hands, here or in worker processes.
+"""Authenticating and replaying a batch of hands, here or in worker processes.
+
+Before a hand is replayed, its messages are authenticated (``socai.events.seal``): the
+HandEnded's seal must verify with one of the table's public keys, and only the messages on
+the hand chain that the seal covers are replayed, in chain order. Anything else on the
+hand's subject is a stranger's (``Replayed.strangers``, reported as ignored messages); a
+hand with no valid seal or a broken chain is not replayed (``Replayed.error_code``
+HAND_UNSEALED, HAND_SEAL_INVALID or CHAIN_BROKEN: the settler dead-letters it), except a
+legacy hand (``legacy_before_seq``: written before hand seals existed). Checking costs one
+sha256 per event and one Ed25519 verification per hand, where the replay runs.
+
+Running ``socai.settle.replay.replay`` over a batch of hands, here or in worker processes.
 
 Replaying is pure CPU (decoding, the seeded shuffle, the rules engine) and most of
 settlement's work per hand. With ``workers`` > 0 the batch goes to a process pool, so
@@ -20,13 +31,15 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
 from typing import Any, Final, NamedTuple
 
-from socai.events import codec
+from socai.events import codec, seal
 from socai.events.model import Event
 from socai.gen.events.v1 import events_pb2
+from socai.infra.nats_pull import parse_header_block
 from socai.rules import registry
 from socai.settle.replay import ReplayError, replay
 from socai_settlement.convert import SettledHand, settled_hand
@@ -37,23 +50,94 @@ BAD_EVENT: Final = "BAD_EVENT"
 
 
 class Replayed(NamedTuple):
-    """One hand's replay: a settled hand, or a ReplayError's code and message, or a crash."""
+    """One hand's replay: a settled hand, or a ReplayError's code and message, or a crash;
+    the messages of its subject that are not the table's (stream seq, reason); the stream
+    seq of the sealed HandEnded it was settled from (0 for a legacy hand)."""
 
     hand_id: str
     settled: SettledHand | None = None
     error_code: str = ""
     error_message: str = ""
     crashed: str = ""  # "TypeError: …" when the replay raised something unexpected (a bug)
+    strangers: tuple[tuple[int, str], ...] = ()
+    end_stream_seq: int = 0
 
 
 class EventBytes(NamedTuple):
-    """An event as it came from the stream: its bytes, and the envelope fields the hand
-    cache checks (``HandCache.take``) without decoding it again."""
+    """A message as it came from the stream: its bytes, the envelope fields the hand cache
+    checks (``HandCache.take``) without decoding it again, its stream sequence and the
+    headers of the hand chain and seal (``socai.events.seal``)."""
 
     seq: int
     hand_id: str
     table_id: str
     data: bytes
+    stream_seq: int = 0
+    # The hand-chain headers, or the message's raw NATS header block (parsed in the worker).
+    chain_headers: tuple[tuple[str, str], ...] | bytes = ()
+
+
+def chain_headers(headers: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    """The hand-chain headers of a message, as ``EventBytes`` carries them."""
+    if not headers:
+        return ()
+    return tuple((k, headers[k]) for k in seal.CHAIN_HEADERS if k in headers)
+
+
+class HandInput(NamedTuple):
+    """A finished hand to authenticate and replay: its canonical subject, the stream seq of
+    the HandEnded that announced it, and every message of its subject that was read, in
+    stream order."""
+
+    hand_id: str
+    subject: str
+    end_stream_seq: int
+    messages: tuple[EventBytes, ...]
+
+
+class SealPolicy(NamedTuple):
+    """What the replay accepts as the table's: seals by these public keys (key id → key),
+    and unsealed hands whose first message is below ``legacy_before_seq`` (0: none)."""
+
+    public_keys: tuple[tuple[str, bytes], ...]
+    legacy_before_seq: int = 0
+
+
+@lru_cache(maxsize=8)
+def _verifier(keys: tuple[tuple[str, bytes], ...]) -> seal.SealVerifier:
+    return seal.SealVerifier(dict(keys))
+
+
+def _headers(given: tuple[tuple[str, str], ...] | bytes) -> dict[str, str]:
+    return parse_header_block(given) if isinstance(given, bytes) else dict(given)
+
+
+def authenticate(item: HandInput, policy: SealPolicy) -> tuple[list[bytes], Replayed]:
+    """The payloads to replay (the sealed chain, first event first) and a ``Replayed`` that
+    carries the strangers and the sealed end, or no payloads and a ``Replayed`` with the
+    reason (HAND_UNSEALED, HAND_SEAL_INVALID, CHAIN_BROKEN)."""
+    messages = [seal.Message(m.stream_seq, m.data, _headers(m.chain_headers)) for m in item.messages]
+    if not messages:
+        return [], Replayed(item.hand_id, error_code=seal.HAND_UNSEALED, error_message=f"{item.hand_id}: no messages")
+    first = messages[0]
+    if (
+        policy.legacy_before_seq
+        and first.stream_seq < policy.legacy_before_seq
+        and seal.PREV_HEADER not in first.headers
+    ):
+        # Written before hand seals existed: replayed as before, every message of the subject.
+        return [m.payload for m in messages], Replayed(item.hand_id)
+    # Every sealed message may be the end (a stranger's unsealed HandEnded may come before
+    # the table's); the announcing HandEnded is tried too, for its reason when none verifies.
+    ends = [i for i, m in enumerate(messages) if seal.SEAL_HEADER in m.headers or m.stream_seq == item.end_stream_seq]
+    verdict = seal.authenticate(item.subject, messages, _verifier(policy.public_keys), ends)
+    if not verdict.ok:
+        return [], Replayed(item.hand_id, error_code=verdict.reason, error_message=f"{item.hand_id}: {verdict.detail}")
+    strangers = tuple((messages[i].stream_seq, why) for i, why in verdict.strangers)
+    end_seq = messages[verdict.end].stream_seq
+    return [messages[i].payload for i in verdict.hand], Replayed(
+        item.hand_id, strangers=strangers, end_stream_seq=end_seq
+    )
 
 
 def replay_here(hand_id: str, events: Sequence[object]) -> Replayed:
@@ -65,16 +149,23 @@ def replay_here(hand_id: str, events: Sequence[object]) -> Replayed:
         return Replayed(hand_id, crashed=f"{type(exc).__name__}: {exc}")
 
 
-def replay_payloads(batch: Sequence[tuple[str, Sequence[bytes]]]) -> list[Replayed]:
-    """Decode each hand's events from their bytes and replay them (in a worker, or here)."""
+def replay_payloads(batch: Sequence[HandInput], policy: SealPolicy) -> list[Replayed]:
+    """Authenticate each hand, then decode its events from their bytes and replay them (in
+    a worker, or here)."""
     out = []
-    for hand_id, payloads in batch:
+    for item in batch:
+        hand_id = item.hand_id
+        payloads, checked = authenticate(item, policy)
+        if checked.error_code:
+            out.append(checked)
+            continue
         try:
             events = [events_pb2.Event.FromString(p) for p in payloads]
         except Exception as exc:  # protobuf's DecodeError
-            out.append(Replayed(hand_id, error_code=BAD_EVENT, error_message=f"{hand_id}: {exc}"))
+            out.append(checked._replace(error_code=BAD_EVENT, error_message=f"{hand_id}: {exc}"))
             continue
-        out.append(replay_here(hand_id, events))
+        replayed = replay_here(hand_id, events)
+        out.append(replayed._replace(strangers=checked.strangers, end_stream_seq=checked.end_stream_seq))
     return out
 
 
@@ -104,20 +195,38 @@ def _ready() -> bool:
     return True
 
 
-def _payload(item: object) -> bytes:
+def event_bytes(item: object) -> EventBytes:
+    """An ``EventBytes`` of a cached ``EventBytes``, a ``socai.events.log.RawStored`` (its
+    bytes as stored), a protobuf ``Event`` or an ``Event`` (tests: encoded here, no headers)."""
     if isinstance(item, EventBytes):
-        return item.data
+        return item
+    data = getattr(item, "data", None)
+    if isinstance(data, bytes):  # socai.events.log.RawStored
+        return EventBytes(
+            0, "", "", data, int(getattr(item, "stream_seq", 0)), chain_headers(getattr(item, "headers", None))
+        )
     if isinstance(item, events_pb2.Event):
-        return item.SerializeToString()
+        return EventBytes(item.seq, item.hand_id, item.table_id, item.SerializeToString())
     inner = getattr(item, "event", item)  # socai.events.log.Stored
     if isinstance(inner, Event):
-        return codec.encode(inner)
+        stored = getattr(item, "stream_seq", 0)
+        return EventBytes(
+            inner.seq,
+            inner.hand_id,
+            inner.table_id,
+            codec.encode(inner),
+            stored,
+            chain_headers(getattr(item, "headers", None)),
+        )
     raise TypeError(f"cannot send a {type(item).__name__} to a replay worker")
 
 
 class Replayer:
-    def __init__(self, workers: int = 0) -> None:
+    def __init__(self, workers: int = 0, policy: SealPolicy | None = None) -> None:
+        """``policy``: the seals to accept; None accepts none (every hand is HAND_UNSEALED or
+        HAND_SEAL_INVALID), so a service must pass its keys (``seal_policy``)."""
         self.workers = workers
+        self.policy = policy or SealPolicy(())
         self._pool: ProcessPoolExecutor | None = None
 
     async def start(self) -> None:
@@ -142,19 +251,25 @@ class Replayer:
             pool, self._pool = self._pool, None
             await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)
 
-    async def replay(self, hands: Sequence[tuple[str, Sequence[object]]]) -> list[Replayed]:
+    async def replay(self, hands: Sequence[HandInput]) -> list[Replayed]:
         """One ``Replayed`` per hand, in order."""
         if not hands:
             return []
-        batch = [(hand_id, [_payload(e) for e in events]) for hand_id, events in hands]
+        batch = list(hands)
         if self._pool is None:
-            return replay_payloads(batch)
+            return replay_payloads(batch, self.policy)
         loop = asyncio.get_running_loop()
         # A batch is split over the workers only when it is large (a backlog): for a few
         # hands, waking a second process and the IPC cost more than they save.
         parts_count = max(1, min(self.workers, len(batch) // SPLIT_HANDS_MIN))
         size = -(-len(batch) // parts_count)
         parts: list[Any] = [
-            loop.run_in_executor(self._pool, replay_payloads, batch[i : i + size]) for i in range(0, len(batch), size)
+            loop.run_in_executor(self._pool, replay_payloads, batch[i : i + size], self.policy)
+            for i in range(0, len(batch), size)
         ]
         return [r for part in await asyncio.gather(*parts) for r in part]
+
+
+def seal_policy(public_keys: Mapping[str, bytes], legacy_before_seq: int = 0) -> SealPolicy:
+    """The ``SealPolicy`` of a service's settings (``Settings.hand_seal_public_keys`` …)."""
+    return SealPolicy(tuple(sorted(public_keys.items())), legacy_before_seq)

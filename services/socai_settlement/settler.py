@@ -8,15 +8,20 @@ For each hand (in the order given, which is stream order):
    which the consumer counts);
 2. its events: the consumer's cached copy when it is complete, else read by subject (the
    stream is the truth);
-3. ``socai.settle.replay.replay``: gapless seq, the seed against the commitment and every
+3. only the table's messages: the HandEnded's seal must verify with the table's public key
+   and only the hand chain it covers is replayed (``socai.events.seal``, ``replayer``); a
+   stranger's message on the subject is an ignored message (``not_the_tables``), a hand
+   without a valid seal or chain is dead-lettered (HAND_UNSEALED, HAND_SEAL_INVALID,
+   CHAIN_BROKEN). A cached copy that does not authenticate is read by subject first;
+4. ``socai.settle.replay.replay``: gapless seq, the seed against the commitment and every
    card or die, the rules engine's fold and settlement. A ``ReplayError`` dead-letters the
    hand with its reason;
-4. the hands whose settlement moves gold are posted together (``LedgerPoster``, key
+5. the hands whose settlement moves gold are posted together (``LedgerPoster``, key
    ``settle:{hand_id}``); APPLIED and REPLAYED are success, REJECTED dead-letters the hand
    with reason LEDGER_REJECTED; an unavailable ledger is waited for, never a dead letter;
-5. the settlement records and the dead letters are written in one database transaction.
+6. the settlement records and the dead letters are written in one database transaction.
 
-Steps 1-3 are ``prepare``, 4 is ``post``, 5 is ``save`` (``commit`` is both): the consumer
+Steps 1-4 are ``prepare``, 5 is ``post``, 6 is ``save`` (``commit`` is both): the consumer
 runs them as a pipeline, each batch's steps in order and every step in stream order.
 
 Only then may the caller acknowledge the HandEnded messages. Every step before 5 is
@@ -27,6 +32,7 @@ the ledger answers a repeated ``settle:{hand_id}`` with the original transaction
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -35,14 +41,16 @@ from typing import Any, Final, TypeVar
 from nats.errors import Error as NatsError
 
 from socai import errors
+from socai.events import seal
 from socai.events.log import EventLog
 from socai.infra.logging import get_logger
 from socai.settle.keys import find_settlement, settlement_key
 from socai.settle.replay import diff_entries
 from socai_settlement import convert, metrics
 from socai_settlement.convert import SettledHand
+from socai_settlement.ignored import NOT_THE_TABLES, IgnoredMessages
 from socai_settlement.poster import Backoff, LedgerPoster, Posted
-from socai_settlement.replayer import Replayer
+from socai_settlement.replayer import HandInput, Replayed, Replayer, event_bytes
 from socai_settlement.store import HandRow, NewDeadLetter, Store
 
 log = get_logger("socai.settlement")
@@ -52,6 +60,7 @@ LEDGER_CONFLICT: Final = "LEDGER_CONFLICT"  # the hand's key holds a transaction
 RETRY_LIMIT: Final = "RETRY_LIMIT"  # every key of the hand's chain was refused
 REPLAY_FAILED: Final = "REPLAY_FAILED"  # an unexpected error while replaying (a bug): details in the log
 READS_IN_FLIGHT_MAX: Final = 32
+SEAL_REASONS: Final = frozenset({seal.HAND_UNSEALED, seal.HAND_SEAL_INVALID, seal.CHAIN_BROKEN})
 
 T = TypeVar("T")
 OnWait = Callable[[], Awaitable[None]]
@@ -132,6 +141,7 @@ class Settler:
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
         self.last = BatchStats()
+        self.ignored = IgnoredMessages()  # strangers' messages found on hands' subjects
 
     async def settle(self, jobs: Sequence[HandJob], on_wait: OnWait | None = None) -> list[Outcome]:
         """One Outcome per distinct hand, in order. Waits (with backoff, calling
@@ -164,9 +174,15 @@ class Settler:
                 dead.append(got)
             else:
                 readable.append((job, got))
-        answers = await self.replayer.replay([(job.hand_id, got) for job, got in readable])
+        answers = await self._authenticated_replays(readable, on_wait, stats)
         for (job, _), replay_answer in zip(readable, answers, strict=True):
+            for stream_seq, why in replay_answer.strangers:
+                self.ignored.add(NOT_THE_TABLES, stream_seq, hand_id=job.hand_id, table_id=job.table_id, reason=why)
             if replay_answer.settled is not None:
+                if replay_answer.end_stream_seq and replay_answer.end_stream_seq != job.stream_seq:
+                    # Announced by another HandEnded (a stranger's): the record names the
+                    # sealed one, and the announcing one counts as a duplicate.
+                    job = dataclasses.replace(job, stream_seq=replay_answer.end_stream_seq)
                 replayed.append((job, replay_answer.settled))
             elif replay_answer.error_code:
                 dead.append(
@@ -262,6 +278,38 @@ class Settler:
         self.last = stats
         return [outcomes[h] for h in prepared.hand_ids]
 
+    async def _authenticated_replays(
+        self, readable: Sequence[tuple[HandJob, Sequence[object]]], on_wait: OnWait | None, stats: BatchStats
+    ) -> list[Replayed]:
+        """Authenticate and replay each hand (``replayer``). A cached copy that does not
+        authenticate (a message the cache missed, a stranger's HandEnded first) is read by
+        subject and tried again: only the stream's answer can dead-letter a hand."""
+        inputs = [self._input(job, got) for job, got in readable]
+        answers = await self.replayer.replay(inputs)
+        again = [
+            i
+            for i, ((job, _), a) in enumerate(zip(readable, answers, strict=True))
+            if a.error_code in SEAL_REASONS and job.events is not None
+        ]
+        if again:
+            stats.read_from_stream += len(again)
+            jobs = [dataclasses.replace(readable[i][0], events=None) for i in again]
+            read = await self._events(jobs, on_wait, BatchStats())
+            retry = [
+                (i, job) for i, job in zip(again, jobs, strict=True) if not isinstance(read[job.hand_id], NewDeadLetter)
+            ]
+            for (i, _), answer in zip(
+                retry,
+                await self.replayer.replay([self._input(job, read[job.hand_id]) for _, job in retry]),
+                strict=True,
+            ):
+                answers[i] = answer
+        return answers
+
+    def _input(self, job: HandJob, got: Sequence[object]) -> HandInput:
+        subject = self.log.subject_of(job.table_id, job.hand_id)
+        return HandInput(job.hand_id, subject, job.stream_seq, tuple(event_bytes(e) for e in got))
+
     async def _settled_from(self, hand_ids: Collection[str], on_wait: OnWait | None) -> dict[str, int]:
         """The stream seq each of these settled hands was settled from (none: no query)."""
         if not hand_ids:
@@ -323,7 +371,7 @@ class Settler:
                         job.hand_id, job.table_id, exc.code, f"{job.hand_id}: {exc.message}", job.stream_seq
                     )
                     return
-                out[job.hand_id] = [s.event for s in stored]
+                out[job.hand_id] = stored
 
         to_read = []
         for job in jobs:
@@ -338,8 +386,10 @@ class Settler:
         return out
 
     async def _read_hand(self, job: HandJob) -> list[Any]:
+        """Every message of the hand's subject as stored (bytes and headers, not decoded:
+        the replay keeps the table's and decodes those)."""
         try:
-            return await self.log.read_hand(job.table_id, job.hand_id)
+            return [r async for r in self.log.read_raw(self.log.subject_of(job.table_id, job.hand_id))]
         except (TimeoutError, NatsError) as exc:
             raise errors.Unavailable("NATS_UNAVAILABLE", f"reading {job.hand_id}: {exc!r}") from exc
 

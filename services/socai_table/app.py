@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from nats.aio.client import Client as NatsClient
 
+from socai.events import seal
 from socai.events.log import EventLog
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
@@ -75,6 +76,7 @@ async def build_app(settings: Settings, own: OwnershipSettings | None = None) ->
         instance,
         seeds.seal_key(settings.player_token_key),
         signing.writer_key(settings.player_token_key),
+        hand_signer=seal.HandSigner(settings.hand_seal_private_key()),
         heartbeat_timeout_s=settings.heartbeat_timeout_s,
     )
     manager = TableManager(deps)

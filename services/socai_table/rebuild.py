@@ -46,6 +46,9 @@ class LogReader:
         self.store = store
         self.writer_key = writer_key
         self.seal_key = seal_key
+        # subject -> the chain value of its last accepted message (socai.events.seal): the
+        # ``Socai-Prev`` of the table's next event there.
+        self.chains: dict[str, bytes] = {}
 
     async def facts(self) -> AsyncIterator[tuple[Event | None, int]]:
         """Every message on the table's facts subject, in order: (the fact, or None when it
@@ -59,6 +62,8 @@ class LogReader:
             event = await self._admit(reader, subject, raw, facts_id, due_seq)
             if event is not None:
                 due_seq = event.seq + 1
+                reader.accepted(subject, raw.data)
+                self.chains[subject] = reader.chain or b""
             yield event, raw.stream_seq
 
     async def hand(self, number: int, hand_id: str, sealed_seed: bytes) -> Hand | None:
@@ -88,6 +93,7 @@ class LogReader:
                 hand = Hand(hand_id, number, body, seed, deck, self.module.initial_state(body))
                 hand.started_stream_seq = raw.stream_seq
                 hand.events.append(event)
+                reader.accepted(subject, raw.data)
                 continue
             if hand.closing:
                 if hand.ended or not isinstance(body, HandEnded):
@@ -106,12 +112,14 @@ class LogReader:
             if isinstance(body, CardsDealt):
                 hand.next_card += len(body.cards)
             hand.events.append(event)
+            reader.accepted(subject, raw.data)
             key = raw.headers.get(IDEMPOTENCY_HEADER)
             if key:
                 player = raw.headers.get(PLAYER_HEADER, "")
                 hand.act_keys[(player, key)] = (ActResult(event.seq, event.event_id), body)
         if hand is not None:
             hand.subject_seq = last_stream_seq
+            self.chains[subject] = reader.chain or b""
         return hand
 
     async def _admit(

@@ -13,6 +13,12 @@ window then cannot take the table's own next event for a duplicate of a stranger
 that used the same event id, while a retry of the table's own publish (same bytes, same
 signature) is still recognised as one.
 
+The HMAC proves authorship only to the table service itself. For settlement and the auditor,
+which hold no secret, each event also carries ``Socai-Prev`` (the hand chain) and each
+HandEnded ``Socai-Hand-Seal`` (an Ed25519 signature by the table service's seal key): see
+``socai.events.seal``. ``SubjectReader`` follows the chain along what the rebuild accepts, so
+the table's next event names the right ``Socai-Prev`` after a restart.
+
 Events written before signing existed carry no signature. A subject is read in "legacy"
 mode until its first signed message: unsigned messages before it are accepted (they can
 only be old, finished history), any unsigned message after it is quarantined.
@@ -22,6 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+
+from socai.events import seal
 
 SIGNATURE_HEADER = "Socai-Table-Sig"
 SIGNATURE_HEX_CHARS = 32
@@ -54,6 +62,12 @@ class SubjectReader:
     def __init__(self, key: bytes) -> None:
         self.key = key
         self.signed_seen = False
+        self.chain: bytes | None = None  # the chain value of the last message accepted (``accepted``)
+
+    def accepted(self, subject: str, payload: bytes) -> None:
+        """The rebuild applied this message: the chain moves on over it (``socai.events.seal``),
+        over the table's own accepted messages only, never a quarantined stranger's."""
+        self.chain = seal.link(self.chain or seal.genesis(subject), subject, payload)
 
     def reject_reason(self, subject: str, payload: bytes, headers: dict[str, str]) -> str | None:
         signature = headers.get(SIGNATURE_HEADER)

@@ -32,7 +32,7 @@ from typing import Any
 
 from socai import accounts, errors, fairness
 from socai.cards import deck as canonical_deck
-from socai.events import codec
+from socai.events import codec, seal
 from socai.events.log import EventLog
 from socai.events.model import (
     Body,
@@ -79,6 +79,7 @@ class Deps:
     instance: str
     seal_key: bytes  # seals hand seeds at rest (socai_table.seeds)
     writer_key: bytes  # signs every event this service appends (socai_table.signing)
+    hand_signer: seal.HandSigner  # seals every HandEnded for settlement and the auditor (socai.events.seal)
     on_cashout: Callable[[], None] = lambda: None
     # Called with the table's id once its close is complete (TableClosed written): the
     # manager drops it from memory (``TableManager.forget_closed``).
@@ -116,6 +117,9 @@ class Table:
         self.facts_subject_seq = 0
         self.seated_at: dict[int, int] = {}  # seat -> stream seq of its PlayerSeated
         self.hands_played = 0
+        # subject -> the chain value of the last event accepted there (socai.events.seal);
+        # the facts' and the hand in play's, set again by every rebuild.
+        self.chains: dict[str, bytes] = {}
         self.hand: Hand | None = None
         self.last_hand: Hand | None = None
         self.pot_gold = 0
@@ -164,7 +168,8 @@ class Table:
     async def _append(
         self, event: Event, expected: int, headers: dict[str, str] | None = None, protos: ProtoCache | None = None
     ) -> int:
-        """Append ``event``, signed; returns its stream sequence. With ``protos`` (its hand's
+        """Append ``event``, signed and chained (HandEnded sealed: ``socai.events.seal``);
+        returns its stream sequence. With ``protos`` (its hand's
         ``Hand.protos``) the message written is kept there as the event's whole view, so
         no viewer converts it again."""
         message = codec.to_proto(event)
@@ -172,11 +177,17 @@ class Table:
         subject = self.deps.log.subject_of(self.table_id, event.hand_id)
         signature = signing.sign(self.deps.writer_key, subject, payload)
         token = self.deps.fence(self.table_id)
+        prev = self.chains.get(subject) or seal.genesis(subject)
+        chain = seal.link(prev, subject, payload)
         headers = {
             **(headers or {}),
             signing.SIGNATURE_HEADER: signature,
             WRITER_HEADER: f"{self.deps.instance}/{token}",
+            seal.PREV_HEADER: prev.hex(),
         }
+        ended = isinstance(event.body, HandEnded)
+        if ended:
+            headers.update(self.deps.hand_signer.headers(subject, chain))
         try:
             seq = await self.deps.log.append(
                 event, expected, headers, payload=payload, msg_id=f"{event.event_id}:{signature}"
@@ -195,6 +206,10 @@ class Table:
                     retry_after_ms=RETRY_AFTER_MS,
                 ) from exc
             raise
+        if ended:
+            self.chains.pop(subject, None)  # nothing of the table's follows a hand's end
+        else:
+            self.chains[subject] = chain
         metrics.EVENTS_PUBLISHED.labels(self.config.game, type(event.body).__name__).inc()
         if protos is not None:
             protos[(event.seq, FULL_VIEW)] = message
@@ -292,6 +307,7 @@ class Table:
             hand = await reader.hand(number, hand_id, seed)
             if hand is not None:
                 break
+        self.chains = reader.chains  # the Socai-Prev of the next event on each subject read
         self.dirty = False
         if hand is None:
             for leaver in sorted(self.seats.values(), key=lambda s: s.seat):

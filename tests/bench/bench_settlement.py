@@ -69,7 +69,7 @@ from nats.js.kv import KeyValue
 
 from socai.audit.auditor import verify
 from socai.audit.export import read_jsonl, write_jsonl
-from socai.events import codec
+from socai.events import seal
 from socai.events.log import EventLog
 from socai.events.model import HandEnded
 from socai.gen.ledger.v1 import ledger_pb2, ledger_pb2_grpc
@@ -83,7 +83,7 @@ from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 from socai_cli.stack import grpc_health
 from socai_settlement.config import SettlementConfig, default_replay_workers
 from tests.bench.harness import BenchContext, Result, percentile, rate
-from tests.support.simulate import Simulation, fund, simulate
+from tests.support.simulate import DEV_SIGNER, Simulation, fund, sealed, simulate
 
 DRAIN_HANDS = 20_000
 DRAIN_HANDS_QUICK = 500
@@ -300,8 +300,9 @@ async def hand_latencies_ms(settings: Settings) -> list[float]:
     return out
 
 
-async def _load(env: BenchEnv, sim: Simulation) -> None:
-    """Put every event in the stream, table facts then hands, each subject in order."""
+async def _load(env: BenchEnv, sim: Simulation, signer: seal.HandSigner | None = DEV_SIGNER) -> None:
+    """Put every event in the stream, table facts then hands, each subject in order, chained
+    and sealed by ``signer`` (None: neither, as written before hand seals)."""
     nc = await connect(env.settings.nats_url or "", name="bench-load", pending_size=64 * 1024 * 1024)
     try:
         js = nc.jetstream()
@@ -309,10 +310,13 @@ async def _load(env: BenchEnv, sim: Simulation) -> None:
         await ensure_stream(js, spec, allow_repartition=env.partitions > 0)  # a fresh stream: created as asked
         log = EventLog(nc, env.settings.events_stream, env.settings.events_prefix)
         events = sim.events()
+        chains: dict[str, bytes] = {}  # chained and sealed as the table service writes them
         for i, e in enumerate(events):
-            await nc.publish(
-                log.subject_of(e.table_id, e.hand_id), codec.encode(e), headers={"Nats-Msg-Id": e.event_id}
-            )
+            subject = log.subject_of(e.table_id, e.hand_id)
+            payload, headers = sealed(subject, e, chains, signer)
+            if signer is None:
+                headers = {}  # as written before hand seals: no chain either
+            await nc.publish(subject, payload, headers={"Nats-Msg-Id": e.event_id, **headers})
             if i % 2000 == 0:
                 await nc.flush()
         await nc.flush()
@@ -325,14 +329,16 @@ async def _load(env: BenchEnv, sim: Simulation) -> None:
         await nc.close()
 
 
-async def _backlogged(root: Path, sim: Simulation, partitions: int = 0) -> BenchEnv:
+async def _backlogged(
+    root: Path, sim: Simulation, partitions: int = 0, signer: seal.HandSigner | None = DEV_SIGNER
+) -> BenchEnv:
     """A fresh stack with ``sim`` in the stream and funded in the ledger; no settlement yet."""
     env = BenchEnv(root, partitions=partitions)
     env.start_infra()
     try:
         loader = env.start_nats_for_loading()
         try:
-            await _load(env, sim)
+            await _load(env, sim, signer)
         finally:
             loader.send_signal(signal.SIGTERM)
             loader.wait(30)
@@ -411,10 +417,12 @@ async def _publish_to_ledger_ms(
     async def table(t: Any) -> None:
         for hand in t.hands:
             last = 0
+            chains: dict[str, bytes] = {}
             for e in hand.events:
                 now = datetime.now(UTC)
                 stamped = dataclasses.replace(e, occurred_at=now)
-                last = await log.append(stamped, last)
+                payload, headers = sealed(log.subject_of(e.table_id, e.hand_id), stamped, chains)
+                last = await log.append(stamped, last, headers, payload=payload)
                 if isinstance(e.body, HandEnded):
                     ended[e.hand_id] = now
                 await asyncio.sleep(THINK_S)  # a bot's think time between events
@@ -779,8 +787,10 @@ async def _background_load(env: BenchEnv, quick: bool) -> None:
         async with gate:
             for hand in t.hands:
                 last = 0
+                chains: dict[str, bytes] = {}
                 for e in hand.events:
-                    last = await log.append(e, last)
+                    payload, headers = sealed(log.subject_of(e.table_id, e.hand_id), e, chains)
+                    last = await log.append(e, last, headers, payload=payload)
                     await asyncio.sleep(LOAD_THINK_MS / 1000)
 
     try:

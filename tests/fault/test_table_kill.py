@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from socai.events import seal
 from socai.events.log import EventLog
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.nats import StreamSpec, connect
@@ -77,13 +78,22 @@ async def test_a_killed_table_service_resumes_the_same_hand(
                 await backend.act(table_id, players[seat], seat, action)
             nc = await connect(nats_url, name="check")
             try:
-                stored = await EventLog(nc, settings.events_stream, settings.events_prefix).read_hand(table_id, hand_id)
+                log = EventLog(nc, settings.events_stream, settings.events_prefix)
+                stored = await log.read_hand(table_id, hand_id)
+                subject = log.subject_of(table_id, hand_id)
+                raw = [seal.Message(r.stream_seq, r.data, r.headers) async for r in log.read_raw(subject)]
                 await nc.jetstream().delete_stream(stream_spec.name)
             finally:
                 await nc.close()
             seqs = [s.event.seq for s in stored]
             assert seqs == list(range(1, len(seqs) + 1))  # gapless, no duplicate
             assert type(stored[-1].event.body).__name__ == "HandEnded"
+            # The restarted service went on with the chain where the killed one left it: the
+            # whole hand is the sealed chain, for a reader holding only the public key.
+            verdict = seal.authenticate(
+                subject, raw, seal.SealVerifier(settings.hand_seal_public_keys()), [len(raw) - 1]
+            )
+            assert verdict.ok and verdict.hand == tuple(range(len(raw))), verdict.detail
             stacks = sum(s.stack_gold for s in (await backend.state(table_id)).table.seats)
             assert stacks == 3000
         finally:

@@ -15,6 +15,10 @@ Table-level facts (TableOpened, PlayerSeated) go on the table's own subject, wit
 ``hand_id = "{table_id}-t"`` and the table's own seq, as the table service writes them;
 hands are ``"{table_id}-h{n}"``.
 
+Like the table service, ``publish_hand`` chains every event (``Socai-Prev``) and seals each
+HandEnded (``socai.events.seal``) with the development seal key, which settlement and the
+auditor accept in development mode; ``signer=None`` publishes a hand nobody sealed.
+
 Everything is deterministic for a given ``seed`` (and ``at``).
 """
 
@@ -29,12 +33,14 @@ from types import ModuleType
 from typing import Any, Final
 
 from socai import accounts, fairness
+from socai.events import codec, seal
 from socai.events.log import EventLog
 from socai.events.model import (
     ActionKind,
     BetAction,
     Body,
     Event,
+    HandEnded,
     HandStarted,
     PlayerDisconnected,
     PlayerLeft,
@@ -44,6 +50,7 @@ from socai.events.model import (
     TableOpened,
     WagerPlaced,
 )
+from socai.infra.config import Settings
 from socai.rules import autoplay, base, registry
 from socai.rules.base import Settlement
 
@@ -400,14 +407,54 @@ async def publish(
     return counts[0]
 
 
+DEV_SIGNER: Final = seal.HandSigner(Settings().hand_seal_private_key())
+
+
+def sealed(
+    subject: str, event: Event, chains: dict[str, bytes], signer: seal.HandSigner | None = DEV_SIGNER
+) -> tuple[bytes, dict[str, str]]:
+    """``event``'s bytes and the headers the table service writes with them: ``Socai-Prev``
+    (``chains`` holds each subject's last chain value and moves on) and, on HandEnded, the
+    seal by ``signer`` (None: unsealed)."""
+    payload = codec.encode(event)
+    prev = chains.get(subject) or seal.genesis(subject)
+    chains[subject] = seal.link(prev, subject, payload)
+    headers = {seal.PREV_HEADER: prev.hex()}
+    if signer is not None and isinstance(event.body, HandEnded):
+        headers.update(signer.headers(subject, chains[subject]))
+    return payload, headers
+
+
 async def publish_hand(
-    log: EventLog, hand: SimHand | Sequence[Event], *, on_hand: Callable[[SimHand, int], None] | None = None
+    log: EventLog,
+    hand: SimHand | Sequence[Event],
+    *,
+    on_hand: Callable[[SimHand, int], None] | None = None,
+    signer: seal.HandSigner | None = DEV_SIGNER,
+    strangers: Mapping[int, Sequence[bytes]] | None = None,
+    tamper: Callable[[Event], Event] | None = None,
 ) -> int:
-    """Append one hand's events in order; returns the stream sequence of the last one."""
+    """Append one hand's events in order, chained and sealed as the table service does
+    (``signer`` None: HandEnded unsealed); returns the stream sequence of the last one.
+
+    Attacks, for the tests of hand seals: ``strangers[i]`` are published raw right after
+    event ``i`` (0-based), forking the chain there as anyone reading the stream could
+    (``Socai-Prev`` = the table's last chain value); ``tamper`` rewrites each event after
+    its chain value and seal were computed (the headers stay the table's).
+    """
     events = hand.events if isinstance(hand, SimHand) else tuple(hand)
+    chains: dict[str, bytes] = {}
     last = 0
-    for e in events:
-        last = await log.append(e, last)
+    for i, e in enumerate(events):
+        subject = log.subject_of(e.table_id, e.hand_id)
+        payload, headers = sealed(subject, e, chains, signer)
+        if tamper is not None:
+            e = tamper(e)
+            payload = codec.encode(e)
+        last = await log.append(e, last, headers, payload=payload)
+        for forged in (strangers or {}).get(i, ()):
+            ack = await log.js.publish(subject, forged, headers={seal.PREV_HEADER: chains[subject].hex()})
+            last = int(ack.seq)
     if on_hand is not None and isinstance(hand, SimHand):
         on_hand(hand, last)
     return last

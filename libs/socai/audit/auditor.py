@@ -13,6 +13,14 @@ the entries per account on both sides, for tables whose whole history is in the 
 checks each escrow's balance against buy-ins, cash-outs and hands, and asks whether the
 journal agrees with itself. The ledger is a ``socai.audit.ledger_source.LedgerSource``:
 the live service or an exported journal, read by the same comparisons.
+
+Read from the stream (``seals`` given), a hand is the table's only as far as its seal says
+(``socai.events.seal``): its HandEnded's seal must verify with one of the table's public
+keys, and only the messages on the hand chain it covers are replayed. Every other message
+on the hand's subject is a finding (``NOT_THE_TABLES``, naming table, hand, stream sequence
+and why); a hand with no valid seal or chain is one (``HAND_UNSEALED``,
+``HAND_SEAL_INVALID``, ``CHAIN_BROKEN``) and is not replayed. A JSONL export carries no
+headers, so a file audit checks no seals (the report says so).
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from socai import accounts
 from socai.audit.export import RawEvent
 from socai.audit.ledger_source import LedgerSource, LiveLedger
 from socai.audit.report import AuditReport, Mismatch
+from socai.events import seal
+from socai.events.model import subject as canonical_subject
 from socai.rules import base, registry
 from socai.settle.keys import Found, settlement_key
 from socai.settle.replay import (
@@ -54,6 +64,20 @@ JOURNAL_MISMATCH: Final = "JOURNAL_MISMATCH"
 # choose after the previous hand; a carried pot does not continue.
 DEALER_MISMATCH: Final = "DEALER_MISMATCH"
 POT_CARRY_MISMATCH: Final = "POT_CARRY_MISMATCH"
+# A message on a sealed hand's subject that is not on its chain (a stranger's).
+NOT_THE_TABLES: Final = "NOT_THE_TABLES"
+
+
+@dataclass(frozen=True)
+class Seals:
+    """How the audit tells the table's messages from a stranger's: the table's public keys,
+    the subject prefix the chain is computed over, and the legacy cutoff (hands whose first
+    message is below this stream sequence and carries no ``Socai-Prev`` are replayed
+    unsealed; 0: none)."""
+
+    verifier: seal.SealVerifier
+    prefix: str = "socai.events"
+    legacy_before_seq: int = 0
 
 
 @dataclass
@@ -80,10 +104,19 @@ class Audit:
     found: dict[str, Found] = field(default_factory=dict)
 
 
-def verify(raws: Iterable[RawEvent], *, source: str, allow_open: bool = False, complete: bool = True) -> Audit:
+def verify(
+    raws: Iterable[RawEvent],
+    *,
+    source: str,
+    allow_open: bool = False,
+    complete: bool = True,
+    seals: Seals | None = None,
+) -> Audit:
     """Replay every hand of ``raws``. With ``allow_open`` a table's last hand may lack its
     HandEnded (a live log): it is verified as far as it goes and listed open when sound;
-    any other hand without one is a MISSING_END mismatch."""
+    any other hand without one is a MISSING_END mismatch. With ``seals``, messages read from
+    the stream are grouped by their subject and each hand is only its sealed chain (see the
+    module docstring)."""
     report = AuditReport(source=source)
     audit = Audit(report, complete=complete)
     hands = audit.hands
@@ -94,14 +127,25 @@ def verify(raws: Iterable[RawEvent], *, source: str, allow_open: bool = False, c
             report.table_facts += 1
             _note_fact(audit.facts.setdefault(raw.table_id, TableFacts()), raw)
             continue
-        key = (raw.table_id, raw.hand_id)
-        if not raw.hand_id:
+        # From the stream, a message belongs to the hand whose subject it is on, whatever
+        # it says of itself.
+        key = _subject_key(raw) if seals is not None and raw.payload else (raw.table_id, raw.hand_id)
+        if not key[1]:
             report.mismatch("BAD_EVENT", raw.error or "an event of no hand", table_id=raw.table_id)
             continue
         hands.setdefault(key, []).append(raw)
-        last_hand[raw.table_id] = key
-    for key, items in hands.items():
+        last_hand[key[0]] = key
+    for key, stored in hands.items():
         table_id, hand_id = key
+        items = stored
+        if seals is not None and any(r.payload for r in stored):
+            chained = _sealed_chain(report, seals, key, stored)
+            if chained is not None:
+                items = chained
+            elif _has_end(stored):
+                audit.failed_tables.add(table_id)  # the reason is reported
+                continue
+            # else no HandEnded yet: an open hand, or MISSING_END, as the replay says below
         broken = next((r for r in items if r.message is None), None)
         if broken is not None:
             report.mismatch("BAD_EVENT", broken.error, hand_id=hand_id, table_id=table_id)
@@ -136,6 +180,58 @@ def _verify_open(audit: Audit, events: list[Any]) -> ReplayError | None:
     except ReplayError as exc:
         return exc
     return None
+
+
+def _subject_key(raw: RawEvent) -> tuple[str, str]:
+    parts = raw.subject.rsplit(".", 2)
+    return (parts[1], parts[2]) if len(parts) == 3 else (raw.table_id, raw.hand_id)
+
+
+def _has_end(items: list[RawEvent]) -> bool:
+    return any(
+        (r.message is not None and r.message.WhichOneof("body") == "hand_ended")
+        or any(k == seal.SEAL_HEADER for k, _ in r.chain_headers)
+        for r in items
+    )
+
+
+def _sealed_chain(
+    report: AuditReport, seals: Seals, key: tuple[str, str], items: list[RawEvent]
+) -> list[RawEvent] | None:
+    """The hand's messages on its sealed chain, reporting every other one; None (after
+    reporting why, unless the hand simply has no end yet) when no sealed chain stands."""
+    table_id, hand_id = key
+    first = items[0]
+    if (
+        seals.legacy_before_seq
+        and first.stream_seq < seals.legacy_before_seq
+        and not any(k == seal.PREV_HEADER for k, _ in first.chain_headers)
+    ):
+        return items  # written before hand seals: audited as before
+    messages = [seal.Message(r.stream_seq, r.payload, dict(r.chain_headers)) for r in items]
+    ends = [
+        i
+        for i, r in enumerate(items)
+        if seal.SEAL_HEADER in messages[i].headers
+        or (r.message is not None and r.message.WhichOneof("body") == "hand_ended")
+    ]
+    if not ends:
+        return None  # no HandEnded: an open hand (or MISSING_END, reported by the caller's rules)
+    subject = canonical_subject(table_id, hand_id, seals.prefix)
+    verdict = seal.authenticate(subject, messages, seals.verifier, ends)
+    if not verdict.ok:
+        report.mismatch(verdict.reason, f"{hand_id}: {verdict.detail}", hand_id=hand_id, table_id=table_id)
+        return None
+    for i, why in verdict.strangers:
+        r = items[i]
+        what = r.message.event_id if r.message is not None else "undecodable bytes"
+        report.mismatch(
+            NOT_THE_TABLES,
+            f"{hand_id}: stream seq {r.stream_seq} ({what}) is not the table's: {why}",
+            hand_id=hand_id,
+            table_id=table_id,
+        )
+    return [items[i] for i in verdict.hand]
 
 
 def check_continuity(audit: Audit) -> None:

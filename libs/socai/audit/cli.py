@@ -2,7 +2,8 @@
 
     socai events export [--out FILE] [--table T]... [--game G]... [--since ISO] [--until ISO]
     socai audit [--events FILE] [--journal FILE | --ledger ADDR | --no-ledger] [--table T]... [--game G]...
-                [--since ISO] [--until ISO] [--allow-open] [--json REPORT] [--verdict FILE] [--html DIR]
+                [--since ISO] [--until ISO] [--allow-open] [--seal-public-key HEX]... [--json REPORT]
+                [--verdict FILE] [--html DIR]
     socai audit hand HAND_ID [the same input flags]
 
 ``audit`` reads the stream (default) or a JSONL export (``--events``, also ``--file``),
@@ -10,7 +11,9 @@ verifies every hand and prints the report; it reconciles with the ledger (``--le
 default the configured ledger address when reading the stream, none when reading a file)
 or with a journal export (``--journal``: the same checks, ``socai.audit.ledger_source``),
 and exits 1 on any mismatch, 0 when clean, 2 when it cannot run (NATS or the ledger
-unreachable, a missing or unreadable file, bad flags). ``--html`` also writes the
+unreachable, a missing or unreadable file, bad flags, no seal public key). Reading the stream,
+only what the table service sealed is its hands (``socai.audit.auditor``): the table's
+public keys come from ``--seal-public-key`` or ``SOCAI_TABLE_SEAL_PUBLIC_KEYS``. ``--html`` also writes the
 auditor's site (``socai.audit.html``); ``audit hand`` prints one hand
 (``socai.audit.handview``) and exits 1 when anything about it does not add up.
 """
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from socai import errors
-from socai.audit.auditor import Audit, reconcile, verify
+from socai.audit.auditor import Audit, Seals, reconcile, verify
 from socai.audit.export import EventFilter, RawEvent, read_jsonl, read_stream, write_jsonl
 from socai.audit.journal import read_journal
 from socai.audit.ledger_source import JournalLedger
@@ -90,6 +93,13 @@ def _inputs(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
     )
     parser.add_argument(
         "--no-ledger", action="store_true", default=default(False), help="skip the reconciliation with the ledger"
+    )
+    parser.add_argument(
+        "--seal-public-key",
+        action="append",
+        default=argparse.SUPPRESS if suppress else [],
+        help="the table service's hand-seal public key, 64 hex digits (repeatable during a rotation; "
+        "default: SOCAI_TABLE_SEAL_PUBLIC_KEYS)",
     )
     parser.add_argument(
         "--allow-open",
@@ -221,11 +231,14 @@ def run_audit(
     configured one when reading the stream), or none."""
     if args.journal and (args.ledger or args.no_ledger):
         raise errors.InvalidArgument("BAD_FLAGS", "give --journal or --ledger / --no-ledger, not both")
+    seals: Seals | None = None
     if args.file:
         raws = [r for r in read_jsonl(args.file) if flt.keep_raw(r)]
         source = f"file {args.file}"
         ledger_addr = args.ledger or ""
+        print("note: a JSONL export carries no hand seals; they are checked when auditing the stream", file=sys.stderr)
     else:
+        seals = _seals(args, settings)
         raws = asyncio.run(_read_stream(args, settings, flt))
         stream = args.stream or settings.events_stream
         source = f"stream {stream} ({args.prefix or settings.events_prefix}.>)"
@@ -234,13 +247,33 @@ def run_audit(
         raws = [r for r in raws if keep(r)]
     if args.no_ledger or args.journal:
         ledger_addr = ""
-    audit = verify(raws, source=source, allow_open=args.allow_open, complete=flt.is_everything and keep is None)
+    audit = verify(
+        raws, source=source, allow_open=args.allow_open, complete=flt.is_everything and keep is None, seals=seals
+    )
     if args.journal:
         journal = JournalLedger(read_journal(args.journal), f"journal {args.journal}")
         asyncio.run(reconcile(audit, journal))
     elif ledger_addr:
         asyncio.run(_reconcile(audit, ledger_addr, settings))
     return audit
+
+
+def _seals(args: argparse.Namespace, settings: Settings) -> Seals:
+    """The table's hand-seal public keys: ``--seal-public-key``, else the settings'. Raises
+    InvalidArgument("BAD_SEAL_KEY") for a malformed key, PreconditionFailed("SEAL_KEYS_MISSING")
+    outside development mode without any."""
+    from socai.events import seal
+
+    given = getattr(args, "seal_public_key", None) or []
+    if given:
+        try:
+            keys = seal.parse_public_keys(given)
+        except ValueError as exc:
+            raise errors.InvalidArgument("BAD_SEAL_KEY", f"--seal-public-key: {exc}") from exc
+    else:
+        keys = settings.hand_seal_public_keys()
+    prefix = args.prefix or settings.events_prefix
+    return Seals(seal.SealVerifier(keys), prefix, settings.seal_legacy_before_seq)
 
 
 DEAD_LETTERS_MAX = 10_000  # the overview lists them; more than this is a different problem

@@ -23,7 +23,7 @@ from typing import IO, Any, Final
 from google.protobuf.descriptor import FieldDescriptor
 
 from socai import errors
-from socai.events import codec
+from socai.events import codec, seal
 from socai.events.log import DIRECT_BATCH, READ_TIMEOUT_S, EventLog
 from socai.events.model import TABLE_BODY_TYPES, Event
 from socai.gen.events.v1 import events_pb2
@@ -43,6 +43,10 @@ class RawEvent:
     error: str = ""
     table_hint: str = ""  # where an undecodable line says it belongs, when it says so
     hand_hint: str = ""
+    # From the stream only: the bytes as stored and the hand-chain headers, which the audit
+    # checks the table's seal with (``socai.events.seal``). A JSONL export has neither.
+    payload: bytes = b""
+    chain_headers: tuple[tuple[str, str], ...] = ()
 
     @property
     def table_id(self) -> str:
@@ -142,7 +146,8 @@ async def _read_raw(event_log: EventLog, subj: str) -> AsyncIterator[RawEvent]:
                     raise errors.Unavailable("NATS_UNAVAILABLE", f"direct get {subj}: status {status}")
                 stream_seq = int(headers["Nats-Sequence"])
                 subject = headers.get("Nats-Subject", "")
-                yield _decode(stream_seq, subject, bytes(msg.data or b""))
+                chain = tuple((k, headers[k]) for k in seal.CHAIN_HEADERS if k in headers)
+                yield _decode(stream_seq, subject, bytes(msg.data or b""), chain)
                 seq = stream_seq + 1
         finally:
             await sub.unsubscribe()
@@ -150,15 +155,17 @@ async def _read_raw(event_log: EventLog, subj: str) -> AsyncIterator[RawEvent]:
             return
 
 
-def _decode(stream_seq: int, subject: str, data: bytes) -> RawEvent:
+def _decode(stream_seq: int, subject: str, data: bytes, chain: tuple[tuple[str, str], ...] = ()) -> RawEvent:
     msg = events_pb2.Event()
     try:
         msg.ParseFromString(data)
     except Exception as exc:  # protobuf's DecodeError is a bare Exception subclass
-        return RawEvent(stream_seq, subject, None, f"stream seq {stream_seq} on {subject}: not an Event message: {exc}")
+        error = f"stream seq {stream_seq} on {subject}: not an Event message: {exc}"
+        return RawEvent(stream_seq, subject, None, error, payload=data, chain_headers=chain)
     if msg.WhichOneof("body") is None:
-        return RawEvent(stream_seq, subject, None, f"stream seq {stream_seq} on {subject}: an Event without a body")
-    return RawEvent(stream_seq, subject, msg)
+        error = f"stream seq {stream_seq} on {subject}: an Event without a body"
+        return RawEvent(stream_seq, subject, None, error, payload=data, chain_headers=chain)
+    return RawEvent(stream_seq, subject, msg, payload=data, chain_headers=chain)
 
 
 def write_jsonl(events: Iterable[RawEvent | Event | events_pb2.Event], out: IO[str]) -> int:

@@ -16,6 +16,9 @@
 | ``SOCAI_TOKENS`` | dev tokens | ``caller=token,…`` bearer tokens of calling services; ``caller=new|old`` accepts both during a rotation |
 | ``SOCAI_SERVICE_TOKEN`` | dev token of the caller | the token this process presents when it calls others |
 | ``SOCAI_PLAYER_TOKEN_KEY`` | dev key | HMAC key of player tokens (table service; hand seeds are sealed with a key derived from it) |
+| ``SOCAI_TABLE_SEAL_KEY`` | dev: derived from the player-token key | the table service's Ed25519 hand-seal key, 64 hex digits (``socai.events.seal``; ``python -m socai.events.seal`` makes a pair); required outside development mode |
+| ``SOCAI_TABLE_SEAL_PUBLIC_KEYS`` | dev: the public key of the table's seal key | ``hex,hex``: the public keys whose hand seals settlement and the auditor accept (two during a rotation); required outside development mode |
+| ``SOCAI_SEAL_LEGACY_BEFORE_SEQ`` | ``0`` | a hand whose first message is below this stream sequence and carries no ``Socai-Prev`` (written before hand seals) is settled and audited unsealed; 0: none is |
 | ``SOCAI_DEV_MODE`` | on with the embedded servers | ``1`` allows the public development tokens and key; off, a service that still has them refuses to start |
 | ``SOCAI_EVENTS_STREAM`` | ``SOCAI_EVENTS`` | JetStream stream name |
 | ``SOCAI_EVENTS_PREFIX`` | ``socai.events`` | subject prefix of events |
@@ -95,6 +98,9 @@ class Settings:
     tokens: Mapping[str, str] = field(default_factory=lambda: dict(DEV_TOKENS))
     service_token: str | None = None
     player_token_key: str = DEV_PLAYER_TOKEN_KEY
+    table_seal_key: str = ""  # empty: derived from player_token_key, in development mode only
+    table_seal_public_keys: tuple[str, ...] = ()  # empty: the table seal key's, in development mode only
+    seal_legacy_before_seq: int = 0
     events_stream: str = "SOCAI_EVENTS"
     events_prefix: str = "socai.events"
     ledger_stream: str = "SOCAI_LEDGER"
@@ -131,6 +137,11 @@ class Settings:
             tokens=_parse_tokens(e["SOCAI_TOKENS"]) if e.get("SOCAI_TOKENS") else dict(DEV_TOKENS),
             service_token=e.get("SOCAI_SERVICE_TOKEN") or None,
             player_token_key=e.get("SOCAI_PLAYER_TOKEN_KEY", s.player_token_key),
+            table_seal_key=e.get("SOCAI_TABLE_SEAL_KEY", s.table_seal_key).strip(),
+            table_seal_public_keys=tuple(
+                k.strip() for k in e.get("SOCAI_TABLE_SEAL_PUBLIC_KEYS", "").split(",") if k.strip()
+            ),
+            seal_legacy_before_seq=int(e.get("SOCAI_SEAL_LEGACY_BEFORE_SEQ", s.seal_legacy_before_seq)),
             events_stream=e.get("SOCAI_EVENTS_STREAM", s.events_stream),
             events_prefix=e.get("SOCAI_EVENTS_PREFIX", s.events_prefix),
             ledger_stream=e.get("SOCAI_LEDGER_STREAM", s.ledger_stream),
@@ -155,7 +166,60 @@ class Settings:
             found.append("SOCAI_SERVICE_TOKEN")
         if self.player_token_key == DEV_PLAYER_TOKEN_KEY:
             found.append("SOCAI_PLAYER_TOKEN_KEY")
+        if self.table_seal_key or self.table_seal_public_keys:
+            from socai.events import seal
+
+            dev_private = seal.derive_private_key(DEV_PLAYER_TOKEN_KEY)
+            if self.table_seal_key and self.table_seal_key.lower() == dev_private.hex():
+                found.append("SOCAI_TABLE_SEAL_KEY")
+            if seal.public_key_of(dev_private).hex() in {k.lower() for k in self.table_seal_public_keys}:
+                found.append("SOCAI_TABLE_SEAL_PUBLIC_KEYS")
         return found
+
+    def hand_seal_private_key(self) -> bytes:
+        """The table service's hand-seal key (``socai.events.seal``): SOCAI_TABLE_SEAL_KEY, else,
+        in development mode, one derived from the player-token key.
+
+        Raises PreconditionFailed("SEAL_KEY_MISSING") outside development mode without one, so a
+        table service never seals with a key nobody configured the readers for;
+        InvalidArgument("BAD_SEAL_KEY") when it is not 64 hex digits.
+        """
+        from socai import errors
+        from socai.events import seal
+
+        if self.table_seal_key:
+            try:
+                return seal.parse_private_key(self.table_seal_key)
+            except ValueError as exc:
+                raise errors.InvalidArgument("BAD_SEAL_KEY", f"SOCAI_TABLE_SEAL_KEY: {exc}") from exc
+        if not self.dev_mode:
+            raise errors.PreconditionFailed(
+                "SEAL_KEY_MISSING", "set SOCAI_TABLE_SEAL_KEY (python -m socai.events.seal makes a key pair)"
+            )
+        return seal.derive_private_key(self.player_token_key)
+
+    def hand_seal_public_keys(self) -> dict[str, bytes]:
+        """Key id → public key of the hand seals to accept: SOCAI_TABLE_SEAL_PUBLIC_KEYS, else, in
+        development mode, the public key of ``hand_seal_private_key``.
+
+        Raises PreconditionFailed("SEAL_KEYS_MISSING") outside development mode without any
+        (settlement would otherwise refuse every hand), InvalidArgument("BAD_SEAL_KEY") for a
+        key that is not 64 hex digits.
+        """
+        from socai import errors
+        from socai.events import seal
+
+        if self.table_seal_public_keys:
+            try:
+                return seal.parse_public_keys(self.table_seal_public_keys)
+            except ValueError as exc:
+                raise errors.InvalidArgument("BAD_SEAL_KEY", f"SOCAI_TABLE_SEAL_PUBLIC_KEYS: {exc}") from exc
+        if not self.dev_mode:
+            raise errors.PreconditionFailed(
+                "SEAL_KEYS_MISSING", "set SOCAI_TABLE_SEAL_PUBLIC_KEYS to the table service's hand-seal public key(s)"
+            )
+        public = seal.public_key_of(self.hand_seal_private_key())
+        return {seal.key_id(public): public}
 
     def check_secrets(self) -> None:
         """Refuse public development secrets outside development mode.
@@ -231,6 +295,7 @@ class Settings:
             "SOCAI_METRICS_PORT_BASE": str(self.metrics_port_base),
             "SOCAI_TOKENS": ",".join(f"{k}={v}" for k, v in self.tokens.items()),
             "SOCAI_PLAYER_TOKEN_KEY": self.player_token_key,
+            "SOCAI_SEAL_LEGACY_BEFORE_SEQ": str(self.seal_legacy_before_seq),
             "SOCAI_EVENTS_STREAM": self.events_stream,
             "SOCAI_EVENTS_PREFIX": self.events_prefix,
             "SOCAI_LEDGER_STREAM": self.ledger_stream,
@@ -243,6 +308,10 @@ class Settings:
             "SOCAI_LOG_BACKUPS": str(self.log_backups),
             "SOCAI_DEV_MODE": "1" if self.dev_mode else "0",
         }
+        if self.table_seal_key:
+            env["SOCAI_TABLE_SEAL_KEY"] = self.table_seal_key
+        if self.table_seal_public_keys:
+            env["SOCAI_TABLE_SEAL_PUBLIC_KEYS"] = ",".join(self.table_seal_public_keys)
         if self.listen_addr:
             env["SOCAI_LISTEN_ADDR"] = self.listen_addr
         if self.nats_url:

@@ -63,14 +63,34 @@ class Delivery:
     the delivery count and stream sequence its ack subject carries. ``ack``/``nak``/
     ``in_progress`` as on nats-py's ``Msg``."""
 
-    __slots__ = ("_nc", "data", "num_delivered", "reply", "stream_seq", "subject")
+    __slots__ = ("_headers", "_nc", "data", "num_delivered", "reply", "stream_seq", "subject")
 
-    def __init__(self, nc: NatsClient, subject: str, reply: str, data: bytes) -> None:
+    def __init__(
+        self, nc: NatsClient, subject: str, reply: str, data: bytes, headers: bytes | dict[str, str] | None = None
+    ) -> None:
         self._nc = nc
         self.subject = subject
         self.reply = reply
         self.data = data
+        self._headers = headers  # the raw header block until someone asks (most never do)
         self.num_delivered, self.stream_seq = ack_fields(reply)
+
+    @property
+    def header_block(self) -> bytes | dict[str, str] | None:
+        """The headers as they came: the raw block (fast path) or a dict (slow path). A
+        consumer that only forwards them (settlement, to its replay workers) parses nothing."""
+        return self._headers
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The message's headers (parsed on first use: the hand chain's, for settlement)."""
+        raw = self._headers
+        if raw is None:
+            return {}
+        if isinstance(raw, bytes):
+            parsed = self._headers = parse_header_block(raw)
+            return parsed
+        return raw
 
     async def ack(self) -> None:
         await self._nc.publish(self.reply, ACK)
@@ -80,6 +100,16 @@ class Delivery:
 
     async def in_progress(self) -> None:
         await self._nc.publish(self.reply, IN_PROGRESS)
+
+
+def parse_header_block(block: bytes) -> dict[str, str]:
+    """``NATS/1.0\r\nName: value\r\n…\r\n\r\n`` → {name: value} (the first value of a repeated name)."""
+    out: dict[str, str] = {}
+    for line in block.decode(errors="replace").split("\r\n")[1:]:
+        name, sep, value = line.partition(":")
+        if sep and name and name not in out:
+            out[name] = value.strip()
+    return out
 
 
 def ack_fields(reply: str) -> tuple[int, int]:
@@ -200,7 +230,7 @@ class Pull:
             self._on_status(status, description)
             return
         self.frames_read += 1
-        self._on_data(Delivery(self.nc, subject.decode(), reply.decode(), data))
+        self._on_data(Delivery(self.nc, subject.decode(), reply.decode(), data, headers))
 
     async def _on_msg(self, msg: Msg) -> None:
         """The same as ``_on_frame``, for a nats-py whose frames cannot be tapped."""
@@ -209,7 +239,7 @@ class Pull:
             self._on_status(status, (msg.headers or {}).get("Description", ""))
             return
         self.msgs_read += 1
-        self._on_data(Delivery(self.nc, msg.subject, msg.reply, msg.data))
+        self._on_data(Delivery(self.nc, msg.subject, msg.reply, msg.data, dict(msg.headers or {})))
 
     def _on_status(self, status: str, description: str) -> None:
         if status == "100":  # idle heartbeat or flow control: not the end of the request

@@ -1,0 +1,199 @@
+"""The hand chain and seal (socai.events.seal): only the messages a valid seal covers are the table's."""
+
+from __future__ import annotations
+
+import pytest
+
+from socai import errors
+from socai.events import seal
+from socai.infra.config import Settings
+
+SUBJECT = "socai.events.t1.t1-h1"
+TABLE = seal.HandSigner(seal.derive_private_key("table-secret"))
+NEXT_TABLE_KEY = seal.HandSigner(seal.derive_private_key("table-secret-2027"))
+STRANGER = seal.HandSigner(seal.derive_private_key("someone-else"))
+
+
+def chained(payloads: list[bytes], signer: seal.HandSigner | None = TABLE, first_seq: int = 1) -> list[seal.Message]:
+    """A hand as the table writes it: each message names the previous chain value; the last is sealed."""
+    out = []
+    prev = seal.genesis(SUBJECT)
+    for i, payload in enumerate(payloads):
+        headers = {seal.PREV_HEADER: prev.hex()}
+        prev = seal.link(prev, SUBJECT, payload)
+        if signer is not None and i == len(payloads) - 1:
+            headers.update(signer.headers(SUBJECT, prev))
+        out.append(seal.Message(first_seq + i, payload, headers))
+    return out
+
+
+def verifier(*signers: seal.HandSigner) -> seal.SealVerifier:
+    return seal.SealVerifier({s.key_id: s.public_key for s in signers})
+
+
+def ends_of(messages: list[seal.Message]) -> list[int]:
+    return [i for i, m in enumerate(messages) if seal.SEAL_HEADER in m.headers or m.payload.startswith(b"end")]
+
+
+def payloads(messages: list[seal.Message], verdict: seal.Verdict) -> list[bytes]:
+    return [messages[i].payload for i in verdict.hand]
+
+
+def test_a_sealed_hand_is_the_table_s_in_order() -> None:
+    hand = chained([b"started", b"bet", b"end"])
+    verdict = seal.authenticate(SUBJECT, hand, verifier(TABLE), ends_of(hand))
+    assert verdict.ok and payloads(hand, verdict) == [b"started", b"bet", b"end"]
+    assert verdict.strangers == [] and verdict.end == 2
+
+
+def test_the_chain_starts_from_the_subject_so_a_hand_cannot_be_moved_to_another() -> None:
+    assert seal.genesis(SUBJECT) != seal.genesis("socai.events.t1.t1-h2")
+    hand = chained([b"started", b"end"])
+    verdict = seal.authenticate("socai.events.t1.t1-h2", hand, verifier(TABLE), ends_of(hand))
+    assert verdict.reason == seal.HAND_SEAL_INVALID
+
+
+def test_a_stranger_s_event_inserted_mid_hand_is_left_out_and_named() -> None:
+    hand = chained([b"started", b"bet", b"call", b"end"])
+    # The stranger knows the chain (headers are public) and forks from the second event.
+    forged = seal.Message(3, b"bet 1000000", {seal.PREV_HEADER: hand[1].headers[seal.PREV_HEADER]})
+    stream = [hand[0], hand[1], forged, *(seal.Message(m.stream_seq + 1, m.payload, m.headers) for m in hand[2:])]
+    verdict = seal.authenticate(SUBJECT, stream, verifier(TABLE), ends_of(stream))
+    assert payloads(stream, verdict) == [b"started", b"bet", b"call", b"end"]
+    assert verdict.strangers == [(2, seal.NOT_ON_CHAIN)]
+
+
+def test_a_byte_for_byte_copy_of_a_table_message_is_a_copy_and_the_first_stands() -> None:
+    hand = chained([b"started", b"bet", b"end"])
+    copy = seal.Message(4, hand[1].payload, dict(hand[1].headers))
+    stream = [*hand, copy]
+    verdict = seal.authenticate(SUBJECT, stream, verifier(TABLE), ends_of(stream))
+    assert verdict.hand == (0, 1, 2)
+    assert verdict.strangers == [(3, seal.COPY_OF_CHAIN)]
+
+
+def test_walk_back_follows_the_sealed_branch_of_a_fork_whichever_comes_first() -> None:
+    hand = chained([b"started", b"fold", b"end"])
+    # A whole second branch from HandStarted, before the table's, ending unsealed.
+    prev = bytes.fromhex(hand[1].headers[seal.PREV_HEADER])
+    b1 = seal.Message(2, b"raise", {seal.PREV_HEADER: prev.hex()})
+    b2 = seal.Message(3, b"end forged", {seal.PREV_HEADER: seal.link(prev, SUBJECT, b"raise").hex()})
+    stream = [
+        hand[0],
+        b1,
+        b2,
+        seal.Message(4, hand[1].payload, hand[1].headers),
+        seal.Message(5, hand[2].payload, hand[2].headers),
+    ]
+    walk = seal.walk_back(SUBJECT, stream, 4)
+    assert walk.ok and walk.path == (0, 3, 4)
+    # The stranger's branch walks back too, but its end carries no seal.
+    assert seal.walk_back(SUBJECT, stream, 2).path == (0, 1, 2)
+    verdict = seal.authenticate(SUBJECT, stream, verifier(TABLE), ends_of(stream))
+    assert verdict.hand == (0, 3, 4)
+    assert dict(verdict.strangers) == {1: seal.NOT_ON_CHAIN, 2: seal.HAND_UNSEALED}
+
+
+def test_a_tampered_message_breaks_the_chain_before_the_seal() -> None:
+    hand = chained([b"started", b"bet 10", b"end"])
+    tampered = [hand[0], seal.Message(2, b"bet 99", hand[1].headers), hand[2]]
+    verdict = seal.authenticate(SUBJECT, tampered, verifier(TABLE), ends_of(tampered))
+    assert verdict.reason == seal.CHAIN_BROKEN and "before stream seq 3" in verdict.detail
+
+
+def test_a_tampered_hand_ended_no_longer_matches_its_seal() -> None:
+    hand = chained([b"started", b"end seed=aa"])
+    tampered = [hand[0], seal.Message(2, b"end seed=bb", hand[1].headers)]
+    assert seal.authenticate(SUBJECT, tampered, verifier(TABLE), [1]).reason == seal.HAND_SEAL_INVALID
+
+
+@pytest.mark.parametrize(
+    ("signer", "reason"), [(None, seal.HAND_UNSEALED), (STRANGER, seal.HAND_SEAL_INVALID)], ids=["unsealed", "own key"]
+)
+def test_a_forged_whole_hand_is_not_the_table_s(signer: seal.HandSigner | None, reason: str) -> None:
+    forged = chained([b"started", b"end paying the forger"], signer=signer)
+    verdict = seal.authenticate(SUBJECT, forged, verifier(TABLE), [1])
+    assert not verdict.ok and verdict.reason == reason and verdict.hand == ()
+
+
+def test_a_seal_copied_under_another_key_id_does_not_verify() -> None:
+    hand = chained([b"started", b"end"])
+    relabelled = {**hand[1].headers, seal.SEAL_KEY_HEADER: NEXT_TABLE_KEY.key_id}
+    stream = [hand[0], seal.Message(2, hand[1].payload, relabelled)]
+    assert seal.authenticate(SUBJECT, stream, verifier(TABLE, NEXT_TABLE_KEY), [1]).reason == seal.HAND_SEAL_INVALID
+
+
+def test_during_a_rotation_hands_sealed_by_either_key_are_accepted() -> None:
+    both = verifier(TABLE, NEXT_TABLE_KEY)
+    old, new = chained([b"started", b"end"], TABLE), chained([b"started", b"end"], NEXT_TABLE_KEY)
+    assert seal.authenticate(SUBJECT, old, both, [1]).ok
+    assert seal.authenticate(SUBJECT, new, both, [1]).ok
+    # Once the old key is dropped, its hands no longer verify.
+    assert seal.authenticate(SUBJECT, old, verifier(NEXT_TABLE_KEY), [1]).reason == seal.HAND_SEAL_INVALID
+
+
+def test_a_hand_without_prev_headers_or_without_an_end_is_unsealed() -> None:
+    legacy = [seal.Message(1, b"started", {}), seal.Message(2, b"end", {})]
+    assert seal.authenticate(SUBJECT, legacy, verifier(TABLE), [1]).reason == seal.HAND_UNSEALED
+    assert seal.authenticate(SUBJECT, chained([b"started"], None), verifier(TABLE), []).reason == seal.HAND_UNSEALED
+
+
+def test_a_malformed_prev_header_is_no_chain_value() -> None:
+    assert seal.prev_of({seal.PREV_HEADER: "zz" * 32}) is None
+    assert seal.prev_of({seal.PREV_HEADER: "ab"}) is None
+    assert seal.chain_value(SUBJECT, b"x", {}) is None
+
+
+def test_public_keys_are_filed_under_their_fingerprint() -> None:
+    keys = seal.parse_public_keys([TABLE.public_key.hex(), f" {NEXT_TABLE_KEY.public_key.hex()} ", ""])
+    assert keys == {TABLE.key_id: TABLE.public_key, NEXT_TABLE_KEY.key_id: NEXT_TABLE_KEY.public_key}
+    assert TABLE.key_id == seal.key_id(TABLE.public_key) and len(TABLE.key_id) == 16
+    with pytest.raises(ValueError, match="not 64 hex digits"):
+        seal.parse_public_keys(["CHANGE-ME-table-seal-public-key"])
+    with pytest.raises(ValueError):
+        seal.parse_private_key("ab" * 31)
+
+
+EXTERNAL = {"SOCAI_NATS_URL": "nats://nats:4222", "SOCAI_DATABASE_URL": "postgresql://u:p@db/socai"}
+
+
+def test_in_development_mode_settlement_accepts_the_tables_derived_key() -> None:
+    s = Settings()
+    public = seal.public_key_of(s.hand_seal_private_key())
+    assert s.hand_seal_public_keys() == {seal.key_id(public): public}
+
+
+def test_outside_development_mode_the_keys_must_be_set() -> None:
+    s = Settings.from_env(EXTERNAL)
+    with pytest.raises(errors.PreconditionFailed) as table:
+        s.hand_seal_private_key()
+    assert table.value.code == "SEAL_KEY_MISSING"
+    with pytest.raises(errors.PreconditionFailed) as readers:
+        s.hand_seal_public_keys()
+    assert readers.value.code == "SEAL_KEYS_MISSING"
+    own = Settings.from_env(
+        {
+            **EXTERNAL,
+            "SOCAI_TABLE_SEAL_KEY": "11" * 32,
+            "SOCAI_TABLE_SEAL_PUBLIC_KEYS": f"{TABLE.public_key.hex()},{NEXT_TABLE_KEY.public_key.hex()}",
+        }
+    )
+    assert own.hand_seal_private_key() == bytes.fromhex("11" * 32)
+    assert set(own.hand_seal_public_keys()) == {TABLE.key_id, NEXT_TABLE_KEY.key_id}
+    assert Settings.from_env(own.as_env()).hand_seal_public_keys() == own.hand_seal_public_keys()
+    with pytest.raises(errors.InvalidArgument):
+        Settings.from_env({**EXTERNAL, "SOCAI_TABLE_SEAL_PUBLIC_KEYS": "CHANGE-ME"}).hand_seal_public_keys()
+
+
+def test_the_public_development_seal_keys_are_refused_outside_development_mode() -> None:
+    dev = Settings().hand_seal_private_key()
+    s = Settings.from_env(
+        {
+            **EXTERNAL,
+            "SOCAI_TABLE_SEAL_KEY": dev.hex(),
+            "SOCAI_TABLE_SEAL_PUBLIC_KEYS": seal.public_key_of(dev).hex(),
+        }
+    )
+    assert {"SOCAI_TABLE_SEAL_KEY", "SOCAI_TABLE_SEAL_PUBLIC_KEYS"} <= set(s.public_dev_values())
+    with pytest.raises(errors.PreconditionFailed):
+        s.check_secrets()
