@@ -21,6 +21,7 @@ from socai.infra.db import libpq_url
 from socai_settlement.app import App
 from socai_settlement.pipeline import Pipeline
 from socai_settlement.poster import LedgerPoster
+from socai_settlement.replayer import Replayer, seal_policy
 from socai_settlement.settler import HandJob, Settler
 from socai_settlement.store import Store
 from tests.support.settlement import Harness, wait_for
@@ -177,7 +178,12 @@ async def test_a_hand_refused_for_an_earlier_hand_not_posted_yet_is_posted_after
         ends[hand.hand_id] = await publish_hand(harness.log, hand)
     store = await Store.open(harness.settings.database_url or "")
     try:
-        settler = Settler(harness.log, store, LedgerPoster(harness.ledger("settlement")))
+        settler = Settler(
+            harness.log,
+            store,
+            LedgerPoster(harness.ledger("settlement")),
+            replayer=Replayer(0, seal_policy(harness.settings.hand_seal_public_keys())),
+        )
         pipeline = Pipeline(
             harness.nc, settler, harness.config, stream=harness.settings.events_stream, prefix=harness.log.prefix
         )
