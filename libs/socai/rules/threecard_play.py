@@ -66,17 +66,17 @@ from socai.rules.threecard import ThreeCardValue
 CARDS_PER_SEAT: Final = threecard.CARDS_PER_HAND
 # A table of the three-card games seats at most 9 (RULES.md 5.1, 7.1, 8.1, LS-10).
 SEATS_MAX: Final = 9
-TURN_TIMER: Final = "turn"
+TURN_TIMER: Final = betting.TURN_TIMER
 FLIP_TIMER: Final = "flip"
 FLIP: Final = "flip"  # Declared.declaration of a flip (lật bài)
 
 # Phases of a hand.
 WAGERING: Final = "wagering"  # Ba Cây Chương's betting window (WagerPlaced)
-DEALING: Final = "dealing"  # the table must deal pending(state).deal
-BETTING: Final = "betting"  # a Liêng betting round waits for ``to_act``
+DEALING: Final = betting.DEALING  # the table must deal pending(state).deal
+BETTING: Final = betting.BETTING  # a Liêng betting round waits for ``to_act``
 FLIPPING: Final = "flipping"  # Ba Cây: every seat still to flip acts under one timer
-PLAY_OVER: Final = "play_over"  # the result is decided; only HandEnded is expected
-ENDED: Final = "ended"  # HandEnded applied; settle() may run
+PLAY_OVER: Final = betting.PLAY_OVER  # the result is decided; only HandEnded is expected
+ENDED: Final = betting.ENDED  # HandEnded applied; settle() may run
 
 # The reasons of a Liêng-family settlement (5.4, 12.4).
 ANTE: Final = "ante"
@@ -217,14 +217,6 @@ def lieng_initial_state(game: LiengFamily, started: HandStarted) -> LiengState:
     )
 
 
-def _remaining(state: LiengState, seat: int) -> int:
-    return state.stacks_gold[seat] - state.put_in_gold[seat]
-
-
-def _live(state: LiengState) -> list[int]:
-    return [s for s in state.order if s not in state.folded]
-
-
 def sizing(state: LiengState) -> betting.Sizing:
     """Bets and raises of k × S above the call, k from 1 to ``raise_max_stakes`` (LI-4, LS-3,
     LS-11); no voluntary all-in: a short stack calls all-in instead."""
@@ -239,15 +231,11 @@ def _to_call(state: LiengState, seat: int) -> int:
 def _start_round(new: LiengState, betting_round: int) -> None:
     """Open betting round ``betting_round`` in ``new`` (a draft), or end the play when
     there is nobody left to bet against."""
-    live = _live(new)
-    new.betting_round = betting_round
-    new.round_put_in_gold = dict.fromkeys(new.order, 0)
-    new.acted = frozenset()
-    new.to_act = None
+    live = betting.live(new)
+    betting.reset_round(new, betting_round)
     # LS-4: each round starts with the first active player from the same position.
     new.round_order = tuple(live)
-    with_chips = sum(1 for s in live if new.stacks_gold[s] > new.put_in_gold[s])
-    if len(live) <= 1 or with_chips <= 1:
+    if len(live) <= 1 or betting.with_chips(new, live) <= 1:
         new.phase = PLAY_OVER  # nobody left to bet against: straight to the showdown
         return
     new.phase = BETTING
@@ -255,7 +243,7 @@ def _start_round(new: LiengState, betting_round: int) -> None:
 
 
 def _close_round(new: LiengState) -> None:
-    if len(_live(new)) <= 1 or new.betting_round >= new.rounds:
+    if betting.live_count(new) <= 1 or new.betting_round >= new.rounds:
         new.phase = PLAY_OVER
         new.to_act = None
         return
@@ -268,43 +256,18 @@ def _waiting(state: LiengState) -> list[int]:
         state.round_put_in_gold,
         state.acted,
         state.folded,
-        {s: _remaining(state, s) for s in state.round_order},
+        {s: betting.remaining(state, s) for s in state.round_order},
     )
 
 
 def _next_turn(new: LiengState, after: int | None) -> None:
-    if len(_live(new)) <= 1:
-        new.phase = PLAY_OVER
-        new.to_act = None
-        return
-    if new.phase != BETTING:
-        return
-    owing = _waiting(new)
-    if not owing:
-        _close_round(new)
-        return
-    new.to_act = betting.next_seat(new.round_order, owing, after, new.to_act)
-
-
-def _known_seat(state: LiengState, seat: int) -> None:
-    if seat not in state.stacks_gold:
-        raise RuleViolation("UNKNOWN_SEAT", f"seat {seat} is not in this hand", seat=seat)
-
-
-def _check_turn(state: LiengState, seat: int) -> None:
-    if state.phase == PLAY_OVER:
-        raise RuleViolation("HAND_FINISHED", "the hand's result is already decided")
-    _known_seat(state, seat)
-    if seat in state.folded:
-        raise RuleViolation("SEAT_FOLDED", f"seat {seat} has folded", seat=seat)
-    if state.phase != BETTING or state.to_act != seat:
-        raise RuleViolation("NOT_YOUR_TURN", f"seat {seat} is not to act", seat=seat)
+    betting.next_turn(new, after, _waiting, _close_round)
 
 
 def _apply_deal(game: LiengFamily, state: LiengState, body: CardsDealt) -> LiengState:
     if state.phase != DEALING:
         raise RuleViolation("WRONG_DEAL", "no cards are due now")
-    dealt = check_deal(body, deal_three_face_down(_live(state)), game.deck_cards, game.spec.name)
+    dealt = check_deal(body, deal_three_face_down(betting.live(state)), game.deck_cards, game.spec.name)
     new = state.draft()
     new.hands = {**state.hands, **dealt}
     _start_round(new, 1)
@@ -313,7 +276,7 @@ def _apply_deal(game: LiengFamily, state: LiengState, body: CardsDealt) -> Lieng
 
 def _apply_bet(state: LiengState, action: BetAction) -> LiengState:
     seat, amount = action.seat, action.amount_gold
-    _check_turn(state, seat)
+    betting.check_turn(state, seat)
     kind = betting.action_kind(action.kind)
     if type(amount) is not int or amount < 0:
         raise RuleViolation("BAD_AMOUNT", "a negative amount")
@@ -321,35 +284,23 @@ def _apply_bet(state: LiengState, action: BetAction) -> LiengState:
         if amount != 0:
             raise RuleViolation("BAD_AMOUNT", "a fold adds nothing")
         return _fold(state, seat)
-    betting.check_action(sizing(state), kind, amount, _to_call(state, seat), _remaining(state, seat))
+    betting.check_action(sizing(state), kind, amount, _to_call(state, seat), betting.remaining(state, seat))
     return _put_in(state, seat, amount)
 
 
 def _put_in(state: LiengState, seat: int, amount: int) -> LiengState:
-    put_in = {**state.put_in_gold, seat: state.put_in_gold[seat] + amount}
-    check(put_in[seat] <= state.stacks_gold[seat], "a seat put in more than its stack")
-    round_put_in, acted = betting.after_put_in(state.round_put_in_gold, state.acted, seat, amount)
-    new = state.draft()
-    new.put_in_gold = put_in
-    new.round_put_in_gold = round_put_in
-    new.acted = acted
-    _next_turn(new, after=seat)
-    return freeze(new)
+    return betting.put_in(state, seat, amount, _next_turn)
 
 
 def _fold(state: LiengState, seat: int) -> LiengState:
-    new = state.draft()
-    new.folded = state.folded | {seat}
-    new.acted = state.acted | {seat}
-    _next_turn(new, after=seat)
-    return freeze(new)
+    return betting.fold(state, seat, _next_turn)
 
 
 def _apply_timer(state: LiengState, body: TimerExpired) -> LiengState:
     """GEN-5: a turn timeout checks ("Chuyển" in Liêng Sảnh) when free, otherwise folds."""
     if body.timer != TURN_TIMER:
         raise RuleViolation("WRONG_TIMER", f"this game has no {body.timer!r} timer")
-    _check_turn(state, body.seat)
+    betting.check_turn(state, body.seat)
     if betting.timeout_checks(_to_call(state, body.seat)):
         return _put_in(state, body.seat, 0)
     return _fold(state, body.seat)
@@ -358,7 +309,7 @@ def _apply_timer(state: LiengState, body: TimerExpired) -> LiengState:
 def _forfeit(state: LiengState, seat: int) -> LiengState:
     """LI-5, 12.5, GEN-6: a player who disconnects or leaves is folded at once, in or out of
     turn, and forfeits everything already in the pot."""
-    _known_seat(state, seat)
+    betting.known_seat(state, seat)
     if state.phase in (PLAY_OVER, ENDED) or seat in state.folded:
         return state
     new = state.draft()
@@ -408,13 +359,8 @@ def lieng_pending(state: LiengState) -> Pending:
     if state.phase in (PLAY_OVER, ENDED):
         return Pending(finished=True)
     if state.phase == DEALING:
-        return Pending(deal=deal_three_face_down(_live(state)))
-    check(state.to_act is not None, "a betting hand has a seat to act")
-    return Pending(
-        to_act=(state.to_act,) if state.to_act is not None else (),
-        timer=TURN_TIMER,
-        timeout_s=state.options.turn_timeout_s,
-    )
+        return Pending(deal=deal_three_face_down(betting.live(state)))
+    return betting.turn_pending(state, state.options.turn_timeout_s)
 
 
 def lieng_legal_actions(state: LiengState, seat: int) -> tuple[LegalAction, ...]:
@@ -423,30 +369,18 @@ def lieng_legal_actions(state: LiengState, seat: int) -> tuple[LegalAction, ...]
     fold ("Bỏ", "Úp bỏ")."""
     if state.phase != BETTING or state.to_act != seat:
         return ()
-    return betting.legal_actions(sizing(state), _to_call(state, seat), _remaining(state, seat))
+    return betting.legal_actions(sizing(state), _to_call(state, seat), betting.remaining(state, seat))
 
 
 def lieng_candidate_actions(state: LiengState, seat: int) -> list[Body]:
     """A small finite set of legal BetActions: check or call, fold, and bets or raises of
     1 × S, 2 × S and the most allowed above the call."""
-    out: list[Body] = []
     stake = state.started.stake_gold
-    legal = lieng_legal_actions(state, seat)
-    calls = {a.min_gold for a in legal if a.kind == ActionKind.CALL.value}
-    for action in legal:
-        kind = ActionKind(action.kind)
-        if kind in (ActionKind.CHECK, ActionKind.FOLD):
-            out.append(BetAction(seat, kind, 0))
-        elif kind == ActionKind.CALL:
-            out.append(BetAction(seat, kind, action.min_gold))
-        elif kind == ActionKind.ALL_IN:
-            if action.min_gold not in calls:
-                out.append(BetAction(seat, kind, action.min_gold))
-        else:
-            for amount in sorted({action.min_gold, action.min_gold + stake, action.max_gold}):
-                if action.min_gold <= amount <= action.max_gold:
-                    out.append(BetAction(seat, kind, amount))
-    return out
+    return betting.candidate_bets(
+        seat,
+        lieng_legal_actions(state, seat),
+        lambda action: (action.min_gold, action.min_gold + stake, action.max_gold),
+    )
 
 
 def values_of(game: LiengFamily, state: LiengState, seats: Sequence[int]) -> dict[int, ThreeCardValue]:
@@ -459,7 +393,7 @@ def lieng_winner(game: LiengFamily, state: LiengState) -> int:
     at showdown. Raises RuleViolation("HAND_NOT_OVER") before that."""
     if state.phase not in (PLAY_OVER, ENDED):
         raise RuleViolation("HAND_NOT_OVER", "the hand has no winner yet")
-    live = _live(state)
+    live = betting.live(state)
     if len(live) == 1:
         return live[0]
     return threecard.winner(values_of(game, state, live))
@@ -488,7 +422,7 @@ def lieng_settle(game: LiengFamily, state: LiengState) -> Settlement:
     builder = SettlementBuilder(
         game.spec.game_id, started.table_id, started.hand_id, {i.seat: i.player_id for i in started.seats}
     )
-    live = _live(state)
+    live = betting.live(state)
     payout_order = seats_after(state.order, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE)
     values = values_of(game, state, state.order)
 
