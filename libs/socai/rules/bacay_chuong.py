@@ -64,11 +64,13 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    check_settlement,
     common_event,
     game_state,
     parse_options,
     pay_obligations,
     resolve_options,
+    seat_or_owner,
     seats_in_order,
     seeded_index,
     validate_start,
@@ -462,10 +464,7 @@ def settle(state: State) -> Settlement:
     pay_obligations(builder, owed, state.stacks_gold, players_first)
     check(not builder.shortfalls, "the bank covers every payout (CH-2)")
     builder.charge_fees(started.fee_bps, players_first)
-    settlement = builder.build()
-    for seat, net in settlement.nets.items():
-        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought")
-    return settlement
+    return check_settlement(builder.build(), state.stacks_gold, conserved=False)
 
 
 def next_hand_dealer(
@@ -487,7 +486,7 @@ def next_hand_dealer(
     """
     check(len(participants) > 0, "a hand needs participants")
     if previous_state is None or previous_state.phase != play.ENDED:
-        return owner_seat if owner_seat in participants else participants[0]
+        return seat_or_owner(None, participants, owner_seat)
     options = previous_state.options
     stake = previous_state.started.stake_gold
 

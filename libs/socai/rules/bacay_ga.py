@@ -62,6 +62,7 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    check_settlement,
     common_event,
     game_state,
     parse_options,
@@ -349,9 +350,7 @@ def settle(state: State) -> Settlement:
             pot_gold = 0
     builder.charge_fees(started.fee_bps, order)
     builder.pot_carry_gold = pot_gold
-    settlement = builder.build()
-    for seat, net in settlement.nets.items():
-        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought")
+    settlement = check_settlement(builder.build(), state.stacks_gold, conserved=False)
     moved = settlement.entries().get(pot_account, 0)
     check(moved == pot_gold - started.pot_gold, "the Gà account moves by the change of the carry")
     return settlement

@@ -388,6 +388,17 @@ class SettlementBuilder:
         return settlement
 
 
+def check_settlement(settlement: Settlement, stacks_gold: Mapping[int, int], conserved: bool = True) -> Settlement:
+    """``settlement`` after checking, always, that no seat lost more than it brought
+    (GEN-4) and, with ``conserved`` (a game whose gold moves only between the seats and
+    the fee account), that the seats' nets and the fees sum to zero."""
+    for seat, net in settlement.nets.items():
+        check(net >= -stacks_gold[seat], "a seat lost more than it brought (GEN-4)")
+    if conserved:
+        check(sum(settlement.nets.values()) + settlement.fees_gold() == 0, "gold is conserved")
+    return settlement
+
+
 def match_flows(payers: Sequence[tuple[str, int]], receivers: Sequence[tuple[str, int]]) -> list[tuple[str, str, int]]:
     """Turn what each payer owes and each receiver is due into transfers, greedily in order.
 
@@ -778,8 +789,17 @@ def next_hand_dealer(
     is the sole participant."""
     check(len(participants) > 0, "a hand needs participants")
     if previous_dealer is None or previous_state is None:
-        return owner_seat if owner_seat in participants else participants[0]
+        return seat_or_owner(None, participants, owner_seat)
     return seats_after(participants, previous_dealer, seats_max, direction)[0]
+
+
+def seat_or_owner(seat: int | None, participants: Sequence[int], owner_seat: int) -> int:
+    """``seat`` (a previous hand's winner, who deals or acts first next: RULES.md 3.1,
+    LI-4, LS-4, PH-1) when it takes part; else the table owner when it does; else the
+    first participant."""
+    if seat is not None and seat in participants:
+        return seat
+    return owner_seat if owner_seat in participants else participants[0]
 
 
 def choose_dealer(

@@ -99,6 +99,7 @@ from socai.rules.base import (
     Settlement,
     SettlementBuilder,
     Shortfall,
+    check_settlement,
     common_event,
     game_state,
     match_flows,
@@ -412,11 +413,7 @@ def settle(state: State) -> Settlement:
     order = seats_after(state.order, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE)
     _cap_net_losses(builder, state.stacks_gold, order)
     builder.charge_fees(started.fee_bps, order)
-    settlement = builder.build()
-    for seat, net in settlement.nets.items():
-        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought (GEN-4)")
-    check(sum(settlement.nets.values()) + settlement.fees_gold() == 0, "gold is conserved")
-    return settlement
+    return check_settlement(builder.build(), state.stacks_gold)
 
 
 # --- hooks --------------------------------------------------------------------------------

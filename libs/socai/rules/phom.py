@@ -89,11 +89,13 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    check_settlement,
     common_event,
     game_state,
     parse_options,
     pay_obligations,
     resolve_options,
+    seat_or_owner,
     seats_in_order,
     validate_start,
 )
@@ -387,10 +389,7 @@ def settle(state: State) -> Settlement:
     )
     pay_obligations(builder, state.obligations, state.stacks_gold, state.order)
     builder.charge_fees(started.fee_bps, list(state.order))
-    settlement = builder.build()
-    for seat, net in settlement.nets.items():
-        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought")
-    return settlement
+    return check_settlement(builder.build(), state.stacks_gold, conserved=False)
 
 
 def visible(body: Body, viewer_seat: int, state: object) -> Body | None:
@@ -429,11 +428,10 @@ def next_hand_dealer(
     """The first player of the next hand (PH-1): the table owner in the first hand, then
     the previous hand's winner; when that seat no longer plays, the owner, else the first
     participating seat."""
+    champion = None
     if previous_state is not None and previous_state.phase in (PLAY_OVER, ENDED):
         champion = winner(previous_state)
-        if champion in participants:
-            return int(champion)  # type: ignore[arg-type]
-    return owner_seat if owner_seat in participants else participants[0]
+    return seat_or_owner(champion, participants, owner_seat)
 
 
 # --- helpers ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from socai.cards import Card
-from socai.errors import RuleViolation, check
+from socai.errors import RuleViolation
 from socai.events.model import (
     HIDDEN_CARD,
     ActionKind,
@@ -51,12 +51,14 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    check_settlement,
     common_event,
     freeze,
     game_state,
     parse_options,
     pay_obligations,
     resolve_options,
+    seat_or_owner,
     seats_after,
     seats_in_order,
     validate_start,
@@ -443,11 +445,7 @@ def lieng_settle(game: LiengFamily, state: LiengState) -> Settlement:
         owed = [Obligation(s, bonus_seat, bonus, SAP_BONUS) for s in payout_order if s != bonus_seat]
         pay_obligations(builder, owed, state.stacks_gold, payout_order)
     builder.charge_fees(started.fee_bps, payout_order)
-    settlement = builder.build()
-    for seat, net in settlement.nets.items():
-        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought")
-    check(sum(settlement.nets.values()) + settlement.fees_gold() == 0, "gold is conserved")
-    return settlement
+    return check_settlement(builder.build(), state.stacks_gold)
 
 
 def lieng_next_hand_dealer(
@@ -459,11 +457,10 @@ def lieng_next_hand_dealer(
     """The first to act in the next hand (LI-4, LS-4): the table owner in the first hand,
     then the previous hand's winner; when that seat no longer plays, the owner, else the
     first participating seat."""
+    champion = None
     if previous_state is not None and previous_state.phase in (PLAY_OVER, ENDED):
         champion = lieng_winner(game, previous_state)
-        if champion in participants:
-            return champion
-    return owner_seat if owner_seat in participants else participants[0]
+    return seat_or_owner(champion, participants, owner_seat)
 
 
 __all__ = [

@@ -80,11 +80,13 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    check_settlement,
     common_event,
     freeze,
     game_state,
     parse_options,
     resolve_options,
+    seat_or_owner,
     seats_after,
     seats_in_order,
     validate_start,
@@ -519,11 +521,7 @@ def settle(state: State) -> Settlement:
     values: dict[int, HandValue] = {}
     pots.award_pots(builder, layers, lambda eligible: [_best_seat(state, eligible, values)], payout_order)
     builder.charge_fees(started.fee_bps, payout_order)
-    settlement = builder.build()
-    for seat, net in settlement.nets.items():
-        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought")
-    check(sum(settlement.nets.values()) + settlement.fees_gold() == 0, "gold is conserved")
-    return settlement
+    return check_settlement(builder.build(), state.stacks_gold)
 
 
 def winner(state: State) -> int:
@@ -750,8 +748,7 @@ def next_hand_dealer(
     """The seat dealt first in the next hand (RULES.md 3.1): the table owner in the first
     hand, then the previous hand's winner; when that seat no longer plays, the owner, else
     the first participating seat."""
+    champion = None
     if previous_state is not None and previous_state.phase in (PLAY_OVER, ENDED):
         champion = winner(previous_state)
-        if champion in participants:
-            return champion
-    return owner_seat if owner_seat in participants else participants[0]
+    return seat_or_owner(champion, participants, owner_seat)
