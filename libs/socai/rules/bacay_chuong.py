@@ -46,9 +46,7 @@ from socai.events.model import (
     Body,
     CardsDealt,
     Declared,
-    HandEnded,
     HandStarted,
-    PlayerDisconnected,
     TimerExpired,
     WagerPlaced,
 )
@@ -67,6 +65,7 @@ from socai.rules.base import (
     check_settlement,
     common_event,
     game_state,
+    hand_ended,
     parse_options,
     pay_obligations,
     resolve_options,
@@ -311,9 +310,7 @@ def apply(state: State, body: Body) -> State:
         return _after_change(state.derive(flipped=state.flipped | {body.seat}))
     if isinstance(body, TimerExpired):
         return _apply_timer(state, body)
-    if isinstance(body, PlayerDisconnected):
-        marked = common_event(state, body, game_name=SPEC.name, seats=state.stacks_gold, over=False)
-        return _leave(marked, body.seat)
+    # A disconnect is leaving (GA-6, CH-5), then reconnect, HandEnded, bodies it never has.
     return common_event(
         state,
         body,
@@ -321,7 +318,8 @@ def apply(state: State, body: Body) -> State:
         seats=state.stacks_gold,
         over=state.phase == play.PLAY_OVER,
         leave=_leave,
-        end=_apply_ended,
+        end=hand_ended,
+        disconnect_leaves=True,
     )
 
 
@@ -361,10 +359,6 @@ def _after_change(new: State) -> State:
     if new.phase == play.FLIPPING and not play.still_to_flip(new):
         new = new.derive(phase=play.PLAY_OVER)
     return new
-
-
-def _apply_ended(state: State, body: HandEnded) -> State:
-    return state.derive(phase=play.ENDED, deck_seed=body.deck_seed)
 
 
 def pending(state: State) -> Pending:

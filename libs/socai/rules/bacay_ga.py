@@ -48,7 +48,7 @@ from socai import accounts
 from socai.cards import Card
 from socai.cards import deck as canonical_deck
 from socai.errors import RuleViolation, check
-from socai.events.model import Body, CardsDealt, Declared, HandEnded, HandStarted, PlayerDisconnected, TimerExpired
+from socai.events.model import Body, CardsDealt, Declared, HandStarted, TimerExpired
 from socai.money import split_evenly
 from socai.rules import threecard
 from socai.rules import threecard_play as play
@@ -65,6 +65,7 @@ from socai.rules.base import (
     check_settlement,
     common_event,
     game_state,
+    hand_ended,
     parse_options,
     pay_obligations,
     resolve_options,
@@ -225,9 +226,7 @@ def apply(state: State, body: Body) -> State:
             raise RuleViolation("WRONG_TIMER", f"3 Cây Gà has only the {FLIP_TIMER!r} timer, not {body.timer!r}")
         play.check_flip(state, body.seat)  # the timer flips for the seat (7.1)
         return _after_change(state.derive(flipped=state.flipped | {body.seat}))
-    if isinstance(body, PlayerDisconnected):
-        marked = common_event(state, body, game_name=SPEC.name, seats=state.stacks_gold, over=False)
-        return _leave(marked, body.seat)
+    # A disconnect is leaving (GA-6, CH-5), then reconnect, HandEnded, bodies it never has.
     return common_event(
         state,
         body,
@@ -235,7 +234,8 @@ def apply(state: State, body: Body) -> State:
         seats=state.stacks_gold,
         over=state.phase == play.PLAY_OVER,
         leave=_leave,
-        end=_apply_ended,
+        end=hand_ended,
+        disconnect_leaves=True,
     )
 
 
@@ -252,10 +252,6 @@ def _after_change(new: State) -> State:
     if new.phase == play.DEALING and len(new.out) == len(new.order):
         return new.derive(phase=play.PLAY_OVER)  # nobody left to deal to
     return new
-
-
-def _apply_ended(state: State, body: HandEnded) -> State:
-    return state.derive(phase=play.ENDED, deck_seed=body.deck_seed)
 
 
 def pending(state: State) -> Pending:

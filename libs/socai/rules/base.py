@@ -83,6 +83,10 @@ from socai.money import INT64_MAX, TABLE_FEE_BPS_MAX, fee, is_gold, pro_rata
 CLOCKWISE: Final = "clockwise"
 COUNTERCLOCKWISE: Final = "counterclockwise"
 
+# The last phases of every game's state (each game names its earlier ones).
+PLAY_OVER: Final = "play_over"  # the result is decided; only HandEnded is expected
+ENDED: Final = "ended"  # HandEnded applied; settle() may run
+
 
 @dataclass(frozen=True, slots=True)
 class GameSpec:
@@ -923,12 +927,15 @@ def common_event(
     over: bool,
     leave: Callable[[S, int], S] | None = None,
     end: Callable[[S, HandEnded], S] | None = None,
+    disconnect_leaves: bool = False,
 ) -> S:
     """The default handling of the bodies every game shares, for a state with a
     ``disconnected: frozenset[int]`` field (and ``deck_seed: str`` unless ``end`` is given):
 
     - PlayerDisconnected / PlayerReconnected: the seat is marked / unmarked in
-      ``disconnected``; the game's timeout rule then acts for it (GEN-5, GEN-6);
+      ``disconnected``; the game's timeout rule then acts for it (GEN-5, GEN-6), or with
+      ``disconnect_leaves`` (games whose rules treat a disconnect as leaving: LI-5, 12.5,
+      GA-6, CH-5) the marked state goes on to ``leave(state, seat)`` at once;
     - PlayerLeft: ``leave(state, seat)``, the game's leaving rule (GEN-6: where a game's
       source gives one rule for leaving and disconnecting, it applies to both); without
       ``leave``, a leaver is a seat disconnected for good;
@@ -944,12 +951,21 @@ def common_event(
         if isinstance(body, PlayerLeft) and leave is not None:
             return leave(state, seat)
         away: frozenset[int] = state.disconnected  # type: ignore[attr-defined]
-        return state.derive(disconnected=away - {seat} if isinstance(body, PlayerReconnected) else away | {seat})
+        marked = state.derive(disconnected=away - {seat} if isinstance(body, PlayerReconnected) else away | {seat})
+        if disconnect_leaves and leave is not None and isinstance(body, PlayerDisconnected):
+            return leave(marked, seat)
+        return marked
     if isinstance(body, HandEnded):
         if not over:
             raise RuleViolation("HAND_NOT_OVER", "HandEnded before the hand's result is decided")
         return end(state, body) if end is not None else state.derive(deck_seed=body.deck_seed)
     raise unexpected(game_name, body)
+
+
+def hand_ended(state: S, body: HandEnded) -> S:
+    """HandEnded for a state with ``phase`` and ``deck_seed`` fields (``common_event``'s
+    ``end``): the phase ENDED, the revealed seed recorded."""
+    return state.derive(phase=ENDED, deck_seed=body.deck_seed)
 
 
 def unexpected(game_name: str, body: object) -> RuleViolation:

@@ -42,6 +42,7 @@ from typing import Final, Protocol, Self, TypeVar
 
 from socai.errors import RuleViolation, check
 from socai.events.model import ActionKind, BetAction, Body
+from socai.rules import base
 from socai.rules.base import LegalAction, Pending, freeze
 
 CHECK: Final = ActionKind.CHECK
@@ -56,8 +57,8 @@ TURN_TIMER: Final = "turn"
 # Phases of a betting hand.
 DEALING: Final = "dealing"  # the table must deal pending(state).deal
 BETTING: Final = "betting"  # a betting round waits for ``to_act``
-PLAY_OVER: Final = "play_over"  # the result is decided; only HandEnded is expected
-ENDED: Final = "ended"  # HandEnded applied; settle() may run
+PLAY_OVER: Final = base.PLAY_OVER  # the result is decided; only HandEnded is expected
+ENDED: Final = base.ENDED  # HandEnded applied; settle() may run
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,7 +80,6 @@ from socai.events.model import (
     Arranged,
     Body,
     CardsDealt,
-    HandEnded,
     HandStarted,
     PlayerDisconnected,
     PlayerLeft,
@@ -102,6 +101,7 @@ from socai.rules.base import (
     check_settlement,
     common_event,
     game_state,
+    hand_ended,
     match_flows,
     parse_options,
     resolve_options,
@@ -339,7 +339,7 @@ def apply(state: State, body: Body) -> State:
         seats=state.stacks_gold,
         over=state.phase == COMPARED,
         leave=_apply_left,
-        end=_apply_ended,
+        end=hand_ended,
     )
     return _close_if_done(new) if isinstance(body, PlayerDisconnected | PlayerLeft) else new
 
@@ -614,10 +614,6 @@ def _apply_left(state: State, seat: int) -> State:
     if seat in state.left:
         raise RuleViolation("SEAT_LEFT", f"seat {seat} has already left")
     return state.derive(left=state.left | {seat})
-
-
-def _apply_ended(state: State, body: HandEnded) -> State:
-    return state.derive(phase=ENDED, deck_seed=body.deck_seed)
 
 
 def _close_if_done(state: State) -> State:

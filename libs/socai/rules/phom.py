@@ -70,7 +70,6 @@ from socai.events.model import (
     CardsPlayed,
     CardTaken,
     Declared,
-    HandEnded,
     HandStarted,
     Meld,
     MeldsLaid,
@@ -92,6 +91,7 @@ from socai.rules.base import (
     check_settlement,
     common_event,
     game_state,
+    hand_ended,
     parse_options,
     pay_obligations,
     resolve_options,
@@ -295,7 +295,7 @@ def apply(state: State, body: Body) -> State:
         seats=state.stacks_gold,
         over=state.phase == PLAY_OVER,
         leave=_forfeit,
-        end=_apply_ended,
+        end=hand_ended,
     )
 
 
@@ -918,10 +918,6 @@ def _forfeit(state: State, seat: int) -> State:
         new.to_act = None
         _finish(new)
     return base.freeze(new)
-
-
-def _apply_ended(state: State, body: HandEnded) -> State:
-    return state.derive(phase=ENDED, deck_seed=body.deck_seed)
 
 
 def hand_cards(state: State) -> int:

@@ -33,9 +33,7 @@ from socai.events.model import (
     Body,
     CardsDealt,
     DealtCard,
-    HandEnded,
     HandStarted,
-    PlayerDisconnected,
     TimerExpired,
 )
 from socai.rules import betting, pots, threecard
@@ -55,6 +53,7 @@ from socai.rules.base import (
     common_event,
     freeze,
     game_state,
+    hand_ended,
     parse_options,
     pay_obligations,
     resolve_options,
@@ -339,9 +338,7 @@ def lieng_apply(game: LiengFamily, state: LiengState, body: Body) -> LiengState:
         return _apply_bet(state, body)
     if isinstance(body, TimerExpired):
         return _apply_timer(state, body)
-    if isinstance(body, PlayerDisconnected):
-        marked = common_event(state, body, game_name=game.spec.name, seats=state.stacks_gold, over=False)
-        return _forfeit(marked, body.seat)
+    # A disconnect is leaving (LI-5, 12.5), then reconnect, HandEnded, bodies it never has.
     return common_event(
         state,
         body,
@@ -349,12 +346,9 @@ def lieng_apply(game: LiengFamily, state: LiengState, body: Body) -> LiengState:
         seats=state.stacks_gold,
         over=state.phase == PLAY_OVER,
         leave=_forfeit,
-        end=_apply_ended,
+        end=hand_ended,
+        disconnect_leaves=True,
     )
-
-
-def _apply_ended(state: LiengState, body: HandEnded) -> LiengState:
-    return state.derive(phase=ENDED, deck_seed=body.deck_seed)
 
 
 def lieng_pending(state: LiengState) -> Pending:

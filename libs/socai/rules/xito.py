@@ -63,7 +63,6 @@ from socai.events.model import (
     Body,
     CardsDealt,
     DealtCard,
-    HandEnded,
     HandStarted,
     TimerExpired,
 )
@@ -84,6 +83,7 @@ from socai.rules.base import (
     common_event,
     freeze,
     game_state,
+    hand_ended,
     parse_options,
     resolve_options,
     seat_or_owner,
@@ -446,12 +446,8 @@ def apply(state: State, body: Body) -> State:
         seats=state.stacks_gold,
         over=state.phase == PLAY_OVER,
         leave=_apply_left,
-        end=_apply_ended,
+        end=hand_ended,
     )
-
-
-def _apply_ended(state: State, body: HandEnded) -> State:
-    return state.derive(phase=ENDED, deck_seed=body.deck_seed)
 
 
 def pending(state: State) -> Pending:
