@@ -211,21 +211,13 @@ def apply(state: State, body: Body) -> State:
     if state.phase == play.ENDED:
         raise RuleViolation("HAND_FINISHED", "the hand has ended")
     if isinstance(body, CardsDealt):
-        if state.phase != play.DEALING:
-            raise RuleViolation("WRONG_DEAL", "no cards are due now")
-        dealt = play.check_deal(body, play.deal_three_face_down(state.order), DECK, SPEC.name)
-        new = state.derive(hands={**state.hands, **dealt}, phase=play.FLIPPING)
-        return _after_change(new)
+        return _after_change(play.deal_to_flip(state, body, DECK, SPEC.name))
     if isinstance(body, Declared):
-        if body.declaration != play.FLIP:
-            raise RuleViolation("BAD_DECLARATION", f"3 Cây Gà has only {play.FLIP!r}, not {body.declaration!r}")
-        play.check_flip(state, body.seat)
-        return _after_change(state.derive(flipped=state.flipped | {body.seat}))
+        return _after_change(play.apply_flip_declared(state, body, SPEC.name))
     if isinstance(body, TimerExpired):
         if body.timer != FLIP_TIMER:
             raise RuleViolation("WRONG_TIMER", f"3 Cây Gà has only the {FLIP_TIMER!r} timer, not {body.timer!r}")
-        play.check_flip(state, body.seat)  # the timer flips for the seat (7.1)
-        return _after_change(state.derive(flipped=state.flipped | {body.seat}))
+        return _after_change(play.flip(state, body.seat))  # the timer flips for the seat (7.1)
     # A disconnect is leaving (GA-6, CH-5), then reconnect, HandEnded, bodies it never has.
     return common_event(
         state,
@@ -260,16 +252,12 @@ def pending(state: State) -> Pending:
         return Pending(finished=True)
     if state.phase == play.DEALING:
         return Pending(deal=play.deal_three_face_down(state.order))
-    return Pending(
-        to_act=play.still_to_flip(state), timer=FLIP_TIMER, timeout_s=play.flip_timeout_s(state.options.fast_mode)
-    )
+    return play.flip_pending(state)
 
 
 def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
     """``declare:flip`` while ``seat`` has cards to flip, else nothing."""
-    if state.phase == play.FLIPPING and seat in play.still_to_flip(state):
-        return (LegalAction(f"declare:{play.FLIP}"),)
-    return ()
+    return play.flip_legal_actions(state, seat)
 
 
 def candidate_actions(state: State, seat: int) -> list[Body]:
@@ -289,11 +277,7 @@ def visible(body: Body, viewer_seat: int, state: State | None) -> Body | None:
 
 def counting_values(state: State) -> dict[int, BaCayValue]:
     """The hands that count, in dealing order: dealt, and not disconnected or left (GA-6)."""
-    return {
-        s: threecard.bacay_value(state.hands[s])
-        for s in state.order
-        if s not in state.out and len(state.hands[s]) == play.CARDS_PER_SEAT
-    }
+    return play.counting_values(state)
 
 
 def hand_winner(state: State) -> int | None:

@@ -33,6 +33,7 @@ from socai.events.model import (
     Body,
     CardsDealt,
     DealtCard,
+    Declared,
     HandStarted,
     TimerExpired,
 )
@@ -62,7 +63,7 @@ from socai.rules.base import (
     seats_in_order,
     validate_start,
 )
-from socai.rules.threecard import ThreeCardValue
+from socai.rules.threecard import BaCayValue, ThreeCardValue
 
 CARDS_PER_SEAT: Final = threecard.CARDS_PER_HAND
 # A table of the three-card games seats at most 9 (RULES.md 5.1, 7.1, 8.1, LS-10).
@@ -516,3 +517,51 @@ def check_flip(state: Any, seat: int) -> None:
         raise RuleViolation("NOT_YOUR_TURN", "no cards are being flipped now", seat=seat)
     if seat in state.flipped:
         raise RuleViolation("ALREADY_ACTED", f"seat {seat} has flipped", seat=seat)
+
+
+def flip(state: Any, seat: int) -> Any:
+    """The state after ``seat`` flips, by its ``Declared(seat, "flip")`` or its timer
+    (7.1, 8.1), with the checks of ``check_flip``."""
+    check_flip(state, seat)
+    return state.derive(flipped=state.flipped | {seat})
+
+
+def apply_flip_declared(state: Any, body: Declared, game_name: str) -> Any:
+    """A ``Declared`` in a Ba Cây game: only the flip. Raises RuleViolation:
+    BAD_DECLARATION for any other declaration, and those of ``check_flip``."""
+    if body.declaration != FLIP:
+        raise RuleViolation("BAD_DECLARATION", f"{game_name} has only {FLIP!r}, not {body.declaration!r}")
+    return flip(state, body.seat)
+
+
+def deal_to_flip(state: Any, body: CardsDealt, deck_cards: frozenset[Card], game_name: str) -> Any:
+    """The state after the deal of three cards face down to every seat in ``order``, with
+    the flipping open. Raises RuleViolation: WRONG_DEAL (no deal is due, or other slots),
+    BAD_CARD, DUPLICATE_CARD."""
+    if state.phase != DEALING:
+        raise RuleViolation("WRONG_DEAL", "no cards are due now")
+    dealt = check_deal(body, deal_three_face_down(state.order), deck_cards, game_name)
+    return state.derive(hands={**state.hands, **dealt}, phase=FLIPPING)
+
+
+def flip_pending(state: Any) -> Pending:
+    """The seats still to flip, on one flip timer (15 s, 7 s with ``fast_mode``)."""
+    return Pending(to_act=still_to_flip(state), timer=FLIP_TIMER, timeout_s=flip_timeout_s(state.options.fast_mode))
+
+
+def flip_legal_actions(state: Any, seat: int) -> tuple[LegalAction, ...]:
+    """``declare:flip`` while ``seat`` has cards to flip, else nothing."""
+    if state.phase == FLIPPING and seat in still_to_flip(state):
+        return (LegalAction(f"declare:{FLIP}"),)
+    return ()
+
+
+def counting_values(state: Any) -> dict[int, BaCayValue]:
+    """The Ba Cây hands that count, in dealing order: dealt, and their seat not
+    disconnected or left (GA-6, CH-5, CH-7)."""
+    hands = state.hands
+    return {
+        s: threecard.bacay_value(hands[s])
+        for s in state.order
+        if s not in state.out and len(hands[s]) == CARDS_PER_SEAT
+    }
