@@ -35,8 +35,11 @@ The kit (this module, ``betting`` and ``pots``):
   stacks, stake, fee range, dealer and owner seats), with the codes of ``RULE_CODES``;
 - ``RULE_CODES``: the one documented set of RuleViolation codes of every game;
 - ``common_event``: the default handling of disconnect / reconnect / leave / HandEnded /
-  bodies a game never has;
+  bodies a game never has (``hand_ended``: the kit's ``ENDED`` phase, the seed recorded);
+- ``check_settlement``: the invariants every settlement keeps (GEN-4's floor, gold
+  conserved), checked always;
 - ``next_hand_dealer`` / ``choose_dealer``: who deals (or banks) the next hand;
+  ``seat_or_owner``: the previous winner while it plays, else the owner;
 - ``next_system_event``: the deal, dice roll or HandEnded a hand waits for;
 - ``visible``: what a seat may see of an event (face-down cards of other seats hidden);
 - obligations and ``pay_obligations``: penalties paid once, capped by RULES.md GEN-4. A
