@@ -258,8 +258,6 @@ class BettingHand(Protocol):
 
 
 H = TypeVar("H", bound=BettingHand)
-# The game's step after a seat acted (``next_turn`` with the game's own round rules).
-NextTurn = Callable[[H, int | None], None]
 
 
 def remaining(hand: BettingHand, seat: int) -> int:
@@ -317,7 +315,8 @@ def next_turn(new: H, after: int | None, owing: Callable[[H], list[int]], close_
     owes a decision), or close the round (``close_round``) when nobody owes one
     (``owing``, the game's ``waiting``), or end the play when one seat is left. Changes
     ``new``, a draft not yet returned."""
-    if live_count(new) <= 1:
+    # ``live_count``, written out: this runs after every action of every replayed hand.
+    if len(new.order) - len(new.folded) <= 1:
         new.phase = PLAY_OVER
         new.to_act = None
         return
@@ -330,9 +329,17 @@ def next_turn(new: H, after: int | None, owing: Callable[[H], list[int]], close_
     new.to_act = next_seat(new.round_order, waiting_seats, after, new.to_act)
 
 
-def put_in(state: H, seat: int, amount: int, then: NextTurn[H], raises_reopen: bool = True) -> H:
+def put_in(
+    state: H,
+    seat: int,
+    amount: int,
+    owing: Callable[[H], list[int]],
+    close_round: Callable[[H], None],
+    raises_reopen: bool = True,
+) -> H:
     """The hand after ``seat`` adds ``amount`` chips (checked by the caller), the turn
-    handed on by ``then`` (the game's ``next_turn``). ``raises_reopen`` as in ``after_put_in``."""
+    handed on by ``next_turn`` with the game's ``owing`` and ``close_round``.
+    ``raises_reopen`` as in ``after_put_in``."""
     put_in_gold = {**state.put_in_gold, seat: state.put_in_gold[seat] + amount}
     check(put_in_gold[seat] <= state.stacks_gold[seat], "a seat put in more than its stack")
     round_put_in, acted = after_put_in(state.round_put_in_gold, state.acted, seat, amount, raises_reopen)
@@ -340,16 +347,16 @@ def put_in(state: H, seat: int, amount: int, then: NextTurn[H], raises_reopen: b
     new.put_in_gold = put_in_gold
     new.round_put_in_gold = round_put_in
     new.acted = acted
-    then(new, seat)
+    next_turn(new, seat, owing, close_round)
     return freeze(new)  # type: ignore[type-var]  # a BettingHand is a GameState
 
 
-def fold(state: H, seat: int, then: NextTurn[H]) -> H:
-    """The hand after ``seat`` folds in turn, the turn handed on by ``then``."""
+def fold(state: H, seat: int, owing: Callable[[H], list[int]], close_round: Callable[[H], None]) -> H:
+    """The hand after ``seat`` folds in turn, the turn handed on as by ``put_in``."""
     new = state.draft()
     new.folded = state.folded | {seat}
     new.acted = state.acted | {seat}
-    then(new, seat)
+    next_turn(new, seat, owing, close_round)
     return freeze(new)  # type: ignore[type-var]  # a BettingHand is a GameState
 
 

@@ -241,7 +241,7 @@ def _start_round(new: LiengState, betting_round: int) -> None:
         new.phase = PLAY_OVER  # nobody left to bet against: straight to the showdown
         return
     new.phase = BETTING
-    _next_turn(new, after=None)
+    betting.next_turn(new, None, _waiting, _close_round)
 
 
 def _close_round(new: LiengState) -> None:
@@ -260,10 +260,6 @@ def _waiting(state: LiengState) -> list[int]:
         state.folded,
         {s: betting.remaining(state, s) for s in state.round_order},
     )
-
-
-def _next_turn(new: LiengState, after: int | None) -> None:
-    betting.next_turn(new, after, _waiting, _close_round)
 
 
 def _apply_deal(game: LiengFamily, state: LiengState, body: CardsDealt) -> LiengState:
@@ -285,17 +281,9 @@ def _apply_bet(state: LiengState, action: BetAction) -> LiengState:
     if kind == ActionKind.FOLD:
         if amount != 0:
             raise RuleViolation("BAD_AMOUNT", "a fold adds nothing")
-        return _fold(state, seat)
+        return betting.fold(state, seat, _waiting, _close_round)
     betting.check_action(sizing(state), kind, amount, _to_call(state, seat), betting.remaining(state, seat))
-    return _put_in(state, seat, amount)
-
-
-def _put_in(state: LiengState, seat: int, amount: int) -> LiengState:
-    return betting.put_in(state, seat, amount, _next_turn)
-
-
-def _fold(state: LiengState, seat: int) -> LiengState:
-    return betting.fold(state, seat, _next_turn)
+    return betting.put_in(state, seat, amount, _waiting, _close_round)
 
 
 def _apply_timer(state: LiengState, body: TimerExpired) -> LiengState:
@@ -304,8 +292,8 @@ def _apply_timer(state: LiengState, body: TimerExpired) -> LiengState:
         raise RuleViolation("WRONG_TIMER", f"this game has no {body.timer!r} timer")
     betting.check_turn(state, body.seat)
     if betting.timeout_checks(_to_call(state, body.seat)):
-        return _put_in(state, body.seat, 0)
-    return _fold(state, body.seat)
+        return betting.put_in(state, body.seat, 0, _waiting, _close_round)
+    return betting.fold(state, body.seat, _waiting, _close_round)
 
 
 def _forfeit(state: LiengState, seat: int) -> LiengState:
@@ -318,9 +306,9 @@ def _forfeit(state: LiengState, seat: int) -> LiengState:
     new.folded = state.folded | {seat}
     new.forfeited = state.forfeited | {seat}
     if state.phase == BETTING and state.to_act == seat:
-        _next_turn(new, after=seat)
+        betting.next_turn(new, seat, _waiting, _close_round)
     else:
-        _next_turn(new, after=None)
+        betting.next_turn(new, None, _waiting, _close_round)
     return freeze(new)
 
 
@@ -531,7 +519,10 @@ def apply_flip_declared(state: Any, body: Declared, game_name: str) -> Any:
     BAD_DECLARATION for any other declaration, and those of ``check_flip``."""
     if body.declaration != FLIP:
         raise RuleViolation("BAD_DECLARATION", f"{game_name} has only {FLIP!r}, not {body.declaration!r}")
-    return flip(state, body.seat)
+    # ``flip``, written out: every seat's flip of every replayed hand comes here.
+    seat = body.seat
+    check_flip(state, seat)
+    return state.derive(flipped=state.flipped | {seat})
 
 
 def deal_to_flip(state: Any, body: CardsDealt, deck_cards: frozenset[Card], game_name: str) -> Any:

@@ -639,7 +639,7 @@ def _start_round(new: State, betting_round: int) -> None:
         _close_round(new)  # nobody left to bet against
         return
     new.phase = BETTING
-    _next_turn(new, after=None)
+    betting.next_turn(new, None, _waiting, _close_round)
 
 
 def _close_round(new: State) -> None:
@@ -648,11 +648,6 @@ def _close_round(new: State) -> None:
     else:
         new.phase = DEALING
     new.to_act = None
-
-
-def _next_turn(new: State, after: int | None) -> None:
-    """Hand the turn on after ``after`` acted, or close the round (``betting.next_turn``)."""
-    betting.next_turn(new, after, _waiting, _close_round)
 
 
 def _apply_bet(state: State, action: BetAction) -> State:
@@ -665,7 +660,7 @@ def _apply_bet(state: State, action: BetAction) -> State:
     if kind == ActionKind.FOLD:
         if amount != 0:
             raise RuleViolation("BAD_AMOUNT", "a fold adds nothing")
-        return _fold(state, seat)
+        return betting.fold(state, seat, _waiting, _close_round)
     if state.betting_round == 1:
         due = min(_forced_bet_gold(state), remaining)
         if kind == ActionKind.ALL_IN and due == remaining:
@@ -681,11 +676,7 @@ def _apply_bet(state: State, action: BetAction) -> State:
 
 def _put_in(state: State, seat: int, amount: int) -> State:
     # A raise reopens the round: everyone else must answer it (XT-11); not the forced bet.
-    return betting.put_in(state, seat, amount, _next_turn, raises_reopen=state.betting_round >= 2)
-
-
-def _fold(state: State, seat: int) -> State:
-    return betting.fold(state, seat, _next_turn)
+    return betting.put_in(state, seat, amount, _waiting, _close_round, raises_reopen=state.betting_round >= 2)
 
 
 def _apply_timer(state: State, body: TimerExpired) -> State:
@@ -695,7 +686,7 @@ def _apply_timer(state: State, body: TimerExpired) -> State:
     betting.check_turn(state, body.seat)
     if betting.timeout_checks(_to_call(state, body.seat), check_allowed=state.betting_round >= 2):
         return _put_in(state, body.seat, 0)
-    return _fold(state, body.seat)
+    return betting.fold(state, body.seat, _waiting, _close_round)
 
 
 def _apply_left(state: State, seat: int) -> State:
@@ -706,9 +697,9 @@ def _apply_left(state: State, seat: int) -> State:
     new = state.draft()
     new.folded = state.folded | {seat}
     if state.phase == BETTING and state.to_act == seat:
-        _next_turn(new, after=seat)
+        betting.next_turn(new, seat, _waiting, _close_round)
     else:
-        _next_turn(new, after=None)
+        betting.next_turn(new, None, _waiting, _close_round)
     return freeze(new)
 
 
