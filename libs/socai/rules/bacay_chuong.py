@@ -46,9 +46,7 @@ from socai.events.model import (
     Body,
     CardsDealt,
     Declared,
-    HandEnded,
     HandStarted,
-    PlayerDisconnected,
     TimerExpired,
     WagerPlaced,
 )
@@ -64,11 +62,14 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    check_settlement,
     common_event,
     game_state,
+    hand_ended,
     parse_options,
     pay_obligations,
     resolve_options,
+    seat_or_owner,
     seats_in_order,
     seeded_index,
     validate_start,
@@ -298,20 +299,12 @@ def apply(state: State, body: Body) -> State:
     if isinstance(body, WagerPlaced):
         return _apply_wager(state, body)
     if isinstance(body, CardsDealt):
-        if state.phase != play.DEALING:
-            raise RuleViolation("WRONG_DEAL", "no cards are due now")
-        dealt = play.check_deal(body, play.deal_three_face_down(state.order), DECK, SPEC.name)
-        return _after_change(state.derive(hands={**state.hands, **dealt}, phase=play.FLIPPING))
+        return _after_change(play.deal_to_flip(state, body, DECK, SPEC.name))
     if isinstance(body, Declared):
-        if body.declaration != play.FLIP:
-            raise RuleViolation("BAD_DECLARATION", f"Ba Cây Chương has only {play.FLIP!r}, not {body.declaration!r}")
-        play.check_flip(state, body.seat)
-        return _after_change(state.derive(flipped=state.flipped | {body.seat}))
+        return _after_change(play.apply_flip_declared(state, body, SPEC.name))
     if isinstance(body, TimerExpired):
         return _apply_timer(state, body)
-    if isinstance(body, PlayerDisconnected):
-        marked = common_event(state, body, game_name=SPEC.name, seats=state.stacks_gold, over=False)
-        return _leave(marked, body.seat)
+    # A disconnect is leaving (GA-6, CH-5), then reconnect, HandEnded, bodies it never has.
     return common_event(
         state,
         body,
@@ -319,7 +312,8 @@ def apply(state: State, body: Body) -> State:
         seats=state.stacks_gold,
         over=state.phase == play.PLAY_OVER,
         leave=_leave,
-        end=_apply_ended,
+        end=hand_ended,
+        disconnect_leaves=True,
     )
 
 
@@ -337,8 +331,7 @@ def _apply_timer(state: State, body: TimerExpired) -> State:
             raise RuleViolation("SEAT_NOT_BETTING", f"seat {body.seat} is not betting")
         return _after_change(state.derive(passed=state.passed | {body.seat}))
     if body.timer == FLIP_TIMER:
-        play.check_flip(state, body.seat)
-        return _after_change(state.derive(flipped=state.flipped | {body.seat}))
+        return _after_change(play.flip(state, body.seat))
     raise RuleViolation("WRONG_TIMER", f"Ba Cây Chương has no {body.timer!r} timer")
 
 
@@ -361,10 +354,6 @@ def _after_change(new: State) -> State:
     return new
 
 
-def _apply_ended(state: State, body: HandEnded) -> State:
-    return state.derive(phase=play.ENDED, deck_seed=body.deck_seed)
-
-
 def pending(state: State) -> Pending:
     """The betting window (every player still to bet, one timer), the deal, the seats
     still to flip (one timer), or nothing (finished)."""
@@ -374,9 +363,7 @@ def pending(state: State) -> Pending:
         return Pending(to_act=still_to_bet(state), timer=BETTING_TIMER, timeout_s=state.options.betting_timeout_s)
     if state.phase == play.DEALING:
         return Pending(deal=play.deal_three_face_down(state.order))
-    return Pending(
-        to_act=play.still_to_flip(state), timer=FLIP_TIMER, timeout_s=play.flip_timeout_s(state.options.fast_mode)
-    )
+    return play.flip_pending(state)
 
 
 def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
@@ -385,9 +372,7 @@ def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
     if seat in still_to_bet(state):
         low, high = _bet_limits(state, seat)
         return (LegalAction("wager", low, high),) if high >= low else ()
-    if state.phase == play.FLIPPING and seat in play.still_to_flip(state):
-        return (LegalAction(f"declare:{play.FLIP}"),)
-    return ()
+    return play.flip_legal_actions(state, seat)
 
 
 def candidate_actions(state: State, seat: int) -> list[Body]:
@@ -415,11 +400,7 @@ def visible(body: Body, viewer_seat: int, state: State | None) -> Body | None:
 
 def counting_values(state: State) -> dict[int, BaCayValue]:
     """The hands that count, in order: dealt, and not disconnected or left."""
-    return {
-        s: threecard.bacay_value(state.hands[s])
-        for s in state.order
-        if s not in state.out and len(state.hands[s]) == play.CARDS_PER_SEAT
-    }
+    return play.counting_values(state)
 
 
 def settle(state: State) -> Settlement:
@@ -462,10 +443,7 @@ def settle(state: State) -> Settlement:
     pay_obligations(builder, owed, state.stacks_gold, players_first)
     check(not builder.shortfalls, "the bank covers every payout (CH-2)")
     builder.charge_fees(started.fee_bps, players_first)
-    settlement = builder.build()
-    for seat, net in settlement.nets.items():
-        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought")
-    return settlement
+    return check_settlement(builder.build(), state.stacks_gold, conserved=False)
 
 
 def next_hand_dealer(
@@ -487,7 +465,7 @@ def next_hand_dealer(
     """
     check(len(participants) > 0, "a hand needs participants")
     if previous_state is None or previous_state.phase != play.ENDED:
-        return owner_seat if owner_seat in participants else participants[0]
+        return seat_or_owner(None, participants, owner_seat)
     options = previous_state.options
     stake = previous_state.started.stake_gold
 

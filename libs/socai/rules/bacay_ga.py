@@ -48,7 +48,7 @@ from socai import accounts
 from socai.cards import Card
 from socai.cards import deck as canonical_deck
 from socai.errors import RuleViolation, check
-from socai.events.model import Body, CardsDealt, Declared, HandEnded, HandStarted, PlayerDisconnected, TimerExpired
+from socai.events.model import Body, CardsDealt, Declared, HandStarted, TimerExpired
 from socai.money import split_evenly
 from socai.rules import threecard
 from socai.rules import threecard_play as play
@@ -62,8 +62,10 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    check_settlement,
     common_event,
     game_state,
+    hand_ended,
     parse_options,
     pay_obligations,
     resolve_options,
@@ -209,24 +211,14 @@ def apply(state: State, body: Body) -> State:
     if state.phase == play.ENDED:
         raise RuleViolation("HAND_FINISHED", "the hand has ended")
     if isinstance(body, CardsDealt):
-        if state.phase != play.DEALING:
-            raise RuleViolation("WRONG_DEAL", "no cards are due now")
-        dealt = play.check_deal(body, play.deal_three_face_down(state.order), DECK, SPEC.name)
-        new = state.derive(hands={**state.hands, **dealt}, phase=play.FLIPPING)
-        return _after_change(new)
+        return _after_change(play.deal_to_flip(state, body, DECK, SPEC.name))
     if isinstance(body, Declared):
-        if body.declaration != play.FLIP:
-            raise RuleViolation("BAD_DECLARATION", f"3 Cây Gà has only {play.FLIP!r}, not {body.declaration!r}")
-        play.check_flip(state, body.seat)
-        return _after_change(state.derive(flipped=state.flipped | {body.seat}))
+        return _after_change(play.apply_flip_declared(state, body, SPEC.name))
     if isinstance(body, TimerExpired):
         if body.timer != FLIP_TIMER:
             raise RuleViolation("WRONG_TIMER", f"3 Cây Gà has only the {FLIP_TIMER!r} timer, not {body.timer!r}")
-        play.check_flip(state, body.seat)  # the timer flips for the seat (7.1)
-        return _after_change(state.derive(flipped=state.flipped | {body.seat}))
-    if isinstance(body, PlayerDisconnected):
-        marked = common_event(state, body, game_name=SPEC.name, seats=state.stacks_gold, over=False)
-        return _leave(marked, body.seat)
+        return _after_change(play.flip(state, body.seat))  # the timer flips for the seat (7.1)
+    # A disconnect is leaving (GA-6, CH-5), then reconnect, HandEnded, bodies it never has.
     return common_event(
         state,
         body,
@@ -234,7 +226,8 @@ def apply(state: State, body: Body) -> State:
         seats=state.stacks_gold,
         over=state.phase == play.PLAY_OVER,
         leave=_leave,
-        end=_apply_ended,
+        end=hand_ended,
+        disconnect_leaves=True,
     )
 
 
@@ -253,26 +246,18 @@ def _after_change(new: State) -> State:
     return new
 
 
-def _apply_ended(state: State, body: HandEnded) -> State:
-    return state.derive(phase=play.ENDED, deck_seed=body.deck_seed)
-
-
 def pending(state: State) -> Pending:
     """The deal, the seats still to flip (one timer for all), or nothing (finished)."""
     if state.phase in (play.PLAY_OVER, play.ENDED):
         return Pending(finished=True)
     if state.phase == play.DEALING:
         return Pending(deal=play.deal_three_face_down(state.order))
-    return Pending(
-        to_act=play.still_to_flip(state), timer=FLIP_TIMER, timeout_s=play.flip_timeout_s(state.options.fast_mode)
-    )
+    return play.flip_pending(state)
 
 
 def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
     """``declare:flip`` while ``seat`` has cards to flip, else nothing."""
-    if state.phase == play.FLIPPING and seat in play.still_to_flip(state):
-        return (LegalAction(f"declare:{play.FLIP}"),)
-    return ()
+    return play.flip_legal_actions(state, seat)
 
 
 def candidate_actions(state: State, seat: int) -> list[Body]:
@@ -292,11 +277,7 @@ def visible(body: Body, viewer_seat: int, state: State | None) -> Body | None:
 
 def counting_values(state: State) -> dict[int, BaCayValue]:
     """The hands that count, in dealing order: dealt, and not disconnected or left (GA-6)."""
-    return {
-        s: threecard.bacay_value(state.hands[s])
-        for s in state.order
-        if s not in state.out and len(state.hands[s]) == play.CARDS_PER_SEAT
-    }
+    return play.counting_values(state)
 
 
 def hand_winner(state: State) -> int | None:
@@ -349,9 +330,7 @@ def settle(state: State) -> Settlement:
             pot_gold = 0
     builder.charge_fees(started.fee_bps, order)
     builder.pot_carry_gold = pot_gold
-    settlement = builder.build()
-    for seat, net in settlement.nets.items():
-        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought")
+    settlement = check_settlement(builder.build(), state.stacks_gold, conserved=False)
     moved = settlement.entries().get(pot_account, 0)
     check(moved == pot_gold - started.pot_gold, "the Gà account moves by the change of the carry")
     return settlement

@@ -35,8 +35,11 @@ The kit (this module, ``betting`` and ``pots``):
   stacks, stake, fee range, dealer and owner seats), with the codes of ``RULE_CODES``;
 - ``RULE_CODES``: the one documented set of RuleViolation codes of every game;
 - ``common_event``: the default handling of disconnect / reconnect / leave / HandEnded /
-  bodies a game never has;
+  bodies a game never has (``hand_ended``: the kit's ``ENDED`` phase, the seed recorded);
+- ``check_settlement``: the invariants every settlement keeps (GEN-4's floor, gold
+  conserved), checked always;
 - ``next_hand_dealer`` / ``choose_dealer``: who deals (or banks) the next hand;
+  ``seat_or_owner``: the previous winner while it plays, else the owner;
 - ``next_system_event``: the deal, dice roll or HandEnded a hand waits for;
 - ``visible``: what a seat may see of an event (face-down cards of other seats hidden);
 - obligations and ``pay_obligations``: penalties paid once, capped by RULES.md GEN-4. A
@@ -82,6 +85,10 @@ from socai.money import INT64_MAX, TABLE_FEE_BPS_MAX, fee, is_gold, pro_rata
 
 CLOCKWISE: Final = "clockwise"
 COUNTERCLOCKWISE: Final = "counterclockwise"
+
+# The last phases of every game's state (each game names its earlier ones).
+PLAY_OVER: Final = "play_over"  # the result is decided; only HandEnded is expected
+ENDED: Final = "ended"  # HandEnded applied; settle() may run
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,6 +393,17 @@ class SettlementBuilder:
         # accounts always sum to zero. Checked anyway (TIGER_STYLE: invariants always on).
         check(sum(self._nets.values()) == 0, "settlement transfers do not balance")
         return settlement
+
+
+def check_settlement(settlement: Settlement, stacks_gold: Mapping[int, int], conserved: bool = True) -> Settlement:
+    """``settlement`` after checking, always, that no seat lost more than it brought
+    (GEN-4) and, with ``conserved`` (a game whose gold moves only between the seats and
+    the fee account), that the seats' nets and the fees sum to zero."""
+    for seat, net in settlement.nets.items():
+        check(net >= -stacks_gold[seat], "a seat lost more than it brought (GEN-4)")
+    if conserved:
+        check(sum(settlement.nets.values()) + settlement.fees_gold() == 0, "gold is conserved")
+    return settlement
 
 
 def match_flows(payers: Sequence[tuple[str, int]], receivers: Sequence[tuple[str, int]]) -> list[tuple[str, str, int]]:
@@ -778,8 +796,17 @@ def next_hand_dealer(
     is the sole participant."""
     check(len(participants) > 0, "a hand needs participants")
     if previous_dealer is None or previous_state is None:
-        return owner_seat if owner_seat in participants else participants[0]
+        return seat_or_owner(None, participants, owner_seat)
     return seats_after(participants, previous_dealer, seats_max, direction)[0]
+
+
+def seat_or_owner(seat: int | None, participants: Sequence[int], owner_seat: int) -> int:
+    """``seat`` (a previous hand's winner, who deals or acts first next: RULES.md 3.1,
+    LI-4, LS-4, PH-1) when it takes part; else the table owner when it does; else the
+    first participant."""
+    if seat is not None and seat in participants:
+        return seat
+    return owner_seat if owner_seat in participants else participants[0]
 
 
 def choose_dealer(
@@ -903,12 +930,15 @@ def common_event(
     over: bool,
     leave: Callable[[S, int], S] | None = None,
     end: Callable[[S, HandEnded], S] | None = None,
+    disconnect_leaves: bool = False,
 ) -> S:
     """The default handling of the bodies every game shares, for a state with a
     ``disconnected: frozenset[int]`` field (and ``deck_seed: str`` unless ``end`` is given):
 
     - PlayerDisconnected / PlayerReconnected: the seat is marked / unmarked in
-      ``disconnected``; the game's timeout rule then acts for it (GEN-5, GEN-6);
+      ``disconnected``; the game's timeout rule then acts for it (GEN-5, GEN-6), or with
+      ``disconnect_leaves`` (games whose rules treat a disconnect as leaving: LI-5, 12.5,
+      GA-6, CH-5) the marked state goes on to ``leave(state, seat)`` at once;
     - PlayerLeft: ``leave(state, seat)``, the game's leaving rule (GEN-6: where a game's
       source gives one rule for leaving and disconnecting, it applies to both); without
       ``leave``, a leaver is a seat disconnected for good;
@@ -924,12 +954,21 @@ def common_event(
         if isinstance(body, PlayerLeft) and leave is not None:
             return leave(state, seat)
         away: frozenset[int] = state.disconnected  # type: ignore[attr-defined]
-        return state.derive(disconnected=away - {seat} if isinstance(body, PlayerReconnected) else away | {seat})
+        marked = state.derive(disconnected=away - {seat} if isinstance(body, PlayerReconnected) else away | {seat})
+        if disconnect_leaves and leave is not None and isinstance(body, PlayerDisconnected):
+            return leave(marked, seat)
+        return marked
     if isinstance(body, HandEnded):
         if not over:
             raise RuleViolation("HAND_NOT_OVER", "HandEnded before the hand's result is decided")
         return end(state, body) if end is not None else state.derive(deck_seed=body.deck_seed)
     raise unexpected(game_name, body)
+
+
+def hand_ended(state: S, body: HandEnded) -> S:
+    """HandEnded for a state with ``phase`` and ``deck_seed`` fields (``common_event``'s
+    ``end``): the phase ENDED, the revealed seed recorded."""
+    return state.derive(phase=ENDED, deck_seed=body.deck_seed)
 
 
 def unexpected(game_name: str, body: object) -> RuleViolation:

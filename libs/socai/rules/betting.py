@@ -25,17 +25,25 @@ game shares:
 
 The round ends when every seat that is neither folded nor all-in has acted since the last
 raise and matched the highest contribution (``waiting`` is empty).
+
+The second half of this module is the hand around the rounds, for a state that keeps the
+round's values under the same names (``BettingHand``: Xì Tố's and the Liêng family's):
+whose turn it is (``check_turn``, ``next_turn``), putting chips in and folding, and what
+the hand waits for. The game passes in what differs: when a round is over (its
+``waiting``) and what follows it (its ``close_round``: the next card, the next round or
+the showdown).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol, Self, TypeVar
 
-from socai.errors import RuleViolation
-from socai.events.model import ActionKind
-from socai.rules.base import LegalAction
+from socai.errors import RuleViolation, check
+from socai.events.model import ActionKind, BetAction, Body
+from socai.rules import base
+from socai.rules.base import LegalAction, Pending, freeze
 
 CHECK: Final = ActionKind.CHECK
 BET: Final = ActionKind.BET
@@ -43,6 +51,14 @@ CALL: Final = ActionKind.CALL
 RAISE: Final = ActionKind.RAISE
 FOLD: Final = ActionKind.FOLD
 ALL_IN: Final = ActionKind.ALL_IN
+
+TURN_TIMER: Final = "turn"
+
+# Phases of a betting hand.
+DEALING: Final = "dealing"  # the table must deal pending(state).deal
+BETTING: Final = "betting"  # a betting round waits for ``to_act``
+PLAY_OVER: Final = base.PLAY_OVER  # the result is decided; only HandEnded is expected
+ENDED: Final = base.ENDED  # HandEnded applied; settle() may run
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,3 +229,164 @@ def timeout_checks(owed: int, check_allowed: bool = True) -> bool:
     """GEN-5: a turn timeout checks when a check is free (and the round allows one),
     otherwise the seat folds."""
     return check_allowed and owed == 0
+
+
+# --- the hand around the rounds ------------------------------------------------------------
+
+
+class BettingHand(Protocol):
+    """The fields a betting game's state keeps (a ``base.game_state`` class).
+
+    ``order`` lists the dealt seats in the game's direction; ``put_in_gold`` is each seat's
+    total in the pot this hand, ``round_put_in_gold`` its part in the current round;
+    ``acted`` the seats that acted since the last raise of the round; ``round_order`` the
+    round's betting order, from its opener.
+    """
+
+    order: tuple[int, ...]
+    stacks_gold: Mapping[int, int]
+    put_in_gold: Mapping[int, int]
+    round_put_in_gold: Mapping[int, int]
+    folded: frozenset[int]
+    acted: frozenset[int]
+    phase: str
+    betting_round: int
+    round_order: tuple[int, ...]
+    to_act: int | None
+
+    def draft(self) -> Self: ...
+
+
+H = TypeVar("H", bound=BettingHand)
+
+
+def remaining(hand: BettingHand, seat: int) -> int:
+    """The chips ``seat`` has left behind what it put in this hand."""
+    return hand.stacks_gold[seat] - hand.put_in_gold[seat]
+
+
+def live(hand: BettingHand) -> list[int]:
+    """The seats that have not folded, in ``order``."""
+    folded = hand.folded
+    return [s for s in hand.order if s not in folded]
+
+
+def live_count(hand: BettingHand) -> int:
+    """``len(live(hand))``: only seats of the hand ever fold (``known_seat`` first)."""
+    return len(hand.order) - len(hand.folded)
+
+
+def with_chips(hand: BettingHand, seats: Iterable[int]) -> int:
+    """How many of ``seats`` have chips left to bet (not all-in)."""
+    stacks = hand.stacks_gold
+    put_in_gold = hand.put_in_gold
+    return sum(1 for s in seats if stacks[s] > put_in_gold[s])
+
+
+def reset_round(new: BettingHand, betting_round: int) -> None:
+    """Make ``new`` (a draft) betting round ``betting_round`` with nothing put in, nobody
+    acted and nobody to act yet; the game then picks the opener."""
+    new.betting_round = betting_round
+    new.round_put_in_gold = dict.fromkeys(new.order, 0)
+    new.acted = frozenset()
+    new.to_act = None
+
+
+def known_seat(hand: BettingHand, seat: int) -> None:
+    """Raises RuleViolation("UNKNOWN_SEAT") for a seat not dealt into the hand."""
+    if seat not in hand.stacks_gold:
+        raise RuleViolation("UNKNOWN_SEAT", f"seat {seat} is not in this hand", seat=seat)
+
+
+def check_turn(hand: BettingHand, seat: int) -> None:
+    """A decision of ``seat`` now. Raises RuleViolation: HAND_FINISHED (the result is
+    decided), UNKNOWN_SEAT, SEAT_FOLDED, NOT_YOUR_TURN."""
+    if hand.phase == PLAY_OVER:
+        raise RuleViolation("HAND_FINISHED", "the hand's result is already decided")
+    known_seat(hand, seat)
+    if seat in hand.folded:
+        raise RuleViolation("SEAT_FOLDED", f"seat {seat} has folded", seat=seat)
+    if hand.phase != BETTING or hand.to_act != seat:
+        raise RuleViolation("NOT_YOUR_TURN", f"seat {seat} is not to act", seat=seat)
+
+
+def next_turn(new: H, after: int | None, owing: Callable[[H], list[int]], close_round: Callable[[H], None]) -> None:
+    """Hand the turn on after ``after`` acted (None: keep the current seat if it still
+    owes a decision), or close the round (``close_round``) when nobody owes one
+    (``owing``, the game's ``waiting``), or end the play when one seat is left. Changes
+    ``new``, a draft not yet returned."""
+    # ``live_count``, written out: this runs after every action of every replayed hand.
+    if len(new.order) - len(new.folded) <= 1:
+        new.phase = PLAY_OVER
+        new.to_act = None
+        return
+    if new.phase != BETTING:
+        return
+    waiting_seats = owing(new)
+    if not waiting_seats:
+        close_round(new)
+        return
+    new.to_act = next_seat(new.round_order, waiting_seats, after, new.to_act)
+
+
+def put_in(
+    state: H,
+    seat: int,
+    amount: int,
+    owing: Callable[[H], list[int]],
+    close_round: Callable[[H], None],
+    raises_reopen: bool = True,
+) -> H:
+    """The hand after ``seat`` adds ``amount`` chips (checked by the caller), the turn
+    handed on by ``next_turn`` with the game's ``owing`` and ``close_round``.
+    ``raises_reopen`` as in ``after_put_in``."""
+    put_in_gold = {**state.put_in_gold, seat: state.put_in_gold[seat] + amount}
+    check(put_in_gold[seat] <= state.stacks_gold[seat], "a seat put in more than its stack")
+    round_put_in, acted = after_put_in(state.round_put_in_gold, state.acted, seat, amount, raises_reopen)
+    new = state.draft()
+    new.put_in_gold = put_in_gold
+    new.round_put_in_gold = round_put_in
+    new.acted = acted
+    next_turn(new, seat, owing, close_round)
+    return freeze(new)  # type: ignore[type-var]  # a BettingHand is a GameState
+
+
+def fold(state: H, seat: int, owing: Callable[[H], list[int]], close_round: Callable[[H], None]) -> H:
+    """The hand after ``seat`` folds in turn, the turn handed on as by ``put_in``."""
+    new = state.draft()
+    new.folded = state.folded | {seat}
+    new.acted = state.acted | {seat}
+    next_turn(new, seat, owing, close_round)
+    return freeze(new)  # type: ignore[type-var]  # a BettingHand is a GameState
+
+
+def turn_pending(hand: BettingHand, timeout_s: int) -> Pending:
+    """What a hand in a betting round waits for: the seat to act, on the turn timer."""
+    to_act = hand.to_act
+    check(to_act is not None, "a betting hand has a seat to act")
+    return Pending(to_act=(to_act,) if to_act is not None else (), timer=TURN_TIMER, timeout_s=timeout_s)
+
+
+def candidate_bets(
+    seat: int, legal: Iterable[LegalAction], wager_amounts: Callable[[LegalAction], Iterable[int]]
+) -> list[Body]:
+    """A small finite set of the BetActions ``legal`` allows (bots, property tests): check
+    or call, fold, all-in unless it is the call, and the amounts ``wager_amounts`` names
+    for a bet or raise that lie within its bounds, each once, smallest first."""
+    legal = tuple(legal)
+    out: list[Body] = []
+    calls = {a.min_gold for a in legal if a.kind == CALL.value}
+    for action in legal:
+        kind = ActionKind(action.kind)
+        if kind in (CHECK, FOLD):
+            out.append(BetAction(seat, kind, 0))
+        elif kind == CALL:
+            out.append(BetAction(seat, kind, action.min_gold))
+        elif kind == ALL_IN:
+            if action.min_gold not in calls:  # a short call is already offered as CALL
+                out.append(BetAction(seat, kind, action.min_gold))
+        else:
+            for amount in sorted(set(wager_amounts(action))):
+                if action.min_gold <= amount <= action.max_gold:
+                    out.append(BetAction(seat, kind, amount))
+    return out

@@ -80,7 +80,6 @@ from socai.events.model import (
     Arranged,
     Body,
     CardsDealt,
-    HandEnded,
     HandStarted,
     PlayerDisconnected,
     PlayerLeft,
@@ -99,8 +98,10 @@ from socai.rules.base import (
     Settlement,
     SettlementBuilder,
     Shortfall,
+    check_settlement,
     common_event,
     game_state,
+    hand_ended,
     match_flows,
     parse_options,
     resolve_options,
@@ -338,7 +339,7 @@ def apply(state: State, body: Body) -> State:
         seats=state.stacks_gold,
         over=state.phase == COMPARED,
         leave=_apply_left,
-        end=_apply_ended,
+        end=hand_ended,
     )
     return _close_if_done(new) if isinstance(body, PlayerDisconnected | PlayerLeft) else new
 
@@ -412,11 +413,7 @@ def settle(state: State) -> Settlement:
     order = seats_after(state.order, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE)
     _cap_net_losses(builder, state.stacks_gold, order)
     builder.charge_fees(started.fee_bps, order)
-    settlement = builder.build()
-    for seat, net in settlement.nets.items():
-        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought (GEN-4)")
-    check(sum(settlement.nets.values()) + settlement.fees_gold() == 0, "gold is conserved")
-    return settlement
+    return check_settlement(builder.build(), state.stacks_gold)
 
 
 # --- hooks --------------------------------------------------------------------------------
@@ -617,10 +614,6 @@ def _apply_left(state: State, seat: int) -> State:
     if seat in state.left:
         raise RuleViolation("SEAT_LEFT", f"seat {seat} has already left")
     return state.derive(left=state.left | {seat})
-
-
-def _apply_ended(state: State, body: HandEnded) -> State:
-    return state.derive(phase=ENDED, deck_seed=body.deck_seed)
 
 
 def _close_if_done(state: State) -> State:

@@ -70,7 +70,6 @@ from socai.events.model import (
     CardsPlayed,
     CardTaken,
     Declared,
-    HandEnded,
     HandStarted,
     Meld,
     MeldsLaid,
@@ -89,11 +88,14 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    check_settlement,
     common_event,
     game_state,
+    hand_ended,
     parse_options,
     pay_obligations,
     resolve_options,
+    seat_or_owner,
     seats_in_order,
     validate_start,
 )
@@ -293,7 +295,7 @@ def apply(state: State, body: Body) -> State:
         seats=state.stacks_gold,
         over=state.phase == PLAY_OVER,
         leave=_forfeit,
-        end=_apply_ended,
+        end=hand_ended,
     )
 
 
@@ -387,10 +389,7 @@ def settle(state: State) -> Settlement:
     )
     pay_obligations(builder, state.obligations, state.stacks_gold, state.order)
     builder.charge_fees(started.fee_bps, list(state.order))
-    settlement = builder.build()
-    for seat, net in settlement.nets.items():
-        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought")
-    return settlement
+    return check_settlement(builder.build(), state.stacks_gold, conserved=False)
 
 
 def visible(body: Body, viewer_seat: int, state: object) -> Body | None:
@@ -429,11 +428,10 @@ def next_hand_dealer(
     """The first player of the next hand (PH-1): the table owner in the first hand, then
     the previous hand's winner; when that seat no longer plays, the owner, else the first
     participating seat."""
+    champion = None
     if previous_state is not None and previous_state.phase in (PLAY_OVER, ENDED):
         champion = winner(previous_state)
-        if champion in participants:
-            return int(champion)  # type: ignore[arg-type]
-    return owner_seat if owner_seat in participants else participants[0]
+    return seat_or_owner(champion, participants, owner_seat)
 
 
 # --- helpers ----------------------------------------------------------------------------
@@ -920,10 +918,6 @@ def _forfeit(state: State, seat: int) -> State:
         new.to_act = None
         _finish(new)
     return base.freeze(new)
-
-
-def _apply_ended(state: State, body: HandEnded) -> State:
-    return state.derive(phase=ENDED, deck_seed=body.deck_seed)
 
 
 def hand_cards(state: State) -> int:

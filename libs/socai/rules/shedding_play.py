@@ -65,6 +65,7 @@ from socai.rules.base import (
     common_event,
     freeze,
     game_state,
+    hand_ended,
     pay_obligations,
     seats_in_order,
 )
@@ -562,7 +563,7 @@ def apply(state: State, body: Body) -> State:
         seats=state.order,
         over=state.phase == PLAY_OVER,
         leave=_leave,
-        end=_ended,
+        end=hand_ended,
     )
 
 
@@ -570,10 +571,6 @@ def _after_deal(state: State) -> RuleViolation:
     if state.phase in (PLAY_OVER, ENDED):
         return RuleViolation("HAND_FINISHED", "play is over")
     return RuleViolation("WRONG_DEAL", "the cards are already dealt")
-
-
-def _ended(state: State, body: HandEnded) -> State:
-    return state.derive(deck_seed=body.deck_seed, phase=ENDED)
 
 
 def _known(state: State, seat: int) -> None:

@@ -84,6 +84,7 @@ from socai.rules.base import (
     game_state,
     parse_options,
     resolve_options,
+    seat_or_owner,
     unexpected,
     validate_start,
 )
@@ -778,4 +779,4 @@ def next_hand_dealer(
 ) -> int:
     """The banker seat of the next round: always the table owner (RULES.md 2.1, mode
     ``p2p``); against the house the seat is only a reference, the owner or the first seat."""
-    return owner_seat if owner_seat in participants else participants[0]
+    return seat_or_owner(None, participants, owner_seat)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from socai.cards import Card
-from socai.errors import RuleViolation, check
+from socai.errors import RuleViolation
 from socai.events.model import (
     HIDDEN_CARD,
     ActionKind,
@@ -33,9 +33,8 @@ from socai.events.model import (
     Body,
     CardsDealt,
     DealtCard,
-    HandEnded,
+    Declared,
     HandStarted,
-    PlayerDisconnected,
     TimerExpired,
 )
 from socai.rules import betting, pots, threecard
@@ -51,32 +50,35 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    check_settlement,
     common_event,
     freeze,
     game_state,
+    hand_ended,
     parse_options,
     pay_obligations,
     resolve_options,
+    seat_or_owner,
     seats_after,
     seats_in_order,
     validate_start,
 )
-from socai.rules.threecard import ThreeCardValue
+from socai.rules.threecard import BaCayValue, ThreeCardValue
 
 CARDS_PER_SEAT: Final = threecard.CARDS_PER_HAND
 # A table of the three-card games seats at most 9 (RULES.md 5.1, 7.1, 8.1, LS-10).
 SEATS_MAX: Final = 9
-TURN_TIMER: Final = "turn"
+TURN_TIMER: Final = betting.TURN_TIMER
 FLIP_TIMER: Final = "flip"
 FLIP: Final = "flip"  # Declared.declaration of a flip (lật bài)
 
 # Phases of a hand.
 WAGERING: Final = "wagering"  # Ba Cây Chương's betting window (WagerPlaced)
-DEALING: Final = "dealing"  # the table must deal pending(state).deal
-BETTING: Final = "betting"  # a Liêng betting round waits for ``to_act``
+DEALING: Final = betting.DEALING  # the table must deal pending(state).deal
+BETTING: Final = betting.BETTING  # a Liêng betting round waits for ``to_act``
 FLIPPING: Final = "flipping"  # Ba Cây: every seat still to flip acts under one timer
-PLAY_OVER: Final = "play_over"  # the result is decided; only HandEnded is expected
-ENDED: Final = "ended"  # HandEnded applied; settle() may run
+PLAY_OVER: Final = betting.PLAY_OVER  # the result is decided; only HandEnded is expected
+ENDED: Final = betting.ENDED  # HandEnded applied; settle() may run
 
 # The reasons of a Liêng-family settlement (5.4, 12.4).
 ANTE: Final = "ante"
@@ -217,14 +219,6 @@ def lieng_initial_state(game: LiengFamily, started: HandStarted) -> LiengState:
     )
 
 
-def _remaining(state: LiengState, seat: int) -> int:
-    return state.stacks_gold[seat] - state.put_in_gold[seat]
-
-
-def _live(state: LiengState) -> list[int]:
-    return [s for s in state.order if s not in state.folded]
-
-
 def sizing(state: LiengState) -> betting.Sizing:
     """Bets and raises of k × S above the call, k from 1 to ``raise_max_stakes`` (LI-4, LS-3,
     LS-11); no voluntary all-in: a short stack calls all-in instead."""
@@ -239,23 +233,19 @@ def _to_call(state: LiengState, seat: int) -> int:
 def _start_round(new: LiengState, betting_round: int) -> None:
     """Open betting round ``betting_round`` in ``new`` (a draft), or end the play when
     there is nobody left to bet against."""
-    live = _live(new)
-    new.betting_round = betting_round
-    new.round_put_in_gold = dict.fromkeys(new.order, 0)
-    new.acted = frozenset()
-    new.to_act = None
+    live = betting.live(new)
+    betting.reset_round(new, betting_round)
     # LS-4: each round starts with the first active player from the same position.
     new.round_order = tuple(live)
-    with_chips = sum(1 for s in live if new.stacks_gold[s] > new.put_in_gold[s])
-    if len(live) <= 1 or with_chips <= 1:
+    if len(live) <= 1 or betting.with_chips(new, live) <= 1:
         new.phase = PLAY_OVER  # nobody left to bet against: straight to the showdown
         return
     new.phase = BETTING
-    _next_turn(new, after=None)
+    betting.next_turn(new, None, _waiting, _close_round)
 
 
 def _close_round(new: LiengState) -> None:
-    if len(_live(new)) <= 1 or new.betting_round >= new.rounds:
+    if betting.live_count(new) <= 1 or new.betting_round >= new.rounds:
         new.phase = PLAY_OVER
         new.to_act = None
         return
@@ -268,43 +258,14 @@ def _waiting(state: LiengState) -> list[int]:
         state.round_put_in_gold,
         state.acted,
         state.folded,
-        {s: _remaining(state, s) for s in state.round_order},
+        {s: betting.remaining(state, s) for s in state.round_order},
     )
-
-
-def _next_turn(new: LiengState, after: int | None) -> None:
-    if len(_live(new)) <= 1:
-        new.phase = PLAY_OVER
-        new.to_act = None
-        return
-    if new.phase != BETTING:
-        return
-    owing = _waiting(new)
-    if not owing:
-        _close_round(new)
-        return
-    new.to_act = betting.next_seat(new.round_order, owing, after, new.to_act)
-
-
-def _known_seat(state: LiengState, seat: int) -> None:
-    if seat not in state.stacks_gold:
-        raise RuleViolation("UNKNOWN_SEAT", f"seat {seat} is not in this hand", seat=seat)
-
-
-def _check_turn(state: LiengState, seat: int) -> None:
-    if state.phase == PLAY_OVER:
-        raise RuleViolation("HAND_FINISHED", "the hand's result is already decided")
-    _known_seat(state, seat)
-    if seat in state.folded:
-        raise RuleViolation("SEAT_FOLDED", f"seat {seat} has folded", seat=seat)
-    if state.phase != BETTING or state.to_act != seat:
-        raise RuleViolation("NOT_YOUR_TURN", f"seat {seat} is not to act", seat=seat)
 
 
 def _apply_deal(game: LiengFamily, state: LiengState, body: CardsDealt) -> LiengState:
     if state.phase != DEALING:
         raise RuleViolation("WRONG_DEAL", "no cards are due now")
-    dealt = check_deal(body, deal_three_face_down(_live(state)), game.deck_cards, game.spec.name)
+    dealt = check_deal(body, deal_three_face_down(betting.live(state)), game.deck_cards, game.spec.name)
     new = state.draft()
     new.hands = {**state.hands, **dealt}
     _start_round(new, 1)
@@ -313,61 +274,41 @@ def _apply_deal(game: LiengFamily, state: LiengState, body: CardsDealt) -> Lieng
 
 def _apply_bet(state: LiengState, action: BetAction) -> LiengState:
     seat, amount = action.seat, action.amount_gold
-    _check_turn(state, seat)
+    betting.check_turn(state, seat)
     kind = betting.action_kind(action.kind)
     if type(amount) is not int or amount < 0:
         raise RuleViolation("BAD_AMOUNT", "a negative amount")
     if kind == ActionKind.FOLD:
         if amount != 0:
             raise RuleViolation("BAD_AMOUNT", "a fold adds nothing")
-        return _fold(state, seat)
-    betting.check_action(sizing(state), kind, amount, _to_call(state, seat), _remaining(state, seat))
-    return _put_in(state, seat, amount)
-
-
-def _put_in(state: LiengState, seat: int, amount: int) -> LiengState:
-    put_in = {**state.put_in_gold, seat: state.put_in_gold[seat] + amount}
-    check(put_in[seat] <= state.stacks_gold[seat], "a seat put in more than its stack")
-    round_put_in, acted = betting.after_put_in(state.round_put_in_gold, state.acted, seat, amount)
-    new = state.draft()
-    new.put_in_gold = put_in
-    new.round_put_in_gold = round_put_in
-    new.acted = acted
-    _next_turn(new, after=seat)
-    return freeze(new)
-
-
-def _fold(state: LiengState, seat: int) -> LiengState:
-    new = state.draft()
-    new.folded = state.folded | {seat}
-    new.acted = state.acted | {seat}
-    _next_turn(new, after=seat)
-    return freeze(new)
+        return betting.fold(state, seat, _waiting, _close_round)
+    betting.check_action(sizing(state), kind, amount, _to_call(state, seat), betting.remaining(state, seat))
+    return betting.put_in(state, seat, amount, _waiting, _close_round)
 
 
 def _apply_timer(state: LiengState, body: TimerExpired) -> LiengState:
     """GEN-5: a turn timeout checks ("Chuyển" in Liêng Sảnh) when free, otherwise folds."""
     if body.timer != TURN_TIMER:
         raise RuleViolation("WRONG_TIMER", f"this game has no {body.timer!r} timer")
-    _check_turn(state, body.seat)
+    betting.check_turn(state, body.seat)
     if betting.timeout_checks(_to_call(state, body.seat)):
-        return _put_in(state, body.seat, 0)
-    return _fold(state, body.seat)
+        return betting.put_in(state, body.seat, 0, _waiting, _close_round)
+    return betting.fold(state, body.seat, _waiting, _close_round)
 
 
 def _forfeit(state: LiengState, seat: int) -> LiengState:
     """LI-5, 12.5, GEN-6: a player who disconnects or leaves is folded at once, in or out of
     turn, and forfeits everything already in the pot."""
-    _known_seat(state, seat)
+    betting.known_seat(state, seat)
     if state.phase in (PLAY_OVER, ENDED) or seat in state.folded:
         return state
     new = state.draft()
     new.folded = state.folded | {seat}
     new.forfeited = state.forfeited | {seat}
     if state.phase == BETTING and state.to_act == seat:
-        _next_turn(new, after=seat)
+        betting.next_turn(new, seat, _waiting, _close_round)
     else:
-        _next_turn(new, after=None)
+        betting.next_turn(new, None, _waiting, _close_round)
     return freeze(new)
 
 
@@ -386,9 +327,7 @@ def lieng_apply(game: LiengFamily, state: LiengState, body: Body) -> LiengState:
         return _apply_bet(state, body)
     if isinstance(body, TimerExpired):
         return _apply_timer(state, body)
-    if isinstance(body, PlayerDisconnected):
-        marked = common_event(state, body, game_name=game.spec.name, seats=state.stacks_gold, over=False)
-        return _forfeit(marked, body.seat)
+    # A disconnect is leaving (LI-5, 12.5), then reconnect, HandEnded, bodies it never has.
     return common_event(
         state,
         body,
@@ -396,25 +335,17 @@ def lieng_apply(game: LiengFamily, state: LiengState, body: Body) -> LiengState:
         seats=state.stacks_gold,
         over=state.phase == PLAY_OVER,
         leave=_forfeit,
-        end=_apply_ended,
+        end=hand_ended,
+        disconnect_leaves=True,
     )
-
-
-def _apply_ended(state: LiengState, body: HandEnded) -> LiengState:
-    return state.derive(phase=ENDED, deck_seed=body.deck_seed)
 
 
 def lieng_pending(state: LiengState) -> Pending:
     if state.phase in (PLAY_OVER, ENDED):
         return Pending(finished=True)
     if state.phase == DEALING:
-        return Pending(deal=deal_three_face_down(_live(state)))
-    check(state.to_act is not None, "a betting hand has a seat to act")
-    return Pending(
-        to_act=(state.to_act,) if state.to_act is not None else (),
-        timer=TURN_TIMER,
-        timeout_s=state.options.turn_timeout_s,
-    )
+        return Pending(deal=deal_three_face_down(betting.live(state)))
+    return betting.turn_pending(state, state.options.turn_timeout_s)
 
 
 def lieng_legal_actions(state: LiengState, seat: int) -> tuple[LegalAction, ...]:
@@ -423,30 +354,18 @@ def lieng_legal_actions(state: LiengState, seat: int) -> tuple[LegalAction, ...]
     fold ("Bỏ", "Úp bỏ")."""
     if state.phase != BETTING or state.to_act != seat:
         return ()
-    return betting.legal_actions(sizing(state), _to_call(state, seat), _remaining(state, seat))
+    return betting.legal_actions(sizing(state), _to_call(state, seat), betting.remaining(state, seat))
 
 
 def lieng_candidate_actions(state: LiengState, seat: int) -> list[Body]:
     """A small finite set of legal BetActions: check or call, fold, and bets or raises of
     1 × S, 2 × S and the most allowed above the call."""
-    out: list[Body] = []
     stake = state.started.stake_gold
-    legal = lieng_legal_actions(state, seat)
-    calls = {a.min_gold for a in legal if a.kind == ActionKind.CALL.value}
-    for action in legal:
-        kind = ActionKind(action.kind)
-        if kind in (ActionKind.CHECK, ActionKind.FOLD):
-            out.append(BetAction(seat, kind, 0))
-        elif kind == ActionKind.CALL:
-            out.append(BetAction(seat, kind, action.min_gold))
-        elif kind == ActionKind.ALL_IN:
-            if action.min_gold not in calls:
-                out.append(BetAction(seat, kind, action.min_gold))
-        else:
-            for amount in sorted({action.min_gold, action.min_gold + stake, action.max_gold}):
-                if action.min_gold <= amount <= action.max_gold:
-                    out.append(BetAction(seat, kind, amount))
-    return out
+    return betting.candidate_bets(
+        seat,
+        lieng_legal_actions(state, seat),
+        lambda action: (action.min_gold, action.min_gold + stake, action.max_gold),
+    )
 
 
 def values_of(game: LiengFamily, state: LiengState, seats: Sequence[int]) -> dict[int, ThreeCardValue]:
@@ -459,7 +378,7 @@ def lieng_winner(game: LiengFamily, state: LiengState) -> int:
     at showdown. Raises RuleViolation("HAND_NOT_OVER") before that."""
     if state.phase not in (PLAY_OVER, ENDED):
         raise RuleViolation("HAND_NOT_OVER", "the hand has no winner yet")
-    live = _live(state)
+    live = betting.live(state)
     if len(live) == 1:
         return live[0]
     return threecard.winner(values_of(game, state, live))
@@ -488,7 +407,7 @@ def lieng_settle(game: LiengFamily, state: LiengState) -> Settlement:
     builder = SettlementBuilder(
         game.spec.game_id, started.table_id, started.hand_id, {i.seat: i.player_id for i in started.seats}
     )
-    live = _live(state)
+    live = betting.live(state)
     payout_order = seats_after(state.order, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE)
     values = values_of(game, state, state.order)
 
@@ -509,11 +428,7 @@ def lieng_settle(game: LiengFamily, state: LiengState) -> Settlement:
         owed = [Obligation(s, bonus_seat, bonus, SAP_BONUS) for s in payout_order if s != bonus_seat]
         pay_obligations(builder, owed, state.stacks_gold, payout_order)
     builder.charge_fees(started.fee_bps, payout_order)
-    settlement = builder.build()
-    for seat, net in settlement.nets.items():
-        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought")
-    check(sum(settlement.nets.values()) + settlement.fees_gold() == 0, "gold is conserved")
-    return settlement
+    return check_settlement(builder.build(), state.stacks_gold)
 
 
 def lieng_next_hand_dealer(
@@ -525,11 +440,10 @@ def lieng_next_hand_dealer(
     """The first to act in the next hand (LI-4, LS-4): the table owner in the first hand,
     then the previous hand's winner; when that seat no longer plays, the owner, else the
     first participating seat."""
+    champion = None
     if previous_state is not None and previous_state.phase in (PLAY_OVER, ENDED):
         champion = lieng_winner(game, previous_state)
-        if champion in participants:
-            return champion
-    return owner_seat if owner_seat in participants else participants[0]
+    return seat_or_owner(champion, participants, owner_seat)
 
 
 __all__ = [
@@ -591,3 +505,54 @@ def check_flip(state: Any, seat: int) -> None:
         raise RuleViolation("NOT_YOUR_TURN", "no cards are being flipped now", seat=seat)
     if seat in state.flipped:
         raise RuleViolation("ALREADY_ACTED", f"seat {seat} has flipped", seat=seat)
+
+
+def flip(state: Any, seat: int) -> Any:
+    """The state after ``seat`` flips, by its ``Declared(seat, "flip")`` or its timer
+    (7.1, 8.1), with the checks of ``check_flip``."""
+    check_flip(state, seat)
+    return state.derive(flipped=state.flipped | {seat})
+
+
+def apply_flip_declared(state: Any, body: Declared, game_name: str) -> Any:
+    """A ``Declared`` in a Ba Cây game: only the flip. Raises RuleViolation:
+    BAD_DECLARATION for any other declaration, and those of ``check_flip``."""
+    if body.declaration != FLIP:
+        raise RuleViolation("BAD_DECLARATION", f"{game_name} has only {FLIP!r}, not {body.declaration!r}")
+    # ``flip``, written out: every seat's flip of every replayed hand comes here.
+    seat = body.seat
+    check_flip(state, seat)
+    return state.derive(flipped=state.flipped | {seat})
+
+
+def deal_to_flip(state: Any, body: CardsDealt, deck_cards: frozenset[Card], game_name: str) -> Any:
+    """The state after the deal of three cards face down to every seat in ``order``, with
+    the flipping open. Raises RuleViolation: WRONG_DEAL (no deal is due, or other slots),
+    BAD_CARD, DUPLICATE_CARD."""
+    if state.phase != DEALING:
+        raise RuleViolation("WRONG_DEAL", "no cards are due now")
+    dealt = check_deal(body, deal_three_face_down(state.order), deck_cards, game_name)
+    return state.derive(hands={**state.hands, **dealt}, phase=FLIPPING)
+
+
+def flip_pending(state: Any) -> Pending:
+    """The seats still to flip, on one flip timer (15 s, 7 s with ``fast_mode``)."""
+    return Pending(to_act=still_to_flip(state), timer=FLIP_TIMER, timeout_s=flip_timeout_s(state.options.fast_mode))
+
+
+def flip_legal_actions(state: Any, seat: int) -> tuple[LegalAction, ...]:
+    """``declare:flip`` while ``seat`` has cards to flip, else nothing."""
+    if state.phase == FLIPPING and seat in still_to_flip(state):
+        return (LegalAction(f"declare:{FLIP}"),)
+    return ()
+
+
+def counting_values(state: Any) -> dict[int, BaCayValue]:
+    """The Ba Cây hands that count, in dealing order: dealt, and their seat not
+    disconnected or left (GA-6, CH-5, CH-7)."""
+    hands = state.hands
+    return {
+        s: threecard.bacay_value(hands[s])
+        for s in state.order
+        if s not in state.out and len(hands[s]) == CARDS_PER_SEAT
+    }

@@ -63,7 +63,6 @@ from socai.events.model import (
     Body,
     CardsDealt,
     DealtCard,
-    HandEnded,
     HandStarted,
     TimerExpired,
 )
@@ -80,11 +79,14 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    check_settlement,
     common_event,
     freeze,
     game_state,
+    hand_ended,
     parse_options,
     resolve_options,
+    seat_or_owner,
     seats_after,
     seats_in_order,
     validate_start,
@@ -105,16 +107,16 @@ CARDS_PER_SEAT: Final = 5
 SEATS_MAX: Final = 9
 # Bump when a rule or an Options default changes (OPTION_DEFAULTS keeps every version's).
 RULES_VERSION: Final = 1
-TURN_TIMER: Final = "turn"
+TURN_TIMER: Final = betting.TURN_TIMER
 
 DEAL_ORDER_COMBO: Final = "combo"
 DEAL_ORDER_EXPOSED: Final = "exposed"
 
 # Phases of a hand.
-DEALING: Final = "dealing"  # the table must deal pending(state).deal
-BETTING: Final = "betting"  # waiting for ``to_act``
-PLAY_OVER: Final = "play_over"  # the result is decided; only HandEnded is expected
-ENDED: Final = "ended"  # HandEnded applied; settle() may run
+DEALING: Final = betting.DEALING  # the table must deal pending(state).deal
+BETTING: Final = betting.BETTING  # waiting for ``to_act``
+PLAY_OVER: Final = betting.PLAY_OVER  # the result is decided; only HandEnded is expected
+ENDED: Final = betting.ENDED  # HandEnded applied; settle() may run
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,14 +316,6 @@ def show_key(cards: Sequence[DealtCard], cards_count: int, deal_order: str) -> t
 # --- reading the state ------------------------------------------------------------------
 
 
-def _remaining(state: State, seat: int) -> int:
-    return state.stacks_gold[seat] - state.put_in_gold[seat]
-
-
-def _live(state: State) -> list[int]:
-    return [s for s in state.order if s not in state.folded]
-
-
 def _cards_each(state: State) -> int:
     hands = state.hands
     folded = state.folded
@@ -348,7 +342,7 @@ def _to_call(state: State, seat: int) -> int:
 
 
 def _leader(state: State, cards_count: int, live: list[int]) -> int:
-    """The seat of ``live`` (``_live(state)``) ranked first after ``cards_count`` cards
+    """The seat of ``live`` (``betting.live(state)``) ranked first after ``cards_count`` cards
     (XT-4, XT-18)."""
     hands = state.hands
     deal_order = state.options.deal_order
@@ -359,7 +353,7 @@ def _leader(state: State, cards_count: int, live: list[int]) -> int:
 
 
 def _from(live: list[int], start: int) -> list[int]:
-    """``live`` (``_live(state)``) counterclockwise from ``start``, one of them.
+    """``live`` (``betting.live(state)``) counterclockwise from ``start``, one of them.
 
     ``live`` keeps the counterclockwise order of ``state.order``, so this is a rotation:
     the same list as ``seats_in_order(live, start, seats_max, COUNTERCLOCKWISE)``.
@@ -452,12 +446,8 @@ def apply(state: State, body: Body) -> State:
         seats=state.stacks_gold,
         over=state.phase == PLAY_OVER,
         leave=_apply_left,
-        end=_apply_ended,
+        end=hand_ended,
     )
-
-
-def _apply_ended(state: State, body: HandEnded) -> State:
-    return state.derive(phase=ENDED, deck_seed=body.deck_seed)
 
 
 def pending(state: State) -> Pending:
@@ -466,12 +456,7 @@ def pending(state: State) -> Pending:
         return Pending(finished=True)
     if state.phase == DEALING:
         return Pending(deal=_deal_slots(state))
-    check(state.to_act is not None, "a betting hand has a seat to act")
-    return Pending(
-        to_act=(state.to_act,) if state.to_act is not None else (),
-        timer=TURN_TIMER,
-        timeout_s=state.options.turn_timeout_s,
-    )
+    return betting.turn_pending(state, state.options.turn_timeout_s)
 
 
 def is_finished(state: State) -> bool:
@@ -487,7 +472,7 @@ def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
     """
     if state.phase != BETTING or state.to_act != seat:
         return ()
-    remaining = _remaining(state, seat)
+    remaining = betting.remaining(state, seat)
     fold = LegalAction(ActionKind.FOLD.value)
     if state.betting_round == 1:
         due = min(_forced_bet_gold(state), remaining)
@@ -504,26 +489,13 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
     Bets and raises are offered at their smallest and largest legal sizes and at 10 % and
     50 % of S above the call, when those are legal.
     """
-    out: list[Body] = []
-    legal = legal_actions(state, seat)
-    calls = {a.min_gold for a in legal if a.kind == ActionKind.CALL.value}
-    for action in legal:
-        kind = ActionKind(action.kind)
-        if kind in (ActionKind.CHECK, ActionKind.FOLD):
-            out.append(BetAction(seat, kind, 0))
-        elif kind == ActionKind.CALL:
-            out.append(BetAction(seat, kind, action.min_gold))
-        elif kind == ActionKind.ALL_IN:
-            if action.min_gold not in calls:  # a short call is already offered as CALL
-                out.append(BetAction(seat, kind, action.min_gold))
-        else:
-            stake = state.started.stake_gold
-            to_call = _to_call(state, seat)
-            amounts = {action.min_gold, action.max_gold, to_call + stake // 10, to_call + stake // 2}
-            for amount in sorted(amounts):
-                if action.min_gold <= amount <= action.max_gold:
-                    out.append(BetAction(seat, kind, amount))
-    return out
+
+    def wager_amounts(action: LegalAction) -> tuple[int, ...]:
+        stake = state.started.stake_gold
+        to_call = _to_call(state, seat)
+        return (action.min_gold, action.max_gold, to_call + stake // 10, to_call + stake // 2)
+
+    return betting.candidate_bets(seat, legal_actions(state, seat), wager_amounts)
 
 
 def settle(state: State) -> Settlement:
@@ -539,17 +511,13 @@ def settle(state: State) -> Settlement:
     builder = SettlementBuilder(
         SPEC.game_id, started.table_id, started.hand_id, {info.seat: info.player_id for info in started.seats}
     )
-    live = _live(state)
+    live = betting.live(state)
     layers = pots.build_pots(state.put_in_gold, live)
     payout_order = seats_after(state.order, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE)
     values: dict[int, HandValue] = {}
     pots.award_pots(builder, layers, lambda eligible: [_best_seat(state, eligible, values)], payout_order)
     builder.charge_fees(started.fee_bps, payout_order)
-    settlement = builder.build()
-    for seat, net in settlement.nets.items():
-        check(net >= -state.stacks_gold[seat], "a seat lost more than it brought")
-    check(sum(settlement.nets.values()) + settlement.fees_gold() == 0, "gold is conserved")
-    return settlement
+    return check_settlement(builder.build(), state.stacks_gold)
 
 
 def winner(state: State) -> int:
@@ -557,7 +525,7 @@ def winner(state: State) -> int:
     (which always wins the main pot). Raises RuleViolation("HAND_NOT_OVER") before that."""
     if state.phase not in (PLAY_OVER, ENDED):
         raise RuleViolation("HAND_NOT_OVER", "the hand has no winner yet")
-    live = _live(state)
+    live = betting.live(state)
     if len(live) == 1:
         return live[0]
     return _best_seat(state, live)
@@ -590,19 +558,9 @@ def first_seat_next_hand(result: State | Settlement) -> int:
 # the old state: a change replaces one with a new value, never changes it in place.
 
 
-def _known_seat(state: State, seat: int) -> None:
-    if seat not in state.stacks_gold:
-        raise RuleViolation("UNKNOWN_SEAT", f"seat {seat} is not in this hand", seat=seat)
-
-
-def _live_count(state: State) -> int:
-    # ``len(_live(state))``: only seats of the hand ever fold (``_known_seat`` first).
-    return len(state.order) - len(state.folded)
-
-
 def _due(state: State) -> list[tuple[int, bool]]:
     """The cards to deal next as (seat, face up), in deal order (``pending(state).deal``)."""
-    live = _live(state)
+    live = betting.live(state)
     dealt = _cards_each(state)
     if dealt == 0:
         # Cards 1 and 2 (XT-3): one card at a time, from the first-dealt seat on.
@@ -657,18 +615,15 @@ def _start_round(new: State, betting_round: int) -> None:
     """Open betting round ``betting_round`` (1 after card 2, …, 4 after card 5) in ``new``,
     a State not yet returned (a draft, see ``apply``)."""
     order = new.order
-    new.betting_round = betting_round
-    new.round_put_in_gold = dict.fromkeys(order, 0)
-    new.acted = frozenset()
-    new.to_act = None
-    live = _live(new)
+    betting.reset_round(new, betting_round)
+    live = betting.live(new)
     if betting_round == 1:
         forced = _forced_bet_gold(new)
         if forced == 0:
             _close_round(new)
             return
         if new.options.auto_follow_2:
-            posted = {s: min(forced, _remaining(new, s)) for s in live}
+            posted = {s: min(forced, betting.remaining(new, s)) for s in live}
             put_in = {s: new.put_in_gold[s] + posted.get(s, 0) for s in order}
             new.put_in_gold = put_in
             new.round_put_in_gold = {s: posted.get(s, 0) for s in order}
@@ -680,62 +635,32 @@ def _start_round(new: State, betting_round: int) -> None:
         ranked_after = 4
     opener = _leader(new, ranked_after, live)
     new.round_order = tuple(_from(live, opener))
-    if betting_round >= 2:
-        stacks = new.stacks_gold
-        put_in_gold = new.put_in_gold
-        if sum(1 for s in live if stacks[s] > put_in_gold[s]) <= 1:
-            _close_round(new)  # nobody left to bet against
-            return
+    if betting_round >= 2 and betting.with_chips(new, live) <= 1:
+        _close_round(new)  # nobody left to bet against
+        return
     new.phase = BETTING
-    _next_turn(new, after=None)
+    betting.next_turn(new, None, _waiting, _close_round)
 
 
 def _close_round(new: State) -> None:
-    if _live_count(new) <= 1 or _cards_each(new) >= CARDS_PER_SEAT:
+    if betting.live_count(new) <= 1 or _cards_each(new) >= CARDS_PER_SEAT:
         new.phase = PLAY_OVER
     else:
         new.phase = DEALING
     new.to_act = None
 
 
-def _next_turn(new: State, after: int | None) -> None:
-    """Hand the turn on after ``after`` acted (None: keep the current seat if it still
-    owes a decision), or close the round, or end the play when one seat is left. Changes
-    ``new``, a State not yet returned (a draft, see ``apply``)."""
-    if _live_count(new) <= 1:
-        new.phase = PLAY_OVER
-        new.to_act = None
-        return
-    if new.phase != BETTING:
-        return
-    waiting = _waiting(new)
-    if not waiting:
-        _close_round(new)
-        return
-    new.to_act = betting.next_seat(new.round_order, waiting, after, new.to_act)
-
-
-def _check_turn(state: State, seat: int) -> None:
-    if state.phase == PLAY_OVER:
-        raise RuleViolation("HAND_FINISHED", "the hand's result is already decided")
-    _known_seat(state, seat)
-    if seat in state.folded:
-        raise RuleViolation("SEAT_FOLDED", f"seat {seat} has folded", seat=seat)
-    if state.phase != BETTING or state.to_act != seat:
-        raise RuleViolation("NOT_YOUR_TURN", f"seat {seat} is not to act", seat=seat)
-
-
 def _apply_bet(state: State, action: BetAction) -> State:
     seat, amount = action.seat, action.amount_gold
-    _check_turn(state, seat)
+    betting.check_turn(state, seat)
     kind = betting.action_kind(action.kind)
     if amount < 0:
         raise RuleViolation("BAD_AMOUNT", "a negative amount")
-    remaining = _remaining(state, seat)
+    remaining = betting.remaining(state, seat)
     if kind == ActionKind.FOLD:
         if amount != 0:
             raise RuleViolation("BAD_AMOUNT", "a fold adds nothing")
-        return _fold(state, seat)
+        return betting.fold(state, seat, _waiting, _close_round)
     if state.betting_round == 1:
         due = min(_forced_bet_gold(state), remaining)
         if kind == ActionKind.ALL_IN and due == remaining:
@@ -750,49 +675,31 @@ def _apply_bet(state: State, action: BetAction) -> State:
 
 
 def _put_in(state: State, seat: int, amount: int) -> State:
-    put_in = {**state.put_in_gold, seat: state.put_in_gold[seat] + amount}
-    check(put_in[seat] <= state.stacks_gold[seat], "a seat put in more than its stack")
     # A raise reopens the round: everyone else must answer it (XT-11); not the forced bet.
-    round_put_in, acted = betting.after_put_in(
-        state.round_put_in_gold, state.acted, seat, amount, raises_reopen=state.betting_round >= 2
-    )
-    new = state.draft()
-    new.put_in_gold = put_in
-    new.round_put_in_gold = round_put_in
-    new.acted = acted
-    _next_turn(new, after=seat)
-    return freeze(new)
-
-
-def _fold(state: State, seat: int) -> State:
-    new = state.draft()
-    new.folded = state.folded | {seat}
-    new.acted = state.acted | {seat}
-    _next_turn(new, after=seat)
-    return freeze(new)
+    return betting.put_in(state, seat, amount, _waiting, _close_round, raises_reopen=state.betting_round >= 2)
 
 
 def _apply_timer(state: State, body: TimerExpired) -> State:
     """XT-13, XT-14: check when free, otherwise fold; round 1's forced bet is never free."""
     if body.timer != TURN_TIMER:
         raise RuleViolation("WRONG_TIMER", f"Xì Tố has no {body.timer!r} timer")
-    _check_turn(state, body.seat)
+    betting.check_turn(state, body.seat)
     if betting.timeout_checks(_to_call(state, body.seat), check_allowed=state.betting_round >= 2):
         return _put_in(state, body.seat, 0)
-    return _fold(state, body.seat)
+    return betting.fold(state, body.seat, _waiting, _close_round)
 
 
 def _apply_left(state: State, seat: int) -> State:
     """Leaving is a fold at once; chips in the pot are forfeited (XT-14, GEN-6)."""
-    _known_seat(state, seat)
+    betting.known_seat(state, seat)
     if state.phase == PLAY_OVER or seat in state.folded:
         return state
     new = state.draft()
     new.folded = state.folded | {seat}
     if state.phase == BETTING and state.to_act == seat:
-        _next_turn(new, after=seat)
+        betting.next_turn(new, seat, _waiting, _close_round)
     else:
-        _next_turn(new, after=None)
+        betting.next_turn(new, None, _waiting, _close_round)
     return freeze(new)
 
 
@@ -828,8 +735,7 @@ def next_hand_dealer(
     """The seat dealt first in the next hand (RULES.md 3.1): the table owner in the first
     hand, then the previous hand's winner; when that seat no longer plays, the owner, else
     the first participating seat."""
+    champion = None
     if previous_state is not None and previous_state.phase in (PLAY_OVER, ENDED):
         champion = winner(previous_state)
-        if champion in participants:
-            return champion
-    return owner_seat if owner_seat in participants else participants[0]
+    return seat_or_owner(champion, participants, owner_seat)

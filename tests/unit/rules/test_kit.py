@@ -128,6 +128,25 @@ def test_an_unknown_body_and_settling_early_have_one_code_in_every_game(game: st
     assert err.value.code == "HAND_NOT_OVER"
 
 
+@pytest.mark.parametrize("game", [g for g in GAMES if g != "holdem"])  # Hold'em's phases are ints
+def test_a_finished_hand_is_in_the_kits_ended_phase(game: str, hands: dict[str, Any]) -> None:
+    # base.hand_ended writes the kit's ENDED; each game's is_finished reads its own name.
+    module = registry.get(game)
+    for hand in hands[game][:5]:
+        state = module.initial_state(hand.events[0].body)
+        for event in hand.events[1:]:
+            state = module.apply(state, event.body)
+        assert module.is_finished(state)
+        assert state.phase == base.ENDED
+
+
+def test_the_previous_winner_goes_first_while_it_plays_then_the_owner_then_the_first_seat() -> None:
+    assert base.seat_or_owner(4, [1, 4, 6], 6) == 4
+    assert base.seat_or_owner(2, [1, 4, 6], 6) == 6
+    assert base.seat_or_owner(None, [1, 4, 6], 6) == 6
+    assert base.seat_or_owner(2, [1, 4, 6], 3) == 1
+
+
 # --- reasons, options, versions -----------------------------------------------------------
 
 
