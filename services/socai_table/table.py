@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from socai import accounts, errors, fairness
 from socai.cards import deck as canonical_deck
@@ -66,6 +66,8 @@ from socai_table.store import Cashout, TableStore
 from socai_table.timers import HEARTBEAT_TIMEOUT_S, AutoStart, HandTimer, missed_heartbeats, timeout_s_for
 from socai_table.views import FULL_VIEW, ProtoCache, Watcher, Watchers, hand_view, viewer_seat
 
+T = TypeVar("T")
+
 log = get_logger("socai.table")
 
 ACT_KEY_MAX_CHARS = 200
@@ -88,6 +90,38 @@ class Deps:
     # The lease token to write with a table's next event; raises when this instance no
     # longer holds the table (socai_table.ownership). Checked before every append.
     fence: Callable[[str], int] = lambda _table_id: 0
+
+
+async def run_to_end(command: Coroutine[Any, Any, T], what: str, table_id: str) -> T:
+    """Run a table command to its end even if its caller goes away.
+
+    gRPC cancels a handler when its client cancels or its deadline passes, and a command
+    cancelled between its steps would leave them half done until the next rebuild: a buy-in
+    moved wallet → escrow with no PlayerSeated (the player's gold stuck in escrow, the
+    auditor's ESCROW_BALANCE), a stand-up's cash-out row with no PlayerStoodUp, an event
+    appended that the table's memory never applied. So the command runs as a task of its
+    own that a cancelled caller does not cancel; its outcome is logged when nobody is left
+    to hear it (a retry under the same idempotency key answers it).
+    """
+    task = asyncio.ensure_future(command)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not task.done():
+            task.add_done_callback(lambda t: _abandoned(t, what, table_id))
+        raise
+
+
+def _abandoned(task: asyncio.Future[Any], what: str, table_id: str) -> None:
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is None:
+        log.info("command_finished_after_caller_left", command=what, table_id=table_id)
+    elif isinstance(exc, errors.SocaiError):
+        log.info("command_refused_after_caller_left", command=what, table_id=table_id, code=exc.code)
+    else:
+        log.error("command_failed_after_caller_left", command=what, table_id=table_id, exc_info=exc)
 
 
 def table_opened(table_id: str, c: TableConfig) -> TableOpened:
@@ -348,6 +382,10 @@ class Table:
         return next((s for s in self.seats.values() if s.player_id == player_id), None)
 
     async def join(self, player_id: str, buy_in_gold: int, seat_wanted: int, key: str, guild_id: str = "") -> int:
+        """``_join``, finished even when the caller stops waiting (``run_to_end``)."""
+        return await run_to_end(self._join(player_id, buy_in_gold, seat_wanted, key, guild_id), "join", self.table_id)
+
+    async def _join(self, player_id: str, buy_in_gold: int, seat_wanted: int, key: str, guild_id: str = "") -> int:
         """Buy in (wallet → escrow in the ledger), then take a seat; returns the seat.
 
         Idempotent by ``key``, which is the player's own (keys are scoped by player) and
@@ -453,6 +491,10 @@ class Table:
                 log.warning("join_refunded", table_id=self.table_id, player_id=row["player_id"], key=key)
 
     async def leave(self, player_id: str) -> tuple[bool, int]:
+        """``_leave``, finished even when the caller stops waiting (``run_to_end``)."""
+        return await run_to_end(self._leave(player_id), "leave", self.table_id)
+
+    async def _leave(self, player_id: str) -> tuple[bool, int]:
         """Stand up now, or at the end of the hand the player is in.
 
         Returns (stood up now, chips to cash out). The cash-out itself (escrow → wallet)
@@ -708,6 +750,10 @@ class Table:
         return hand_id
 
     async def act(self, player_id: str, hand_id: str, seat_no: int, body: Body, key: str) -> ActResult:
+        """``_act``, finished even when the caller stops waiting (``run_to_end``)."""
+        return await run_to_end(self._act(player_id, hand_id, seat_no, body, key), "act", self.table_id)
+
+    async def _act(self, player_id: str, hand_id: str, seat_no: int, body: Body, key: str) -> ActResult:
         """Apply one player decision. Raises PermissionDenied("NOT_YOUR_SEAT") when the
         seat is not the caller's, RuleViolation (code from the rules engine) when the move
         is illegal; in both cases nothing is written."""
