@@ -598,42 +598,10 @@ class Table:
         number = self.hands_played + 1
         hand_id = hand_id_of(self.table_id, number)
         seated = sorted(self.seats)
-        stacks = {s: self.seats[s].stack_gold for s in seated}
         owner_seat = next((s for s in seated if self.seats[s].player_id == self.config.owner_player_id), -1)
-        previous = self.last_hand
-        # The dealer the rules choose, as for any hand: the auditor checks it the same way.
-        dealer = kit.choose_dealer(
-            self.module,
-            previous.state if previous else None,
-            previous.started.dealer_seat if previous else None,
-            seated,
-            self.config.seats_max,
-            owner_seat,
-            stacks,
-        )
-        # A seed like any hand's (committed, revealed by HandEnded): no card is dealt, but
-        # the hand keeps the shape every replay checks.
-        sealed = seeds.seal(self.deps.seal_key, hand_id, fairness.new_seed())
-        seed = seeds.unseal(
-            self.deps.seal_key, hand_id, await self.deps.store.save_seed(self.table_id, hand_id, number, sealed)
-        )
-        started = HandStarted(
-            table_id=self.table_id,
-            hand_id=hand_id,
-            game=self.config.game,
-            hand_number=number,
-            stake_gold=self.config.stake_gold,
-            fee_bps=self.config.fee,
-            seats_max=self.config.seats_max,
-            seats=tuple(SeatInfo(s, self.seats[s].player_id, stacks[s], self.seats[s].guild_id) for s in seated),
-            dealer_seat=dealer,
-            deck_commitment=fairness.commitment(seed),
-            owner_seat=owner_seat,
-            pot_gold=self.pot_gold,
-            options=kit.full_options(self.module, self.config.options),
-            rules_version=kit.rules_version(self.module),
-            closing=True,
-        )
+        # The dealer the rules choose and a seed like any hand's (committed, revealed by
+        # HandEnded): no card is dealt, but the hand keeps the shape every replay checks.
+        started, seed = await self._hand_started(hand_id, number, seated, owner_seat, closing=True)
         try:
             closing_settlement(started)  # a rule that refuses it must write nothing
         except errors.RuleViolation as exc:
@@ -656,6 +624,48 @@ class Table:
             await self._advance()
 
     # --- hands -------------------------------------------------------------------------
+
+    async def _hand_started(
+        self, hand_id: str, number: int, seats: list[int], owner_seat: int, *, closing: bool = False
+    ) -> tuple[HandStarted, bytes]:
+        """The HandStarted of hand ``number`` for ``seats`` (at their stacks now) and its seed:
+        the dealer the rules choose (``kit.choose_dealer``, as the auditor checks it), a fresh
+        seed stored sealed before its commitment is published (``save_seed``: a restart
+        re-uses the seed it committed to), every option with its value after defaults and the
+        rules version (the hand log replays the same after a default changes in code)."""
+        stacks = {s: self.seats[s].stack_gold for s in seats}
+        previous = self.last_hand
+        dealer = kit.choose_dealer(
+            self.module,
+            previous.state if previous else None,
+            previous.started.dealer_seat if previous else None,
+            seats,
+            self.config.seats_max,
+            owner_seat,
+            stacks,
+        )
+        sealed = seeds.seal(self.deps.seal_key, hand_id, fairness.new_seed())
+        seed = seeds.unseal(
+            self.deps.seal_key, hand_id, await self.deps.store.save_seed(self.table_id, hand_id, number, sealed)
+        )
+        started = HandStarted(
+            table_id=self.table_id,
+            hand_id=hand_id,
+            game=self.config.game,
+            hand_number=number,
+            stake_gold=self.config.stake_gold,
+            fee_bps=self.config.fee,
+            seats_max=self.config.seats_max,
+            seats=tuple(SeatInfo(s, self.seats[s].player_id, stacks[s], self.seats[s].guild_id) for s in seats),
+            dealer_seat=dealer,
+            deck_commitment=fairness.commitment(seed),
+            owner_seat=owner_seat,
+            pot_gold=self.pot_gold,
+            options=kit.full_options(self.module, self.config.options),
+            rules_version=kit.rules_version(self.module),
+            closing=closing,
+        )
+        return started, seed
 
     def participants(self) -> list[int]:
         """The seats that play the next hand: not leaving, and with a stack the game
@@ -690,41 +700,7 @@ class Table:
             ),
             -1,
         )
-        previous = self.last_hand
-        dealer = kit.choose_dealer(
-            self.module,
-            previous.state if previous else None,
-            previous.started.dealer_seat if previous else None,
-            participants,
-            self.config.seats_max,
-            owner_seat,
-            {s: self.seats[s].stack_gold for s in participants},
-        )
-        sealed = seeds.seal(self.deps.seal_key, hand_id, fairness.new_seed())
-        seed = seeds.unseal(
-            self.deps.seal_key, hand_id, await self.deps.store.save_seed(self.table_id, hand_id, number, sealed)
-        )
-        started = HandStarted(
-            table_id=self.table_id,
-            hand_id=hand_id,
-            game=self.config.game,
-            hand_number=number,
-            stake_gold=self.config.stake_gold,
-            fee_bps=self.config.fee,
-            seats_max=self.config.seats_max,
-            seats=tuple(
-                SeatInfo(s, self.seats[s].player_id, self.seats[s].stack_gold, self.seats[s].guild_id)
-                for s in participants
-            ),
-            dealer_seat=dealer,
-            deck_commitment=fairness.commitment(seed),
-            owner_seat=owner_seat,
-            pot_gold=self.pot_gold,
-            # Every option with its value after defaults, and the rules version: the hand
-            # log replays the same after a default changes in code.
-            options=kit.full_options(self.module, self.config.options),
-            rules_version=kit.rules_version(self.module),
-        )
+        started, seed = await self._hand_started(hand_id, number, participants, owner_seat)
         try:
             state = self.module.initial_state(started)
         except errors.RuleViolation as exc:
@@ -745,7 +721,7 @@ class Table:
         self._broadcast(event)
         metrics.HANDS_STARTED.labels(self.config.game).inc()
         with bound(table_id=self.table_id, hand_id=hand_id):
-            log.info("hand_started", players=len(participants), dealer=dealer)
+            log.info("hand_started", players=len(participants), dealer=started.dealer_seat)
             await self._advance()
         return hand_id
 

@@ -108,16 +108,11 @@ class ReplayError(PreconditionFailed):
         self.event_id = event_id
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayResult:
-    """A verified hand: its settlement and what was checked on the way."""
+class _OfAHand:
+    """``hand_id``, ``table_id`` and ``game`` of a result, from its HandStarted."""
 
+    __slots__ = ()
     started: HandStarted
-    events: tuple[Event, ...]
-    settlement: Settlement
-    cards_verified: int
-    dice_verified: int
-    state: Any = None  # the rules engine's final state (the next hand's dealer derives from it)
 
     @property
     def hand_id(self) -> str:
@@ -130,6 +125,18 @@ class ReplayResult:
     @property
     def game(self) -> str:
         return self.started.game
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult(_OfAHand):
+    """A verified hand: its settlement and what was checked on the way."""
+
+    started: HandStarted
+    events: tuple[Event, ...]
+    settlement: Settlement
+    cards_verified: int
+    dice_verified: int
+    state: Any = None  # the rules engine's final state (the next hand's dealer derives from it)
 
 
 # --- decoding ---------------------------------------------------------------------------
@@ -167,7 +174,7 @@ def _raw_event_id(item: object) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class OpenHand:
+class OpenHand(_OfAHand):
     """A hand without its HandEnded, sound as far as it goes (``replay_open``)."""
 
     started: HandStarted
@@ -175,18 +182,6 @@ class OpenHand:
     cards_seen: int  # dealt cards checked to be of the game's deck, each dealt once
     dice_seen: int
     state: Any = None  # the rules engine's state after the last event
-
-    @property
-    def hand_id(self) -> str:
-        return self.started.hand_id
-
-    @property
-    def table_id(self) -> str:
-        return self.started.table_id
-
-    @property
-    def game(self) -> str:
-        return self.started.game
 
 
 def replay(events: Iterable[object]) -> ReplayResult:
