@@ -58,13 +58,17 @@ def in_serial_group(item: pytest.Item) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     mode = config.getoption("--serial-group")
-    if mode == "include":
-        return
-    keep = [item for item in items if in_serial_group(item) == (mode == "only")]
-    dropped = [item for item in items if in_serial_group(item) != (mode == "only")]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+    if mode != "include":
+        keep = [item for item in items if in_serial_group(item) == (mode == "only")]
+        dropped = [item for item in items if in_serial_group(item) != (mode == "only")]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+    # Tests marked slow first (a stable sort: the rest keep their order): xdist's load
+    # scheduler hands out the first tests one per worker in turn, so the longest ones (the
+    # 100,000-deal Mậu Binh test alone takes minutes) start at once on different workers
+    # instead of ending the run alone.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _docker_answers() -> bool:

@@ -11,7 +11,9 @@ import pytest
 from socai_cli.embedded import port_is_free
 from tests.support.stack import stack_env
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# Serial: five processes and bots of every game, with the stack's 30 s bound on each service's
+# start (apps/socai_cli/stack.py), which a machine shared with other tests can overrun.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 
 
 def test_the_demo_plays_every_game_settles_audits_and_balances(stack_var_dir: Path):
