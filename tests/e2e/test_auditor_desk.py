@@ -5,55 +5,43 @@ are named with the hand and the reason."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from nats.aio.client import Client as NatsClient
 
 from socai.audit.journal import CSV_COLUMNS, read_journal
-from socai.infra.nats import StreamSpec
-from tests.support.settlement import Harness, harness_for, wait_for
-from tests.support.simulate import Simulation, fund, publish, simulate
+from socai.infra.nats import connect
+from tests.support.e2e import settled_simulation, socai
+from tests.support.isolated import fresh_database, new_stream_spec
+from tests.support.settlement import Harness
+from tests.support.simulate import Simulation
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-@pytest.fixture
-async def settled(
-    nats_url: str, migrated_database_url: str, stream_spec: StreamSpec, nats_client: NatsClient
-) -> AsyncIterator[tuple[Harness, Simulation]]:
-    async with harness_for(nats_url, migrated_database_url, stream_spec, nats_client) as h:
-        sim = simulate(24, ("holdem", "xito", "taixiu", "tienlen"), seed=20, hands_per_table=4)
-        await h.start_ledger()
-        await fund(h.ledger("cashier"), sim)
-        await h.start_settlement()
-        await publish(h.log, sim)
-
-        async def done() -> bool:
-            return (await h.counts())[0] == len(sim.hands)
-
-        await wait_for(done, 60, "every hand to settle")
-        yield h, sim
-
-
-async def socai(h: Harness, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``socai …`` as a command; in a thread, so this process's services keep answering."""
-    env = {**os.environ, **h.settings.as_env(), "SOCAI_LOG_LEVEL": "warning"}
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "socai_cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+@pytest.fixture(scope="module")
+async def settled(nats_url: str, pg_admin_url: str) -> AsyncIterator[tuple[Harness, Simulation]]:
+    """Settled once for the module: both tests only read (exports, audits) and write their
+    files under their own tmp_path."""
+    with fresh_database(pg_admin_url, migrated=True) as database_url:
+        nc = await connect(nats_url, name="socai-test")
+        try:
+            async with settled_simulation(
+                nats_url,
+                database_url,
+                new_stream_spec(),
+                nc,
+                hands=24,
+                games=("holdem", "xito", "taixiu", "tienlen"),
+                seed=20,
+                hands_per_table=4,
+            ) as (h, sim):
+                yield h, sim
+        finally:
+            await nc.close()
 
 
 def findings(stdout: str) -> list[tuple[str, str, str]]:
@@ -72,11 +60,11 @@ async def test_the_offline_audit_of_both_exports_gives_the_live_verdict_and_name
 ) -> None:
     h, sim = settled
     events, journal, journal_csv = tmp_path / "events.jsonl", tmp_path / "journal.jsonl", tmp_path / "journal.csv"
-    done = await socai(h, "events", "export", "--out", str(events))
+    done = await socai(h.settings, "events", "export", "--out", str(events))
     assert done.returncode == 0, done.stderr
-    done = await socai(h, "ledger", "export", "--out", str(journal))
+    done = await socai(h.settings, "ledger", "export", "--out", str(journal))
     assert done.returncode == 0, done.stderr
-    done = await socai(h, "ledger", "export", "--format", "csv", "--out", str(journal_csv))
+    done = await socai(h.settings, "ledger", "export", "--format", "csv", "--out", str(journal_csv))
     assert done.returncode == 0, done.stderr
 
     # The journal export is the ledger's journal: every hand's transaction under its key,
@@ -103,12 +91,19 @@ async def test_the_offline_audit_of_both_exports_gives_the_live_verdict_and_name
     assert set(first) >= {"transaction_id", "idempotency_key", "entries", "journal_seq", "created_at"}
     assert "balance_after_gold" in first["entries"][0]
 
-    live = await socai(h, "audit", "--verdict", str(tmp_path / "live.json"))
+    live = await socai(h.settings, "audit", "--verdict", str(tmp_path / "live.json"))
     assert live.returncode == 0, live.stdout + live.stderr
     assert "mismatches: none; the audit is clean" in live.stdout
     for which in (journal, journal_csv):
         offline = await socai(
-            h, "audit", "--events", str(events), "--journal", str(which), "--verdict", str(tmp_path / "offline.json")
+            h.settings,
+            "audit",
+            "--events",
+            str(events),
+            "--journal",
+            str(which),
+            "--verdict",
+            str(tmp_path / "offline.json"),
         )
         assert offline.returncode == 0, offline.stdout + offline.stderr
         assert f"ledger journal {which}" in offline.stdout
@@ -144,7 +139,7 @@ async def test_the_offline_audit_of_both_exports_gives_the_live_verdict_and_name
     edited.write_text("\n".join(lines) + "\n")
 
     site = tmp_path / "site"
-    caught = await socai(h, "audit", "--events", str(forged), "--journal", str(edited), "--html", str(site))
+    caught = await socai(h.settings, "audit", "--events", str(forged), "--journal", str(edited), "--html", str(site))
     assert caught.returncode == 1, caught.stdout
     found = findings(caught.stdout)
     reasons = {(hand, reason) for hand, reason, _ in found}
@@ -174,13 +169,13 @@ async def test_audit_hand_prints_the_same_hand_live_and_from_the_exports(
 ) -> None:
     h, sim = settled
     events, journal = tmp_path / "events.jsonl", tmp_path / "journal.csv"
-    assert (await socai(h, "events", "export", "--out", str(events))).returncode == 0
-    assert (await socai(h, "ledger", "export", "--format", "csv", "--out", str(journal))).returncode == 0
+    assert (await socai(h.settings, "events", "export", "--out", str(events))).returncode == 0
+    assert (await socai(h.settings, "ledger", "export", "--format", "csv", "--out", str(journal))).returncode == 0
     hand = next(
         hd for hd in sim.hands if hd.game == "tienlen" and any(t.reason != "fee" for t in hd.settlement.transfers)
     )
-    live = await socai(h, "audit", "hand", hand.hand_id)
-    offline = await socai(h, "audit", "hand", hand.hand_id, "--events", str(events), "--journal", str(journal))
+    live = await socai(h.settings, "audit", "hand", hand.hand_id)
+    offline = await socai(h.settings, "audit", "hand", hand.hand_id, "--events", str(events), "--journal", str(journal))
     assert live.returncode == 0, live.stdout + live.stderr
     assert offline.stdout == live.stdout
     text = live.stdout
@@ -199,5 +194,5 @@ async def test_audit_hand_prints_the_same_hand_live_and_from_the_exports(
     assert "(" in next(x for x in text.splitlines() if " dealt " in x)  # face-down cards are marked
     assert "findings: none" in text
 
-    missing = await socai(h, "audit", "hand", "t9999-h1", "--events", str(events), "--journal", str(journal))
+    missing = await socai(h.settings, "audit", "hand", "t9999-h1", "--events", str(events), "--journal", str(journal))
     assert missing.returncode == 2 and "HAND_NOT_FOUND" in missing.stderr

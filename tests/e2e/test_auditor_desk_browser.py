@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -25,8 +24,9 @@ from nats.aio.client import Client as NatsClient
 
 from socai.gen.ledger.v1 import ledger_pb2
 from socai.infra.nats import StreamSpec
-from tests.support.settlement import Harness, harness_for, wait_for
-from tests.support.simulate import Simulation, fund, publish, simulate
+from tests.support.e2e import settled_simulation, socai
+from tests.support.settlement import Harness
+from tests.support.simulate import Simulation
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -99,30 +99,17 @@ def attr(dom: str, element_id: str, name: str) -> str:
 async def settled(
     nats_url: str, migrated_database_url: str, stream_spec: StreamSpec, nats_client: NatsClient
 ) -> AsyncIterator[tuple[Harness, Simulation]]:
-    async with harness_for(nats_url, migrated_database_url, stream_spec, nats_client) as h:
-        sim = simulate(16, ("holdem", "xito", "taixiu", "tienlen"), seed=31, hands_per_table=4)
-        await h.start_ledger()
-        await fund(h.ledger("cashier"), sim)
-        await h.start_settlement()
-        await publish(h.log, sim)
-
-        async def done() -> bool:
-            return (await h.counts())[0] == len(sim.hands)
-
-        await wait_for(done, 60, "every hand to settle")
+    async with settled_simulation(
+        nats_url,
+        migrated_database_url,
+        stream_spec,
+        nats_client,
+        hands=16,
+        games=("holdem", "xito", "taixiu", "tienlen"),
+        seed=31,
+        hands_per_table=4,
+    ) as (h, sim):
         yield h, sim
-
-
-async def socai(h: Harness, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **h.settings.as_env(), "SOCAI_LOG_LEVEL": "warning"}
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "socai_cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
 
 
 async def test_the_site_of_an_export_shows_the_ledgers_numbers_and_finds_a_player(
@@ -131,10 +118,10 @@ async def test_the_site_of_an_export_shows_the_ledgers_numbers_and_finds_a_playe
     h, sim = settled
     events, journal, site = tmp_path / "events.jsonl", tmp_path / "journal.jsonl", tmp_path / "site"
     for args in (("events", "export", "--out", str(events)), ("ledger", "export", "--out", str(journal))):
-        done = await socai(h, *args)
+        done = await socai(h.settings, *args)
         assert done.returncode == 0, done.stderr
     built = await socai(
-        h,
+        h.settings,
         "audit",
         "--events",
         str(events),

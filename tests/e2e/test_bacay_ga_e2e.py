@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -31,15 +28,10 @@ from socai import accounts
 from socai.cards import Card, parse_card
 from socai.gen.events.v1 import events_pb2 as epb
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
-from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
-from socai.gen.settlement.v1 import settlement_pb2 as spb
-from socai.gen.settlement.v1 import settlement_pb2_grpc as sgrpc
 from socai.gen.table.v1 import table_pb2 as pb
-from socai.infra.grpc_client import channel
 from socai.infra.nats import StreamSpec
 from socai.rules.threecard import TEN_POINTS, bacay_value
-from tests.support.clients import Backend
-from tests.support.services import Running, running, service_settings
+from tests.support.e2e import GameStack, game_stack
 
 pytestmark = [pytest.mark.e2e]
 
@@ -67,31 +59,10 @@ class Hand:
     contributions: int  # ga_contribution transfers into the pot
 
 
-@dataclass
-class Stack:
-    running: Running
-    backend: Backend
-    settlement: sgrpc.SettlementServiceStub
-    auditor: lgrpc.LedgerServiceStub
-    channels: list[grpc.aio.Channel]
-
-
 @pytest.fixture
-async def stack(nats_url: str, migrated_database_url: str, stream_spec: StreamSpec) -> AsyncIterator[Stack]:
-    settings = service_settings(nats_url, migrated_database_url, stream_spec)
-    async with running(settings, ("ledger", "table", "settlement")) as r:
-        chans = [
-            channel(r.settings.settlement_addr, r.settings.tokens["operator"]),
-            channel(r.settings.ledger_addr, r.settings.tokens["auditor"]),
-        ]
-        backend = Backend(r.settings)
-        try:
-            yield Stack(r, backend, sgrpc.SettlementServiceStub(chans[0]), lgrpc.LedgerServiceStub(chans[1]), chans)
-        finally:
-            await backend.close()
-            for ch in chans:
-                await ch.close()
-            await r.apps["table"].nc.jetstream().delete_stream(stream_spec.name)
+async def stack(nats_url: str, migrated_database_url: str, stream_spec: StreamSpec) -> AsyncIterator[GameStack]:
+    async with game_stack(nats_url, migrated_database_url, stream_spec) as s:
+        yield s
 
 
 async def until(what: str, probe: Callable[[], Awaitable[T | None]], timeout_s: float = WAIT_S) -> T:
@@ -106,17 +77,7 @@ async def until(what: str, probe: Callable[[], Awaitable[T | None]], timeout_s: 
         await asyncio.sleep(0.05)
 
 
-async def settled(s: Stack, hand_id: str) -> spb.Settlement | None:
-    try:
-        reply = await s.settlement.GetSettlement(spb.GetSettlementRequest(hand_id=hand_id))
-    except grpc.aio.AioRpcError as exc:
-        if exc.code() == grpc.StatusCode.NOT_FOUND:
-            return None
-        raise
-    return reply.settlement
-
-
-async def start_hand(s: Stack, table_id: str) -> str:
+async def start_hand(s: GameStack, table_id: str) -> str:
     """StartHand, retried while the table is still closing the previous hand."""
 
     async def attempt() -> str | None:
@@ -134,7 +95,7 @@ def the(events: list[epb.Event], body: str) -> list[Any]:
     return [getattr(e, body) for e in events if e.WhichOneof("body") == body]
 
 
-async def play_hand(s: Stack, table_id: str, players: list[str]) -> Hand:
+async def play_hand(s: GameStack, table_id: str, players: list[str]) -> Hand:
     """Start a hand, every seat flips through Act, wait for its settlement."""
     hand_id = await start_hand(s, table_id)
     for seat, player in enumerate(players):
@@ -161,10 +122,7 @@ async def play_hand(s: Stack, table_id: str, players: list[str]) -> Hand:
     assert sorted(hands) == list(range(PLAYERS)) and all(len(c) == 3 for c in hands.values())
     tens = sorted(seat for seat, cards in hands.items() if bacay_value(cards).points == TEN_POINTS)
 
-    async def settlement() -> spb.Settlement | None:
-        return await settled(s, hand_id)
-
-    result = await until(f"hand {hand_id} to settle", settlement)
+    result = await until(f"hand {hand_id} to settle", lambda: s.settlement_of(hand_id))
     pot = accounts.pot(table_id)
     return Hand(
         hand_id=hand_id,
@@ -190,20 +148,7 @@ def carried_run(played: list[Hand]) -> int:
     return run
 
 
-async def socai(s: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    """``socai …`` as a command, in a thread so the in-process services keep answering."""
-    env = {**os.environ, **s.running.settings.as_env(), "SOCAI_LOG_LEVEL": "warning"}
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "socai_cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-async def test_a_ga_carried_over_two_hands_is_won_by_a_ten_and_audits_clean(stack: Stack, tmp_path: Path) -> None:
+async def test_a_ga_carried_over_two_hands_is_won_by_a_ten_and_audits_clean(stack: GameStack, tmp_path: Path) -> None:
     s = stack
     run = uuid.uuid4().hex[:6]
     players = [f"ga{run}p{i}" for i in range(PLAYERS)]
@@ -263,7 +208,7 @@ async def test_a_ga_carried_over_two_hands_is_won_by_a_ten_and_audits_clean(stac
     assert sum(wallets) == PLAYERS * BUY_IN  # no fee at this table: gold only moved between players
 
     report_path = tmp_path / "report.json"
-    audit = await socai(s, "audit", "--json", str(report_path))
+    audit = await s.socai("audit", "--json", str(report_path))
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert f"ledger: {len(played)} hand transactions checked by idempotency key" in audit.stdout, audit.stdout
     assert "mismatches: none; the audit is clean" in audit.stdout, audit.stdout

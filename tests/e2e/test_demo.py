@@ -11,11 +11,13 @@ import pytest
 from socai_cli.embedded import port_is_free
 from tests.support.stack import stack_env
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# Serial: five processes and bots of every game, with the stack's 30 s bound on each service's
+# start (apps/socai_cli/stack.py), which a machine shared with other tests can overrun.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 
 
-def test_the_demo_plays_every_game_settles_audits_and_balances(tmp_path: Path):
-    env = stack_env(tmp_path / "var")
+def test_the_demo_plays_every_game_settles_audits_and_balances(stack_var_dir: Path):
+    env = stack_env(stack_var_dir)
     done = subprocess.run(
         [sys.executable, "-m", "socai_cli.main", "demo", "--tables-per-game", "1", "--hands", "3", "--seed", "5"],
         env=env,

@@ -7,29 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-import grpc
 import pytest
 
 from socai.events.log import EventLog
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
-from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
 from socai.gen.settlement.v1 import settlement_pb2 as spb
-from socai.gen.settlement.v1 import settlement_pb2_grpc as sgrpc
 from socai.gen.table.v1 import table_pb2 as pb
-from socai.infra.config import Settings
-from socai.infra.grpc_client import channel
 from socai.infra.nats import StreamSpec
 from socai.rules import maubinh
 from socai.settle.replay import replay
 from tests.support.clients import Backend, body_names
-from tests.support.services import running
-from tests.support.settlement import test_settings as settings_for
-from tests.support.settlement import wait_for
+from tests.support.e2e import GameStack, game_stack
 
 pytestmark = [pytest.mark.e2e]
 
@@ -39,34 +30,10 @@ HANDS_MAX = 3  # a hand where every chi of every pair draws moves no gold; play 
 CHI = {"chi_back", "chi_middle", "chi_front"}
 
 
-async def socai(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    """``socai …`` as a command, in a thread so this process's services keep answering."""
-    env = {**os.environ, **settings.as_env(), "SOCAI_LOG_LEVEL": "warning"}
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "socai_cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-async def settlement_of(api: sgrpc.SettlementServiceStub, hand_id: str) -> spb.Settlement:
-    found: list[spb.Settlement] = []
-
-    async def settled() -> bool:
-        try:
-            reply = await api.GetSettlement(spb.GetSettlementRequest(hand_id=hand_id))
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.NOT_FOUND:
-                return False
-            raise
-        found.append(reply.settlement)
-        return True
-
-    await wait_for(settled, 30, f"{hand_id} to settle")
-    return found[0]
+@pytest.fixture
+async def stack(nats_url: str, migrated_database_url: str, stream_spec: StreamSpec) -> AsyncIterator[GameStack]:
+    async with game_stack(nats_url, migrated_database_url, stream_spec) as s:
+        yield s
 
 
 async def play_hand_with_a_late_seat(backend: Backend, table_id: str, players: list[str]) -> tuple[str, pb.TableState]:
@@ -92,98 +59,83 @@ async def play_hand_with_a_late_seat(backend: Backend, table_id: str, players: l
 
 
 async def test_a_late_seat_is_arranged_automatically_then_settled_and_audited_clean(
-    nats_url: str, migrated_database_url: str, stream_spec: StreamSpec, tmp_path: Path
+    stack: GameStack, tmp_path: Path
 ) -> None:
-    settings = settings_for(nats_url, migrated_database_url, stream_spec)
-    async with running(settings, ("ledger", "table", "settlement")) as r:
-        backend = Backend(r.settings)
-        ledger_ch = channel(r.settings.ledger_addr, r.settings.tokens["auditor"])
-        api_ch = channel(r.settings.settlement_addr, r.settings.tokens["operator"])
-        log: EventLog = r.apps["table"].manager.deps.log
-        try:
-            ledger = lgrpc.LedgerServiceStub(ledger_ch)
-            api = sgrpc.SettlementServiceStub(api_ch)
-            players = ["mb0", "mb1", "mb2"]
-            table_id = await backend.create(
-                "maubinh",
-                owner_player_id=players[0],
-                stake_gold=STAKE,
-                seats_max=4,
-                options={"arrange_timeout_s": "3"},
-            )
-            for seat, player in enumerate(players):
-                await backend.deposit(player, BUY_IN * 2)
-                assert await backend.join(table_id, player, BUY_IN, seat=seat) == seat
+    backend, ledger, log = stack.backend, stack.auditor, stack.log
+    players = ["mb0", "mb1", "mb2"]
+    table_id = await backend.create(
+        "maubinh",
+        owner_player_id=players[0],
+        stake_gold=STAKE,
+        seats_max=4,
+        options={"arrange_timeout_s": "3"},
+    )
+    for seat, player in enumerate(players):
+        await backend.deposit(player, BUY_IN * 2)
+        assert await backend.join(table_id, player, BUY_IN, seat=seat) == seat
 
-            played: list[str] = []
-            record = spb.Settlement()
-            for _ in range(HANDS_MAX):
-                hand_id, final = await play_hand_with_a_late_seat(backend, table_id, players)
-                played.append(hand_id)
-                names = body_names(final)
-                assert names == ["hand_started", "cards_dealt", "arranged", "arranged", "timer_expired", "hand_ended"]
-                expired = final.events[4].timer_expired
-                assert (expired.seat, expired.timer) == (2, "arrange")
-                assert await log_names(log, table_id, hand_id) == [
-                    "HandStarted",
-                    "CardsDealt",
-                    "Arranged",
-                    "Arranged",
-                    "TimerExpired",
-                    "HandEnded",
-                ]
+    played: list[str] = []
+    record = spb.Settlement()
+    for _ in range(HANDS_MAX):
+        hand_id, final = await play_hand_with_a_late_seat(backend, table_id, players)
+        played.append(hand_id)
+        names = body_names(final)
+        assert names == ["hand_started", "cards_dealt", "arranged", "arranged", "timer_expired", "hand_ended"]
+        expired = final.events[4].timer_expired
+        assert (expired.seat, expired.timer) == (2, "arrange")
+        assert await log_names(log, table_id, hand_id) == [
+            "HandStarted",
+            "CardsDealt",
+            "Arranged",
+            "Arranged",
+            "TimerExpired",
+            "HandEnded",
+        ]
 
-                # The replay of the stored events: seat 2 arranged by the engine, the others not.
-                result = replay([s.event for s in await log.read_hand(table_id, hand_id)])
-                assert maubinh.auto_arranged(result.state) == frozenset({2})
-                assert sorted(result.state.arranged) == [0, 1, 2]
+        # The replay of the stored events: seat 2 arranged by the engine, the others not.
+        result = replay([s.event for s in await log.read_hand(table_id, hand_id)])
+        assert maubinh.auto_arranged(result.state) == frozenset({2})
+        assert sorted(result.state.arranged) == [0, 1, 2]
 
-                record = await settlement_of(api, hand_id)
-                assert record.game == "maubinh" and record.table_id == table_id
-                assert {s.seat: s.net_gold for s in record.seats} == dict(result.settlement.nets)
-                expected = result.settlement
-                assert sorted(
-                    (t.from_account_id, t.to_account_id, t.amount_gold, t.reason) for t in record.transfers
-                ) == sorted((t.from_account, t.to_account, t.amount_gold, t.reason) for t in expected.transfers)
-                if expected.entries():  # gold moved on balance (transfers can cancel out)
-                    break
-            else:
-                pytest.fail(f"no hand of {HANDS_MAX} moved gold on balance: {played}")
+        record = await stack.settled(hand_id)
+        assert record.game == "maubinh" and record.table_id == table_id
+        assert {s.seat: s.net_gold for s in record.seats} == dict(result.settlement.nets)
+        expected = result.settlement
+        assert sorted(
+            (t.from_account_id, t.to_account_id, t.amount_gold, t.reason) for t in record.transfers
+        ) == sorted((t.from_account, t.to_account, t.amount_gold, t.reason) for t in expected.transfers)
+        if expected.entries():  # gold moved on balance (transfers can cancel out)
+            break
+    else:
+        pytest.fail(f"no hand of {HANDS_MAX} moved gold on balance: {played}")
 
-            # Mậu Binh's reason codes, and the chi were paid; the ledger holds that transaction.
-            reasons = {t.reason for t in record.transfers}
-            assert reasons <= set(maubinh.REASONS), reasons
-            assert reasons & CHI or reasons & {"special_hand", "foul"}, reasons
-            assert sorted(s.seat for s in record.seats) == [0, 1, 2]
-            assert sum(s.net_gold for s in record.seats) + record.fees_gold == 0
-            assert record.ledger_transaction_id and record.idempotency_key == f"settle:{hand_id}"
-            tx = (
-                await ledger.GetTransaction(lpb.GetTransactionRequest(idempotency_key=f"settle:{hand_id}"))
-            ).transaction
-            assert tx.transaction_id == record.ledger_transaction_id
-            assert tx.kind == "settlement" and tx.metadata["game"] == "maubinh"
-            by_reason = dict(x.split("=") for x in tx.metadata["reasons"].split(","))
-            assert {k: int(v) for k, v in by_reason.items()} == expected.by_reason()
-            assert set(by_reason) <= set(maubinh.REASONS), by_reason
-            assert {e.account_id: e.amount_gold for e in tx.entries} == expected.entries()
+    # Mậu Binh's reason codes, and the chi were paid; the ledger holds that transaction.
+    reasons = {t.reason for t in record.transfers}
+    assert reasons <= set(maubinh.REASONS), reasons
+    assert reasons & CHI or reasons & {"special_hand", "foul"}, reasons
+    assert sorted(s.seat for s in record.seats) == [0, 1, 2]
+    assert sum(s.net_gold for s in record.seats) + record.fees_gold == 0
+    assert record.ledger_transaction_id and record.idempotency_key == f"settle:{hand_id}"
+    tx = (await ledger.GetTransaction(lpb.GetTransactionRequest(idempotency_key=f"settle:{hand_id}"))).transaction
+    assert tx.transaction_id == record.ledger_transaction_id
+    assert tx.kind == "settlement" and tx.metadata["game"] == "maubinh"
+    by_reason = dict(x.split("=") for x in tx.metadata["reasons"].split(","))
+    assert {k: int(v) for k, v in by_reason.items()} == expected.by_reason()
+    assert set(by_reason) <= set(maubinh.REASONS), by_reason
+    assert {e.account_id: e.amount_gold for e in tx.entries} == expected.entries()
 
-            # Every played hand settled (a hand moving no gold is stored, not posted).
-            for other in played:
-                await settlement_of(api, other)
+    # Every played hand settled (a hand moving no gold is stored, not posted).
+    for other in played:
+        await stack.settled(other)
 
-            audit = await socai(r.settings, "audit", "--json", str(tmp_path / "report.json"))
-            assert audit.returncode == 0, audit.stdout + audit.stderr
-            assert "mismatches: none; the audit is clean" in audit.stdout
-            report = json.loads((tmp_path / "report.json").read_text())
-            assert report["ok"] and report["games"]["maubinh"]["hands"] == len(played), report
+    audit = await stack.socai("audit", "--json", str(tmp_path / "report.json"))
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "mismatches: none; the audit is clean" in audit.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["ok"] and report["games"]["maubinh"]["hands"] == len(played), report
 
-            trial = await ledger.TrialBalance(lpb.TrialBalanceRequest())
-            assert trial.total_gold == 0
-        finally:
-            await backend.close()
-            await ledger_ch.close()
-            await api_ch.close()
-            await r.apps["table"].nc.jetstream().delete_stream(stream_spec.name)
+    trial = await ledger.TrialBalance(lpb.TrialBalanceRequest())
+    assert trial.total_gold == 0
 
 
 async def log_names(log: EventLog, table_id: str, hand_id: str) -> list[str]:

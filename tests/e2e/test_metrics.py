@@ -39,8 +39,8 @@ def scrape(port: int) -> str:
         return str(reply.read().decode())
 
 
-def test_metrics_endpoints_expose_the_named_series(tmp_path: Path):
-    settings = Settings.from_env(stack_env(tmp_path / "var"))
+def test_metrics_endpoints_expose_the_named_series(stack_var_dir: Path):
+    settings = Settings.from_env(stack_env(stack_var_dir))
     stack = Stack(settings)
     try:
         stack.start()

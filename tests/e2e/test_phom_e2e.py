@@ -21,13 +21,11 @@ from socai.audit.auditor import reconcile, verify
 from socai.audit.export import read_stream
 from socai.gen.events.v1 import events_pb2 as epb
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
-from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
 from socai.gen.table.v1 import table_pb2 as pb
-from socai.infra.grpc_client import channel
 from socai.infra.nats import StreamSpec
 from socai.settle.keys import find_settlement
 from tests.support.clients import Backend
-from tests.support.services import Running, running, service_settings
+from tests.support.e2e import GameStack, game_stack
 
 pytestmark = [pytest.mark.e2e]
 
@@ -38,22 +36,10 @@ HANDS_MAX = 8  # a hand with a draw, a take and a lay-down comes within a few
 STEPS_PER_HAND = 400
 
 
-@dataclass
-class Stack:
-    running: Running
-    backend: Backend
-
-
 @pytest.fixture
-async def stack(nats_url: str, migrated_database_url: str, stream_spec: StreamSpec) -> AsyncIterator[Stack]:
-    settings = service_settings(nats_url, migrated_database_url, stream_spec)
-    async with running(settings, ("ledger", "table", "settlement")) as r:
-        backend = Backend(r.settings)
-        try:
-            yield Stack(r, backend)
-        finally:
-            await backend.close()
-            await r.apps["table"].nc.jetstream().delete_stream(stream_spec.name)
+async def stack(nats_url: str, migrated_database_url: str, stream_spec: StreamSpec) -> AsyncIterator[GameStack]:
+    async with game_stack(nats_url, migrated_database_url, stream_spec) as s:
+        yield s
 
 
 @dataclass
@@ -148,9 +134,9 @@ async def play_hand(b: Backend, table_id: str, players: list[str], rng: random.R
     return rec
 
 
-async def test_a_phom_hand_with_a_draw_a_take_and_a_lay_down_settles_and_audits_clean(stack: Stack) -> None:
+async def test_a_phom_hand_with_a_draw_a_take_and_a_lay_down_settles_and_audits_clean(stack: GameStack) -> None:
     b = stack.backend
-    settings = stack.running.settings
+    settings = stack.settings
     players = [f"ph{i}" for i in range(PLAYERS)]
     table_id = await b.create(
         "phom",
@@ -176,28 +162,27 @@ async def test_a_phom_hand_with_a_draw_a_take_and_a_lay_down_settles_and_audits_
             break
     assert wanted is not None, [(r.draws, r.takes, r.lays) for r in played]
 
-    async with channel(settings.ledger_addr, settings.token_of("auditor")) as ch:
-        ledger = lgrpc.LedgerServiceStub(ch)
+    ledger = stack.auditor
 
-        # Settlement posts every hand under its idempotency key.
-        for _ in range(600):
-            found = [await find_settlement(ledger, r.hand_id) for r in played]
-            if all(f.transaction is not None for f in found):
-                break
-            await asyncio.sleep(0.05)
-        else:
-            missing = [r.hand_id for r, f in zip(played, found, strict=True) if f.transaction is None]
-            raise AssertionError(f"settlement did not post {missing}")
-        posted = await find_settlement(ledger, wanted.hand_id)
-        assert posted.transaction is not None and posted.transaction.reference == wanted.hand_id
-        assert sum(posted.entries.values()) == 0
+    # Settlement posts every hand under its idempotency key.
+    for _ in range(600):
+        found = [await find_settlement(ledger, r.hand_id) for r in played]
+        if all(f.transaction is not None for f in found):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        missing = [r.hand_id for r, f in zip(played, found, strict=True) if f.transaction is None]
+        raise AssertionError(f"settlement did not post {missing}")
+    posted = await find_settlement(ledger, wanted.hand_id)
+    assert posted.transaction is not None and posted.transaction.reference == wanted.hand_id
+    assert sum(posted.entries.values()) == 0
 
-        # The audit: every hand replayed from the stream, its cards from the revealed seed.
-        log = stack.running.apps["table"].manager.deps.log
-        raws = [r async for r in read_stream(log)]
-        audit = verify(raws, source="stream")
-        await reconcile(audit, ledger, ledger_name=settings.ledger_addr)
-        trial = await ledger.TrialBalance(lpb.TrialBalanceRequest())
+    # The audit: every hand replayed from the stream, its cards from the revealed seed.
+    log = stack.log
+    raws = [r async for r in read_stream(log)]
+    audit = verify(raws, source="stream")
+    await reconcile(audit, ledger, ledger_name=settings.ledger_addr)
+    trial = await ledger.TrialBalance(lpb.TrialBalanceRequest())
 
     report = audit.report
     assert report.mismatches == [], report.render()

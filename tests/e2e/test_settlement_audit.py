@@ -3,11 +3,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,8 +11,9 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from socai.infra.nats import StreamSpec
-from tests.support.settlement import Harness, harness_for, wait_for
-from tests.support.simulate import Simulation, fund, publish, simulate
+from tests.support.e2e import settled_simulation, socai
+from tests.support.settlement import Harness
+from tests.support.simulate import Simulation
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -25,31 +22,17 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 async def settled(
     nats_url: str, migrated_database_url: str, stream_spec: StreamSpec, nats_client: NatsClient
 ) -> AsyncIterator[tuple[Harness, Simulation]]:
-    async with harness_for(nats_url, migrated_database_url, stream_spec, nats_client) as h:
-        sim = simulate(45, ("holdem", "xito", "taixiu"), seed=45, hands_per_table=5)
-        await h.start_ledger()
-        await fund(h.ledger("cashier"), sim)
-        await h.start_settlement()
-        await publish(h.log, sim)
-
-        async def done() -> bool:
-            return (await h.counts())[0] == len(sim.hands)
-
-        await wait_for(done, 60, "every hand to settle")
+    async with settled_simulation(
+        nats_url,
+        migrated_database_url,
+        stream_spec,
+        nats_client,
+        hands=45,
+        games=("holdem", "xito", "taixiu"),
+        seed=45,
+        hands_per_table=5,
+    ) as (h, sim):
         yield h, sim
-
-
-async def socai(h: Harness, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``socai …`` as a command; in a thread, so this process's ledger keeps answering."""
-    env = {**os.environ, **h.settings.as_env(), "SOCAI_LOG_LEVEL": "warning"}
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "socai_cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 async def test_export_and_audit_prove_every_hand_and_catch_a_forged_amount(
@@ -57,11 +40,11 @@ async def test_export_and_audit_prove_every_hand_and_catch_a_forged_amount(
 ) -> None:
     h, sim = settled
     export = tmp_path / "events.jsonl"
-    done = await socai(h, "events", "export", "--out", str(export))
+    done = await socai(h.settings, "events", "export", "--out", str(export))
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().endswith(f"exported {len(sim.events())} events")
 
-    live = await socai(h, "audit", "--json", str(tmp_path / "report.json"))
+    live = await socai(h.settings, "audit", "--json", str(tmp_path / "report.json"))
     assert live.returncode == 0, live.stdout + live.stderr
     assert f"ledger {h.settings.ledger_addr}" in live.stdout
     assert f"ledger: {len(sim.hands)} hand transactions checked by idempotency key" in live.stdout
@@ -69,7 +52,7 @@ async def test_export_and_audit_prove_every_hand_and_catch_a_forged_amount(
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["ok"] and report["escrows_checked"] == sum(len(t.seats) for t in sim.tables)
 
-    offline = await socai(h, "audit", "--file", str(export), "--ledger", h.settings.ledger_addr)
+    offline = await socai(h.settings, "audit", "--file", str(export), "--ledger", h.settings.ledger_addr)
     assert offline.returncode == 0, offline.stdout
 
     # Forge a Tài Xỉu wager after the fact: still a legal hand, so only the ledger can tell.
@@ -84,10 +67,10 @@ async def test_export_and_audit_prove_every_hand_and_catch_a_forged_amount(
     forged = tmp_path / "forged.jsonl"
     forged.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
-    without_ledger = await socai(h, "audit", "--file", str(forged))
+    without_ledger = await socai(h.settings, "audit", "--file", str(forged))
     assert without_ledger.returncode == 0  # a legal hand: the replay alone cannot tell
 
-    caught = await socai(h, "audit", "--file", str(forged), "--ledger", h.settings.ledger_addr)
+    caught = await socai(h.settings, "audit", "--file", str(forged), "--ledger", h.settings.ledger_addr)
     assert caught.returncode == 1, caught.stdout
     lines = [x for x in caught.stdout.splitlines() if x.startswith("  ")]
     mine = [x.split(maxsplit=2) for x in lines if x.split()[0] == hand.hand_id]

@@ -24,9 +24,10 @@ import pytest
 
 from socai.infra.config import Settings
 from socai.infra.service import METRICS_OFFSET
-from socai_cli.embedded import free_port, port_is_free
 from socai_cli.stack import Stack
 from tests.chaos.stack import metric_sum, parse_metrics
+from tests.support.ports import free_port
+from tests.support.stack import metrics_base
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.fault]
 
@@ -35,9 +36,9 @@ START_TIMEOUT_S = 90.0  # a loaded machine starts a service slowly
 
 
 @pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Stack]:
+def stack(stack_var_dir: Path) -> Iterator[Stack]:
     settings = Settings(
-        var_dir=tmp_path / "var",
+        var_dir=stack_var_dir,
         nats_port=free_port(),
         pg_port=free_port(),
         ledger_addr=f"127.0.0.1:{free_port()}",
@@ -45,7 +46,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
         settlement_addr=f"127.0.0.1:{free_port()}",
         log_level="warning",
     )
-    s = Stack(replace(settings, metrics_port_base=metrics_base_clear_of(settings)))
+    s = Stack(replace(settings, metrics_port_base=metrics_base()))
     try:
         s.start_infra()
         s.start_service("ledger", timeout_s=START_TIMEOUT_S)
@@ -53,19 +54,6 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
         yield s
     finally:
         s.stop()
-
-
-def metrics_base_clear_of(settings: Settings) -> int:
-    """A free block of metrics ports clear of the stack's other ports: the tests read the
-    table's counters, and free ports come in sequence (base + 1 can be the NATS port)."""
-    taken = {settings.nats_port, settings.pg_port}
-    taken |= {int(a.rsplit(":", 1)[1]) for a in (settings.ledger_addr, settings.table_addr, settings.settlement_addr)}
-    for _ in range(100):
-        base = free_port()
-        block = set(range(base, base + len(METRICS_OFFSET)))
-        if not block & taken and all(port_is_free(port) for port in block):
-            return base
-    raise RuntimeError("no free block of metrics ports")
 
 
 def hands_ended(s: Stack) -> float:

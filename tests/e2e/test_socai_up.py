@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 SOCAI = [sys.executable, "-m", "socai_cli.main"]
 
 
-def test_socai_up_starts_everything_and_stops_cleanly_on_sigint(tmp_path: Path):
-    env = stack_env(tmp_path / "var", log_level="info")
+def test_socai_up_starts_everything_and_stops_cleanly_on_sigint(stack_var_dir: Path):
+    env = stack_env(stack_var_dir, log_level="info")
     ports = {k: int(v.rsplit(":", 1)[-1]) for k, v in env.items() if k.endswith(("_PORT", "_ADDR"))}
     up = subprocess.Popen([*SOCAI, "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output: list[str] = []

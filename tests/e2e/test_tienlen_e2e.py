@@ -11,31 +11,21 @@ The players chop whenever they can, lead black 2s to invite chops and keep their
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import re
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-import grpc
 import pytest
 
 from socai.cards import Card, parse_card
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
-from socai.gen.ledger.v1.ledger_pb2_grpc import LedgerServiceStub as LedgerStub
 from socai.gen.settlement.v1 import settlement_pb2 as spb
-from socai.gen.settlement.v1 import settlement_pb2_grpc as sgrpc
 from socai.gen.table.v1 import table_pb2 as pb
-from socai.infra.config import Settings
-from socai.infra.grpc_client import channel
 from socai.infra.nats import StreamSpec
 from socai.rules import shedding
-from tests.support.clients import Backend
-from tests.support.services import running, service_settings
-from tests.support.settlement import wait_for
+from tests.support.e2e import GameStack, game_stack
 
 pytestmark = [pytest.mark.e2e]
 
@@ -60,33 +50,10 @@ TWO_STAKES = {False: 5, True: 10}
 GROUP_STAKES = {(4, True): 20, (6, False): 10, (8, False): 30}
 
 
-@dataclass
-class Stack:
-    settings: Settings
-    backend: Backend
-    settlement: sgrpc.SettlementServiceStub
-    channels: list[grpc.aio.Channel] = field(default_factory=list)
-
-    def channel(self, address: str, caller: str) -> grpc.aio.Channel:
-        ch = channel(address, self.settings.tokens[caller])
-        self.channels.append(ch)
-        return ch
-
-
 @pytest.fixture
-async def stack(nats_url: str, migrated_database_url: str, stream_spec: StreamSpec) -> AsyncIterator[Stack]:
-    settings = service_settings(nats_url, migrated_database_url, stream_spec)
-    async with running(settings, ("ledger", "table", "settlement")) as r:
-        backend = Backend(r.settings)
-        ch = channel(r.settings.settlement_addr, r.settings.tokens["operator"])
-        s = Stack(r.settings, backend, sgrpc.SettlementServiceStub(ch), [ch])
-        try:
-            yield s
-        finally:
-            await backend.close()
-            for c in s.channels:
-                await c.close()
-            await r.apps["table"].nc.jetstream().delete_stream(stream_spec.name)
+async def stack(nats_url: str, migrated_database_url: str, stream_spec: StreamSpec) -> AsyncIterator[GameStack]:
+    async with game_stack(nats_url, migrated_database_url, stream_spec) as s:
+        yield s
 
 
 def cards_of(action: pb.PlayerAction) -> list[Card]:
@@ -182,7 +149,7 @@ def chop_of(round_: list[tuple[int, list[Card]]]) -> tuple[int, int, int, str] |
     return None
 
 
-async def play_hand(s: Stack, table_id: str, players: list[str], rng: random.Random) -> Hand:
+async def play_hand(s: GameStack, table_id: str, players: list[str], rng: random.Random) -> Hand:
     b = s.backend
     hand = Hand((await b.table.StartHand(pb.StartHandRequest(table_id=table_id))).hand_id)
     for seat, player in enumerate(players):
@@ -211,23 +178,6 @@ async def play_hand(s: Stack, table_id: str, players: list[str], rng: random.Ran
     raise AssertionError(f"hand {hand.hand_id} did not end")
 
 
-async def settled(s: Stack, hand_id: str) -> spb.Settlement:
-    found: list[spb.Settlement] = []
-
-    async def ready() -> bool:
-        try:
-            reply = await s.settlement.GetSettlement(spb.GetSettlementRequest(hand_id=hand_id))
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.NOT_FOUND:
-                return False
-            raise
-        found.append(reply.settlement)
-        return True
-
-    await wait_for(ready, 30, f"hand {hand_id} to settle")
-    return found[-1]
-
-
 def paid(settlement: spb.Settlement, reasons: frozenset[str]) -> Counter[tuple[str, str, str]]:
     """Gold by (payer account, payee account, reason) for ``reasons``."""
     out: Counter[tuple[str, str, str]] = Counter()
@@ -237,20 +187,7 @@ def paid(settlement: spb.Settlement, reasons: frozenset[str]) -> Counter[tuple[s
     return out
 
 
-async def socai(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    """``socai …`` as a command, in a thread so this process's services keep answering."""
-    env = {**os.environ, **settings.as_env(), "SOCAI_LOG_LEVEL": "warning"}
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "socai_cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-async def test_a_hand_with_a_chop_and_a_red_two_left_settles_and_audits_clean(stack: Stack) -> None:
+async def test_a_hand_with_a_chop_and_a_red_two_left_settles_and_audits_clean(stack: GameStack) -> None:
     s = stack
     b = s.backend
     players = [f"p{i}" for i in range(PLAYERS)]
@@ -272,7 +209,7 @@ async def test_a_hand_with_a_chop_and_a_red_two_left_settles_and_audits_clean(st
     for _ in range(HANDS_MAX):
         hand = await play_hand(s, table_id, players, rng)
         played.append(hand)
-        settlement = await settled(s, hand.hand_id)
+        settlement = await s.settled(hand.hand_id)
         reasons = {t.reason for t in settlement.transfers}
         if shedding.THOI_HEO_DO in reasons and reasons & CHOPS:
             found = hand, settlement
@@ -318,7 +255,7 @@ async def test_a_hand_with_a_chop_and_a_red_two_left_settles_and_audits_clean(st
     assert list(settlement.shortfalls) == []
 
     # The ledger holds the hand once, under its key, balanced, each seat moved by its net.
-    ledger = LedgerStub(s.channel(s.settings.ledger_addr, "auditor"))
+    ledger = s.auditor
     tx = (
         await ledger.GetTransaction(lpb.GetTransactionRequest(idempotency_key=settlement.idempotency_key))
     ).transaction
@@ -327,7 +264,7 @@ async def test_a_hand_with_a_chop_and_a_red_two_left_settles_and_audits_clean(st
     assert sum(e.amount_gold for e in tx.entries) == 0
 
     # The audit re-derives every card and posting of every hand played: clean.
-    audit = await socai(s.settings, "audit")
+    audit = await s.socai("audit")
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert f"ledger: {len(played)} hand transactions checked by idempotency key" in audit.stdout
     assert "mismatches: none; the audit is clean" in audit.stdout

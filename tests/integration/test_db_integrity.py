@@ -10,7 +10,6 @@ it owns nothing, so it cannot switch a guard off. The real posting path (the bat
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -19,7 +18,6 @@ from psycopg import errors as pg_errors
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra.config import Settings
 from socai.infra.db import AUDITOR_ROLE, OWNER_ROLE, SERVICE_ROLES, role_url
-from socai_cli import migrations as migrate
 from socai_ledger import db, domain, journal_write
 from socai_ledger.batcher import WriteBatcher
 from socai_ledger.journal_write import ROWS_BY_ARRAY_MAX
@@ -28,22 +26,6 @@ from tests.integration.ledger.conftest import Ledger, deposit, journal_snapshot,
 pytestmark = pytest.mark.integration
 
 LEDGER_ROLE = SERVICE_ROLES["ledger"]
-
-
-@pytest.fixture
-def owner_migrated(database_url: str) -> Iterator[str]:
-    """A fresh database migrated by the owner role (as the migration job does); yields the
-    superuser URL, from which ``role_url`` gives each role's."""
-    dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f'grant create on database "{dbname}" to "{OWNER_ROLE}"')
-    try:
-        with psycopg.connect(role_url(database_url, OWNER_ROLE), connect_timeout=5):
-            pass
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"the test server does not let the roles in without a password: {exc}")
-    migrate.upgrade_all(role_url(database_url, OWNER_ROLE))
-    yield database_url
 
 
 def prepared(key: str, *legs: tuple[str, int], open_accounts: bool = False) -> domain.PreparedTransaction:

@@ -15,7 +15,7 @@ from typing import Any
 
 from socai.infra.config import Settings
 from socai.infra.nats import StreamSpec
-from socai_cli.embedded import free_port
+from tests.support.ports import free_port
 
 ADDR_FIELD = {"ledger": "ledger_addr", "table": "table_addr", "settlement": "settlement_addr"}
 

@@ -28,9 +28,10 @@ from socai.gen.settlement.v1 import settlement_pb2_grpc
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
 from socai.infra.nats import StreamSpec, ensure_stream
-from socai_cli.embedded import free_port
 from socai_settlement.app import App, build_app
 from socai_settlement.config import SettlementConfig
+from tests.support.ports import free_port
+from tests.support.stack import metrics_base
 
 
 async def start_service(app: Any) -> None:
@@ -137,7 +138,7 @@ def test_settings(nats_url: str, database_url: str, stream_spec: StreamSpec) -> 
         ledger_addr=f"127.0.0.1:{free_port()}",
         settlement_addr=f"127.0.0.1:{free_port()}",
         table_addr=f"127.0.0.1:{free_port()}",
-        metrics_port_base=free_port(),
+        metrics_port_base=metrics_base(),
         events_stream=stream_spec.name,
         events_prefix=stream_spec.subjects[0].removesuffix(".>"),
         # The ledger's outbox stream of this test alone (its subjects beside the events').

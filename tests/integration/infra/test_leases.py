@@ -24,7 +24,8 @@ from socai.infra.leases import (
 from socai.infra.nats import connect
 from tests.integration.infra.lease_support import Recorder, holders_now, wait_until
 
-pytestmark = pytest.mark.integration
+# Serial: with a 2 s TTL and renewals every 0.4 s, a starved event loop would lose leases.
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 
 @pytest.fixture

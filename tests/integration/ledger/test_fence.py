@@ -11,7 +11,6 @@ holder. Real PostgreSQL and the real ledger over gRPC throughout.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import grpc
 import psycopg
@@ -25,7 +24,6 @@ from socai.infra import fence as fencing
 from socai.infra.db import OWNER_ROLE, SERVICE_ROLES, role_url
 from socai.infra.grpc_errors import error_reason
 from socai.infra.partitions import PARTITIONS_MAX
-from socai_cli import migrations as migrate
 from socai_ledger import db, domain
 from socai_ledger.batcher import WriteBatcher, _Unit
 from tests.integration.ledger.conftest import Ledger, balances, deposit, fund_escrow, journal_snapshot, transaction
@@ -354,21 +352,6 @@ async def test_a_fenced_request_is_a_batch_of_its_own() -> None:
 
 
 # --- the fence table, as the ledger's own role ------------------------------------------------
-
-
-@pytest.fixture
-def owner_migrated(database_url: str) -> Iterator[str]:
-    """A fresh database migrated by the owner role; yields the superuser URL."""
-    dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f'grant create on database "{dbname}" to "{OWNER_ROLE}"')
-    try:
-        with psycopg.connect(role_url(database_url, OWNER_ROLE), connect_timeout=5):
-            pass
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"the test server does not let the roles in without a password: {exc}")
-    migrate.upgrade_all(role_url(database_url, OWNER_ROLE))
-    yield database_url
 
 
 async def test_the_ledger_role_advances_a_fence_but_cannot_turn_it_back_or_delete_it(owner_migrated: str) -> None:
