@@ -27,7 +27,7 @@ from socai_settlement.store import Store
 from tests.support.settlement import Harness, wait_for
 from tests.support.simulate import SimHand, Simulation, fund, publish, publish_hand, simulate
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]  # leases with short TTLs: timing on a shared machine
 
 
 def counter(name: str, labels: dict[str, str] | None = None) -> float:

@@ -40,6 +40,8 @@ from socai_table.ownership import WRITER_HEADER, OwnershipSettings
 from tests.support.clients import Backend
 from tests.support.services import running, service_settings
 
+pytestmark = pytest.mark.serial  # two instances on 2 s leases: timing on a shared machine
+
 P = 2
 WAIT_S = 30.0  # generous: the machine may be loaded
 
