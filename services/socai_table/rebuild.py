@@ -88,6 +88,7 @@ class LogReader:
                     hand = Hand(hand_id, number, body, seed, [], None)
                     hand.started_stream_seq = raw.stream_seq
                     hand.events.append(event)
+                    reader.accepted(subject, raw.data)
                     continue
                 deck = fairness.shuffle(seed, canonical_deck(self.game)) if self.module.SPEC.deck else []
                 hand = Hand(hand_id, number, body, seed, deck, self.module.initial_state(body))
@@ -101,6 +102,7 @@ class LogReader:
                     continue
                 hand.ended = True
                 hand.events.append(event)
+                reader.accepted(subject, raw.data)
                 continue
             try:
                 hand.state = self.module.apply(hand.state, body)
