@@ -119,6 +119,10 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def ListTables(self, request: pb.ListTablesRequest, context: Any) -> pb.ListTablesResponse:
         if request.page_size < 0:
             raise errors.InvalidArgument("BAD_PAGE_SIZE", "page_size must not be negative")
+        if request.page_token and not TABLE_ID.fullmatch(request.page_token):
+            raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token must be a table id from a previous page")
+        if request.game and not GAME_ID.fullmatch(request.game):
+            return pb.ListTablesResponse()  # no table plays a game of that name (and no query is made)
         if self.router is None or forwarded_by(context):
             # One instance, or a peer asking for this instance's part of its page.
             tables, next_token = self.manager.list(request.game, request.page_token, request.page_size)
@@ -152,12 +156,8 @@ class TableServicer(pb_grpc.TableServiceServicer):
         """One page of the open tables and the closed ones (every instance's: closed tables
         live in the shared store only), merged by id: the page ends at the page size, and the
         token is its last id."""
-        if request.page_token and not TABLE_ID.fullmatch(request.page_token):
-            raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token must be a table id from a previous page")
         limit = max(1, min(request.page_size or 100, 500))
-        closed = []
-        if not request.game or GAME_ID.fullmatch(request.game):
-            closed = await self.manager.deps.store.closed_tables(request.game, request.page_token, limit + 1)
+        closed = await self.manager.deps.store.closed_tables(request.game, request.page_token, limit + 1)
         merged = sorted(open_page + [convert.closed_to_proto(c) for c in closed], key=lambda t: t.table_id)
         more = len(merged) > limit or bool(open_next) or len(closed) > limit
         page = merged[:limit]

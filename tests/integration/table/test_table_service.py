@@ -246,3 +246,20 @@ async def test_missed_heartbeats_disconnect_a_player_whose_timer_then_folds_and_
     assert not next(s for s in state.table.seats if s.seat == 0).connected
     reply = await w.backend.table.Reconnect(pb.ReconnectRequest(table_id=table_id, player_token=token_a))
     assert next(s for s in reply.state.table.seats if s.seat == 0).connected
+
+
+async def test_list_tables_refuses_a_page_token_that_is_no_table_id_and_finds_no_table_of_a_game_that_cannot_exist(
+    world: World,
+):
+    """Found by the RPC fuzzer once ListTables read the shared directory: a NUL in ``game``
+    or ``page_token`` reached PostgreSQL and came back INTERNAL."""
+    table_id = await world.backend.create("holdem", stake_gold=10)
+    listed = await world.backend.table.ListTables(pb.ListTablesRequest())
+    assert table_id in [t.table_id for t in listed.tables]
+    assert list((await world.backend.table.ListTables(pb.ListTablesRequest(game="hold\x00em"))).tables) == []
+    assert list((await world.backend.table.ListTables(pb.ListTablesRequest(game="Holdem"))).tables) == []
+    for token in ("a\x00b", "not a table id", "x" * 33):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await world.backend.table.ListTables(pb.ListTablesRequest(page_token=token))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_reason(caught.value) == "BAD_PAGE_TOKEN"
