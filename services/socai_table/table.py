@@ -807,19 +807,26 @@ class Table:
         self.last_hand = hand
         self.hand = None
         log.info("hand_ended", table_id=self.table_id, hand_id=hand.hand_id, nets=dict(settlement.nets))
-        c = self.config
-        for seat in sorted(self.seats.values(), key=lambda s: s.seat):
-            # Busted is below the game's minimum (``can_play``: an ante, a Gà pay-in), not
-            # only at 0: a seat left with chips it cannot play would sit out every hand,
-            # holding its seat (a table of such seats never starts again), and a rebuild,
-            # which takes stacks from the last hand's HandStarted, would give it back its
-            # buy-in instead of what its escrow holds.
-            if seat.leaving or not kit.can_play(self.module, seat.stack_gold, c.stake_gold, c.options):
-                await self._stand_up(seat)
+        await self._stand_up_due()
         if self.closing:
             await self._finish_close()
             return
         self._maybe_autostart()
+
+    async def _stand_up_due(self) -> None:
+        """Between hands: stand up every seat that is leaving or busted.
+
+        Busted is below the game's minimum (``can_play``: an ante, a Gà pay-in), not only at
+        0: a seat left with chips it cannot play would sit out every hand, holding its seat
+        (a table of such seats never starts again), and a rebuild, which takes stacks from
+        the last hand's HandStarted, would give it back its buy-in instead of what its escrow
+        holds. ``heal`` calls this again, since a stand-up that failed (PostgreSQL down while
+        its cash-out row was written) would otherwise leave the seat taken for good and the
+        table short of players (the chaos run's frozen table after a PostgreSQL restart)."""
+        c = self.config
+        for seat in sorted(self.seats.values(), key=lambda s: s.seat):
+            if seat.leaving or not kit.can_play(self.module, seat.stack_gold, c.stake_gold, c.options):
+                await self._stand_up(seat)
 
     # --- what happens when a timer fires, a heartbeat is missed, a hand starts by itself ---
 
@@ -931,6 +938,7 @@ class Table:
             elif hand is None and self.closing:
                 await self._finish_close()  # a close a failure stopped halfway
             elif hand is None:
+                await self._stand_up_due()  # a stand-up a failure stopped halfway
                 self._maybe_autostart()
 
     # --- viewers -------------------------------------------------------------------------

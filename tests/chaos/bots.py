@@ -60,7 +60,11 @@ class TableLoad:
     actions: int = 0
     rebuys: int = 0
     errors: Counter[str] = field(default_factory=Counter)
-    last_progress: float = field(default_factory=time.monotonic)
+    last_progress: float = field(default_factory=time.monotonic)  # when the latest hand started
+    # When the table last moved at all (a new event of its hand): a long Tiến Lên or Sâm Lốc
+    # hand under load can outlast any "no new hand for N s" limit while it plays on.
+    last_event: float = field(default_factory=time.monotonic)
+    last_seq: int = 0
     # What Simulator._act_if_due remembers between calls (the current hand only).
     acted: set[tuple[str, int]] = field(default_factory=set)
     per_hand: Counter[tuple[str, int]] = field(default_factory=Counter)
@@ -296,6 +300,9 @@ class Bots:
             await self.tables.GetTableState(pb.GetTableStateRequest(table_id=load.table_id), timeout=RPC_DEADLINE_S)
         ).state
         number = hand_number(view.hand_id)
+        if number > load.hand or view.last_seq != load.last_seq:
+            load.last_event = time.monotonic()
+            load.last_seq = view.last_seq
         if number > load.hand:
             load.hand = number
             load.last_progress = time.monotonic()
