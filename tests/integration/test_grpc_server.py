@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -224,6 +225,14 @@ async def test_routine_successes_are_sampled_and_every_failure_is_logged(server:
                     await _two_calls(server)
                     with pytest.raises(grpc.aio.AioRpcError):
                         await stub.ReplayHand(pb.ReplayHandRequest(hand_id="h1"))
+            # The server logs a call after its answer has gone out: the client can see the
+            # last refusal before its line is written (it once landed after the capture).
+            deadline = time.monotonic() + 10
+            for _ in range(1000):
+                logged = [e for e in logs if e["event"] == "rpc" and e["status"] == "FAILED_PRECONDITION"]
+                if len(logged) >= calls or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.01)
     finally:
         structlog.configure(wrapper_class=previous)
     lines = [entry for entry in logs if entry["event"] == "rpc"]
