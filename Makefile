@@ -22,11 +22,13 @@ up: $(STAMP_RUN)             ## keep the stack serving in the foreground (Ctrl-C
 # The tests in two runs (README "Two commands"). First every test but the serial group on
 # three xdist workers (each with its own NATS and PostgreSQL): the CPU-bound unit tests fill
 # the cores while the integration and end-to-end tests wait on servers, timers and child
-# processes; tests marked slow go first (tests/conftest.py), so the longest start at once on
-# different workers. Then the serial group (tests marked fault or serial: they kill or pause
-# processes under load, or need the CPU on time) alone, one test at a time.
+# processes. The worksteal scheduler lets an idle worker take half of a busy one's queue, and
+# each worker's first block starts with its share of the tests marked slow
+# (tests/support/schedule.py), so the run does not end on one worker with the longest ones.
+# Then the serial group (tests marked fault or serial: they kill or pause processes under
+# load, or need the CPU on time) alone, one test at a time.
 test: $(STAMP_DEV) lint      ## linters, then every test suite on real NATS and PostgreSQL
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist load --serial-group=exclude $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude $(PYTEST_ARGS)
 	$(BIN)/pytest --serial-group=only $(PYTEST_ARGS)
 
 test-fast: $(STAMP_DEV)      ## unit tests only

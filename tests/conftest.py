@@ -34,6 +34,7 @@ from socai.infra.nats import StreamSpec
 from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres
 from tests.support.isolated import fresh_database, new_stream_spec
 from tests.support.ports import free_port
+from tests.support.schedule import worksteal_order
 
 ROOT = Path(__file__).resolve().parents[1]
 configure(fmt="console", level=os.environ.get("SOCAI_TEST_LOG_LEVEL", "warning"))
@@ -64,11 +65,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
-    # Tests marked slow first (a stable sort: the rest keep their order): xdist's load
-    # scheduler hands out the first tests one per worker in turn, so the longest ones (the
-    # 100,000-deal Mậu Binh test alone takes minutes) start at once on different workers
-    # instead of ending the run alone.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    # Under xdist's worksteal scheduler (the Makefile's run) each worker's first block
+    # starts with its share of the tests marked slow, so the longest ones start at once on
+    # different workers instead of ending the run (tests/support/schedule.py); otherwise
+    # the slow ones go first.
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    items[:] = worksteal_order(items, workers, lambda item: item.get_closest_marker("slow") is not None)
 
 
 def _docker_answers() -> bool:

@@ -47,6 +47,8 @@ async def start_settlement(settings: Settings, log_path: Path) -> subprocess.Pop
         **settings.as_env(),
         "SOCAI_LOG_FORMAT": "json",
         "SOCAI_SETTLEMENT_POST_BATCH": str(POST_BATCH),
+        # A restarted instance (a new id) waits for the killed one's lease to expire: 2 s, not 10.
+        "SOCAI_SETTLEMENT_LEASE_TTL_S": "2",
         "SOCAI_SETTLEMENT_FETCH_BATCH": "200",
         "SOCAI_SETTLEMENT_ACK_WAIT_S": str(ACK_WAIT_S),
     }
