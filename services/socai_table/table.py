@@ -606,19 +606,7 @@ class Table:
             closing_settlement(started)  # a rule that refuses it must write nothing
         except errors.RuleViolation as exc:
             raise errors.PreconditionFailed(exc.code, exc.message) from exc
-        self.hand = Hand(hand_id, number, started, seed, [], None)
-        try:
-            event = self._envelope(hand_id, 1, started)
-            stream_seq = await self._append(event, 0, protos=self.hand.protos)
-        except BaseException:
-            self.hand = None
-            raise
-        self.hand.events.append(event)
-        self.hand.subject_seq = self.hand.started_stream_seq = stream_seq
-        self.hands_played = number
-        for s in seated:
-            self.seats[s].last_hand_id = hand_id
-        self._broadcast(event)
+        await self._publish_start(Hand(hand_id, number, started, seed, [], None), seated)
         with bound(table_id=self.table_id, hand_id=hand_id):
             log.info("closing_hand_started", pot_gold=self.pot_gold, players=len(seated))
             await self._advance()
@@ -667,6 +655,23 @@ class Table:
         )
         return started, seed
 
+    async def _publish_start(self, hand: Hand, seats: list[int]) -> None:
+        """Append ``hand``'s HandStarted (seq 1) and make it the table's hand in play: the hand
+        count, each seat's last hand, the watchers. A failed append leaves no hand in play."""
+        self.hand = hand
+        try:
+            event = self._envelope(hand.hand_id, 1, hand.started)
+            stream_seq = await self._append(event, 0, protos=hand.protos)
+        except BaseException:
+            self.hand = None
+            raise
+        hand.events.append(event)
+        hand.subject_seq = hand.started_stream_seq = stream_seq
+        self.hands_played = hand.number
+        for s in seats:
+            self.seats[s].last_hand_id = hand.hand_id
+        self._broadcast(event)
+
     def participants(self) -> list[int]:
         """The seats that play the next hand: not leaving, and with a stack the game
         accepts (its ``can_play`` hook: an ante, a Gà pay-in, a banker's capacity)."""
@@ -706,19 +711,7 @@ class Table:
         except errors.RuleViolation as exc:
             raise errors.PreconditionFailed(exc.code, exc.message) from exc
         deck = fairness.shuffle(seed, canonical_deck(self.config.game)) if self.module.SPEC.deck else []
-        self.hand = Hand(hand_id, number, started, seed, deck, state)
-        try:
-            event = self._envelope(hand_id, 1, started)
-            stream_seq = await self._append(event, 0, protos=self.hand.protos)
-        except BaseException:
-            self.hand = None
-            raise
-        self.hand.events.append(event)
-        self.hand.subject_seq = self.hand.started_stream_seq = stream_seq
-        self.hands_played = number
-        for s in participants:
-            self.seats[s].last_hand_id = hand_id
-        self._broadcast(event)
+        await self._publish_start(Hand(hand_id, number, started, seed, deck, state), participants)
         metrics.HANDS_STARTED.labels(self.config.game).inc()
         with bound(table_id=self.table_id, hand_id=hand_id):
             log.info("hand_started", players=len(participants), dealer=started.dealer_seat)

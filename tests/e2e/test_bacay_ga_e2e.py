@@ -12,14 +12,12 @@ ledger (the carry's continuity included) and the trial balance is 0.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 import pytest
@@ -31,7 +29,7 @@ from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.nats import StreamSpec
 from socai.rules.threecard import TEN_POINTS, bacay_value
-from tests.support.e2e import GameStack, game_stack
+from tests.support.e2e import GameStack, game_stack, until
 
 pytestmark = [pytest.mark.e2e]
 
@@ -42,9 +40,6 @@ PLAYERS = 3
 # hands without a 10, then one with) shows up within 60 hands with probability 1 - 3e-8.
 MAX_HANDS = 60
 CARRIED_HANDS_MIN = 2
-WAIT_S = 30.0
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -63,18 +58,6 @@ class Hand:
 async def stack(nats_url: str, migrated_database_url: str, stream_spec: StreamSpec) -> AsyncIterator[GameStack]:
     async with game_stack(nats_url, migrated_database_url, stream_spec) as s:
         yield s
-
-
-async def until(what: str, probe: Callable[[], Awaitable[T | None]], timeout_s: float = WAIT_S) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = await probe()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def start_hand(s: GameStack, table_id: str) -> str:

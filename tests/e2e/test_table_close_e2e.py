@@ -16,12 +16,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
 
 import grpc
 import pytest
@@ -41,6 +39,7 @@ from socai.infra.nats import StreamSpec
 from socai_cli.embedded import free_port
 from socai_table.model import hand_id_of
 from tests.support.clients import Backend, bet
+from tests.support.e2e import until
 from tests.support.services import Running, build, running, service_settings
 
 pytestmark = [pytest.mark.e2e]
@@ -49,9 +48,6 @@ STAKE = 101  # odd, so that a Gà of 3 × S shared by two players leaves an odd 
 BUY_IN = 2_000
 DEPOSIT = 5_000
 MAX_HANDS = 20  # a hand without a 10 (the Gà carries) has probability ~0.73 with 3 players
-WAIT_S = 30.0
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -88,18 +84,6 @@ async def stack(nats_url: str, migrated_database_url: str, stream_spec: StreamSp
             for ch in chans:
                 await ch.close()
             await r.apps["table"].nc.jetstream().delete_stream(stream_spec.name)
-
-
-async def until(what: str, probe: Callable[[], Awaitable[T | None]], timeout_s: float = WAIT_S) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = await probe()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def settled(s: Stack, hand_id: str) -> spb.Settlement | None:

@@ -36,7 +36,7 @@ from socai.infra.nats import StreamSpec, ensure_stream
 from socai_cli.embedded import free_port
 from socai_cli.stack import grpc_health
 from tests.support.settlement import Harness, harness_for
-from tests.support.simulate import fund, publish, simulate
+from tests.support.simulate import Simulation, fund, publish, simulate
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
@@ -122,15 +122,32 @@ async def wait_settled(settings: Settings, n: int, timeout_s: float = 120) -> No
         await asyncio.sleep(0.1)
 
 
-async def test_instances_killed_under_load_lose_no_hand_and_post_none_twice(harness: Harness, tmp_path: Path) -> None:
+async def partitioned_backlog(harness: Harness, hands: int, seed: int) -> tuple[str, Simulation, Settings]:
+    """The test's stream split into P partitions and ``hands`` simulated hands funded in the
+    ledger (not published yet): the settlement lease bucket, the simulation, the settings."""
     spec = StreamSpec(harness.settings.events_stream, (f"{harness.log.prefix}.>",), partitions=P)
     await ensure_stream(harness.log.js, spec, allow_repartition=True)
     harness.log.partitions = None
-    bucket = f"settlement_leases_{harness.settings.events_stream}"
-    sim = simulate(HANDS, ("holdem", "xito", "taixiu"), seed=1919)
+    sim = simulate(hands, ("holdem", "xito", "taixiu"), seed=seed)
     await harness.start_ledger()
     await fund(harness.ledger("cashier"), sim)
-    settings = replace(harness.settings, metrics_port_base=0)
+    return f"settlement_leases_{harness.settings.events_stream}", sim, replace(harness.settings, metrics_port_base=0)
+
+
+def stop_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    """Every instance still running stopped gracefully (woken first when paused), else killed."""
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+async def test_instances_killed_under_load_lose_no_hand_and_post_none_twice(harness: Harness, tmp_path: Path) -> None:
+    bucket, sim, settings = await partitioned_backlog(harness, HANDS, seed=1919)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     times: dict[str, float] = {}
     loader = asyncio.create_task(publish(harness.log, sim, concurrency=8))
@@ -175,13 +192,7 @@ async def test_instances_killed_under_load_lose_no_hand_and_post_none_twice(harn
         assert audit.report.hands_verified == HANDS
     finally:
         loader.cancel()
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        stop_all(procs)
         out = ROOT / "var" / "scaleout"
         out.mkdir(parents=True, exist_ok=True)
         (out / "handovers.json").write_text(json.dumps({"ttl_s": TTL_S, "partitions": P, **times}, indent=2))
@@ -235,14 +246,7 @@ async def test_a_paused_holder_wakes_to_a_moved_lease_and_posts_nothing(harness:
                 assert await harness.balance(account) == expected, account
         assert (await auditor.TrialBalance(ledger_pb2.TrialBalanceRequest())).total_gold == 0
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        stop_all(procs)
 
 
 async def test_holders_paused_again_and_again_hand_over_in_play_order(harness: Harness, tmp_path: Path) -> None:
@@ -254,14 +258,7 @@ async def test_holders_paused_again_and_again_hand_over_in_play_order(harness: H
     a failure would dead-letter its hand; none may be. Every hand is posted once, under its
     first key (none was refused for arriving before an earlier hand of its table and posted
     again), and each table's hands are in the journal in play order."""
-    spec = StreamSpec(harness.settings.events_stream, (f"{harness.log.prefix}.>",), partitions=P)
-    await ensure_stream(harness.log.js, spec, allow_repartition=True)
-    harness.log.partitions = None
-    bucket = f"settlement_leases_{harness.settings.events_stream}"
-    sim = simulate(PAUSED_HANDS, ("holdem", "xito", "taixiu"), seed=2121)
-    await harness.start_ledger()
-    await fund(harness.ledger("cashier"), sim)
-    settings = replace(harness.settings, metrics_port_base=0)
+    bucket, sim, settings = await partitioned_backlog(harness, PAUSED_HANDS, seed=2121)
     strict = {"SOCAI_SETTLEMENT_POISON_AFTER": "2"}
     procs: dict[str, subprocess.Popen[bytes]] = {}
     # Many tables at once: the instances drain a backlog at every handover, with messages
@@ -304,12 +301,5 @@ async def test_holders_paused_again_and_again_hand_over_in_play_order(harness: H
         assert logs.count('"partition_stopped"') >= len(pauses) == 6
     finally:
         loader.cancel()
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        stop_all(procs)
     print(f"handover after SIGSTOP (TTL {TTL_S} s): {[round(p, 2) for p in pauses]}")

@@ -21,9 +21,11 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import grpc
 from nats.aio.client import Client as NatsClient
@@ -45,6 +47,21 @@ from tests.support.simulate import Simulation, fund, publish, simulate
 # machine is shared: a ``socai`` command starts a Python process and may replay every hand.
 SOCAI_TIMEOUT_S = 180.0
 SETTLE_TIMEOUT_S = 60.0
+WAIT_S = 30.0  # a hand played, settled or cashed out
+
+T = TypeVar("T")
+
+
+async def until(what: str, probe: Callable[[], Awaitable[T | None]], timeout_s: float = WAIT_S) -> T:
+    """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = await probe()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        await asyncio.sleep(0.05)
 
 
 async def socai(settings: Settings, *args: str, timeout_s: float = SOCAI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:

@@ -421,6 +421,11 @@ def _check_seed(started: HandStarted, first: Event, end: Event, hand_id: str) ->
     return seed
 
 
+def _mismatch(code: str, e: Event, hand_id: str, detail: str) -> ReplayError:
+    """A card or die of event ``e`` that the hand's seed (or deck) does not allow."""
+    return ReplayError(code, f"{e.event_id}: {detail}", hand_id=hand_id, event_id=e.event_id)
+
+
 def _check_fairness(evs: Sequence[Event], seed: bytes, hand_id: str) -> tuple[int, int]:
     game = evs[0].game
     has_deck = game in cards.GAME_DECKS
@@ -431,39 +436,27 @@ def _check_fairness(evs: Sequence[Event], seed: bytes, hand_id: str) -> tuple[in
         body = e.body
         if isinstance(body, CardsDealt):
             if not has_deck:
-                raise ReplayError(
-                    DEAL_MISMATCH, f"{e.event_id}: {game} is played without cards", hand_id=hand_id, event_id=e.event_id
-                )
+                raise _mismatch(DEAL_MISMATCH, e, hand_id, f"{game} is played without cards")
             for d in body.cards:
                 if dealt >= len(deck):
-                    raise ReplayError(
+                    raise _mismatch(
                         DEAL_MISMATCH,
-                        f"{e.event_id}: deals card {dealt + 1} to {_to(d.seat)}; the {game} deck has {len(deck)}",
-                        hand_id=hand_id,
-                        event_id=e.event_id,
+                        e,
+                        hand_id,
+                        f"deals card {dealt + 1} to {_to(d.seat)}; the {game} deck has {len(deck)}",
                     )
                 if d.card != deck[dealt]:
-                    raise ReplayError(
-                        DEAL_MISMATCH,
-                        f"{e.event_id}: dealt {d.card} to {_to(d.seat)}, the seed deals {deck[dealt]}",
-                        hand_id=hand_id,
-                        event_id=e.event_id,
+                    raise _mismatch(
+                        DEAL_MISMATCH, e, hand_id, f"dealt {d.card} to {_to(d.seat)}, the seed deals {deck[dealt]}"
                     )
                 dealt += 1
         elif isinstance(body, DiceRolled):
             if has_deck:
-                raise ReplayError(
-                    DICE_MISMATCH, f"{e.event_id}: {game} is played without dice", hand_id=hand_id, event_id=e.event_id
-                )
+                raise _mismatch(DICE_MISMATCH, e, hand_id, f"{game} is played without dice")
             if dice is None:
                 dice = fairness.roll_dice(seed)
             if tuple(body.dice) != dice:
-                raise ReplayError(
-                    DICE_MISMATCH,
-                    f"{e.event_id}: rolled {_dice(body.dice)}, the seed rolls {_dice(dice)}",
-                    hand_id=hand_id,
-                    event_id=e.event_id,
-                )
+                raise _mismatch(DICE_MISMATCH, e, hand_id, f"rolled {_dice(body.dice)}, the seed rolls {_dice(dice)}")
             rolled += len(body.dice)
     return dealt, rolled
 
@@ -486,44 +479,31 @@ def _check_open_fairness(evs: Sequence[Event], hand_id: str) -> tuple[int, int]:
         body = e.body
         if isinstance(body, CardsDealt):
             if not has_deck:
-                raise ReplayError(
-                    DEAL_MISMATCH, f"{e.event_id}: {game} is played without cards", hand_id=hand_id, event_id=e.event_id
-                )
+                raise _mismatch(DEAL_MISMATCH, e, hand_id, f"{game} is played without cards")
             for d in body.cards:
                 if d.card not in deck:
-                    raise ReplayError(
+                    raise _mismatch(
                         DEAL_MISMATCH,
-                        f"{e.event_id}: deals {d.card} to {_to(d.seat)}, a card the {game} deck does not hold",
-                        hand_id=hand_id,
-                        event_id=e.event_id,
+                        e,
+                        hand_id,
+                        f"deals {d.card} to {_to(d.seat)}, a card the {game} deck does not hold",
                     )
                 if d.card in dealt:
-                    raise ReplayError(
-                        DEAL_MISMATCH,
-                        f"{e.event_id}: deals {d.card} to {_to(d.seat)}, already dealt at {dealt[d.card]}",
-                        hand_id=hand_id,
-                        event_id=e.event_id,
+                    raise _mismatch(
+                        DEAL_MISMATCH, e, hand_id, f"deals {d.card} to {_to(d.seat)}, already dealt at {dealt[d.card]}"
                     )
                 dealt[d.card] = e.event_id
         elif isinstance(body, DiceRolled):
             if has_deck:
-                raise ReplayError(
-                    DICE_MISMATCH, f"{e.event_id}: {game} is played without dice", hand_id=hand_id, event_id=e.event_id
-                )
+                raise _mismatch(DICE_MISMATCH, e, hand_id, f"{game} is played without dice")
             dice = tuple(body.dice)
             if len(dice) != DICE_PER_ROLL or any(d not in DIE_FACES for d in dice):
-                raise ReplayError(
-                    DICE_MISMATCH,
-                    f"{e.event_id}: rolled {_dice(dice)}; a roll is {DICE_PER_ROLL} dice of 1 to 6",
-                    hand_id=hand_id,
-                    event_id=e.event_id,
+                raise _mismatch(
+                    DICE_MISMATCH, e, hand_id, f"rolled {_dice(dice)}; a roll is {DICE_PER_ROLL} dice of 1 to 6"
                 )
             if roll is not None and dice != roll:
-                raise ReplayError(
-                    DICE_MISMATCH,
-                    f"{e.event_id}: rolled {_dice(dice)}, but the hand's seed rolled {_dice(roll)} before",
-                    hand_id=hand_id,
-                    event_id=e.event_id,
+                raise _mismatch(
+                    DICE_MISMATCH, e, hand_id, f"rolled {_dice(dice)}, but the hand's seed rolled {_dice(roll)} before"
                 )
             roll = dice
             dice_seen += len(dice)

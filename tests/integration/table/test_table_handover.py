@@ -20,46 +20,22 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
 
 import grpc
 import pytest
-from nats.aio.client import Client as NatsClient
 
 from socai import accounts, errors
-from socai.events.log import EventLog
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.grpc_errors import error_info, error_reason
-from socai.infra.leases import assign
-from socai.infra.nats import StreamSpec, connect
+from socai.infra.nats import StreamSpec
 from socai.infra.partitions import partition_of
-from socai_cli.embedded import free_port
-from socai_table.app import TableApp, build_app
 from socai_table.model import facts_id_of
-from socai_table.ownership import WRITER_HEADER, OwnershipSettings
-from tests.support.clients import Backend
-from tests.support.services import running, service_settings
+from socai_table.ownership import WRITER_HEADER
+from tests.support.table_pair import P, Two, table_in, two_instances
 
 pytestmark = pytest.mark.serial  # two instances on 2 s leases: timing on a shared machine
 
-P = 2
 WAIT_S = 30.0  # generous: the machine may be loaded
-
-
-@dataclass
-class Two:
-    a: TableApp  # holds partition 0
-    b: TableApp  # holds partition 1; the backend dials only this one
-    backend: Backend
-    nc: NatsClient
-    log: EventLog
-
-
-def table_in(partition: int) -> str:
-    while True:
-        table_id = uuid.uuid4().hex[:16]
-        if partition_of(table_id, P) == partition:
-            return table_id
 
 
 async def eventually(what: str, check: object) -> None:
@@ -71,34 +47,8 @@ async def eventually(what: str, check: object) -> None:
 
 @pytest.fixture
 async def two(nats_url: str, migrated_database_url: str, stream_spec: StreamSpec) -> AsyncIterator[Two]:
-    settings = service_settings(nats_url, migrated_database_url, stream_spec, event_partitions=P)
-    async with running(settings, ("ledger",)) as r:
-        names = [f"ha{uuid.uuid4().hex[:6]}", f"hb{uuid.uuid4().hex[:6]}"]
-        owners = assign(P, sorted(names))
-        apps = {}
-        for name in names:
-            app = await build_app(
-                replace(r.settings, table_addr=f"127.0.0.1:{free_port()}"),
-                OwnershipSettings(instance_id=name, lease_ttl_s=2.0),
-            )
-            await app.start()
-            apps[name] = app
-        a, b = apps[owners[0]], apps[owners[1]]
-        nc = await connect(nats_url, name="handover-check")
-        backend = Backend(b.settings)
-        try:
-
-            async def split() -> bool:
-                return a.ownership.leases.held() == {0} and b.ownership.leases.held() == {1}
-
-            await eventually("each instance holds its partition", split)
-            yield Two(a, b, backend, nc, EventLog(nc, settings.events_stream, settings.events_prefix))
-        finally:
-            await backend.close()
-            for app in apps.values():
-                await app.stop()
-            await nc.jetstream().delete_stream(stream_spec.name)
-            await nc.close()
+    async with two_instances(nats_url, migrated_database_url, stream_spec, "h") as pair:
+        yield pair
 
 
 async def seated_table(two: Two, players: tuple[str, ...]) -> str:

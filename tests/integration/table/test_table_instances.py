@@ -3,73 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
 
 import grpc
 import pytest
-from nats.aio.client import Client as NatsClient
 
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.grpc_errors import error_reason
-from socai.infra.leases import LeaseConfig, LeaseStore, assign, ensure_lease_bucket
-from socai.infra.nats import StreamSpec, connect
-from socai.infra.partitions import partition_of
-from socai_cli.embedded import free_port
-from socai_table.app import TableApp, build_app
-from socai_table.ownership import OwnershipSettings
-from tests.support.clients import Backend, bet
-from tests.support.services import running, service_settings
-
-P = 2
-
-
-@dataclass
-class Two:
-    a: TableApp  # holds partition 0
-    b: TableApp  # holds partition 1; the backend dials only this one
-    backend: Backend
-    nc: NatsClient
-
-
-def table_in(partition: int) -> str:
-    while True:
-        table_id = uuid.uuid4().hex[:16]
-        if partition_of(table_id, P) == partition:
-            return table_id
+from socai.infra.leases import LeaseConfig, LeaseStore, ensure_lease_bucket
+from socai.infra.nats import StreamSpec
+from tests.support.clients import bet
+from tests.support.table_pair import Two, table_in, two_instances
 
 
 @pytest.fixture
 async def two(nats_url: str, migrated_database_url: str, stream_spec: StreamSpec) -> AsyncIterator[Two]:
-    settings = service_settings(nats_url, migrated_database_url, stream_spec, event_partitions=P)
-    async with running(settings, ("ledger",)) as r:
-        names = [f"ia{uuid.uuid4().hex[:6]}", f"ib{uuid.uuid4().hex[:6]}"]
-        owners = assign(P, sorted(names))
-        apps = {}
-        for name in names:
-            app = await build_app(
-                replace(r.settings, table_addr=f"127.0.0.1:{free_port()}"),
-                OwnershipSettings(instance_id=name, lease_ttl_s=2.0),
-            )
-            await app.start()
-            apps[name] = app
-        a, b = apps[owners[0]], apps[owners[1]]
-        nc = await connect(nats_url, name="instances-check")
-        backend = Backend(b.settings)
-        try:
-            for _ in range(100):  # the first of them took both partitions until the second came
-                if a.ownership.leases.held() == {0} and b.ownership.leases.held() == {1}:
-                    break
-                await asyncio.sleep(0.1)
-            assert a.ownership.leases.held() == {0} and b.ownership.leases.held() == {1}
-            yield Two(a, b, backend, nc)
-        finally:
-            await backend.close()
-            for app in apps.values():
-                await app.stop()
-            await nc.jetstream().delete_stream(stream_spec.name)
-            await nc.close()
+    async with two_instances(nats_url, migrated_database_url, stream_spec, "i") as pair:
+        yield pair
 
 
 async def test_a_table_created_through_either_instance_runs_where_its_partition_is_held(two: Two):
