@@ -84,3 +84,52 @@ def test_a_data_directory_of_another_postgres_version_is_refused(tmp_path: Path)
         EmbeddedPostgres(tmp_path / "pg", port=free_port()).start()
     assert caught.value.code == "POSTGRES_DATA_INCOMPATIBLE"
     assert (data / "PG_VERSION").read_text() == "9\n"  # nothing was touched
+
+
+async def test_the_server_runs_as_its_user_and_starts_while_grpc_is_busy_in_this_process(tmp_path: Path):
+    """A PostgreSQL restart in a process serving gRPC (a test, the chaos harness, ``socai
+    up``) failed with "postgres exited" and nothing in its log: ``subprocess``'s ``user=``
+    forks, and gRPC's at-fork handlers crashed the child before its exec (121 of 300 forks
+    under load). ``as_user`` starts the child by vfork and drops to the user in it."""
+    import os
+    import pwd
+    import subprocess
+
+    import grpc
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    from socai_cli.embedded import PG_SYSTEM_USER, as_user
+
+    user = PG_SYSTEM_USER if os.geteuid() == 0 else None  # only root switches users
+    if user is not None:
+        EmbeddedPostgres(tmp_path)._user()  # makes the system user when missing
+    server = grpc.aio.server()
+    health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    stop = asyncio.Event()
+
+    async def busy(stub: health_pb2_grpc.HealthStub) -> None:
+        while not stop.is_set():
+            await stub.Check(health_pb2.HealthCheckRequest())
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+        load = [asyncio.create_task(busy(health_pb2_grpc.HealthStub(ch))) for _ in range(8)]
+
+        def run_many() -> list[tuple[int, str]]:
+            return [
+                (done.returncode, done.stdout.strip())
+                for done in (
+                    subprocess.run(as_user(["/usr/bin/id", "-u"], user), capture_output=True, text=True)
+                    for _ in range(100)
+                )
+            ]
+
+        try:
+            outcomes = await asyncio.to_thread(run_many)
+        finally:
+            stop.set()
+            await asyncio.gather(*load, return_exceptions=True)
+            await server.stop(None)
+    uid = str(pwd.getpwnam(user).pw_uid if user else os.geteuid())
+    assert outcomes == [(0, uid)] * 100
