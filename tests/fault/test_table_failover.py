@@ -37,12 +37,12 @@ from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.config import Settings
 from socai.infra.leases import assign
 from socai.infra.nats import StreamSpec, connect
-from socai.infra.partitions import partition_of
 from socai_cli.embedded import free_port
 from socai_cli.stack import grpc_health
 from socai_table.ownership import WRITER_HEADER
 from tests.support.clients import Backend, bet
 from tests.support.services import running, service_settings
+from tests.support.table_pair import table_in
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
@@ -101,14 +101,6 @@ async def wait_holders(nc: NatsClient, bucket: str, wanted: dict[int, str], time
             return time.monotonic() - started
         await asyncio.sleep(0.05)
     raise AssertionError(f"holders {await holders(nc, bucket)} != {wanted} after {timeout_s} s")
-
-
-def table_id_in(partition: int) -> str:
-    """A fresh table id whose partition is ``partition``."""
-    while True:
-        table_id = uuid.uuid4().hex[:16]
-        if partition_of(table_id, P) == partition:
-            return table_id
 
 
 @dataclass
@@ -232,7 +224,7 @@ async def test_a_killed_instance_s_table_resumes_on_the_other_with_the_same_hand
     nats_url: str, migrated_database_url: str, stream_spec: StreamSpec, tmp_path: Path
 ):
     async with pair(nats_url, migrated_database_url, stream_spec, tmp_path) as p:
-        table_id = table_id_in(0)  # A's partition: every call goes through B to A
+        table_id = table_in(0, P)  # A's partition: every call goes through B to A
         hand_id = await seat_and_start(p, table_id)
         before = await p.backend.state(table_id)
         written = await p.table_stream(table_id)
@@ -263,7 +255,7 @@ async def test_a_paused_instance_writes_nothing_after_its_lease_moved(
     nats_url: str, migrated_database_url: str, stream_spec: StreamSpec, tmp_path: Path
 ):
     async with pair(nats_url, migrated_database_url, stream_spec, tmp_path) as p:
-        table_id = table_id_in(0)
+        table_id = table_in(0, P)
         # A turn timer that runs out while A is paused: A wakes with it overdue and, were it
         # not fenced, would write the TimerExpired under its old lease.
         turn_s = 2 * TTL_S
