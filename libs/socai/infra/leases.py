@@ -261,7 +261,10 @@ class LeaseStore:
         sent = self.clock()
         try:
             revision = await self.kv.create(partition_key(partition), self.holder_id.encode())
-        except js_errors.KeyWrongLastSequenceError:
+        except (js_errors.KeyWrongLastSequenceError, js_errors.KeyNotFoundError):
+            # KeyNotFoundError: nats-py's create, refused because the key existed, looks the
+            # key up to see whether it was deleted, and it expired in between. Nothing was
+            # written either way; the next round tries again.
             return None
         now = self.clock()
         return Lease(partition, revision, revision, now, sent + self.config.valid_for_s, self.clock)

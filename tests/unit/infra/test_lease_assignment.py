@@ -78,3 +78,21 @@ def test_timings_that_leave_no_room_for_two_renewals_are_refused():
     assert raised.value.code == "BAD_LEASE_TIMING"
     config = LeaseConfig(bucket="b", ttl_s=10)
     assert (config.renew_every, config.margin, config.valid_for_s) == (2.0, 2.0, 8.0)
+
+
+async def test_an_acquire_whose_rival_key_expires_mid_create_is_a_miss_not_an_error():
+    """nats-py's ``KeyValue.create``, refused because the key exists, reads the key to see
+    whether it was deleted; when the rival's key expires in between it raises
+    KeyNotFoundError (the CI once failed on it). Nothing was written: ``acquire`` answers
+    None and the next round tries again. (The KeyValue here stands in for that one race,
+    which a real server gives only by chance.)"""
+    from nats.js import errors as js_errors
+
+    from socai.infra.leases import LeaseConfig, LeaseStore
+
+    class ExpiredMidCreate:
+        async def create(self, key: str, value: bytes) -> int:
+            raise js_errors.KeyNotFoundError
+
+    store = LeaseStore(ExpiredMidCreate(), LeaseConfig(bucket="b", ttl_s=2.0), "a")  # type: ignore[arg-type]
+    assert await store.acquire(1) is None
