@@ -19,6 +19,7 @@ from structlog.testing import capture_logs
 
 from socai.infra.nats import StreamSpec, ensure_stream
 from socai.infra.nats_pull import PROCESS_MSG_PARAMETERS, Delivery, Pull, ack_fields, nats_py_version
+from tests.support.settlement import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -124,9 +125,12 @@ async def test_on_the_pinned_nats_py_messages_come_through_the_raw_frames(
         again = await fetch_all(pull, 1)
         assert [(m.stream_seq, m.num_delivered) for m in again] == [(1, 2)]
         await again[0].ack()
-        await nats_client.flush()
-        info = await js.consumer_info(stream_spec.name, DURABLE)
-        assert info.num_ack_pending == 0
+
+        # The server applies an ack in the consumer's own time, after the client's flush.
+        async def all_acked() -> bool:
+            return (await js.consumer_info(stream_spec.name, DURABLE)).num_ack_pending == 0
+
+        await wait_for(all_acked, 10, "the server to apply the acks")
         assert pull.frames_read == MESSAGES + 1
     finally:
         await pull.close()
