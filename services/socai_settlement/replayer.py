@@ -39,7 +39,7 @@ from typing import Any, Final, NamedTuple
 from socai.events import codec, seal
 from socai.events.model import Event
 from socai.gen.events.v1 import events_pb2
-from socai.infra.nats_pull import parse_header_block
+from socai.infra.nats_pull import header_values
 from socai.rules import registry
 from socai.settle.replay import ReplayError, replay
 from socai_settlement.convert import SettledHand, settled_hand
@@ -109,7 +109,7 @@ def _verifier(keys: tuple[tuple[str, bytes], ...]) -> seal.SealVerifier:
 
 
 def _headers(given: tuple[tuple[str, str], ...] | bytes) -> dict[str, str]:
-    return parse_header_block(given) if isinstance(given, bytes) else dict(given)
+    return header_values(given, seal.CHAIN_HEADERS) if isinstance(given, bytes) else dict(given)
 
 
 def authenticate(item: HandInput, policy: SealPolicy) -> tuple[list[bytes], Replayed]:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from socai import errors
 from socai.events import seal
 from socai.infra.config import Settings
+from socai.infra.nats_pull import header_values, parse_header_block
 
 SUBJECT = "socai.events.t1.t1-h1"
 TABLE = seal.HandSigner(seal.derive_private_key("table-secret"))
@@ -197,3 +200,83 @@ def test_the_public_development_seal_keys_are_refused_outside_development_mode()
     assert {"SOCAI_TABLE_SEAL_KEY", "SOCAI_TABLE_SEAL_PUBLIC_KEYS"} <= set(s.public_dev_values())
     with pytest.raises(errors.PreconditionFailed):
         s.check_secrets()
+
+
+# --- the fast path of walk_back, pinned equal to its definition --------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.binary(min_size=0, max_size=6), min_size=1, max_size=8),
+    st.lists(
+        st.tuples(st.sampled_from(["copy", "stranger", "drop", "swap", "no_prev"]), st.integers(0, 20)), max_size=3
+    ),
+    st.integers(0, 20),
+)
+def test_walk_back_answers_what_its_definition_answers_for_any_subject(
+    raw: list[bytes], edits: list[tuple[str, int]], end_pick: int
+) -> None:
+    """Subjects as the table writes them and as a stranger may leave them (copies, inserted
+    and dropped messages, swaps, a missing ``Socai-Prev``): the walk from every end is the
+    one the indexed definition gives, whether or not the linear fast path answered it."""
+    messages = chained([b"%d:" % i + p for i, p in enumerate(raw)])
+    for what, at in edits:
+        k = at % len(messages)
+        if what == "copy":
+            messages.insert(k + 1, messages[k])
+        elif what == "stranger":
+            messages.insert(k, seal.Message(99, b"stranger", {seal.PREV_HEADER: seal.genesis(SUBJECT).hex()}))
+        elif what == "drop" and len(messages) > 1:
+            del messages[k]
+        elif what == "swap" and k + 1 < len(messages):
+            messages[k], messages[k + 1] = messages[k + 1], messages[k]
+        elif what == "no_prev":
+            messages[k] = seal.Message(messages[k].stream_seq, messages[k].payload, {})
+    chains = seal.chain_values(SUBJECT, messages)
+    prevs = [seal.prev_of(m.headers) for m in messages]
+    end = end_pick % len(messages)
+    walked = seal.walk_back(SUBJECT, messages, end)
+    assert walked == seal._walk_by_index(messages, end, chains, prevs, seal.genesis(SUBJECT))
+    if not edits and end == len(messages) - 1:
+        assert walked.path == tuple(range(len(messages)))  # the table's own subject: every message
+
+
+# --- the chain headers read from a raw NATS header block ---------------------------------
+
+_FRAGMENTS = [
+    "NATS/1.0",
+    "\r\n",
+    "\r",
+    "\n",
+    ":",
+    " ",
+    "\t",
+    "ab",
+    "é",
+    "\u00a0",
+    *seal.CHAIN_HEADERS,
+    "Socai-Prevx",
+    "socai-prev",
+    "Nats-Msg-Id",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=24), st.binary(max_size=3))
+def test_header_values_is_the_full_parse_restricted_to_the_names(fragments: list[str], junk: bytes) -> None:
+    block = "".join(fragments).encode() + junk
+    full = parse_header_block(block)
+    assert header_values(block, seal.CHAIN_HEADERS) == {k: v for k, v in full.items() if k in seal.CHAIN_HEADERS}
+
+
+def test_header_values_reads_a_table_message_s_chain_headers() -> None:
+    prev, signature = "ab" * 32, "cd" * 64
+    block = (
+        f"NATS/1.0\r\nSocai-Signature: {'ef' * 32}\r\nSocai-Prev: {prev}\r\n"
+        f"Socai-Hand-Seal:  {signature} \r\nSocai-Seal-Key: {TABLE.key_id}\r\nSocai-Prev: {'00' * 32}\r\n\r\n"
+    ).encode()
+    assert header_values(block, seal.CHAIN_HEADERS) == {
+        seal.PREV_HEADER: prev,  # the first of a repeated name
+        seal.SEAL_HEADER: signature,
+        seal.SEAL_KEY_HEADER: TABLE.key_id,
+    }

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import json
+import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Any, Final
 
@@ -110,6 +112,27 @@ def parse_header_block(block: bytes) -> dict[str, str]:
         if sep and name and name not in out:
             out[name] = value.strip()
     return out
+
+
+def header_values(block: bytes, names: Sequence[str]) -> dict[str, str]:
+    """``parse_header_block(block)`` restricted to ``names``, without decoding and splitting
+    the rest (a settlement replay worker reads the three chain headers of every message).
+    Equal to the full parse for any block (pinned by a property test): a name counts only
+    at the start of a line after the first, the first occurrence wins, and the value runs
+    to the line's end, stripped."""
+    out: dict[str, str] = {}
+    for match in _header_pattern(tuple(names)).finditer(block):
+        name = match[1].decode()
+        if name not in out:
+            start = match.end()
+            end = block.find(b"\r\n", start)
+            out[name] = block[start : end if end >= 0 else len(block)].decode(errors="replace").strip()
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _header_pattern(names: tuple[str, ...]) -> re.Pattern[bytes]:
+    return re.compile(b"\r\n(" + b"|".join(re.escape(name.encode()) for name in names) + b"):")
 
 
 def ack_fields(reply: str) -> tuple[int, int]:
