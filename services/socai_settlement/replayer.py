@@ -95,6 +95,25 @@ class HandInput(NamedTuple):
     messages: tuple[EventBytes, ...]
 
 
+# A HandInput as it crosses to a replay worker: plain tuples (hand id, subject, announcing
+# HandEnded's stream seq, then each message's bytes, stream seq and chain headers), which
+# pickle in C; a NamedTuple pickles through a Python-level ``__reduce__`` per object, and
+# the service's one event loop paid that for every message it handed to the workers.
+WireHand = tuple[str, str, int, tuple[bytes, ...], tuple[int, ...], tuple[tuple[tuple[str, str], ...] | bytes, ...]]
+
+
+def to_wire(item: HandInput) -> WireHand:
+    messages = item.messages
+    return (
+        item.hand_id,
+        item.subject,
+        item.end_stream_seq,
+        tuple(m.data for m in messages),
+        tuple(m.stream_seq for m in messages),
+        tuple(m.chain_headers for m in messages),
+    )
+
+
 class SealPolicy(NamedTuple):
     """What the replay accepts as the table's: seals by these public keys (key id → key),
     and unsealed hands whose first message is below ``legacy_before_seq`` (0: none)."""
@@ -116,9 +135,14 @@ def authenticate(item: HandInput, policy: SealPolicy) -> tuple[list[bytes], Repl
     """The payloads to replay (the sealed chain, first event first) and a ``Replayed`` that
     carries the strangers and the sealed end, or no payloads and a ``Replayed`` with the
     reason (HAND_UNSEALED, HAND_SEAL_INVALID, CHAIN_BROKEN)."""
-    messages = [seal.Message(m.stream_seq, m.data, _headers(m.chain_headers)) for m in item.messages]
+    return _authenticate(to_wire(item), policy)
+
+
+def _authenticate(wire: WireHand, policy: SealPolicy) -> tuple[list[bytes], Replayed]:
+    hand_id, subject, end_stream_seq, datas, stream_seqs, headers = wire
+    messages = [seal.Message(*m) for m in zip(stream_seqs, datas, map(_headers, headers), strict=True)]
     if not messages:
-        return [], Replayed(item.hand_id, error_code=seal.HAND_UNSEALED, error_message=f"{item.hand_id}: no messages")
+        return [], Replayed(hand_id, error_code=seal.HAND_UNSEALED, error_message=f"{hand_id}: no messages")
     first = messages[0]
     if (
         policy.legacy_before_seq
@@ -126,18 +150,16 @@ def authenticate(item: HandInput, policy: SealPolicy) -> tuple[list[bytes], Repl
         and seal.PREV_HEADER not in first.headers
     ):
         # Written before hand seals existed: replayed as before, every message of the subject.
-        return [m.payload for m in messages], Replayed(item.hand_id)
+        return list(datas), Replayed(hand_id)
     # Every sealed message may be the end (a stranger's unsealed HandEnded may come before
     # the table's); the announcing HandEnded is tried too, for its reason when none verifies.
-    ends = [i for i, m in enumerate(messages) if seal.SEAL_HEADER in m.headers or m.stream_seq == item.end_stream_seq]
-    verdict = seal.authenticate(item.subject, messages, _verifier(policy.public_keys), ends)
+    ends = [i for i, m in enumerate(messages) if seal.SEAL_HEADER in m.headers or m.stream_seq == end_stream_seq]
+    verdict = seal.authenticate(subject, messages, _verifier(policy.public_keys), ends)
     if not verdict.ok:
-        return [], Replayed(item.hand_id, error_code=verdict.reason, error_message=f"{item.hand_id}: {verdict.detail}")
+        return [], Replayed(hand_id, error_code=verdict.reason, error_message=f"{hand_id}: {verdict.detail}")
     strangers = tuple((messages[i].stream_seq, why) for i, why in verdict.strangers)
     end_seq = messages[verdict.end].stream_seq
-    return [messages[i].payload for i in verdict.hand], Replayed(
-        item.hand_id, strangers=strangers, end_stream_seq=end_seq
-    )
+    return [datas[i] for i in verdict.hand], Replayed(hand_id, strangers=strangers, end_stream_seq=end_seq)
 
 
 def replay_here(hand_id: str, events: Sequence[object]) -> Replayed:
@@ -152,10 +174,15 @@ def replay_here(hand_id: str, events: Sequence[object]) -> Replayed:
 def replay_payloads(batch: Sequence[HandInput], policy: SealPolicy) -> list[Replayed]:
     """Authenticate each hand, then decode its events from their bytes and replay them (in
     a worker, or here)."""
+    return replay_wire([to_wire(item) for item in batch], policy)
+
+
+def replay_wire(batch: Sequence[WireHand], policy: SealPolicy) -> list[Replayed]:
+    """``replay_payloads`` of hands in their wire form (what a worker receives)."""
     out = []
-    for item in batch:
-        hand_id = item.hand_id
-        payloads, checked = authenticate(item, policy)
+    for wire in batch:
+        hand_id = wire[0]
+        payloads, checked = _authenticate(wire, policy)
         if checked.error_code:
             out.append(checked)
             continue
@@ -255,16 +282,16 @@ class Replayer:
         """One ``Replayed`` per hand, in order."""
         if not hands:
             return []
-        batch = list(hands)
+        batch = [to_wire(item) for item in hands]
         if self._pool is None:
-            return replay_payloads(batch, self.policy)
+            return replay_wire(batch, self.policy)
         loop = asyncio.get_running_loop()
         # A batch is split over the workers only when it is large (a backlog): for a few
         # hands, waking a second process and the IPC cost more than they save.
         parts_count = max(1, min(self.workers, len(batch) // SPLIT_HANDS_MIN))
         size = -(-len(batch) // parts_count)
         parts: list[Any] = [
-            loop.run_in_executor(self._pool, replay_payloads, batch[i : i + size], self.policy)
+            loop.run_in_executor(self._pool, replay_wire, batch[i : i + size], self.policy)
             for i in range(0, len(batch), size)
         ]
         return [r for part in await asyncio.gather(*parts) for r in part]
