@@ -20,6 +20,9 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+import pytest
+
+from socai import errors
 from socai.cards import parse_cards
 from socai.events.model import (
     ActionKind,
@@ -138,3 +141,29 @@ async def test_a_3_cay_ga_seat_that_cannot_pay_the_hand_bet_and_the_ga_stands_up
     # Seat 1 paid its Gà contribution and lost its hand bet: 100 left, below the 200 both need.
     assert stood_up == [(1, 100)]
     assert table.pot_gold == 300
+
+
+async def test_heal_stands_up_the_seats_a_failed_stand_up_left_seated() -> None:
+    """A stand-up that fails between hands (PostgreSQL down while its cash-out row is
+    written: the chaos run's frozen table) leaves the seat taken; the table's ``heal``
+    (its watchdog, once a second) stands up every seat still due, and only those."""
+    table, stood_up = _table("lieng_sanh", {0: 2_000, 1: 88, 2: 2_000, 3: 1_500})
+    table.seats[3].leaving = True  # asked to leave during the hand
+    recorded = table._stand_up
+    down = [errors.Unavailable("DATABASE_UNAVAILABLE", "PostgreSQL is restarting")]
+
+    async def stand_up_while_the_database_is_down(seat: Seat) -> None:
+        if down:
+            raise down.pop()
+        await recorded(seat)
+
+    table._stand_up = stand_up_while_the_database_is_down  # type: ignore[method-assign]
+    with pytest.raises(errors.Unavailable):
+        await table._stand_up_due()  # what the hand's end ran: the first stand-up failed
+    assert sorted(table.seats) == [0, 1, 2, 3] and stood_up == []
+
+    await table.heal()
+    assert stood_up == [(1, 88), (3, 1_500)]  # below the ante, and leaving
+    assert sorted(table.seats) == [0, 2]
+    await table.heal()  # nothing more is due: the players who can play keep their seats
+    assert stood_up == [(1, 88), (3, 1_500)] and sorted(table.seats) == [0, 2]
