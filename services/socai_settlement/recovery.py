@@ -180,6 +180,10 @@ class StartupRecovery:
             if others > 0:
                 floor = int(info.ack_floor.stream_seq or 0) if info.ack_floor is not None else 0
                 last = int(info.delivered.stream_seq or 0) if info.delivered is not None else 0
+                if first and first[0].stream_seq >= last:
+                    # This instance's own message, the newest delivered, is the pipeline's next
+                    # (after the range, so in order): not another holder's to recover and count.
+                    last = first[0].stream_seq - 1
                 await self._settle_outstanding(stop, floor + 1, last, others)
         for msg in first:
             self.held.pop(id(msg), None)  # the caller handles it next (or gives it back)

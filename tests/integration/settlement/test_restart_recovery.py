@@ -27,8 +27,9 @@ def counter(name: str, labels: dict[str, str] | None = None) -> float:
     return REGISTRY.get_sample_value(name, labels or {}) or 0.0
 
 
+@pytest.mark.parametrize("dead_took", ["150", "all_but_the_last"])
 async def test_a_restart_settles_what_a_dead_instance_left_unacked_without_waiting_for_its_redelivery(
-    harness: Harness,
+    harness: Harness, dead_took: str
 ) -> None:
     sim = simulate(30, ("holdem", "xito", "taixiu"), seed=1717)
     await harness.start_ledger()
@@ -51,10 +52,15 @@ async def test_a_restart_settles_what_a_dead_instance_left_unacked_without_waiti
         ),
     )
 
-    # An instance that pulled the first 150 messages, acked every event but no HandEnded
-    # (its batch was still being settled), then died.
+    # An instance that pulled the first 150 messages (or all but the last, a HandEnded: the
+    # new instance's own first message is then one to settle, not to recover), acked every
+    # event but no HandEnded (its batch was still being settled), then died.
+    last_seq = (await js.stream_info(stream)).state.last_seq
+    if dead_took == "all_but_the_last":
+        last = events_pb2.Event.FromString((await js.get_msg(stream, last_seq)).data or b"")
+        assert last.WhichOneof("body") == "hand_ended"  # every hand's last event: so is the stream's
     dead = await js.pull_subscribe_bind(durable, stream)
-    taken = await dead.fetch(150, timeout=5)
+    taken = await dead.fetch(150 if dead_took == "150" else last_seq - 1, timeout=5)
     held: list[str] = []
     for msg in taken:
         ev = events_pb2.Event()
