@@ -618,7 +618,8 @@ def _play(state: State, body: CardsPlayed) -> State:
     if must is not None and must not in cards:
         raise RuleViolation("ILLEGAL_MOVE", f"TL-12: the first lead must hold {must}")
     d = state.draft()
-    left = tuple(c for c in hand if c not in set(cards))
+    played = set(cards)
+    left = tuple(c for c in hand if c not in played)
     d.hands = {**state.hands, seat: left}
     d.round_plays = (*state.round_plays, Play(seat, found))
     d.plays_made = state.plays_made + 1
