@@ -124,3 +124,37 @@ def test_occurred_at_decodes_as_protobuf_does_to_the_microsecond():
         msg = codec.to_proto(m.Event("t1", "h1", 2, "holdem", AT, m.Passed(1)))
         msg.occurred_at.seconds, msg.occurred_at.nanos = seconds, nanos
         assert codec.from_proto(msg).occurred_at == msg.occurred_at.ToDatetime(tzinfo=UTC)
+
+
+def test_dealt_cards_are_decoded_once_per_raw_value_and_shared() -> None:
+    deal = events_pb2.CardsDealt(
+        cards=[
+            events_pb2.DealtCard(seat=1, card="As", face_up=False),
+            events_pb2.DealtCard(seat=1, card="As", face_up=False),
+            events_pb2.DealtCard(seat=1, card="A♠", face_up=False),  # another spelling: equal
+            events_pb2.DealtCard(seat=1, card="As", face_up=True),
+        ]
+    )
+    a, b, c, d = codec.body_from_proto(deal).cards
+    assert a == b == c == m.DealtCard(1, parse_cards("As")[0], False)
+    assert a is b  # shared, not built again
+    assert d == m.DealtCard(1, a.card, True) and d != a
+
+
+def test_a_bad_dealt_card_is_rejected_every_time_and_never_kept() -> None:
+    bad = events_pb2.CardsDealt(cards=[events_pb2.DealtCard(seat=2, card="1x", face_up=False)])
+    for _ in range(2):
+        with pytest.raises(InvalidArgument):
+            codec.body_from_proto(bad)
+
+
+def test_shared_dealt_cards_are_bounded_and_stay_exact_past_the_bound() -> None:
+    many = codec.SHARED_MAX + 50
+    deal = events_pb2.CardsDealt(
+        cards=[events_pb2.DealtCard(seat=100_000 + i, card="Td", face_up=False) for i in range(many)]
+    )
+    decoded = codec.body_from_proto(deal).cards
+    assert [d.seat for d in decoded] == [100_000 + i for i in range(many)]
+    assert {str(d.card) for d in decoded} == {"Td"}
+    decoder = codec._decoder(m.DealtCard)
+    assert len(decoder.__globals__["shared"]) <= codec.SHARED_MAX

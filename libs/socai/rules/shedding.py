@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 from socai.cards import ACE, Card
@@ -615,12 +616,14 @@ def _two_line(card: Card, rules: SheddingRules, red: str, black: str) -> CountLi
     return CountLine(reason, rules.rule(reason), amount, (card,))
 
 
+@lru_cache(maxsize=4096)
 def _best_groups(counts: tuple[int, ...], values: tuple[int, int, int]) -> tuple[str, ...]:
     """The most valuable way to read the ranks of ``counts`` (3…A) as Tiến Lên groups.
 
     Returns the groups chosen (``four:i`` and ``run3:i`` / ``run4:i`` starting at rank index
     i) for the highest total, every card outside a group at 1 lá (TL-5). The search is over
-    at most 12 ranks of at most 4 cards, memoised per call.
+    at most 12 ranks of at most 4 cards, memoised per call, and its answers are kept: a pure
+    function of two tuples, asked for every loser of every hand a replay settles.
     """
     run3, four, run4 = values
     memo: dict[tuple[tuple[int, ...], int], tuple[int, tuple[str, ...]]] = {}

@@ -331,8 +331,11 @@ def new_state(started: HandStarted, variant: Variant) -> State:
 
 
 def _deal(state: State, body: CardsDealt) -> State:
-    expected = pending(state).deal
-    if len(body.cards) != len(expected) or any(d.seat != e.seat for d, e in zip(body.cards, expected, strict=True)):
+    # The seats of pending(state).deal, without building its DealSlot objects (a deal is
+    # checked once a hand, in every replay).
+    order = state.order
+    expected = [s for _ in range(state.variant.rules.hand_cards) for s in order]
+    if [d.seat for d in body.cards] != expected:
         raise RuleViolation("WRONG_DEAL", "the deal is hand_cards cards to each seat, one at a time in turn")
     cards = [d.card for d in body.cards]
     if any(type(c) is not Card or c not in _DECK for c in cards):

@@ -146,12 +146,14 @@ def to_event(item: object) -> Event:
     """One event from any of the accepted forms; raises ReplayError("BAD_EVENT")."""
     if isinstance(item, Event):
         return item
-    inner = getattr(item, "event", None)  # socai.events.log.Stored
-    if isinstance(inner, Event):
-        return inner
     try:
+        # Settlement's form first: asking a protobuf message for a field it lacks
+        # (``getattr(item, "event", None)``) raises inside protobuf and costs ~0.6 µs.
         if isinstance(item, events_pb2.Event):
             return codec.from_proto(item)
+        inner = getattr(item, "event", None)  # socai.events.log.Stored
+        if isinstance(inner, Event):
+            return inner
         if isinstance(item, Mapping):
             return codec.from_json(item)
     except InvalidArgument as exc:
@@ -315,7 +317,10 @@ def replay_hand(events: Iterable[object]) -> Settlement:
 
 def _check_envelopes(evs: Sequence[Event], started_at: int | None, hand_id: str) -> None:
     ref = evs[started_at if started_at is not None else 0]
+    envelope = (ref.table_id, ref.hand_id, ref.game)
     for e in evs:
+        if (e.table_id, e.hand_id, e.game) == envelope:
+            continue  # the usual case; which field differs is looked up only for the error
         for name in ("table_id", "hand_id", "game"):
             have, want = getattr(e, name), getattr(ref, name)
             if have != want:

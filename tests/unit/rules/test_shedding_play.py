@@ -177,7 +177,12 @@ def test_a_deal_to_the_wrong_seats_or_with_a_card_twice_is_refused() -> None:
     deck = cards.deck("tienlen")
     wrong = CardsDealt(tuple(DealtCard(1 - s.seat, deck[i], False) for i, s in enumerate(slots)))
     twice = CardsDealt(tuple(DealtCard(s.seat, deck[0], False) for s in slots))
-    for body, code in ((wrong, "WRONG_DEAL"), (twice, "DUPLICATE_CARD")):
+    short = CardsDealt(tuple(DealtCard(s.seat, deck[i], False) for i, s in enumerate(slots[:-1])))
+    extra = CardsDealt(
+        (*(DealtCard(s.seat, deck[i], False) for i, s in enumerate(slots)), DealtCard(0, deck[0], False))
+    )
+    cases = ((wrong, "WRONG_DEAL"), (twice, "DUPLICATE_CARD"), (short, "WRONG_DEAL"), (extra, "WRONG_DEAL"))
+    for body, code in cases:
         with pytest.raises(RuleViolation) as err:
             tienlen.apply(state, body)
         assert err.value.code == code
