@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final
 
 from socai.cards import Card
@@ -99,6 +100,12 @@ LIENG_SANH_REASONS: Final[Mapping[str, Reason]] = {
 
 def deal_three_face_down(order: Sequence[int]) -> tuple[DealSlot, ...]:
     """Three cards face down to each seat, one at a time round the table from ``order[0]``."""
+    return _three_face_down(tuple(order))
+
+
+@lru_cache(maxsize=256)
+def _three_face_down(order: tuple[int, ...]) -> tuple[DealSlot, ...]:
+    # Kept per seat order (immutable slots): every replayed deal asks for them.
     return tuple(DealSlot(seat, False) for _ in range(CARDS_PER_SEAT) for seat in order)
 
 
@@ -109,8 +116,8 @@ def check_deal(
 
     Raises RuleViolation: WRONG_DEAL (other slots than ``due``), BAD_CARD (a card not in the
     game's deck), DUPLICATE_CARD."""
-    got = tuple(DealSlot(d.seat, d.face_up) for d in body.cards)
-    if got != tuple(due):
+    if [(d.seat, d.face_up) for d in body.cards] != [(s.seat, s.face_up) for s in due]:
+        got = tuple(DealSlot(d.seat, d.face_up) for d in body.cards)
         raise RuleViolation("WRONG_DEAL", f"expected slots {tuple(due)}, got {got}")
     seen: set[Card] = set()
     hands: dict[int, tuple[Card, ...]] = {}

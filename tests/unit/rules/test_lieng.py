@@ -277,3 +277,17 @@ def test_the_fee_is_charged_on_the_net_win_only() -> None:
     settlement = lieng.settle(end(play(state, bet(0, CHECK), bet(1, CHECK))))
     assert settlement.fees_gold() == 5
     assert settlement.nets == {0: 95, 1: -S}
+
+
+def test_a_deal_out_of_turn_short_or_face_up_is_refused_as_wrong_deal() -> None:
+    state = play(start({0: 1000, 1: 1000, 2: 1000}))
+    slots = deal_three_face_down([s for s in state.order if s not in state.folded])
+    deck = parse_cards("As Ac Ad 3h 4s 5c 9s Kh Qd")
+    right = tuple(DealtCard(slot.seat, deck[i], False) for i, slot in enumerate(slots))
+    swapped = (right[1], right[0], *right[2:])
+    face_up = (DealtCard(right[0].seat, right[0].card, True), *right[1:])
+    for cards in (swapped, right[:-1], face_up):
+        with pytest.raises(RuleViolation) as err:
+            lieng.apply(state, CardsDealt(cards))
+        assert err.value.code == "WRONG_DEAL"
+    assert lieng.apply(state, CardsDealt(right)) != state  # the right deal is taken
