@@ -9,9 +9,7 @@ HAND_UNSEALED, HAND_SEAL_INVALID or CHAIN_BROKEN: the settler dead-letters it), 
 legacy hand (``legacy_before_seq``: written before hand seals existed). Checking costs one
 sha256 per event and one Ed25519 verification per hand, where the replay runs.
 
-Running ``socai.settle.replay.replay`` over a batch of hands, here or in worker processes.
-
-Replaying is pure CPU (decoding, the seeded shuffle, the rules engine) and most of
+Replaying (``socai.settle.replay.replay``) is pure CPU (decoding, the seeded shuffle, the rules engine) and most of
 settlement's work per hand. With ``workers`` > 0 the batch goes to a process pool, so
 the service's event loop keeps acking, posting and storing while another core replays.
 It is the same function either way: the events are decoded from their stored bytes and
