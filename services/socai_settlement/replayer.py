@@ -175,21 +175,29 @@ def replay_payloads(batch: Sequence[HandInput], policy: SealPolicy) -> list[Repl
     return replay_wire([to_wire(item) for item in batch], policy)
 
 
+def sealed_events(item: HandInput | WireHand, policy: SealPolicy) -> tuple[list[events_pb2.Event], Replayed]:
+    """The events of the hand's sealed chain, decoded, and a ``Replayed`` with the strangers
+    and the sealed end; or no events and a ``Replayed`` with the reason (a seal reason, or
+    BAD_EVENT for a sealed message that is not an Event)."""
+    wire = to_wire(item) if isinstance(item, HandInput) else item
+    payloads, checked = _authenticate(wire, policy)
+    if checked.error_code:
+        return [], checked
+    try:
+        return [events_pb2.Event.FromString(p) for p in payloads], checked
+    except Exception as exc:  # protobuf's DecodeError
+        return [], checked._replace(error_code=BAD_EVENT, error_message=f"{wire[0]}: {exc}")
+
+
 def replay_wire(batch: Sequence[WireHand], policy: SealPolicy) -> list[Replayed]:
     """``replay_payloads`` of hands in their wire form (what a worker receives)."""
     out = []
     for wire in batch:
-        hand_id = wire[0]
-        payloads, checked = _authenticate(wire, policy)
+        events, checked = sealed_events(wire, policy)
         if checked.error_code:
             out.append(checked)
             continue
-        try:
-            events = [events_pb2.Event.FromString(p) for p in payloads]
-        except Exception as exc:  # protobuf's DecodeError
-            out.append(checked._replace(error_code=BAD_EVENT, error_message=f"{hand_id}: {exc}"))
-            continue
-        replayed = replay_here(hand_id, events)
+        replayed = replay_here(wire[0], events)
         out.append(replayed._replace(strangers=checked.strangers, end_stream_seq=checked.end_stream_seq))
     return out
 

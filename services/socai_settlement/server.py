@@ -18,10 +18,11 @@ from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
 from socai.infra.grpc_server import AccessPolicy
 from socai.infra.logging import get_logger
 from socai.settle.keys import settlement_key
-from socai.settle.replay import replay
+from socai.settle.replay import ReplayResult, replay
 from socai_settlement import convert
+from socai_settlement.replayer import HandInput, Replayed, event_bytes, sealed_events
 from socai_settlement.settler import HandJob, Settler
-from socai_settlement.store import Store, decode_token, encode_token, page_size
+from socai_settlement.store import SettlementRecord, Store, decode_token, encode_token, page_size
 
 log = get_logger("socai.settlement.server")
 
@@ -90,12 +91,15 @@ class SettlementServicer(pb_grpc.SettlementServiceServicer):
         )
 
     async def ReplayHand(self, request: pb.ReplayHandRequest, context: Any) -> pb.ReplayHandResponse:
+        """The hand replayed from the stream as the consumer replays it: only the messages
+        of the table's sealed hand chain (a stranger's messages on the subject are left out,
+        and a hand with no valid seal is FAILED_PRECONDITION with the seal's reason), then
+        compared with the stored settlement."""
         hand_id = _require_id(request.hand_id, "hand_id")
         stored = await self.store.get(hand_id)
-        read = await self._read_hand(hand_id, stored.table_id if stored else None)
-        result = replay(read)  # ReplayError → FAILED_PRECONDITION with its reason
+        result, end_stream_seq = await self._replay_sealed(hand_id, stored)
         if stored is None:
-            recomputed = convert.record_of(result, read[-1].stream_seq, "", settlement_key(hand_id))
+            recomputed = convert.record_of(result, end_stream_seq, "", settlement_key(hand_id))
             return pb.ReplayHandResponse(
                 recomputed=convert.settlement_pb(recomputed), differences=["no stored settlement for this hand"]
             )
@@ -140,6 +144,38 @@ class SettlementServicer(pb_grpc.SettlementServiceServicer):
             return pb.RetryDeadLetterResponse(settled=True, settlement=convert.settlement_pb(record))
         again = await self.store.get_dead_letter(hand_id)
         return pb.RetryDeadLetterResponse(settled=False, dead_letter=convert.dead_letter_pb(again or dead))
+
+    async def _replay_sealed(self, hand_id: str, stored: SettlementRecord | None) -> tuple[ReplayResult, int]:
+        """(the replay of the hand's sealed chain, the stream seq of its sealed HandEnded).
+        Without a stored settlement the table is read off the hand's messages (each table a
+        message names, in stream order, until one holds the sealed hand). Raises
+        FAILED_PRECONDITION (a seal reason, or the replay's), NOT_FOUND, UNAVAILABLE."""
+        if stored is not None:
+            tables = [stored.table_id]
+        else:
+            tables = list(dict.fromkeys(s.event.table_id for s in await self._read_hand(hand_id, None)))
+        policy = self.settler.replayer.policy
+        refused: Replayed | None = None
+        for table_id in tables:
+            subject = self.log.subject_of(table_id, hand_id)
+            try:
+                raw = [r async for r in self.log.read_raw(subject)]
+            except TimeoutError as exc:
+                raise errors.Unavailable("NATS_UNAVAILABLE", f"reading {hand_id} timed out") from exc
+            if not raw:
+                continue
+            end = stored.stream_seq if stored is not None else raw[-1].stream_seq
+            events, checked = sealed_events(HandInput(hand_id, subject, end, tuple(map(event_bytes, raw))), policy)
+            if checked.error_code:
+                refused = refused or checked
+                continue
+            for stream_seq, why in checked.strangers:
+                log.info("replay_hand_stranger_left_out", hand_id=hand_id, stream_seq=stream_seq, reason=why)
+            end_stream_seq = checked.end_stream_seq or raw[-1].stream_seq
+            return replay(events), end_stream_seq  # ReplayError → FAILED_PRECONDITION with its reason
+        if refused is None:
+            raise errors.NotFound("HAND_NOT_FOUND", f"the stream holds no event of hand {hand_id}", hand_id=hand_id)
+        raise errors.PreconditionFailed(refused.error_code, refused.error_message, hand_id=hand_id)
 
     async def _read_hand(self, hand_id: str, table_id: str | None) -> list[Stored]:
         """The hand's events by subject; any table when ``table_id`` is unknown.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+import grpc
 import pytest
 from prometheus_client import REGISTRY
 
@@ -15,6 +16,7 @@ from socai import accounts
 from socai.events import codec, seal
 from socai.events.model import Event, HandEnded
 from socai.gen.settlement.v1 import settlement_pb2 as pb
+from socai.infra.grpc_errors import error_reason
 from tests.support.settlement import Harness, wait_for
 from tests.support.simulate import DEV_SIGNER, SimHand, Simulation, fund, publish, publish_hand, simulate
 
@@ -70,6 +72,11 @@ async def test_a_stranger_s_event_mid_hand_is_not_replayed_and_the_hand_settles_
     record = await harness.api("auditor").GetSettlement(pb.GetSettlementRequest(hand_id=target.hand_id))
     assert {s.seat: s.net_gold for s in record.settlement.seats} == dict(target.settlement.nets)
     await escrows_match(harness, sim)
+    # The auditor's ReplayHand reads the subject as the consumer does: the stranger is left
+    # out, and the replay agrees with what was settled.
+    replayed = await harness.api("auditor").ReplayHand(pb.ReplayHandRequest(hand_id=target.hand_id))
+    assert list(replayed.differences) == []
+    assert {s.seat: s.net_gold for s in replayed.recomputed.seats} == dict(target.settlement.nets)
 
 
 def hands_read_from_stream() -> float:
@@ -118,6 +125,11 @@ async def test_a_forged_whole_hand_posts_nothing_and_is_dead_lettered(
     assert [(d.hand_id, d.reason) for d in letters] == [(hand.hand_id, reason)]
     assert await harness.transaction(f"settle:{hand.hand_id}") is None
     await escrows_match(harness, genuine)
+    # Nor does ReplayHand replay it as if it were a hand: it says why it is none.
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await harness.api("auditor").ReplayHand(pb.ReplayHandRequest(hand_id=hand.hand_id))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_reason(err.value) == reason
     # The forger's escrows hold their buy-ins, untouched.
     for table in forged.tables:
         for s in table.seats:

@@ -7,7 +7,7 @@ import dataclasses
 from socai.events import codec, seal
 from socai.events.model import Event, HandEnded, subject
 from socai_settlement.hand_cache import HandCache
-from socai_settlement.replayer import EventBytes, HandInput, SealPolicy, replay_payloads
+from socai_settlement.replayer import EventBytes, HandInput, SealPolicy, replay_payloads, sealed_events
 from tests.support.simulate import DEV_SIGNER, SimHand, simulate
 
 SIM = simulate(2, ("xito", "taixiu"), seed=41)
@@ -93,3 +93,24 @@ def test_a_legacy_hand_is_replayed_unsealed_only_below_the_cutoff() -> None:
     assert accepted.settled is not None and nets(accepted.settled) == dict(hand.settlement.nets)
     (too_new,) = replay_payloads([input_of(hand, legacy)], POLICY._replace(legacy_before_seq=10))
     assert too_new.error_code == seal.HAND_UNSEALED
+
+
+def test_a_sealed_message_that_is_not_an_event_makes_the_hand_bad_event() -> None:
+    hand = SIM.hands[0]
+    subj = subject(hand.table_id, hand.hand_id)
+    payloads = [codec.encode(e) for e in hand.events]
+    payloads[1] = b"\xff\xff not an event"  # the table's own chain and seal cover it
+    stored, prev = [], seal.genesis(subj)
+    for i, (e, payload) in enumerate(zip(hand.events, payloads, strict=True)):
+        headers = {seal.PREV_HEADER: prev.hex()}
+        prev = seal.link(prev, subj, payload)
+        if i == len(payloads) - 1:
+            headers.update(DEV_SIGNER.headers(subj, prev))
+        stored.append(EventBytes(e.seq, e.hand_id, e.table_id, payload, 10 + i, tuple(headers.items())))
+    events, checked = sealed_events(input_of(hand, stored), POLICY)
+    assert events == [] and checked.error_code == "BAD_EVENT"
+    (got,) = replay_payloads([input_of(hand, stored)], POLICY)
+    assert got.settled is None and got.error_code == "BAD_EVENT"
+    # The same hand with its real bytes decodes to the chain's events, first to last.
+    events, checked = sealed_events(input_of(hand, as_stored(hand)), POLICY)
+    assert checked.error_code == "" and [ev.seq for ev in events] == [e.seq for e in hand.events]
