@@ -21,6 +21,7 @@ from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra import grpc_server
 from socai_settlement.convert import transaction_input
 from tests.integration.ledger.conftest import Ledger
+from tests.support.settlement import wait_for
 from tests.support.simulate import fund, simulate
 
 pytestmark = pytest.mark.integration
@@ -59,6 +60,13 @@ async def test_looking_up_missing_transactions_logs_no_warning_and_is_sampled(
     # A real failure is still a warning, every time.
     with pytest.raises(grpc.aio.AioRpcError):
         await stub.GetTransaction(pb.GetTransactionRequest())  # neither an id nor a key
+
+    # The server logs a call once it has ended, after its status went out: the caller can
+    # hear the answer before the line is written (CI saw [] once).
+    async def written() -> bool:
+        return any(e["log_level"] in LOUD for e in info_logs)
+
+    await wait_for(written, 5, "the failed call's log line")
     loud = [e for e in info_logs if e["log_level"] in LOUD]
     assert [(e["event"], e["status"]) for e in loud] == [("rpc", "INVALID_ARGUMENT")]
 
