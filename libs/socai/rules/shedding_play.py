@@ -257,11 +257,15 @@ def is_finished(state: State) -> bool:
     return state.phase == ENDED
 
 
+def _deal_seats(state: State) -> list[int]:
+    """The seat of each card of the deal: ``hand_cards`` rounds, one card a seat in order."""
+    return [s for _ in range(state.variant.rules.hand_cards) for s in state.order]
+
+
 def pending(state: State) -> Pending:
     phase = state.phase
     if phase == DEALING:
-        slots = [DealSlot(s, False) for _ in range(state.variant.rules.hand_cards) for s in state.order]
-        return Pending(deal=tuple(slots))
+        return Pending(deal=tuple(DealSlot(s, False) for s in _deal_seats(state)))
     if phase == DECLARING:
         waiting = tuple(s for s in state.order if s not in state.declarations and s not in state.out)
         return Pending(to_act=waiting, timer=DECLARE_TIMER, timeout_s=state.variant.declare_timeout_s)
@@ -331,11 +335,8 @@ def new_state(started: HandStarted, variant: Variant) -> State:
 
 
 def _deal(state: State, body: CardsDealt) -> State:
-    # The seats of pending(state).deal, without building its DealSlot objects (a deal is
-    # checked once a hand, in every replay).
-    order = state.order
-    expected = [s for _ in range(state.variant.rules.hand_cards) for s in order]
-    if [d.seat for d in body.cards] != expected:
+    # pending(state).deal's seats, without building its DealSlots (every replay checks a deal).
+    if [d.seat for d in body.cards] != _deal_seats(state):
         raise RuleViolation("WRONG_DEAL", "the deal is hand_cards cards to each seat, one at a time in turn")
     cards = [d.card for d in body.cards]
     if any(type(c) is not Card or c not in _DECK for c in cards):
