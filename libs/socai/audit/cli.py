@@ -1,19 +1,21 @@
 """``socai events export`` and ``socai audit``.
 
-    socai events export [--out FILE] [--table T]... [--game G]... [--since ISO] [--until ISO]
+    socai events export [--out FILE] [--format jsonl|stored|phh] [--table T]... [--game G]... [--since ISO] [--until ISO]
     socai audit [--events FILE] [--journal FILE | --ledger ADDR | --no-ledger] [--table T]... [--game G]...
                 [--since ISO] [--until ISO] [--allow-open] [--seal-public-key HEX]... [--json REPORT]
                 [--verdict FILE] [--html DIR]
     socai audit hand HAND_ID [the same input flags]
 
-``audit`` reads the stream (default) or a JSONL export (``--events``, also ``--file``),
+``audit`` reads the stream (default) or an export (``--events``, also ``--file``; either form
+of ``socai.audit.export``, gzip-compressed when it ends in ``.gz``),
 verifies every hand and prints the report; it reconciles with the ledger (``--ledger``,
 default the configured ledger address when reading the stream, none when reading a file)
 or with a journal export (``--journal``: the same checks, ``socai.audit.ledger_source``),
 and exits 1 on any mismatch, 0 when clean, 2 when it cannot run (NATS or the ledger
-unreachable, a missing or unreadable file, bad flags, no seal public key). Reading the stream,
-only what the table service sealed is its hands (``socai.audit.auditor``): the table's
-public keys come from ``--seal-public-key`` or ``SOCAI_TABLE_SEAL_PUBLIC_KEYS``. ``--html`` also writes the
+unreachable, a missing or unreadable file, bad flags, no seal public key). Reading the stream
+or a ``stored`` export, only what the table service sealed is its hands
+(``socai.audit.auditor``): the table's public keys come from ``--seal-public-key`` or
+``SOCAI_TABLE_SEAL_PUBLIC_KEYS`` (for a file, one of the two must name them). ``--html`` also writes the
 auditor's site (``socai.audit.html``); ``audit hand`` prints one hand
 (``socai.audit.handview``) and exits 1 when anything about it does not add up.
 """
@@ -32,7 +34,15 @@ from typing import IO, Any
 
 from socai import errors
 from socai.audit.auditor import Audit, Seals, reconcile, verify
-from socai.audit.export import EventFilter, RawEvent, read_jsonl, read_stream, write_jsonl
+from socai.audit.export import (
+    EventFilter,
+    RawEvent,
+    has_stored,
+    read_jsonl,
+    read_stream,
+    write_jsonl,
+    write_stored_jsonl,
+)
 from socai.audit.journal import read_journal
 from socai.audit.ledger_source import JournalLedger
 from socai.infra.config import Settings
@@ -43,13 +53,17 @@ Handler = Callable[[argparse.Namespace, Settings], int]
 def add_commands(subparsers: Any, command: Callable[[str], Callable[[Handler], Handler]]) -> None:
     events = subparsers.add_parser("events", help="the event log: export it as JSONL")
     events_sub = events.add_subparsers(dest="events_command", required=True)
-    export = events_sub.add_parser("export", help="write events as JSONL (protobuf JSON mapping) or Hold'em as PHH")
+    export = events_sub.add_parser(
+        "export", help="write events as JSONL (protobuf JSON mapping or as stored) or Hold'em as PHH"
+    )
     export.add_argument("--out", default="-", help="output file (default: standard output)")
     export.add_argument(
         "--format",
-        choices=("jsonl", "phh"),
+        choices=("jsonl", "stored", "phh"),
         default="jsonl",
-        help="jsonl: every event; phh: every verified Hold'em hand as Poker Hand History (.phhs)",
+        help="jsonl: every event (protobuf JSON mapping); stored: every message as stored, with its bytes, "
+        "stream sequence, subject and hand-chain headers (an audit of it checks the hand seals); "
+        "phh: every verified Hold'em hand as Poker Hand History (.phhs)",
     )
     _filters(export)
     _stream_flags(export)
@@ -154,7 +168,7 @@ async def _open_log(args: argparse.Namespace, settings: Settings) -> Any:
 
 def cmd_events(args: argparse.Namespace, settings: Settings) -> int:
     raws = asyncio.run(_read_stream(args, settings, _filter(args)))
-    writer = _write_phh if args.format == "phh" else write_jsonl
+    writer = {"phh": _write_phh, "stored": write_stored_jsonl}.get(args.format, write_jsonl)
     write: Callable[[IO[str]], int] = functools.partial(writer, raws)
     if args.out == "-":
         count = write(sys.stdout)
@@ -236,7 +250,17 @@ def run_audit(
         raws = [r for r in read_jsonl(args.file) if flt.keep_raw(r)]
         source = f"file {args.file}"
         ledger_addr = args.ledger or ""
-        print("note: a JSONL export carries no hand seals; they are checked when auditing the stream", file=sys.stderr)
+        if has_stored(raws):
+            # Messages as stored carry their chain and seal headers: checked as on the stream,
+            # with keys the auditor names (never the development key by default: a file may
+            # come from any deployment).
+            seals = _seals(args, settings, explicit=True)
+        else:
+            print(
+                "note: this export (--format jsonl) carries no hand seals; export with --format stored, "
+                "or audit the stream, to check them",
+                file=sys.stderr,
+            )
     else:
         seals = _seals(args, settings)
         raws = asyncio.run(_read_stream(args, settings, flt))
@@ -258,10 +282,11 @@ def run_audit(
     return audit
 
 
-def _seals(args: argparse.Namespace, settings: Settings) -> Seals:
+def _seals(args: argparse.Namespace, settings: Settings, *, explicit: bool = False) -> Seals:
     """The table's hand-seal public keys: ``--seal-public-key``, else the settings'. Raises
     InvalidArgument("BAD_SEAL_KEY") for a malformed key, PreconditionFailed("SEAL_KEYS_MISSING")
-    outside development mode without any."""
+    outside development mode without any, and, with ``explicit`` (a stored file), whenever
+    neither names a key."""
     from socai.events import seal
 
     given = getattr(args, "seal_public_key", None) or []
@@ -270,6 +295,12 @@ def _seals(args: argparse.Namespace, settings: Settings) -> Seals:
             keys = seal.parse_public_keys(given)
         except ValueError as exc:
             raise errors.InvalidArgument("BAD_SEAL_KEY", f"--seal-public-key: {exc}") from exc
+    elif explicit and not settings.table_seal_public_keys:
+        raise errors.PreconditionFailed(
+            "SEAL_KEYS_MISSING",
+            "the file holds sealed hands: name the table's hand-seal public key(s) with --seal-public-key "
+            "or SOCAI_TABLE_SEAL_PUBLIC_KEYS",
+        )
     else:
         keys = settings.hand_seal_public_keys()
     prefix = args.prefix or settings.events_prefix

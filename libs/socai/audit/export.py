@@ -1,7 +1,19 @@
 """Reading the event log for the auditor: from the stream or from a JSONL export.
 
-``socai events export`` writes one event a line in the protobuf JSON mapping
-(``socai.events.codec.to_json``); ``socai audit --file`` reads it back. Filters apply to
+``socai events export`` writes one event a line, in one of two forms that ``socai audit
+--events`` reads back alike:
+
+- ``jsonl``: the event in the protobuf JSON mapping (``socai.events.codec.to_json``), for
+  people and other tools. It keeps no bytes and no headers, so an audit of it checks no
+  hand seal.
+- ``stored``: each message exactly as the stream stores it, ``{"stream_seq": 17,
+  "subject": "socai.events.t1.t1-h3", "headers": {"Socai-Prev": "…"}, "data": "<base64 of
+  the payload>"}`` with the hand-chain headers only (``socai.events.seal.CHAIN_HEADERS``).
+  An audit of it checks every hand's chain and seal offline, as it does on the stream: the
+  file proves which messages the table wrote. The golden corpus (tests/golden) is kept in
+  this form.
+
+Filters apply to
 whole hands, so an export never cuts a hand in half: a hand is in when its first event
 (HandStarted) is of a selected table and game and occurred in ``[since, until)``; a table's
 own facts (TableOpened, PlayerSeated …) are in when their table and time are.
@@ -13,6 +25,8 @@ not stop at it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +43,8 @@ from socai.events.model import TABLE_BODY_TYPES, Event
 from socai.gen.events.v1 import events_pb2
 
 TABLE_BODY_FIELDS: Final = frozenset(codec.BODY_FIELD[t] for t in TABLE_BODY_TYPES)
-JSONL_LINE_MAX_CHARS: Final = 1024 * 1024  # the stream's own max message size
+JSONL_LINE_MAX_CHARS: Final = 2 * 1024 * 1024  # the stream's max message (1 MiB) in base64, with room
+STORED_KEYS: Final = frozenset({"stream_seq", "subject", "headers", "data"})  # a ``stored`` line
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,19 +201,54 @@ def write_jsonl(events: Iterable[RawEvent | Event | events_pb2.Event], out: IO[s
     return count
 
 
-def read_jsonl(path: Path | str) -> Iterator[RawEvent]:
-    """The events of a JSONL export, in file order.
+def write_stored_jsonl(raws: Iterable[RawEvent], out: IO[str]) -> int:
+    """Write messages one a line in the ``stored`` form (the module docstring): the payload
+    as stored, base64, with its stream sequence, subject and hand-chain headers; returns how
+    many. A message that did not decode is kept as it was stored, like any other."""
+    count = 0
+    for raw in raws:
+        line = {
+            "stream_seq": raw.stream_seq,
+            "subject": raw.subject,
+            "headers": dict(raw.chain_headers),
+            "data": base64.b64encode(raw.payload).decode("ascii"),
+        }
+        out.write(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n")
+        count += 1
+    return count
 
-    Each line becomes a ``RawEvent`` (stream_seq 0); a line that is not JSON or not an
-    Event becomes one with ``error`` set ("line 7: …") rather than stopping the audit.
-    Raises InvalidArgument("BAD_FILE") when the file cannot be opened.
+
+def stored_line(obj: Mapping[str, Any], where: str) -> RawEvent:
+    """A ``stored`` line's message, decoded as it is from the stream (``_decode``); a line
+    whose fields have the wrong types is a ``RawEvent`` with ``error`` set."""
+    seq, subject, headers, data = obj.get("stream_seq"), obj.get("subject"), obj.get("headers"), obj.get("data")
+    if type(seq) is not int or seq < 0 or not isinstance(subject, str) or not isinstance(data, str):
+        return RawEvent(0, where, None, f"{where}: a stored message needs stream_seq (int), subject and data (text)")
+    if not isinstance(headers, Mapping) or not all(isinstance(v, str) for v in headers.values()):
+        return RawEvent(seq, subject, None, f"{where}: headers must map names to text")
+    try:
+        payload = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return RawEvent(seq, subject, None, f"{where}: data is not base64")
+    chain = tuple((k, str(headers[k])) for k in seal.CHAIN_HEADERS if k in headers)
+    return _decode(seq, subject, payload, chain)
+
+
+def read_jsonl(path: Path | str) -> Iterator[RawEvent]:
+    """The events of a JSONL export (either form), in file order.
+
+    A ``jsonl`` line becomes a ``RawEvent`` with stream_seq 0 and no bytes; a ``stored``
+    line one with its stream sequence, subject, bytes and chain headers, as read from the
+    stream. A line that is not JSON or not an Event becomes one with ``error`` set
+    ("line 7: …") rather than stopping the audit. Raises InvalidArgument("BAD_FILE") when
+    the file cannot be opened. A ``.gz`` file is read through gzip.
     """
     from google.protobuf import json_format
 
     source = Path(path)
     if not source.is_file():
         raise errors.InvalidArgument("BAD_FILE", f"cannot read {path}: no such file")
-    with source.open(encoding="utf-8") as handle:
+    with _open_text(source) as handle:
         for number, line in enumerate(handle, start=1):
             text = line.strip()
             if not text:
@@ -211,6 +261,9 @@ def read_jsonl(path: Path | str) -> Iterator[RawEvent]:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
                 yield RawEvent(0, where, None, f"{where}: not JSON: {exc.msg}")
+                continue
+            if isinstance(obj, dict) and obj.keys() == STORED_KEYS:
+                yield stored_line(obj, where)
                 continue
             if not isinstance(obj, dict) or "undecodable" in obj:
                 detail = obj.get("undecodable") if isinstance(obj, dict) else "not a JSON object"
@@ -231,6 +284,19 @@ def read_jsonl(path: Path | str) -> Iterator[RawEvent]:
                 )
                 continue
             yield RawEvent(0, where, msg)
+
+
+def _open_text(source: Path) -> IO[str]:
+    if source.suffix == ".gz":
+        import gzip
+
+        return gzip.open(source, "rt", encoding="utf-8")
+    return source.open(encoding="utf-8")
+
+
+def has_stored(raws: Iterable[RawEvent]) -> bool:
+    """Whether any of ``raws`` carries its stored bytes (a stream read or a ``stored`` file)."""
+    return any(r.payload for r in raws)
 
 
 # --- a fast path for the protobuf JSON mapping ---------------------------------------------

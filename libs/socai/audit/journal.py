@@ -98,12 +98,20 @@ class CsvWriter:
 
 
 def read_journal(path: Path | str) -> Iterator[ledger_pb2.Transaction]:
-    """The transactions of a journal export, in file order. Raises InvalidArgument
-    ("BAD_FILE") when the file cannot be read, ("BAD_JOURNAL") at a line that does not parse."""
+    """The transactions of a journal export, in file order (gzip-compressed when the name
+    ends in ``.gz``). Raises InvalidArgument ("BAD_FILE") when the file cannot be read,
+    ("BAD_JOURNAL") at a line that does not parse."""
     source = Path(path)
     if not source.is_file():
         raise errors.InvalidArgument("BAD_FILE", f"cannot read {path}: no such file")
-    with source.open(encoding="utf-8", newline="") as handle:
+    opened: IO[str]
+    if source.suffix == ".gz":
+        import gzip
+
+        opened = gzip.open(source, "rt", encoding="utf-8", newline="")  # noqa: SIM115 (closed by the with below)
+    else:
+        opened = source.open(encoding="utf-8", newline="")
+    with opened as handle:
         first = handle.read(1)
         handle.seek(0)
         if first == "{":
