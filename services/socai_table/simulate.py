@@ -23,7 +23,7 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
@@ -62,6 +62,18 @@ RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXC
 
 
 @dataclass(frozen=True)
+class TablePlan:
+    """How one table is set up, where it should differ from the defaults of ``SimConfig``
+    (the golden corpus plays every mode, option and seat count this way): ``players`` 0,
+    ``options`` None and ``fee_bps`` None keep ``players_for``, ``options_for`` and
+    ``fee_for``."""
+
+    players: int = 0
+    options: Mapping[str, str] | None = None
+    fee_bps: int | None = None
+
+
+@dataclass(frozen=True)
 class SimConfig:
     tables: int = 3
     hands: int = 5
@@ -78,6 +90,7 @@ class SimConfig:
     seed: int | None = None
     between_hands_ms: int = 20
     frozen_after_s: float = FROZEN_AFTER_S
+    plans: tuple[TablePlan, ...] = ()  # table i is set up by plans[i] where given
 
 
 @dataclass
@@ -97,6 +110,7 @@ class TableResult:
     frozen: str = ""  # why the table is frozen ("" when it is not)
     failed: str = ""  # why the bots could not go on ("" when they could)
     last_hand_at: float = field(default_factory=time.monotonic)  # when a hand last started
+    players_min: int = 1  # the table stops when fewer bots than this are left (players_min_for)
 
 
 @dataclass
@@ -125,6 +139,13 @@ def players_for(game: str, wanted: int) -> int:
     spec = registry.get(game).SPEC
     default: int = {"taixiu": 4, "holdem": 4, "xito": 3}.get(game, max(spec.players_min, 4))
     return int(max(spec.players_min, min(wanted or default, spec.players_max, 9)))
+
+
+def players_min_for(game: str, options: Mapping[str, str]) -> int:
+    """The fewest players a table of ``game`` with ``options`` plays with: the game's
+    minimum, and in Tài Xỉu between players (p2p) a banker and a bettor."""
+    minimum = int(registry.get(game).SPEC.players_min)
+    return max(minimum, 2) if game == "taixiu" and options.get("mode") == "p2p" else minimum
 
 
 def fee_for(game: str, index: int, options: dict[str, str]) -> int:
@@ -228,20 +249,23 @@ class Simulator:
     async def _open(self, index: int, game: str, result: TableResult) -> dict[int, str]:
         """Create the table, fund the bots and seat them; returns seat -> player token."""
         c = self.config
-        n = players_for(game, c.players)
-        options = options_for(game, index)
+        plan = c.plans[index] if index < len(c.plans) else TablePlan()
+        n = players_for(game, plan.players or c.players)
+        options = dict(plan.options) if plan.options is not None else options_for(game, index)
+        fee_bps = plan.fee_bps if plan.fee_bps is not None else fee_for(game, index, options)
+        result.players_min = players_min_for(game, options)
         buy_in = c.stake_gold * 20
         owner = f"bot{self.run_id}x{index}x0"
         config = pb.TableConfig(
             game=game,
             stake_gold=c.stake_gold,
-            fee_bps=fee_for(game, index, options),
+            fee_bps=fee_bps,
             seats_max=max(n, registry.get(game).SPEC.players_min),
             options=options,
             buy_in_min_gold=buy_in,
             buy_in_max_gold=buy_in * 5,
             # Go on with fewer players when some bust: a hand needs only the game's minimum.
-            auto_start_players=registry.get(game).SPEC.players_min,
+            auto_start_players=players_min_for(game, options),
             turn_timeout_s=c.turn_timeout_s,
             owner_player_id=owner,
             between_hands_ms=c.between_hands_ms,
@@ -312,7 +336,7 @@ class Simulator:
         (the table service went away) until the table's hands are done."""
         acted: set[tuple[str, int]] = set()
         per_hand: Counter[tuple[str, int]] = Counter()
-        minimum = registry.get(result.game).SPEC.players_min
+        minimum = result.players_min
         # A stream opened again starts with the hand in play (or the last one) from its
         # first event: hands are counted by id, so none is counted twice.
         started: set[str] = set()
