@@ -11,7 +11,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 
-.PHONY: run up test test-fast lint typecheck proto proto-check bench chaos soak lock install install-dev clean clean-var
+.PHONY: run up test test-fast lint typecheck proto proto-check bench chaos soak golden golden-record lock install install-dev clean clean-var
 
 run: $(STAMP_RUN)            ## bring up the whole stack, play, settle and audit hands, print a summary
 	$(BIN)/socai demo
@@ -71,6 +71,17 @@ chaos: $(STAMP_DEV)          ## every fault in turn against real processes under
 
 soak: $(STAMP_DEV)           ## 250 bot tables for 10 minutes -> var/soak/report.json and soak.png
 	$(BIN)/python -m tests.soak $(SOAK_ARGS)
+
+GAME  ?=
+HANDS ?= 300
+SEED  ?=
+
+golden: $(STAMP_DEV)         ## replay and audit every recorded hand of tests/golden, print coverage per game
+	$(BIN)/python -m tests.golden check
+
+golden-record: $(STAMP_DEV)  ## record a new golden batch: make golden-record GAME=phom [HANDS=300] [SEED=7]
+	@test -n "$(GAME)" || { echo "usage: make golden-record GAME=<game> [HANDS=300] [SEED=n]"; exit 2; }
+	$(BIN)/python -m tests.golden record $(GAME) --hands $(HANDS) $(if $(SEED),--seed $(SEED))
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

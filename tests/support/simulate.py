@@ -258,7 +258,7 @@ def simulate(
         made = 0
         while made < want:
             table_id = f"{table_prefix}{len(tables) + 1:04d}"
-            table = _play_table(table_id, game, min(hands_per_table, want - made), rng, clock, bot)
+            table = play_table(table_id, game, min(hands_per_table, want - made), rng, clock, bot)
             if not table.hands:
                 continue  # nobody could play (cannot happen with the setups above)
             tables.append(table)
@@ -271,16 +271,22 @@ def _tick(clock: list[datetime]) -> datetime:
     return clock[0]
 
 
-def _play_table(
+def play_table(
     table_id: str,
     game: str,
     hands: int,
     rng: random.Random,
     clock: list[datetime],
     bot: Callable[[ModuleType, random.Random], autoplay.Chooser],
+    *,
+    setup: GameSetup | None = None,
+    seed_for: Callable[[int], bytes | None] | None = None,
 ) -> SimTable:
+    """One table of ``game`` playing up to ``hands`` hands, set up by ``setup`` (default
+    ``setup_of(game)``); ``seed_for(hand_number)`` may choose a hand's seed (the golden
+    corpus searches seeds for rare deals), else it comes from ``rng``."""
     module = registry.get(game)
-    setup = setup_of(game)
+    setup = setup or setup_of(game)
     count = rng.randint(setup.players_min, setup.players_max)
     seat_numbers = sorted(rng.sample(range(setup.seats_max), count))
     seats = tuple(
@@ -330,7 +336,8 @@ def _play_table(
         owner_seat = owner.seat if owner.seat in participants else -1
         dealer = next_dealer(module, previous, participants, setup.seats_max, owner_seat, stacks)
         hand_id = f"{table_id}-h{number}"
-        seed = bytes(rng.getrandbits(8) for _ in range(fairness.SEED_BYTES))
+        chosen = seed_for(number) if seed_for is not None else None
+        seed = chosen or bytes(rng.getrandbits(8) for _ in range(fairness.SEED_BYTES))
         started = HandStarted(
             table_id=table_id,
             hand_id=hand_id,
