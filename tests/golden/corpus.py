@@ -13,9 +13,11 @@ A corpus batch is one recording, a folder under ``tests/golden/batches/``:
 - ``journal.jsonl.gz`` (``table`` batches): the ledger's journal of the recording
   (``socai ledger export``): deposits, buy-ins, every hand's settlement, cash-outs;
 - ``expected.jsonl.gz``: one line per hand, what it settled to when recorded
-  (``Expected``): the transfers with reason, rule and detail, each seat's net, shortfalls,
-  fees, the carried pot, penalties, and the ledger posting (idempotency key, entries and the
-  exact ``TransactionInput`` settlement sends);
+  (``expectation``): the transfers with reason and detail, each seat's net, shortfalls,
+  fees, the carried pot, penalties, the ledger posting (idempotency key, entries and the
+  exact ``TransactionInput`` settlement sends), and the rule each reason cited then
+  (``rules``: what the game's ``REASONS`` said when the hand was recorded; a rule's wording
+  may be improved later, so it is kept as the record's own and not compared);
 - ``verdict.json``: ``socai audit --events events.jsonl.gz --journal journal.jsonl.gz
   --seal-public-key …`` of the batch when recorded (``AuditReport.verdict``).
 
@@ -55,6 +57,7 @@ ROOT: Final = Path(__file__).parent
 BATCHES: Final = ROOT / "batches"
 PREFIX: Final = "socai.events"  # the recordings' subject prefix (the default)
 KINDS: Final = ("table", "scripted")
+NOT_COMPARED: Final = frozenset({"rules"})  # the wording a reason cited when recorded (the module docstring)
 
 
 @dataclass(frozen=True)
