@@ -11,11 +11,13 @@ these games existed; a change that alters any version-1 settlement fails here.
 The hands are made to reach the rules that version 2 changed (issue 28): short stacks, so
 that Mậu Binh's GEN-4 cap on net losses binds, and players who leave in and out of turn
 beside all-in calls, so that a Liêng leaver's chips lie above a live player's contribution.
-The tests also count how often that happens, so the digests keep guarding those paths.
+A test replays them under version 2 and counts the hands whose nets change, so the
+digests keep guarding those paths.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -189,18 +191,21 @@ def test_version_1_hands_settle_as_they_were_recorded(game: str, played: dict[st
     assert digest([h.settlement for h in hands]) == PINNED[game]
 
 
-def test_the_pinned_hands_reach_the_rules_version_2_changed(played: dict[str, list[PlayedHand]]) -> None:
+# Of the HANDS hands, how many version 2 settles with other nets (measured: Mậu Binh 323,
+# Liêng 48, Liêng Sảnh 131), with a margin: the digests must keep covering what changed.
+CHANGED_BY_VERSION_2_MIN: Final = {"maubinh": 150, "lieng": 20, "lieng_sanh": 60}
+
+
+@pytest.mark.parametrize("game", sorted(SETUPS))
+def test_the_pinned_hands_reach_the_rules_version_2_changed(game: str, played: dict[str, list[PlayedHand]]) -> None:
     """Mậu Binh: GEN-4's cap binds with several net winners; Liêng and Liêng Sảnh: a leaver
-    had put in more than some live player (its chips above that player's contribution)."""
-    capped = [h for h in played["maubinh"] if h.settlement.shortfalls]
-    shared = [h for h in capped if sum(1 for net in h.settlement.nets.values() if net > 0) >= 2]
-    assert len(capped) >= 300 and len(shared) >= 100
-    for game in ("lieng", "lieng_sanh"):
-        above = [h for h in played[game] if _leaver_above_a_live_player(game, h)]
-        assert len(above) >= 20, game
-
-
-def _leaver_above_a_live_player(game: str, hand: PlayedHand) -> bool:
-    state = autoplay.replay(registry.get(game), hand.bodies)
-    live = [s for s in state.order if s not in state.folded]
-    return any(state.put_in_gold[s] > min(state.put_in_gold[x] for x in live) for s in state.forfeited)
+    had put in more than a live player. Replayed under version 2, enough of them change."""
+    module = registry.get(game)
+    changed = 0
+    for hand in played[game]:
+        started = hand.bodies[0]
+        assert isinstance(started, HandStarted)
+        bodies = [dataclasses.replace(started, rules_version=2), *hand.bodies[1:]]
+        if module.settle(autoplay.replay(module, bodies)).nets != hand.settlement.nets:
+            changed += 1
+    assert changed >= CHANGED_BY_VERSION_2_MIN[game]
