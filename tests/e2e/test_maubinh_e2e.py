@@ -96,6 +96,8 @@ async def test_a_late_seat_is_arranged_automatically_then_settled_and_audited_cl
         result = replay([s.event for s in await log.read_hand(table_id, hand_id)])
         assert maubinh.auto_arranged(result.state) == frozenset({2})
         assert sorted(result.state.arranged) == [0, 1, 2]
+        # The table records the rules it plays new hands under, and they settle the hand.
+        assert result.state.rules_version == maubinh.RULES_VERSION
 
         record = await stack.settled(hand_id)
         assert record.game == "maubinh" and record.table_id == table_id

@@ -20,9 +20,13 @@ Liêng Sảnh; hand values are ``threecard.lieng_value``):
    LI-7), or the whole pot to the last player left (LI-6). No bonuses (5.4).
 
 Disconnect and leaving (5.5, LI-5, GEN-6): the player is folded at once, in or out of turn,
-and forfeits everything already in the pot (the ante at least); those chips go to the pot's
-winner under the reason ``disconnect_forfeit``. A turn timeout checks when free, otherwise
-folds (GEN-5). Fee: ``fee_bps`` on each net win (GEN-1, default 0).
+and forfeits everything already in the pot (the ante at least); the showdown winner takes
+all of it under the reason ``disconnect_forfeit``, even a raise no player still in matched
+and what lies above an all-in winner's stack (LI-5). Rules version 1, kept for the hands
+recorded under it, returned the unmatched part as ``uncalled`` and gave the part above an
+all-in winner to the side pot's winner (S = 1, ante 2, seat 1 bets 2, seat 0 raises to 4
+and leaves: version 1 settles seat 0 -4, version 2 -6). A turn timeout checks when free,
+otherwise folds (GEN-5). Fee: ``fee_bps`` on each net win (GEN-1, default 0).
 """
 
 from __future__ import annotations
@@ -46,7 +50,10 @@ from socai.rules.threecard_play import LiengState
 State = LiengState
 
 SPEC: Final = GameSpec("lieng", "Liêng", 2, 9, "standard", direction=COUNTERCLOCKWISE, default_fee_bps=0)
-RULES_VERSION: Final = 1
+# Version 2: a leaver forfeits all it put in to the showdown winner, even what no player
+# still in matched and what lies above an all-in winner's stack (LI-5;
+# ``threecard_play.LEAVER_FORFEITS_ALL_FROM``). OPTION_DEFAULTS keeps every version's defaults.
+RULES_VERSION: Final = 2
 RAISE_MAX_STAKES: Final = 30  # LI-4: the [S2] slider's ×1 to ×30
 TURN_TIMER: Final = play.TURN_TIMER
 
@@ -74,9 +81,11 @@ class Options:
             raise RuleViolation("BAD_OPTION", "turn_timeout_s must be >= 1", option="turn_timeout_s")
 
 
-OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType(
-    {1: MappingProxyType({"ante_stakes": "1", "raise_max_stakes": "30", "turn_timeout_s": "15"})}
+_DEFAULTS: Final[Mapping[str, str]] = MappingProxyType(
+    {"ante_stakes": "1", "raise_max_stakes": "30", "turn_timeout_s": "15"}
 )
+# Version 2 changed a rule, not a default.
+OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType({1: _DEFAULTS, 2: _DEFAULTS})
 
 # 5.4: the pot (and side pots) to the best hand, unmatched chips back, a leaver's chips to
 # the winner (LI-5), the fee (GEN-1). No bonuses.

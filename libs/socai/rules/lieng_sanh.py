@@ -21,9 +21,11 @@ The same mechanics as Liêng (``threecard_play``), with these differences (LI-8)
    each payer has left (GEN-4, ``base.pay_obligations``).
 
 Disconnect and leaving (12.5, GEN-6): the player is folded at once and loses the gold
-already bet (reason ``disconnect_forfeit``), and still pays a Sáp bonus (LS-9). A turn
-timeout is a "Chuyển" when free, otherwise a fold (GEN-5). Fee: ``fee_bps`` on each net
-win (GEN-1, default 0), charged after the bonus.
+already bet, all of it to the showdown winner (reason ``disconnect_forfeit``), as in Liêng
+(LI-5; rules version 1, kept for the hands recorded under it, returned a raise no player
+still in matched and gave what lay above an all-in winner's stack to a side pot's winner),
+and still pays a Sáp bonus (LS-9). A turn timeout is a "Chuyển" when free, otherwise a
+fold (GEN-5). Fee: ``fee_bps`` on each net win (GEN-1, default 0), charged after the bonus.
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ from socai.rules.threecard_play import LiengState
 State = LiengState
 
 SPEC: Final = GameSpec("lieng_sanh", "Liêng Sảnh", 2, 9, "standard", direction=COUNTERCLOCKWISE, default_fee_bps=0)
-RULES_VERSION: Final = 1
+# Version 2: a leaver forfeits all it put in to the showdown winner, even what no player
+# still in matched and what lies above an all-in winner's stack (LI-5;
+# ``threecard_play.LEAVER_FORFEITS_ALL_FROM``). OPTION_DEFAULTS keeps every version's defaults.
+RULES_VERSION: Final = 2
 RAISE_MAX_STAKES: Final = 30  # LS-3, LS-11: the slider's ×1 to ×30
 SAP_BONUS_STAKES: Final = 5  # 12.4: "trả thêm x5 gold cược"
 TURN_TIMER: Final = play.TURN_TIMER
@@ -80,13 +85,11 @@ class Options:
             raise RuleViolation("BAD_OPTION", "turn_timeout_s must be >= 1", option="turn_timeout_s")
 
 
-OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType(
-    {
-        1: MappingProxyType(
-            {"ante_stakes": "1", "raise_max_stakes": "30", "sap_bonus_stakes": "5", "turn_timeout_s": "15"}
-        )
-    }
+_DEFAULTS: Final[Mapping[str, str]] = MappingProxyType(
+    {"ante_stakes": "1", "raise_max_stakes": "30", "sap_bonus_stakes": "5", "turn_timeout_s": "15"}
 )
+# Version 2 changed a rule, not a default.
+OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType({1: _DEFAULTS, 2: _DEFAULTS})
 
 # 12.4: the pot (and side pots) to the best hand, unmatched chips back, a leaver's chips to
 # the winner (12.5), the Sáp bonus (a penalty for its payers), the fee (GEN-1).

@@ -48,11 +48,19 @@ units, MB-1 to MB-3; a drawn chi pays nothing, MB-16), the xử bắn doubling (
 Home Run's extra (``home_run``, MB-6, MB-7, MB-24), a special hand's multiple
 (``special_hand``, 11.3, MB-8, MB-9), a fouled hand's three lost chi (``foul``, MB-5). The
 result is net (11.5 step 4): the cap of GEN-4 applies to each seat's *net* loss. A seat
-whose net loss exceeds its chips pays exactly its chips, and the net winners bear the
-difference pro rata to their net wins (DESIGN.md "Money"; remainders in playing order):
-they hand it back in ``gen4_cap`` transfers and a ``Shortfall`` is recorded. Then the
-commission: ``fee_bps`` (default 500, MB-17 and RULES.md 0.6) of each positive net, to
-``house:fees`` (reason ``fee``).
+whose net loss exceeds its chips pays exactly its chips, and what the net losers pay is
+shared by the net winners pro rata to their net wins, the odd gold one at a time to the
+winners in playing order (GEN-4, HE-6, DESIGN.md "Money"): each winner hands back the rest
+of its win in ``gen4_cap`` transfers and a ``Shortfall`` is recorded. Then the commission:
+``fee_bps`` (default 500, MB-17 and RULES.md 0.6) of each positive net, to ``house:fees``
+(reason ``fee``).
+
+Rules versions (``HandStarted.rules_version``; 0 is version 1). Version 2 is the above.
+Version 1, kept for the hands recorded under it, shared the *shortfall* pro rata instead
+of the amount paid, so its odd gold was a loss to the first winners and the others kept
+the fractions. S = 1, net units {0: 3, 1: 1, 2: 12, 3: -16}, seat 3 holding 12, playing
+order 2, 1, 0: version 1 pays {0: 3, 1: 1, 2: 8}, version 2 {0: 2, 1: 0, 2: 10}.
+``_winners_keep`` is the one place the two differ.
 
 The kit's ``pay_obligations`` caps each payer's *gross* payments in a fixed payer order,
 counting receipts only once paid; with pairwise results netted per seat (and cycles among
@@ -89,6 +97,7 @@ from socai.money import INT64_MAX, pro_rata
 from socai.rules import maubinh_hands
 from socai.rules.base import (
     COUNTERCLOCKWISE,
+    LEGACY_RULES_VERSION,
     DealSlot,
     GameSpec,
     GameState,
@@ -165,8 +174,9 @@ SPEC: Final = GameSpec(
 )
 
 # Bump when a rule, an Options default or the automatic arranger changes (OPTION_DEFAULTS
-# keeps every version's defaults).
-RULES_VERSION: Final = 1
+# keeps every version's defaults). Version 2: GEN-4's cap shares the amount paid pro rata,
+# not the shortfall (``_winners_keep``).
+RULES_VERSION: Final = 2
 CARDS_PER_SEAT: Final = maubinh_hands.CARDS_PER_HAND
 ARRANGE_TIMER: Final = "arrange"
 ARRANGE: Final = "arrange"  # the LegalAction kind
@@ -219,19 +229,17 @@ class Options:
         return HandOptions(self.wheel_second_highest, self.home_run_multiplier, self.home_run_extra_units)
 
 
-OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType(
+_DEFAULTS: Final[Mapping[str, str]] = MappingProxyType(
     {
-        1: MappingProxyType(
-            {
-                "wheel_second_highest": "true",
-                "home_run_multiplier": "4",
-                "home_run_extra_units": "0",
-                "arrange_timeout_s": "90",
-                "accept_fouled": "false",
-            }
-        ),
+        "wheel_second_highest": "true",
+        "home_run_multiplier": "4",
+        "home_run_extra_units": "0",
+        "arrange_timeout_s": "90",
+        "accept_fouled": "false",
     }
 )
+# Version 2 changed a rule, not a default.
+OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType({1: _DEFAULTS, 2: _DEFAULTS})
 
 # Every settlement reason code Mậu Binh emits, with its rule.
 REASONS: Final[Mapping[str, Reason]] = MappingProxyType(
@@ -243,7 +251,7 @@ REASONS: Final[Mapping[str, Reason]] = MappingProxyType(
         "home_run": Reason(False, "11.5 / MB-6 / MB-7 / MB-24: all three others shot: 4 × the pair's base total"),
         "special_hand": Reason(False, "11.3 / MB-8 / MB-9 / MB-10: a special hand's multiple, won outright"),
         "foul": Reason(True, "MB-5: ngược chi loses all three chi to every valid hand (and is shot)"),
-        "gen4_cap": Reason(False, "GEN-4: a net loss is capped at the chips; net winners bear it pro rata"),
+        "gen4_cap": Reason(False, "GEN-4: a net loss is capped at the chips; net winners share what was paid pro rata"),
         "fee": Reason(False, "MB-17 / 0.6 / GEN-1: fee_bps (5 %) commission on each positive net result"),
     }
 )
@@ -269,9 +277,11 @@ class State(GameState):
     ``order`` lists the seats counterclockwise from ``dealer_seat`` (the deal, and odd
     chips after it). ``hands`` are the 13 dealt cards of each seat; ``arranged`` each
     seat's arrangement once made. ``left`` seats have left the table (GEN-6).
+    ``rules_version`` is the version the hand is played and settled under.
     """
 
     started: HandStarted
+    rules_version: int
     options: Options
     hand_options: HandOptions
     order: tuple[int, ...]
@@ -303,6 +313,7 @@ def initial_state(started: HandStarted) -> State:
     order = tuple(seats_in_order(seats, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE))
     return State.create(
         started=started,
+        rules_version=started.rules_version or LEGACY_RULES_VERSION,
         options=options,
         hand_options=options.hand_options(),
         order=order,
@@ -411,7 +422,7 @@ def settle(state: State) -> Settlement:
             elif units < 0:
                 builder.pay_seat(a, b, -units * stake, reason)
     order = seats_after(state.order, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE)
-    _cap_net_losses(builder, state.stacks_gold, order)
+    _cap_net_losses(builder, state.stacks_gold, order, state.rules_version)
     builder.charge_fees(started.fee_bps, order)
     return check_settlement(builder.build(), state.stacks_gold)
 
@@ -491,10 +502,12 @@ def _components(pair: maubinh_hands.PairResult) -> list[tuple[int, str]]:
     return [*chi, (pair.shoot_units, "shoot"), (pair.home_run_units, "home_run")]
 
 
-def _cap_net_losses(builder: SettlementBuilder, stacks_gold: Mapping[int, int], order: Sequence[int]) -> None:
+def _cap_net_losses(
+    builder: SettlementBuilder, stacks_gold: Mapping[int, int], order: Sequence[int], rules_version: int
+) -> None:
     """GEN-4 on net settlement (11.5 step 4): a seat whose net loss exceeds its chips pays
-    exactly its chips; the net winners give back the difference pro rata to their net
-    wins (``money.pro_rata``, remainders in ``order``), as ``gen4_cap`` transfers to the
+    exactly its chips; each net winner keeps its share of what was paid
+    (``_winners_keep``) and gives back the rest of its win as ``gen4_cap`` transfers to the
     short seats, and a ``Shortfall`` per short seat records what it owed and paid."""
     nets = {seat: builder.net_of(seat) for seat in order}
     short = [(seat, -nets[seat] - stacks_gold[seat]) for seat in order if -nets[seat] > stacks_gold[seat]]
@@ -503,14 +516,34 @@ def _cap_net_losses(builder: SettlementBuilder, stacks_gold: Mapping[int, int], 
     deficit = sum(amount for _, amount in short)
     winners = [(seat, nets[seat]) for seat in order if nets[seat] > 0]
     check(sum(gain for _, gain in winners) >= deficit, "the net winners cannot bear the shortfall")
-    shares = pro_rata(deficit, winners)
+    kept = _winners_keep(winners, deficit, rules_version)
     flows = match_flows(
-        [(builder.account(seat), shares[seat]) for seat, _ in winners],
+        [(builder.account(seat), gain - kept[seat]) for seat, gain in winners],
         [(builder.account(seat), amount) for seat, amount in short],
     )
     builder.pay_flows(flows, "gen4_cap")
     for seat, _ in short:
         builder.shortfalls.append(Shortfall(seat, -nets[seat], stacks_gold[seat], "gen4_cap"))
+
+
+# The first rules version whose GEN-4 cap shares the amount paid (``_winners_keep``).
+SHARES_WHAT_WAS_PAID_FROM: Final = 2
+
+
+def _winners_keep(winners: Sequence[tuple[int, int]], deficit: int, rules_version: int) -> dict[int, int]:
+    """What each net winner keeps of its net win when the losers pay ``deficit`` less than
+    the winners won (``winners``: seat and net win, in playing order).
+
+    GEN-4: "the capped amount is shared pro rata to what each was owed": the amount paid
+    is split with ``money.pro_rata``, whose odd gold goes one unit at a time to the first
+    winners in playing order (HE-6). Version 1 split the *deficit* that way instead, which
+    rounds the other way: the first winners bore the odd gold of the deficit, and every
+    other winner kept the fraction of a gold its exact share lacked.
+    """
+    if rules_version < SHARES_WHAT_WAS_PAID_FROM:
+        given_back = pro_rata(deficit, winners)
+        return {seat: gain - given_back[seat] for seat, gain in winners}
+    return pro_rata(sum(gain for _, gain in winners) - deficit, winners)
 
 
 def _deal_slots(state: State) -> tuple[DealSlot, ...]:

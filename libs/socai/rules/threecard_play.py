@@ -41,6 +41,7 @@ from socai.events.model import (
 from socai.rules import betting, pots, threecard
 from socai.rules.base import (
     COUNTERCLOCKWISE,
+    LEGACY_RULES_VERSION,
     POT_REASONS,
     DealSlot,
     GameSpec,
@@ -89,7 +90,7 @@ LIENG_REASONS: Final[Mapping[str, Reason]] = {
     **POT_REASONS,
     ANTE: Reason(False, "5.1, LS-2: each player's ante, won with the main pot (the rest of the pot is 'pot')"),
     DISCONNECT_FORFEIT: Reason(
-        False, "LI-5, 12.5: a player who disconnects or leaves folds; what they bet goes to the pot's winner"
+        False, "LI-5, 12.5: a player who disconnects or leaves folds; all they bet goes to the showdown winner"
     ),
 }
 LIENG_SANH_REASONS: Final[Mapping[str, Reason]] = {
@@ -173,10 +174,12 @@ class LiengState(GameState):
     (``HandStarted.dealer_seat``: the table owner, then the previous winner; LI-4, LS-4).
     ``put_in_gold`` is each seat's total in the pot this hand, ante included;
     ``round_put_in_gold`` its part in the current betting round. ``forfeited`` are the seats
-    that disconnected or left mid-hand (folded at once, LI-5, 12.5).
+    that disconnected or left mid-hand (folded at once, LI-5, 12.5). ``rules_version`` is
+    the version the hand is played and settled under.
     """
 
     started: HandStarted
+    rules_version: int
     options: Any
     rounds: int
     order: tuple[int, ...]
@@ -216,6 +219,7 @@ def lieng_initial_state(game: LiengFamily, started: HandStarted) -> LiengState:
     )
     return LiengState.create(
         started=started,
+        rules_version=started.rules_version or LEGACY_RULES_VERSION,
         options=options,
         rounds=game.rounds,
         order=order,
@@ -399,12 +403,18 @@ def sap_bonus_seat(game: LiengFamily, state: LiengState) -> int | None:
     return threecard.sap_bonus_seat(values) if values else None  # type: ignore[arg-type]
 
 
+# The first rules version of Liêng and Liêng Sảnh in which a leaver forfeits all it put in
+# to the showdown winner (``_award``).
+LEAVER_FORFEITS_ALL_FROM: Final = 2
+
+
 def lieng_settle(game: LiengFamily, state: LiengState) -> Settlement:
     """The hand's transfers: each pot (antes, calls and raises) to its best eligible hand or
-    the last player left (5.4, 12.4, LI-6), unmatched chips back; what a seat that
-    disconnected or left had put in is labelled ``disconnect_forfeit`` (LI-5, 12.5); in
-    Liêng Sảnh the Sáp bonus from every other player dealt in, capped at what each has left
-    (GEN-4); then the fee on each net win (GEN-1).
+    the last player left (5.4, 12.4, LI-6), unmatched chips of the players still in back;
+    everything a seat that disconnected or left had put in to the showdown winner as
+    ``disconnect_forfeit`` (LI-5, 12.5; ``_award``); in Liêng Sảnh the Sáp bonus from every
+    other player dealt in, capped at what each has left (GEN-4); then the fee on each net
+    win (GEN-1).
 
     Raises RuleViolation("HAND_NOT_OVER") before HandEnded.
     """
@@ -414,18 +424,15 @@ def lieng_settle(game: LiengFamily, state: LiengState) -> Settlement:
     builder = SettlementBuilder(
         game.spec.game_id, started.table_id, started.hand_id, {i.seat: i.player_id for i in started.seats}
     )
-    live = betting.live(state)
     payout_order = seats_after(state.order, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE)
     values = values_of(game, state, state.order)
 
     def best(eligible: tuple[int, ...]) -> list[int]:
         return [threecard.winner({s: values[s] for s in eligible})]
 
-    pots.award_pots(builder, pots.build_pots(state.put_in_gold, live), best, payout_order)
-    # What a seat that left had bet is its forfeit (all of it); every other seat's first
-    # ante_gold lost is its ante, which always lies in the main pot (a stack covers it).
-    forfeit = {builder.account(s): state.put_in_gold[s] for s in state.forfeited}
-    builder.transfers = pots.relabel_losses(builder.transfers, forfeit, DISCONNECT_FORFEIT, ("pot", "side_pot"))
+    _award(game, state, builder, best, payout_order)
+    # Every seat's first ante_gold lost, a leaver's aside, is its ante, which always lies in
+    # the main pot (a stack covers it).
     ante = ante_gold(started, state.options)
     antes = {builder.account(s): ante for s in state.order if s not in state.forfeited}
     builder.transfers = pots.relabel_losses(builder.transfers, antes, ANTE, ("pot",))
@@ -436,6 +443,39 @@ def lieng_settle(game: LiengFamily, state: LiengState) -> Settlement:
         pay_obligations(builder, owed, state.stacks_gold, payout_order)
     builder.charge_fees(started.fee_bps, payout_order)
     return check_settlement(builder.build(), state.stacks_gold)
+
+
+def _award(
+    game: LiengFamily,
+    state: LiengState,
+    builder: SettlementBuilder,
+    best: Callable[[tuple[int, ...]], Sequence[int]],
+    payout_order: Sequence[int],
+) -> None:
+    """The pots, and what the seats that disconnected or left had put in (LI-5, 5.4, 12.4,
+    12.5): they forfeit all of it, which the showdown winner takes (the best hand still in,
+    or the last player left: the winner of the main pot, which every leaver was in).
+    Neither "uncalled" nor the all-in limit of 3.3 gives a leaver's chips back or to
+    another pot's winner; the limit protects only what the players still in put in beyond
+    an all-in winner's stack: the pots are built from their chips alone.
+
+    Version 1, kept for the hands recorded under it, built the pots from every seat's chips:
+    a leaver's chips that no player still in had matched came back to it as ``uncalled``,
+    and those above an all-in winner's stack went to a side pot's winner; the leaver's
+    losses were labelled ``disconnect_forfeit`` afterwards (``pots.relabel_losses``).
+    """
+    live = betting.live(state)
+    if state.rules_version < LEAVER_FORFEITS_ALL_FROM:
+        pots.award_pots(builder, pots.build_pots(state.put_in_gold, live), best, payout_order)
+        forfeit = {builder.account(s): state.put_in_gold[s] for s in state.forfeited}
+        builder.transfers = pots.relabel_losses(builder.transfers, forfeit, DISCONNECT_FORFEIT, ("pot", "side_pot"))
+        return
+    staying = {s: put for s, put in state.put_in_gold.items() if s not in state.forfeited}
+    pots.award_pots(builder, pots.build_pots(staying, live), best, payout_order)
+    winner = lieng_winner(game, state)
+    for seat in payout_order:
+        if seat in state.forfeited:
+            builder.pay_seat(seat, winner, state.put_in_gold[seat], DISCONNECT_FORFEIT)
 
 
 def lieng_next_hand_dealer(

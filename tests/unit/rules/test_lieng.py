@@ -42,10 +42,30 @@ CHECK, CALL, BET, RAISE, FOLD, ALL_IN = (
 )
 
 
-def start(stacks: dict[int, int], *, dealer_seat: int = 0, fee_bps: int = 0, **options: str) -> lieng.State:
+def start(
+    stacks: dict[int, int],
+    *,
+    dealer_seat: int = 0,
+    fee_bps: int = 0,
+    stake_gold: int = S,
+    rules_version: int = lieng.RULES_VERSION,
+    **options: str,
+) -> lieng.State:
     seats = tuple(SeatInfo(seat, f"p{seat}", stack) for seat, stack in sorted(stacks.items()))
     started = HandStarted(
-        "t1", "h1", "lieng", 1, S, fee_bps, len(stacks), seats, dealer_seat, "c", owner_seat=0, options=options
+        "t1",
+        "h1",
+        "lieng",
+        1,
+        stake_gold,
+        fee_bps,
+        len(stacks),
+        seats,
+        dealer_seat,
+        "c",
+        owner_seat=0,
+        options=options,
+        rules_version=rules_version,
     )
     return lieng.initial_state(started)
 
@@ -235,6 +255,49 @@ def test_a_player_who_disconnects_while_raising_loses_everything_bet_li_5() -> N
     settlement = lieng.settle(end(state))
     # The Sáp of aces (seat 1) does not count: it left. Seat 0 wins seat 1's 9 × S.
     assert settlement.nets == {0: 14 * S, 1: -9 * S, 2: -5 * S}
+
+
+def test_a_leaver_forfeits_a_raise_nobody_matched_too_issue_28() -> None:
+    """LI-5 (and 5.4): the leaver forfeits everything it put in, never "uncalled". S = 1,
+    ante 2: seat 1 bets 2, seat 0 raises to 4 and leaves (out of turn, seat 1 to act)."""
+    state = deal(start({0: 100, 1: 100}, dealer_seat=1, stake_gold=1, ante_stakes="2"), {0: "As Ac Ad", 1: "3h 4s 5c"})
+    state = play(state, bet(1, BET, 2), bet(0, RAISE, 4), PlayerLeft(0))
+    assert lieng.pending(state).finished
+    settlement = lieng.settle(end(state))
+    assert settlement.nets == {0: -6, 1: 6}
+    assert settlement.by_reason() == {"disconnect_forfeit": 6}
+
+
+def test_the_all_in_limit_does_not_protect_a_leavers_chips_li_5() -> None:
+    """LI-5: the showdown winner takes all a leaver put in, even above its own all-in stack;
+    the limit still protects a live player's chips beyond it. Seat 2 bets 10 × S and leaves,
+    seat 1 calls, seat 0 (the run, the best hand) calls all-in for 2 × S."""
+    hands = {0: "Qs Kh Ac", 1: "9s Kd Qd", 2: "2h 7s 8c"}
+    state = deal(start({0: 3 * S, 1: 2000, 2: 2000}, dealer_seat=2), hands)
+    state = play(state, bet(2, BET, 10 * S), PlayerLeft(2), bet(1, CALL, 10 * S), bet(0, ALL_IN, 2 * S))
+    assert lieng.pending(state).finished
+    settlement = lieng.settle(end(state))
+    # Main pot 3 × S from seats 0 and 1 to seat 0; seat 1's other 8 × S are its own again;
+    # seat 2's 11 × S to seat 0.
+    assert settlement.nets == {0: 14 * S, 1: -3 * S, 2: -11 * S}
+    assert settlement.by_reason() == {"ante": S, "pot": 2 * S, "disconnect_forfeit": 11 * S}
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_version_1_hands_still_return_a_leavers_unmatched_chips_as_recorded(version: int) -> None:
+    """Rules version 1 (0: logged before the version was recorded) settles the two hands
+    above as they were played: the unmatched raise back to the leaver, and the leaver's
+    chips above the all-in winner's stack to the side pot's winner."""
+    state = deal(
+        start({0: 100, 1: 100}, dealer_seat=1, stake_gold=1, ante_stakes="2", rules_version=version),
+        {0: "As Ac Ad", 1: "3h 4s 5c"},
+    )
+    state = play(state, bet(1, BET, 2), bet(0, RAISE, 4), PlayerLeft(0))
+    assert lieng.settle(end(state)).nets == {0: -4, 1: 4}
+    hands = {0: "Qs Kh Ac", 1: "9s Kd Qd", 2: "2h 7s 8c"}
+    state = deal(start({0: 3 * S, 1: 2000, 2: 2000}, dealer_seat=2, rules_version=version), hands)
+    state = play(state, bet(2, BET, 10 * S), PlayerLeft(2), bet(1, CALL, 10 * S), bet(0, ALL_IN, 2 * S))
+    assert lieng.settle(end(state)).nets == {0: 6 * S, 1: 5 * S, 2: -11 * S}
 
 
 def test_leaving_is_a_disconnect_gen_6_and_reconnecting_does_not_unfold() -> None:

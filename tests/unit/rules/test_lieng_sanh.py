@@ -28,14 +28,40 @@ from socai.rules.threecard_play import deal_three_face_down
 
 S = 100
 SEED_HEX = "00" * 32
-CHECK, CALL, BET, RAISE, FOLD = (ActionKind.CHECK, ActionKind.CALL, ActionKind.BET, ActionKind.RAISE, ActionKind.FOLD)
+CHECK, CALL, BET, RAISE, FOLD, ALL_IN = (
+    ActionKind.CHECK,
+    ActionKind.CALL,
+    ActionKind.BET,
+    ActionKind.RAISE,
+    ActionKind.FOLD,
+    ActionKind.ALL_IN,
+)
 CHUYEN = CHECK  # "Chuyển": pass the opening on, adding nothing
 
 
-def start(stacks: dict[int, int], *, dealer_seat: int = 0, **options: str) -> lieng_sanh.State:
+def start(
+    stacks: dict[int, int],
+    *,
+    dealer_seat: int = 0,
+    stake_gold: int = S,
+    rules_version: int = lieng_sanh.RULES_VERSION,
+    **options: str,
+) -> lieng_sanh.State:
     seats = tuple(SeatInfo(seat, f"p{seat}", stack) for seat, stack in sorted(stacks.items()))
     started = HandStarted(
-        "t1", "h1", "lieng_sanh", 1, S, 0, len(stacks), seats, dealer_seat, "c", owner_seat=0, options=options
+        "t1",
+        "h1",
+        "lieng_sanh",
+        1,
+        stake_gold,
+        0,
+        len(stacks),
+        seats,
+        dealer_seat,
+        "c",
+        owner_seat=0,
+        options=options,
+        rules_version=rules_version,
     )
     return lieng_sanh.initial_state(started)
 
@@ -189,6 +215,43 @@ def test_a_player_who_leaves_mid_hand_still_pays_the_sap_bonus_ls_9() -> None:
     settlement = lieng_sanh.settle(end(state))
     assert settlement.nets == {0: 14 * S, 1: -8 * S, 2: -6 * S}
     assert settlement.by_reason()["disconnect_forfeit"] == S
+
+
+def test_a_leaver_loses_a_raise_nobody_matched_too_issue_28() -> None:
+    """12.4, 12.5: the leaver loses the gold already bet, all of it, to the winner. S = 1,
+    ante 2: seat 1 opens for 2, seat 0 raises to 4 and leaves (out of turn)."""
+    state = deal(start({0: 100, 1: 100}, dealer_seat=1, stake_gold=1, ante_stakes="2"), {0: "As Kc Qd", 1: "3h 4s 5c"})
+    state = play(state, bet(1, BET, 2), bet(0, RAISE, 4), PlayerLeft(0))
+    assert lieng_sanh.pending(state).finished
+    settlement = lieng_sanh.settle(end(state))
+    assert settlement.nets == {0: -6, 1: 6}
+    assert settlement.by_reason() == {"disconnect_forfeit": 6}
+
+
+def test_the_all_in_limit_does_not_protect_a_leavers_chips() -> None:
+    """As Liêng's LI-5: seat 2 opens for 10 × S and leaves, seat 1 calls, seat 0 (the run,
+    the best hand) calls all-in for 2 × S; nobody has chips for rounds 2 and 3."""
+    hands = {0: "Qs Kh Ac", 1: "9s Kd Qd", 2: "2h 7s 8c"}
+    state = deal(start({0: 3 * S, 1: 2000, 2: 2000}, dealer_seat=2), hands)
+    state = play(state, bet(2, BET, 10 * S), PlayerLeft(2), bet(1, CALL, 10 * S), bet(0, ALL_IN, 2 * S))
+    assert lieng_sanh.pending(state).finished
+    settlement = lieng_sanh.settle(end(state))
+    assert settlement.nets == {0: 14 * S, 1: -3 * S, 2: -11 * S}
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_version_1_hands_still_return_a_leavers_unmatched_chips_as_recorded(version: int) -> None:
+    """Rules version 1 (and 0) settles the two hands above as they were played."""
+    state = deal(
+        start({0: 100, 1: 100}, dealer_seat=1, stake_gold=1, ante_stakes="2", rules_version=version),
+        {0: "As Kc Qd", 1: "3h 4s 5c"},
+    )
+    state = play(state, bet(1, BET, 2), bet(0, RAISE, 4), PlayerLeft(0))
+    assert lieng_sanh.settle(end(state)).nets == {0: -4, 1: 4}
+    hands = {0: "Qs Kh Ac", 1: "9s Kd Qd", 2: "2h 7s 8c"}
+    state = deal(start({0: 3 * S, 1: 2000, 2: 2000}, dealer_seat=2, rules_version=version), hands)
+    state = play(state, bet(2, BET, 10 * S), PlayerLeft(2), bet(1, CALL, 10 * S), bet(0, ALL_IN, 2 * S))
+    assert lieng_sanh.settle(end(state)).nets == {0: 6 * S, 1: 5 * S, 2: -11 * S}
 
 
 def test_the_bonus_is_capped_at_what_a_payer_has_left_gen_4() -> None:

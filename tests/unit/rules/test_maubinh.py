@@ -71,6 +71,15 @@ SIX_PAIRS: Chi = ("6s 5s 4s 3s 2s", "6h 5h 4h 3h 2h", "Ad 7s 7h")
 SIX_PAIRS_TOO: Chi = ("6c 5c 4c 3c 2c", "6d 5d 4d 3d 2d", "Ac 7c 7d")
 THREE_FLUSHES: Chi = ("Ah Jh Th 9h 8h", "Kd Td 8d 5d 2d", "Qc 7c 3c")
 NORMAL_BESIDE_SPECIALS: Chi = ("Ks Kc 9c 6c 4c", "Qs Qh 9s 8s 4d", "Js Jd 2c")
+# Issue 28's GEN-4 table, net units {0: 3, 1: 1, 2: 12, 3: -16}: seat 2 holds Ba Sảnh (4 from
+# each); seats 0 and 1 each shoot seat 3 (3 chi, doubled: 6); seat 0 beats seat 1 by one
+# chi (back and front against middle).
+SHORT_SEAT_TABLE: Final = {
+    0: ("As Ac Ad Ks Kc", "Qs Qd Ah Ts 5h", "Jc 4h 3d"),  # Cù Lũ, a pair of queens, J high
+    1: ("9h Td Jh Qh Kd", "8d 8h 6c 6d 2h", "7h 5d 4c"),  # a straight, two pair, 7 high
+    2: ("9s Th Jd Qc Kh", "5s 6h 7d 8c 9c", "2s 3h 4d"),  # three straights
+    3: ("Js 9d 7s 5c 3s", "Tc 8s 6s 4s 2c", "2d 3c 7c"),  # J high, T high, 7 high
+}
 
 
 def cards(text: str) -> tuple[Card, ...]:
@@ -88,6 +97,7 @@ def started(
     fee_bps: int = 0,
     dealer_seat: int | None = None,
     seats_max: int = 4,
+    rules_version: int = maubinh.RULES_VERSION,
     **options: str,
 ) -> HandStarted:
     seats = tuple(SeatInfo(seat, f"p{seat}", stack) for seat, stack in sorted(stacks.items()))
@@ -103,7 +113,7 @@ def started(
         dealer_seat=min(stacks) if dealer_seat is None else dealer_seat,
         deck_commitment="c",
         options=options,
-        rules_version=maubinh.RULES_VERSION,
+        rules_version=rules_version,
     )
 
 
@@ -148,7 +158,8 @@ def escrow(seat: int) -> str:
 
 
 def test_the_example_hands_are_what_the_tests_say() -> None:
-    for chi in (*HOME_RUN.values(), SHOOTER, SHOT, DRAW_A, DRAW_B, WEAK, PAIRS, THIRD, NORMAL_BESIDE_SPECIALS):
+    normal = (SHORT_SEAT_TABLE[0], SHORT_SEAT_TABLE[1], SHORT_SEAT_TABLE[3])
+    for chi in (*HOME_RUN.values(), *normal, SHOOTER, SHOT, DRAW_A, DRAW_B, WEAK, PAIRS, THIRD, NORMAL_BESIDE_SPECIALS):
         assert maubinh.special_hand(all_cards(chi)) is None
         back, middle, front = (cards(part) for part in chi)
         assert maubinh.is_valid_arrangement(front, middle, back)
@@ -157,7 +168,9 @@ def test_the_example_hands_are_what_the_tests_say() -> None:
     assert maubinh.special_hand(all_cards(SIX_PAIRS)) == "six_pairs"
     assert maubinh.special_hand(all_cards(SIX_PAIRS_TOO)) == "six_pairs"
     assert maubinh.special_hand(all_cards(THREE_FLUSHES)) == "three_flushes"
-    assert len({c for chi in HOME_RUN.values() for c in all_cards(chi)}) == 52
+    assert maubinh.special_hand(all_cards(SHORT_SEAT_TABLE[2])) == "three_straights"
+    for table in (HOME_RUN, SHORT_SEAT_TABLE):
+        assert len({c for chi in table.values() for c in all_cards(chi)}) == 52
 
 
 # --- the public API (DESIGN.md) -------------------------------------------------------------
@@ -553,16 +566,42 @@ def test_a_net_loser_pays_at_most_their_chips_and_the_winner_bears_the_rest() ->
     assert [(f.seat, f.owed_gold, f.paid_gold) for f in s.shortfalls] == [(3, 4_300, 1_000)]
 
 
-def test_net_winners_share_a_shortfall_pro_rata() -> None:
+def test_net_winners_share_what_a_short_seat_paid_pro_rata() -> None:
     """GEN-4 and DESIGN.md "Money": seats 0 and 1 draw with each other and each shoot seat
-    2 (6 units each); seat 2 owes 1,200 and has 301. The 899 short is shared by the two
+    2 (6 units each); seat 2 owes 1,200 and has 301. The 301 paid is shared by the two
     winners in proportion to their wins, the odd gold to the first in playing order after
     the reference seat (seat 1, counterclockwise from seat 0)."""
     stacks = {0: 100_000, 1: 100_000, 2: 301}
     _, s = play({0: DRAW_A, 1: DRAW_B, 2: WEAK}, stacks, stake_gold=100)
-    assert s.nets == {0: 600 - 449, 1: 600 - 450, 2: -301}
+    assert s.nets == {0: 150, 1: 151, 2: -301}
     assert paid(s)["gen4_cap"] == 899
     assert [(f.seat, f.owed_gold, f.paid_gold) for f in s.shortfalls] == [(2, 1_200, 301)]
+
+
+def test_the_capped_amount_is_shared_pro_rata_the_odd_gold_by_playing_order_issue_28() -> None:
+    """GEN-4: "the capped amount is shared pro rata to what each was owed"; HE-6: the odd
+    gold one at a time in playing order. S = 1; net units {0: 3, 1: 1, 2: 12, 3: -16} and
+    seat 3 holds 12. Exact shares of the 12 paid: 2.25, 0.75, 9; floors 2, 0, 9; the odd
+    gold to seat 2, the first after the reference seat 3 (counterclockwise: 2, 1, 0)."""
+    stacks = {0: 100, 1: 100, 2: 100, 3: 12}
+    state, s = play(SHORT_SEAT_TABLE, stacks, stake_gold=1, dealer_seat=3)
+    assert maubinh.comparison(state)[2].units == (3, 1, 12, -16)
+    assert s.nets == {0: 2, 1: 0, 2: 10, 3: -12}
+    assert [(f.seat, f.owed_gold, f.paid_gold) for f in s.shortfalls] == [(3, 16, 12)]
+    assert paid(s)["gen4_cap"] == 4
+
+
+def test_version_1_hands_still_share_the_shortfall_pro_rata_as_recorded() -> None:
+    """Rules version 1 (and 0, hands logged before the version was recorded) split the
+    *shortfall* pro rata, its odd gold on the first winner: the same two tables as above
+    settle as they did when they were played."""
+    stacks = {0: 100, 1: 100, 2: 100, 3: 12}
+    for version in (0, 1):
+        _, s = play(SHORT_SEAT_TABLE, stacks, stake_gold=1, dealer_seat=3, rules_version=version)
+        # The 4 short: exact shares 0.75, 0.25, 3; floors 0, 0, 3; the odd gold to seat 2.
+        assert s.nets == {0: 3, 1: 1, 2: 8, 3: -12}
+        _, s = play({0: DRAW_A, 1: DRAW_B, 2: WEAK}, {0: 100_000, 1: 100_000, 2: 301}, rules_version=version)
+        assert s.nets == {0: 600 - 449, 1: 600 - 450, 2: -301}
 
 
 def test_a_seat_pays_out_of_what_it_wins_in_the_same_hand() -> None:
