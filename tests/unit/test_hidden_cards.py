@@ -142,6 +142,21 @@ def test_the_hand_view_of_an_open_hand_logged_in_the_clear_hides_the_hole_cards_
     dealt = [c for row in view.timeline for c in row.cards]
     assert dealt and all(c.card == handview.UNKNOWN_CARD for c in dealt if not c.face_up)
     assert "(??)>seat" in handview.render_text(view)
+    assert "open_hands_hidden" not in audit.report.as_json()  # a log of old hands: the verdict keeps its bytes
+
+
+def test_an_arrangement_logged_in_the_clear_reads_as_it_always_did_in_the_hand_view() -> None:
+    clear, stored = twins("maubinh")[0]
+    for hand in (clear, stored):
+        audit = verify([RawEvent(0, "", codec.to_proto(e)) for e in hand.events], source="test")
+        (view,) = handview.views(audit)
+        rows = [r.text for r in view.timeline if r.kind == "Arranged"]
+        wholes = [e.body for e in clear.events if isinstance(e.body, Arranged)]
+        assert rows == [
+            f"Arranged seat {a.seat}: back {' '.join(map(str, a.back))}, middle {' '.join(map(str, a.middle))}, "
+            f"front {' '.join(map(str, a.front))}"
+            for a in wholes
+        ]
 
 
 def _raws(lines: list[dict[str, Any]]) -> list[RawEvent]:

@@ -664,7 +664,7 @@ def describe(body: object) -> str:
         selection = "-".join(str(v) for v in body.selection)
         return f"{name} seat {body.seat} {body.kind}{' ' + selection if selection else ''} {body.amount_gold}"
     if isinstance(body, CardsDealt):
-        return f"{name} " + " ".join(f"{d.card}>{_to(d.seat)}" for d in body.cards)
+        return f"{name} " + " ".join(f"{str(d.card) or '??'}>{_to(d.seat)}" for d in body.cards)  # ??: by position
     if isinstance(body, DiceRolled):
         return f"{name} {_dice(body.dice)}"
     seat = getattr(body, "seat", None)
