@@ -8,8 +8,8 @@ from typing import Any
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from socai import errors
-from socai.events import codec
-from socai.events.model import Body
+from socai.events import codec, hidden
+from socai.events.model import Arranged, Body
 from socai.gen.events.v1 import events_pb2
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.rules.base import LegalAction
@@ -129,6 +129,9 @@ def action_from_proto(msg: pb.PlayerAction) -> Body:
     if which is None:
         raise errors.InvalidArgument("BAD_ACTION", "action is empty")
     body: Body = codec.body_from_proto(getattr(msg, which))
+    if isinstance(body, Arranged) and hidden.positions_named(body):
+        # Deck positions are how the log writes an arrangement; a player names the cards.
+        raise errors.InvalidArgument("BAD_ACTION", "an arrangement names its cards, not deck positions")
     return body
 
 

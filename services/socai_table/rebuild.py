@@ -14,7 +14,7 @@ from types import ModuleType
 
 from socai import errors, fairness
 from socai.cards import deck as canonical_deck
-from socai.events import codec
+from socai.events import codec, hidden
 from socai.events.log import EventLog, RawStored
 from socai.events.model import CardsDealt, Event, HandEnded, HandStarted
 from socai.infra.logging import get_logger
@@ -71,6 +71,7 @@ class LogReader:
         subject = self.log.subject_of(self.table_id, hand_id)
         reader = signing.SubjectReader(self.writer_key)
         hand: Hand | None = None
+        cards: hidden.HandCards | None = None  # the hand's face-down cards, from its seed
         last_stream_seq = 0
         async for raw in self.log.read_raw(subject):
             last_stream_seq = raw.stream_seq
@@ -91,6 +92,7 @@ class LogReader:
                     reader.accepted(subject, raw.data)
                     continue
                 deck = fairness.shuffle(seed, canonical_deck(self.game)) if self.module.SPEC.deck else []
+                cards = hidden.HandCards(body, deck)
                 hand = Hand(hand_id, number, body, seed, deck, self.module.initial_state(body))
                 hand.started_stream_seq = raw.stream_seq
                 hand.events.append(event)
@@ -104,11 +106,17 @@ class LogReader:
                 hand.events.append(event)
                 reader.accepted(subject, raw.data)
                 continue
+            assert cards is not None
             try:
+                # The log holds face-down cards by position: the table's own seed fills them
+                # in, so the hand in memory is whole again (its views, its rules state).
+                event = cards.read(event)
+                body = event.body
                 hand.state = self.module.apply(hand.state, body)
-            except errors.RuleViolation as exc:
+            except (errors.InvalidArgument, errors.RuleViolation) as exc:
                 await self.quarantine(hand_id, raw.stream_seq, exc.code, exc.message)
                 continue
+            cards.accept(event)
             if isinstance(body, HandEnded):
                 hand.ended = True
             if isinstance(body, CardsDealt):

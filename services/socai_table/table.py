@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from socai import accounts, errors, fairness
 from socai.cards import deck as canonical_deck
-from socai.events import codec, seal
+from socai.events import codec, hidden, seal
 from socai.events.log import EventLog
 from socai.events.model import (
     Body,
@@ -187,10 +187,14 @@ class Table:
         return event
 
     async def _hand_event(self, body: Body, new_state: Any, key: str = "", player_id: str = "") -> Event:
+        """Append ``body`` as the hand's next event and apply ``new_state``. The table keeps
+        the event whole (its views show each seat its own cards); the log gets the hand's
+        stored form, no face-down card in it (``socai.events.hidden``)."""
         hand = self._require_hand()
         event = self._envelope(hand.hand_id, hand.seq + 1, body)
+        stored = hidden.conceal(event, hand.deck) if hand.started.face_down_by_position else event
         headers = {IDEMPOTENCY_HEADER: key, PLAYER_HEADER: player_id} if key else None
-        stream_seq = await self._append(event, hand.subject_seq, headers, hand.protos)
+        stream_seq = await self._append(event, hand.subject_seq, headers, hand.protos, stored)
         hand.events.append(event)
         hand.subject_seq = stream_seq
         hand.state = new_state
@@ -200,14 +204,20 @@ class Table:
         return event
 
     async def _append(
-        self, event: Event, expected: int, headers: dict[str, str] | None = None, protos: ProtoCache | None = None
+        self,
+        event: Event,
+        expected: int,
+        headers: dict[str, str] | None = None,
+        protos: ProtoCache | None = None,
+        stored: Event | None = None,
     ) -> int:
         """Append ``event``, signed and chained (HandEnded sealed: ``socai.events.seal``);
-        returns its stream sequence. With ``protos`` (its hand's
-        ``Hand.protos``) the message written is kept there as the event's whole view, so
-        no viewer converts it again."""
-        message = codec.to_proto(event)
-        payload = message.SerializeToString(deterministic=True)  # codec.encode, message kept
+        returns its stream sequence. ``stored`` is what the log holds of it when that
+        differs (a face-down card by position); the signature, the chain and the seal cover
+        those stored bytes. With ``protos`` (its hand's ``Hand.protos``) the event's whole
+        message is kept there as its full view, so no viewer converts it again."""
+        written = codec.to_proto(stored if stored is not None else event)
+        payload = written.SerializeToString(deterministic=True)  # codec.encode, message kept
         subject = self.deps.log.subject_of(self.table_id, event.hand_id)
         signature = signing.sign(self.deps.writer_key, subject, payload)
         token = self.deps.fence(self.table_id)
@@ -246,7 +256,7 @@ class Table:
             self.chains[subject] = chain
         metrics.EVENTS_PUBLISHED.labels(self.config.game, type(event.body).__name__).inc()
         if protos is not None:
-            protos[(event.seq, FULL_VIEW)] = message
+            protos[(event.seq, FULL_VIEW)] = written if stored is None or stored is event else codec.to_proto(event)
         return seq
 
     def _broadcast(self, event: Event) -> None:
@@ -652,6 +662,7 @@ class Table:
             options=kit.full_options(self.module, self.config.options),
             rules_version=kit.rules_version(self.module),
             closing=closing,
+            face_down_by_position=True,  # no face-down card in the log (socai.events.hidden)
         )
         return started, seed
 

@@ -19,6 +19,10 @@ Like the table service, ``publish_hand`` chains every event (``Socai-Prev``) and
 HandEnded (``socai.events.seal``) with the development seal key, which settlement and the
 auditor accept in development mode; ``signer=None`` publishes a hand nobody sealed.
 
+With ``face_down_by_position`` the hands are logged as the table service logs them: no
+face-down card in the clear (``socai.events.hidden``); without it, every card is written,
+as in hands logged before (the recorded fixtures).
+
 Everything is deterministic for a given ``seed`` (and ``at``).
 """
 
@@ -32,8 +36,8 @@ from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any, Final
 
-from socai import accounts, fairness
-from socai.events import codec, seal
+from socai import accounts, cards, fairness
+from socai.events import codec, hidden, seal
 from socai.events.log import EventLog
 from socai.events.model import (
     ActionKind,
@@ -244,9 +248,11 @@ def simulate(
     table_prefix: str = "t",
     at: datetime | None = None,
     bot: Callable[[ModuleType, random.Random], autoplay.Chooser] = random_bot,
+    face_down_by_position: bool = False,
 ) -> Simulation:
     """``hands`` finished hands spread evenly over ``games`` (default: every available game),
-    at tables of ``hands_per_table`` hands each. Deterministic for ``seed`` and ``at``."""
+    at tables of ``hands_per_table`` hands each. Deterministic for ``seed`` and ``at``; the
+    same hands with and without ``face_down_by_position``, only logged otherwise."""
     chosen = tuple(games) if games is not None else registry.available()
     if not chosen or hands < 0:
         raise ValueError("simulate needs at least one game and hands >= 0")
@@ -258,7 +264,15 @@ def simulate(
         made = 0
         while made < want:
             table_id = f"{table_prefix}{len(tables) + 1:04d}"
-            table = play_table(table_id, game, min(hands_per_table, want - made), rng, clock, bot)
+            table = play_table(
+                table_id,
+                game,
+                min(hands_per_table, want - made),
+                rng,
+                clock,
+                bot,
+                face_down_by_position=face_down_by_position,
+            )
             if not table.hands:
                 continue  # nobody could play (cannot happen with the setups above)
             tables.append(table)
@@ -281,6 +295,7 @@ def play_table(
     *,
     setup: GameSetup | None = None,
     seed_for: Callable[[int], bytes | None] | None = None,
+    face_down_by_position: bool = False,
 ) -> SimTable:
     """One table of ``game`` playing up to ``hands`` hands, set up by ``setup`` (default
     ``setup_of(game)``); ``seed_for(hand_number)`` may choose a hand's seed (the golden
@@ -353,12 +368,16 @@ def play_table(
             pot_gold=pot_gold,
             options=options,
             rules_version=base.rules_version(module),
+            face_down_by_position=face_down_by_position,
         )
         bodies, state = autoplay.play_hand(module, started, seed, choose)
         settlement = module.settle(state)
         previous = (state, dealer)
         pot_gold = settlement.pot_carry_gold
         events = tuple(Event(table_id, hand_id, i, game, _tick(clock), b) for i, b in enumerate(bodies, start=1))
+        if face_down_by_position:
+            deck = fairness.shuffle(seed, cards.deck(game)) if module.SPEC.deck else []
+            events = tuple(hidden.conceal(e, deck) for e in events)
         for seat, net in settlement.nets.items():
             stacks[seat] += net
         played.append(SimHand(table_id, hand_id, game, events, settlement))

@@ -5,8 +5,11 @@ through ``socai.settle.replay`` (commitment, every card and die, the rules engin
 fills an ``AuditReport``; a hand that does not replay is a mismatch with the replay's
 reason and message. With ``allow_open`` a table's last hand may still be in play: it is
 replayed as far as it goes (``replay_open``: every event so far legal and consistent, its
-cards checked against the seed once it ends) and reported open only when all of that
-holds; a bad event in it is a finding like any other. ``reconcile(audit, ledger)`` then looks up each hand's transaction by
+cards checked against the seed once it ends; in a hand that writes its face-down cards by
+position, the events after the first hidden card checked in form only, their rules once
+the seed is revealed) and reported open only when all of that holds; a bad event in it is
+a finding like any other. An open hand shows only what a spectator sees: the log holds no
+face-down card of it (``socai.events.hidden``). ``reconcile(audit, ledger)`` then looks up each hand's transaction by
 its idempotency key ``settle:{hand_id}`` (or the retry key it was settled under after a
 refusal, ``socai.settle.keys``) and compares its entries with the replay, sums
 the entries per account on both sides, for tables whose whole history is in the input
@@ -158,6 +161,8 @@ def verify(
                 problem = _verify_open(audit, [r.message for r in items])
                 if problem is None:
                     report.open_hands.append(hand_id)
+                    if not audit.open_results[-1].fully_folded:
+                        report.open_hands_hidden.append(hand_id)
                     audit.open_tables.add(table_id)
                     continue
                 exc = problem  # what is wrong inside the open hand
@@ -170,6 +175,7 @@ def verify(
     # An open hand is listed open only when nothing about it is wrong, its start included.
     named = {m.hand_id for m in report.mismatches}
     report.open_hands = [hand_id for hand_id in report.open_hands if hand_id not in named]
+    report.open_hands_hidden = [hand_id for hand_id in report.open_hands_hidden if hand_id not in named]
     return audit
 
 

@@ -6,8 +6,11 @@ the reconciliation found and every finding about the hand — and computes nothi
 own about money. ``render_text`` prints it for ``socai audit hand``; ``socai.audit.html``
 renders the same view as a page, so the terminal and the browser cannot disagree.
 
-Cards: an auditor sees every card, since HandEnded reveals the seed that dealt them; a card
-dealt face down is marked as such, because at that moment only its seat could see it.
+Cards: an auditor sees every card once HandEnded reveals the seed that dealt them (a hand
+that writes its face-down cards by position, ``socai.events.hidden``, has them filled in
+from that seed); a card dealt face down is marked as such, because at that moment only its
+seat could see it. A hand still in play is shown as a spectator sees it (the game's
+``visible`` hook, no seat): every face-down card unknown (``??``), whatever the log holds.
 """
 
 from __future__ import annotations
@@ -18,25 +21,28 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from socai import fairness
+from socai import cards, fairness
 from socai.audit.auditor import Audit
 from socai.audit.report import Mismatch
 from socai.cards import Card
-from socai.errors import InvalidArgument
-from socai.events import codec
+from socai.errors import InvalidArgument, NotFound
+from socai.events import codec, hidden
 from socai.events.model import (
     COMMUNITY,
+    HIDDEN_CARD,
     CardsDealt,
     Event,
     HandEnded,
     HandStarted,
 )
-from socai.rules import registry
+from socai.rules import base, registry
 from socai.settle.keys import Found
 from socai.settle.replay import ReplayResult, describe, gold_moved
 
 TIME_FORMAT: Final = "%Y-%m-%d %H:%M:%S.%f"
 BOARD: Final = "board"
+UNKNOWN_CARD: Final = "??"  # a card the reader cannot know yet (face down, seed not revealed)
+SPECTATOR: Final = COMMUNITY - 1  # no seat: the viewer who sees no hidden card (socai_table.views)
 # Bodies whose every field ``replay.describe`` already says.
 _DESCRIBED: Final = frozenset({"BetAction", "WagerPlaced", "CardsDealt", "DiceRolled"})
 
@@ -141,6 +147,45 @@ def events_of(messages: Iterable[Any]) -> list[Event]:
             out.append(codec.from_proto(msg))
         except InvalidArgument:
             continue
+    return out
+
+
+def readable(events: Sequence[Event]) -> list[Event]:
+    """The events of a hand that did not replay, as an auditor may read them.
+
+    Ended, with a seed that proves its commitment: every card, those written by position
+    filled in from the seed (as the replay does). Still in play (no HandEnded): what a
+    spectator sees, every face-down card unknown, whether the log wrote it or not (a hand
+    logged before face-down cards were hidden). Otherwise as the log holds them.
+    """
+    started = events[0].body if events else None
+    if not isinstance(started, HandStarted):
+        return list(events)
+    end = next((e.body for e in events if isinstance(e.body, HandEnded)), None)
+    if end is None:
+        return _as_spectator(started.game, events)
+    try:
+        seed = fairness.seed_from_hex(end.deck_seed)
+    except InvalidArgument:
+        return list(events)
+    if not fairness.verify_commitment(seed, started.deck_commitment) or started.game not in cards.GAME_DECKS:
+        return list(events)
+    try:
+        return list(hidden.reveal(events, fairness.shuffle(seed, cards.deck(started.game))))
+    except InvalidArgument:
+        return list(events)  # its finding says what is wrong with its cards
+
+
+def _as_spectator(game: str, events: Sequence[Event]) -> list[Event]:
+    try:
+        module = registry.get(game)
+    except (InvalidArgument, NotFound):
+        return list(events)
+    out = []
+    for e in events:
+        body = base.visible_to(module, e.body, SPECTATOR, None)  # type: ignore[arg-type]
+        if body is not None:  # an event a spectator may not see at all is left out
+            out.append(e if body is e.body else dataclasses.replace(e, body=body))
     return out
 
 
@@ -249,12 +294,13 @@ def _row(e: Event, players: Mapping[int, str]) -> TimelineRow:
     body = e.body
     seat = getattr(body, "seat", None)
     seat = seat if isinstance(seat, int) and seat != COMMUNITY else None
-    cards: tuple[ShownCard, ...] = ()
+    shown: tuple[ShownCard, ...] = ()
     if isinstance(body, CardsDealt):
-        cards = tuple(
-            ShownCard(str(d.card), BOARD if d.seat == COMMUNITY else f"seat {d.seat}", d.face_up) for d in body.cards
+        shown = tuple(
+            ShownCard(_card_text(d.card), BOARD if d.seat == COMMUNITY else f"seat {d.seat}", d.face_up)
+            for d in body.cards
         )
-        text = "dealt " + " ".join(_shown(c) for c in cards)
+        text = "dealt " + " ".join(_shown(c) for c in shown)
     elif isinstance(body, HandStarted):
         text = (
             f"hand {body.hand_number} of {body.game}, stake {body.stake_gold:,}, fee {body.fee_bps} bps, "
@@ -275,8 +321,12 @@ def _row(e: Event, players: Mapping[int, str]) -> TimelineRow:
         seat,
         players.get(seat, "") if seat is not None else "",
         text,
-        cards,
+        shown,
     )
+
+
+def _card_text(card: Card) -> str:
+    return UNKNOWN_CARD if card is HIDDEN_CARD else str(card)
 
 
 def _shown(card: ShownCard) -> str:
@@ -294,13 +344,15 @@ def _fields(body: object) -> str:
         if f.name == "seat" or type(body).__name__ in _DESCRIBED:
             continue
         value = getattr(body, f.name)
+        if f.name.endswith("_positions") and not value:
+            continue  # the log's form of an arrangement (socai.events.hidden), when it has one
         parts.append(f"{f.name} {_value(value)}")
     return ", ".join(parts)
 
 
 def _value(value: object) -> str:
     if isinstance(value, Card):
-        return str(value)
+        return _card_text(value)
     if isinstance(value, tuple):
         return " ".join(_value(v) for v in value) or "-"
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -324,7 +376,11 @@ def render_text(view: HandView) -> str:
     for s in view.seats:
         net = f"{s.net_gold:+,}" if s.net_gold is not None else "?"
         out.append(f"  seat {s.seat:<2} {s.player_id:<24} stack {s.stack_gold:>12,}  net {net:>10}  {s.account}")
-    out += ["", "timeline (UTC; (Xx) = dealt face down, seen only by its seat until the seed was revealed)"]
+    out += [
+        "",
+        f"timeline (UTC; (Xx) = dealt face down, seen only by its seat until the seed was revealed; "
+        f"{UNKNOWN_CARD} = not known before the seed is revealed)",
+    ]
     for r in view.timeline:
         who = f"seat {r.seat} {r.player_id}" if r.seat is not None else ""
         out.append(f"  {r.seq:>3}  {r.at}  {who:<22} {r.text}")
@@ -381,7 +437,7 @@ def views(audit: Audit) -> Iterator[HandView]:
     checked = bool(audit.report.ledger)
     for (table_id, hand_id), raws in audit.hands.items():
         result = results.get(hand_id)
-        events = () if result is not None else events_of(r.message for r in raws if r.message is not None)
+        events = () if result is not None else readable(events_of(r.message for r in raws if r.message is not None))
         yield build(
             hand_id,
             table_id,

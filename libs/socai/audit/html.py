@@ -188,6 +188,12 @@ def overview(report: AuditReport, per_day: Counter[tuple[str, str]], dead_letter
             else ""
         )
         + (f"; open hands (allowed): {open_hands}" if open_hands else "")
+        + (
+            "; of those, checked in form until their seed is revealed (face-down cards hidden): "
+            + ", ".join(e(h) for h in report.open_hands_hidden)
+            if report.open_hands_hidden
+            else ""
+        )
         + "</p>"
     )
     parts.append("<h2>Per game</h2>")
@@ -310,7 +316,8 @@ def hand_page(view: HandView) -> str:
     p.append("</table>")
     p.append(
         '<h2>Timeline</h2><p class="note">UTC. A dashed card was dealt face down: only its seat saw it then; '
-        "the seed revealed at the end shows it to everyone.</p>"
+        "the seed revealed at the end shows it to everyone (?? while the hand is in play: the log holds no "
+        "face-down card).</p>"
         '<table id="timeline"><tr><th class="n">#</th><th>time</th><th>seat</th><th>event</th></tr>'
     )
     for r in view.timeline:

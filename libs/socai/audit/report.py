@@ -48,6 +48,9 @@ class AuditReport:
     games: dict[str, GameTotals] = field(default_factory=dict)
     mismatches: list[Mismatch] = field(default_factory=list)
     open_hands: list[str] = field(default_factory=list)
+    # Those of the open hands whose face-down cards the log hides (socai.events.hidden):
+    # checked in form after their first hidden card; the rules check their plays at the end.
+    open_hands_hidden: list[str] = field(default_factory=list)
     transactions_checked: int = 0
     # Of the hands looked up in the ledger, those it holds no transaction for: the hands that
     # move no gold (as it should be) and the LEDGER_MISSING ones (listed as mismatches).
@@ -107,8 +110,16 @@ class AuditReport:
             )
         else:
             lines.append("ledger: not reconciled (no ledger given)")
-        if self.open_hands:
-            lines.append(f"open hands (not ended yet; every event so far verified): {', '.join(self.open_hands)}")
+        hidden = set(self.open_hands_hidden)
+        clear = [h for h in self.open_hands if h not in hidden]
+        if clear:
+            lines.append(f"open hands (not ended yet; every event so far verified): {', '.join(clear)}")
+        if hidden:
+            lines.append(
+                "open hands (not ended yet; face-down cards hidden until the seed is revealed: envelopes, "
+                "sequence, start, face-up cards and the form of every event verified, the plays against the "
+                f"rules once it ends): {', '.join(self.open_hands_hidden)}"
+            )
         if self.ok:
             lines.append("mismatches: none; the audit is clean")
         else:
@@ -137,6 +148,8 @@ class AuditReport:
                 for game, g in sorted(self.games.items())
             },
             "open_hands": self.open_hands,
+            # Only when there are some: the verdict of a log without such hands keeps its bytes.
+            **({"open_hands_hidden": self.open_hands_hidden} if self.open_hands_hidden else {}),
             "transactions_checked": self.transactions_checked,
             "hands_without_transaction": self.hands_without_transaction,
             "accounts_checked": self.accounts_checked,

@@ -2,7 +2,9 @@
 
 Each domain body class in ``socai.events.model`` has a protobuf message of the same name
 with the same field names; this module converts between them by reflection, so adding a
-body means adding it in both places and nothing here. Conventions: ``Card`` ↔ ``"As"``;
+body means adding it in both places and nothing here. Conventions: ``Card`` ↔ ``"As"``
+(``DealtCard.card`` may be ``""``: ``HIDDEN_CARD``, a card the log writes by position,
+``socai.events.hidden``);
 ``tuple`` ↔ ``repeated``; ``StrEnum`` ↔ proto enum ``{ENUM}_{VALUE}``; ``Mapping`` ↔ ``map``;
 ``datetime`` ↔ ``Timestamp``. JSON is the protobuf JSON mapping (int64 as strings), used by
 ``socai events export`` and read back by the auditor.
@@ -109,6 +111,16 @@ def _card(raw: Any) -> Card:
     return card if card is not None else parse_card(raw)
 
 
+def _dealt_card(raw: Any) -> Card:
+    """A ``DealtCard.card``: "" is a card dealt face down in a hand that writes those by
+    position (``socai.events.hidden``, which checks where it may stand), not a bad card."""
+    return model.HIDDEN_CARD if raw == "" else _card(raw)
+
+
+# Fields decoded otherwise than their type says: only a dealt card may be written empty.
+_FIELD_CONVERTERS: dict[tuple[type, str], Callable[[Any], Any]] = {(model.DealtCard, "card"): _dealt_card}
+
+
 def _enum_converter(hint: type[StrEnum]) -> Callable[[Any], Any]:
     prefix = _enum_prefix(hint)
     if hint is model.ActionKind:
@@ -175,7 +187,7 @@ def _compile_decoder(cls: type) -> Callable[[Any], Any]:
     for n, f in enumerate(dataclasses.fields(cls)):
         if not f.name.isidentifier():  # dataclass fields always are; be safe with exec
             raise TypeError(f"{cls.__name__}.{f.name} is not an identifier")
-        conv = _converter(hints[f.name])
+        conv = _FIELD_CONVERTERS.get((cls, f.name)) or _converter(hints[f.name])
         if conv is None:
             arguments.append(f"{f.name}=msg.{f.name}")
         else:

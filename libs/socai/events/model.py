@@ -35,8 +35,10 @@ class _HiddenCard(Card):
         return ""
 
 
-# A face-down card of another seat, as the ``visible`` hook shows it. Never in a stored
-# event: the codec decodes "" as a bad card.
+# A card the reader may not see: a face-down card of another seat, as the ``visible`` hook
+# shows it, and in the log a face-down card of a hand that writes those by position
+# (``HandStarted.face_down_by_position``, ``socai.events.hidden``). The codec decodes ""
+# as this card in ``DealtCard.card`` only; anywhere else "" is a bad card.
 HIDDEN_CARD: Card = _HiddenCard(0, 0)
 
 
@@ -80,6 +82,10 @@ class HandStarted:
     which rules settle it. ``closing`` marks a table's closing hand (``CloseTable``): no
     cards and no decisions, only the carried ``pot_gold`` returned to the seated players by
     the game's closing rule, then HandEnded (``socai.settle.replay.closing_settlement``).
+    ``face_down_by_position`` says how the log writes the cards only their seat may see
+    while the hand is in play: by their position in the committed deck (True: every hand
+    the table service starts) or in the clear (False: hands logged before), see
+    ``socai.events.hidden``.
     """
 
     table_id: str
@@ -97,12 +103,13 @@ class HandStarted:
     options: Mapping[str, str] = field(default_factory=dict)
     rules_version: int = 0
     closing: bool = False
+    face_down_by_position: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class DealtCard:
     seat: int  # COMMUNITY for a board card
-    card: Card
+    card: Card  # HIDDEN_CARD: face down, in the log of a hand that writes those by position
     face_up: bool
 
 
@@ -209,12 +216,19 @@ class Declared:
 
 @dataclass(frozen=True, slots=True)
 class Arranged:
-    """Mậu Binh: the three chi, back (5 cards), middle (5) and front (3)."""
+    """Mậu Binh: the three chi, back (5 cards), middle (5) and front (3).
+
+    As the log of a hand with ``face_down_by_position`` holds it, the cards are empty and
+    the ``*_positions`` give each card's position in the shuffled deck instead
+    (``socai.events.hidden``); the rules engine only ever sees the cards."""
 
     seat: int
     back: tuple[Card, ...]
     middle: tuple[Card, ...]
     front: tuple[Card, ...]
+    back_positions: tuple[int, ...] = ()
+    middle_positions: tuple[int, ...] = ()
+    front_positions: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,14 +11,22 @@
    (``ILLEGAL_EVENT``);
 4. the revealed seed is 64 hex digits whose sha256 is HandStarted's commitment
    (``BAD_SEED``);
-5. every dealt card is the next card of ``fairness.shuffle(seed, cards.deck(game))``
+5. every card is written in the hand's form (``socai.events.hidden``): in a hand with
+   ``face_down_by_position`` a face-down card is blank and an arrangement given by deck
+   positions (``CARD_IN_CLEAR`` when one is written, ``CARD_FORMAT`` when a face-up card is
+   missing or a position is not the seat's face-down card), in a hand logged before every
+   card is written (``CARD_FORMAT``); each hidden card is then filled in from the shuffled
+   deck, so the checks below and the rules engine see the same events as for a hand
+   logged in the clear, and the settlement is the same;
+6. every dealt card is the next card of ``fairness.shuffle(seed, cards.deck(game))``
    (``DEAL_MISMATCH``), every roll is ``fairness.roll_dice(seed)`` (``DICE_MISMATCH``);
-6. the events fold through the game's rules module and settle (``ILLEGAL_EVENT`` with the
+7. the events fold through the game's rules module and settle (``ILLEGAL_EVENT`` with the
    engine's own code in the message; ``ENGINE_INVARIANT`` if the engine reports a bug).
 
 ``replay_open(events)`` verifies a hand that has not ended yet as far as it goes (``socai
-audit --allow-open``): checks 1, 2 and 6 without requiring the end, and of 4 and 5 what can
-be known before the seed is revealed.
+audit --allow-open``): checks 1 and 2 without requiring the end, the form of 5, of 4 and 6
+what can be known before the seed is revealed, and 7 up to the first hidden card (in a
+hand logged in the clear, every event).
 
 A closing hand (``HandStarted.closing``, written by the table service when an operator
 closes a table holding a carried pot) is HandStarted then HandEnded and nothing else
@@ -45,9 +53,10 @@ from typing import Any, Final
 from socai import cards, fairness
 from socai.errors import InvalidArgument, NotFound, PreconditionFailed, RuleViolation
 from socai.errors import check as errors_check
-from socai.events import codec
+from socai.events import codec, hidden
 from socai.events.model import (
     COMMUNITY,
+    HIDDEN_CARD,
     BetAction,
     CardsDealt,
     DiceRolled,
@@ -75,6 +84,8 @@ DICE_MISMATCH: Final = "DICE_MISMATCH"
 ILLEGAL_EVENT: Final = "ILLEGAL_EVENT"
 ENGINE_INVARIANT: Final = "ENGINE_INVARIANT"
 UNKNOWN_RULES_VERSION: Final = "UNKNOWN_RULES_VERSION"
+CARD_IN_CLEAR: Final = hidden.CARD_IN_CLEAR
+CARD_FORMAT: Final = hidden.CARD_FORMAT
 REASONS: Final = (
     BAD_EVENT,
     ENVELOPE_MISMATCH,
@@ -90,6 +101,8 @@ REASONS: Final = (
     ILLEGAL_EVENT,
     ENGINE_INVARIANT,
     UNKNOWN_RULES_VERSION,
+    CARD_IN_CLEAR,
+    CARD_FORMAT,
 )
 EVENTS_PER_HAND_MAX: Final = 10_000  # the same bound as autoplay.MAX_STEPS: a limit on everything
 
@@ -129,7 +142,8 @@ class _OfAHand:
 
 @dataclass(frozen=True, slots=True)
 class ReplayResult(_OfAHand):
-    """A verified hand: its settlement and what was checked on the way."""
+    """A verified hand: its settlement and what was checked on the way. ``events`` are the
+    hand's events as the rules engine folded them: every card filled in from the seed."""
 
     started: HandStarted
     events: tuple[Event, ...]
@@ -177,13 +191,22 @@ def _raw_event_id(item: object) -> str:
 
 @dataclass(frozen=True, slots=True)
 class OpenHand(_OfAHand):
-    """A hand without its HandEnded, sound as far as it goes (``replay_open``)."""
+    """A hand without its HandEnded, sound as far as it goes (``replay_open``). ``events``
+    are as stored: a face-down card of a hand with ``face_down_by_position`` is unknown."""
 
     started: HandStarted
     events: tuple[Event, ...]
-    cards_seen: int  # dealt cards checked to be of the game's deck, each dealt once
+    cards_seen: int  # face-up or written cards checked to be of the game's deck, each dealt once
     dice_seen: int
-    state: Any = None  # the rules engine's state after the last event
+    state: Any = None  # the rules engine's state after the last event it folded
+    # How many events (from HandStarted on) were folded through the rules engine: all of
+    # them in a hand logged in the clear; in a hand with face_down_by_position those before
+    # the first hidden card (the engine needs the cards, which the seed will reveal).
+    folded: int = 0
+
+    @property
+    def fully_folded(self) -> bool:
+        return self.folded == len(self.events)
 
 
 def replay(events: Iterable[object]) -> ReplayResult:
@@ -193,28 +216,39 @@ def replay(events: Iterable[object]) -> ReplayResult:
     assert isinstance(started, HandStarted)
     end = _check_end(evs, hand_id)
     seed = _check_seed(started, first, end, hand_id)
-    cards_verified, dice_verified = _check_fairness(evs, seed, hand_id)
+    game = started.game
+    deck = fairness.shuffle(seed, cards.deck(game)) if game in cards.GAME_DECKS and _deals(evs) else []
+    dealt = _read_cards(evs, deck, hand_id)  # every card, as the rules engine needs them
+    cards_verified, dice_verified = _check_fairness(dealt, deck, seed, hand_id)
     settlement: Settlement | None
     if started.closing:
-        state, settlement = None, _closing(evs, hand_id)
+        state, settlement = None, _closing(dealt, hand_id)
     else:
-        state, settlement = _fold(module, evs, hand_id)
+        state, settlement = _fold(module, dealt, hand_id)
     assert settlement is not None  # _fold settles unless told not to
-    return ReplayResult(started, tuple(evs), settlement, cards_verified, dice_verified, state)
+    return ReplayResult(started, tuple(dealt), settlement, cards_verified, dice_verified, state)
 
 
 def replay_open(events: Iterable[object]) -> OpenHand:
     """Verify a hand that has not ended yet, as far as it goes. Raises ReplayError.
 
     Everything ``replay`` checks that does not need the end: the envelopes, the sequence,
-    HandStarted and the rules version, and every event folded through the rules engine
-    (``ILLEGAL_EVENT``, ``ENGINE_INVARIANT``) without requiring the hand to be over. The
-    seed is revealed by HandEnded only, so cards and dice cannot be checked against the
-    shuffle yet; what can be is: the commitment is a SHA-256 in hex (``BAD_SEED``), every
-    card is of the game's deck and dealt once, no more than the deck holds
-    (``DEAL_MISMATCH``), and dice are rolled only in a game of dice, three of them, 1 to
-    6, the same at every roll of the hand (``DICE_MISMATCH``). Every event of a hand that
-    passes is legal; its cards are checked against the seed once it ends.
+    HandStarted and the rules version, the form of every card (``CARD_IN_CLEAR``,
+    ``CARD_FORMAT``), and the events folded through the rules engine (``ILLEGAL_EVENT``,
+    ``ENGINE_INVARIANT``) without requiring the hand to be over. The seed is revealed by
+    HandEnded only, so cards and dice cannot be checked against the shuffle yet; what can
+    be is: the commitment is a SHA-256 in hex (``BAD_SEED``), every written card is of the
+    game's deck and dealt once, no more cards than the deck holds (``DEAL_MISMATCH``), and
+    dice are rolled only in a game of dice, three of them, 1 to 6, the same at every roll
+    of the hand (``DICE_MISMATCH``).
+
+    A hand logged in the clear is folded to its last event: every event of a hand that
+    passes is legal, its cards are checked against the seed once it ends. A hand with
+    ``face_down_by_position`` is folded up to its first hidden card only (``folded``):
+    whether a play is legal depends on the cards in the seat's hand, which nobody but the
+    table knows until the seed is revealed. Of the rest, the form is checked here (a
+    face-down card blank, an arrangement naming the seat's own face-down cards by
+    position) and the rules at the end.
 
     The events must not hold a HandEnded (such a hand is ``replay``'s).
     """
@@ -230,6 +264,7 @@ def replay_open(events: Iterable[object]) -> OpenHand:
             hand_id=hand_id,
             event_id=first.event_id,
         )
+    _read_cards(evs, None, hand_id)
     cards_seen, dice_seen = _check_open_fairness(evs, hand_id)
     if started.closing:  # a closing hand holds HandStarted and HandEnded, nothing between
         if len(evs) > 1:
@@ -240,9 +275,10 @@ def replay_open(events: Iterable[object]) -> OpenHand:
                 hand_id=hand_id,
                 event_id=extra.event_id,
             )
-        return OpenHand(started, tuple(evs), cards_seen, dice_seen, None)
-    state, _ = _fold(module, evs, hand_id, settle=False)
-    return OpenHand(started, tuple(evs), cards_seen, dice_seen, state)
+        return OpenHand(started, tuple(evs), cards_seen, dice_seen, None, len(evs))
+    folded = next((i for i, e in enumerate(evs) if hidden.hidden_in(e)), len(evs))
+    state, _ = _fold(module, evs[:folded], hand_id, settle=False)
+    return OpenHand(started, tuple(evs), cards_seen, dice_seen, state, folded)
 
 
 def _opening(events: Iterable[object]) -> tuple[list[Event], ModuleType, Event, str]:
@@ -431,10 +467,18 @@ def _mismatch(code: str, e: Event, hand_id: str, detail: str) -> ReplayError:
     return ReplayError(code, f"{e.event_id}: {detail}", hand_id=hand_id, event_id=e.event_id)
 
 
-def _check_fairness(evs: Sequence[Event], seed: bytes, hand_id: str) -> tuple[int, int]:
+def _read_cards(evs: Sequence[Event], deck: Sequence[cards.Card] | None, hand_id: str) -> Sequence[Event]:
+    """The events with every hidden card filled in from ``deck`` (None: the form checked
+    only), ``socai.events.hidden``. Raises ReplayError (CARD_IN_CLEAR, CARD_FORMAT)."""
+    try:
+        return hidden.reveal(evs, deck)
+    except InvalidArgument as exc:
+        raise ReplayError(exc.code, exc.message, hand_id=hand_id, event_id=exc.details.get("event_id", "")) from exc
+
+
+def _check_fairness(evs: Sequence[Event], deck: Sequence[cards.Card], seed: bytes, hand_id: str) -> tuple[int, int]:
     game = evs[0].game
     has_deck = game in cards.GAME_DECKS
-    deck = fairness.shuffle(seed, cards.deck(game)) if has_deck and _deals(evs) else []
     dice: tuple[int, ...] | None = None
     dealt = rolled = 0
     for e in evs:
@@ -478,6 +522,7 @@ def _check_open_fairness(evs: Sequence[Event], hand_id: str) -> tuple[int, int]:
     has_deck = game in cards.GAME_DECKS
     deck = set(cards.deck(game)) if has_deck else set()
     dealt: dict[object, str] = {}
+    hidden_seen = 0
     roll: tuple[int, ...] | None = None
     dice_seen = 0
     for e in evs:
@@ -486,6 +531,16 @@ def _check_open_fairness(evs: Sequence[Event], hand_id: str) -> tuple[int, int]:
             if not has_deck:
                 raise _mismatch(DEAL_MISMATCH, e, hand_id, f"{game} is played without cards")
             for d in body.cards:
+                if d.card is HIDDEN_CARD:  # face down, by position: the seed will say which
+                    hidden_seen += 1
+                    if len(dealt) + hidden_seen > len(deck):
+                        raise _mismatch(
+                            DEAL_MISMATCH,
+                            e,
+                            hand_id,
+                            f"deals card {len(dealt) + hidden_seen} to {_to(d.seat)}; the {game} deck has {len(deck)}",
+                        )
+                    continue
                 if d.card not in deck:
                     raise _mismatch(
                         DEAL_MISMATCH,
@@ -609,7 +664,7 @@ def describe(body: object) -> str:
         selection = "-".join(str(v) for v in body.selection)
         return f"{name} seat {body.seat} {body.kind}{' ' + selection if selection else ''} {body.amount_gold}"
     if isinstance(body, CardsDealt):
-        return f"{name} " + " ".join(f"{d.card}>{_to(d.seat)}" for d in body.cards)
+        return f"{name} " + " ".join(f"{str(d.card) or '??'}>{_to(d.seat)}" for d in body.cards)  # ??: by position
     if isinstance(body, DiceRolled):
         return f"{name} {_dice(body.dice)}"
     seat = getattr(body, "seat", None)

@@ -11,6 +11,12 @@ Events record facts and player decisions. Outcomes (who won, what was chặt, wh
 thối) are never events: the rules engine derives them. Cards travel as strings in the
 notation "As Td 9h 2c". Gold is int64 in minor units. Seats are 0..seats_max-1,
 numbered clockwise; seat -1 is the community (board cards, table-level timers).
+
+No card that is hidden while the hand is in play is written in the clear: in a hand
+whose HandStarted sets face_down_by_position, a card dealt face down is written without
+its card (it is the deck's card at its position) and Mậu Binh's Arranged names its
+cards by deck position. The seed HandEnded reveals re-deals the deck, so the hand's end
+shows every card to every reader at once (libs/socai/events/hidden.py).
 """
 
 from collections import abc as _abc
@@ -254,6 +260,7 @@ class HandStarted(_message.Message):
     OPTIONS_FIELD_NUMBER: _builtins.int
     RULES_VERSION_FIELD_NUMBER: _builtins.int
     CLOSING_FIELD_NUMBER: _builtins.int
+    FACE_DOWN_BY_POSITION_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     hand_id: _builtins.str
     game: _builtins.str
@@ -281,6 +288,12 @@ class HandStarted(_message.Message):
     (pot_gold) to the seated players by the game's closing rule (3 Cây Gà:
     closing_pot_settlement), then HandEnded. Settled and audited like any hand.
     """
+    face_down_by_position: _builtins.bool
+    """How the hand writes the cards nobody but their seat may see while it is in play.
+    true: by their position in the committed deck (a face-down DealtCard has no card, an
+    Arranged has positions instead of cards); every face-up card is written. false (hands
+    logged before, read as they always were): every card is written in the clear.
+    """
     @_builtins.property
     def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatInfo]: ...
     @_builtins.property
@@ -305,10 +318,11 @@ class HandStarted(_message.Message):
         options: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         rules_version: _builtins.int = ...,
         closing: _builtins.bool = ...,
+        face_down_by_position: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["closing", b"closing", "dealer_seat", b"dealer_seat", "deck_commitment", b"deck_commitment", "fee_bps", b"fee_bps", "game", b"game", "hand_id", b"hand_id", "hand_number", b"hand_number", "options", b"options", "owner_seat", b"owner_seat", "pot_gold", b"pot_gold", "rules_version", b"rules_version", "seats", b"seats", "seats_max", b"seats_max", "stake_gold", b"stake_gold", "table_id", b"table_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["closing", b"closing", "dealer_seat", b"dealer_seat", "deck_commitment", b"deck_commitment", "face_down_by_position", b"face_down_by_position", "fee_bps", b"fee_bps", "game", b"game", "hand_id", b"hand_id", "hand_number", b"hand_number", "options", b"options", "owner_seat", b"owner_seat", "pot_gold", b"pot_gold", "rules_version", b"rules_version", "seats", b"seats", "seats_max", b"seats_max", "stake_gold", b"stake_gold", "table_id", b"table_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -323,6 +337,9 @@ class DealtCard(_message.Message):
     FACE_UP_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     card: _builtins.str
+    """Empty for a card dealt face down in a hand with face_down_by_position: the n-th card
+    dealt in the hand (counting every CardsDealt in order) is the shuffled deck's card n.
+    """
     face_up: _builtins.bool
     def __init__(
         self,
@@ -609,7 +626,11 @@ Global___Declared: _TypeAlias = Declared  # noqa: Y015
 
 @_typing.final
 class Arranged(_message.Message):
-    """Mậu Binh: back (5 cards), middle (5) and front (3) chi."""
+    """Mậu Binh: back (5 cards), middle (5) and front (3) chi. In a hand with
+    face_down_by_position the cards are given by their positions in the shuffled deck (each
+    a card dealt face down to the seat) and back, middle and front are empty; otherwise the
+    cards are written and the positions are empty.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -617,6 +638,9 @@ class Arranged(_message.Message):
     BACK_FIELD_NUMBER: _builtins.int
     MIDDLE_FIELD_NUMBER: _builtins.int
     FRONT_FIELD_NUMBER: _builtins.int
+    BACK_POSITIONS_FIELD_NUMBER: _builtins.int
+    MIDDLE_POSITIONS_FIELD_NUMBER: _builtins.int
+    FRONT_POSITIONS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     @_builtins.property
     def back(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
@@ -624,6 +648,12 @@ class Arranged(_message.Message):
     def middle(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def front(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def back_positions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def middle_positions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def front_positions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
@@ -631,10 +661,13 @@ class Arranged(_message.Message):
         back: _abc.Iterable[_builtins.str] | None = ...,
         middle: _abc.Iterable[_builtins.str] | None = ...,
         front: _abc.Iterable[_builtins.str] | None = ...,
+        back_positions: _abc.Iterable[_builtins.int] | None = ...,
+        middle_positions: _abc.Iterable[_builtins.int] | None = ...,
+        front_positions: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["back", b"back", "front", b"front", "middle", b"middle", "seat", b"seat"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["back", b"back", "back_positions", b"back_positions", "front", b"front", "front_positions", b"front_positions", "middle", b"middle", "middle_positions", b"middle_positions", "seat", b"seat"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -11,6 +11,12 @@ Events record facts and player decisions. Outcomes (who won, what was chặt, wh
 thối) are never events: the rules engine derives them. Cards travel as strings in the
 notation "As Td 9h 2c". Gold is int64 in minor units. Seats are 0..seats_max-1,
 numbered clockwise; seat -1 is the community (board cards, table-level timers).
+
+No card that is hidden while the hand is in play is written in the clear: in a hand
+whose HandStarted sets face_down_by_position, a card dealt face down is written without
+its card (it is the deck's card at its position) and Mậu Binh's Arranged names its
+cards by deck position. The seed HandEnded reveals re-deals the deck, so the hand's end
+shows every card to every reader at once (libs/socai/events/hidden.py).
 """
 
 from collections import abc as _abc
