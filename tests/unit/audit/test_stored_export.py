@@ -67,7 +67,9 @@ def test_a_gzip_compressed_export_reads_the_same(tmp_path: Path) -> None:
     assert [r.payload for r in read_jsonl(zipped)] == [r.payload for r in raws]
 
 
-def test_the_offline_audit_of_a_stored_export_checks_the_seals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_offline_audit_of_a_stored_export_checks_the_seals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write_stored(tmp_path, stored_raws())
     status, out, err = audit(["--events", str(path), "--seal-public-key", DEV_PUBLIC], capsys)
     assert status == 0, out
@@ -85,7 +87,9 @@ def test_a_changed_byte_in_a_stored_export_is_a_broken_chain(tmp_path: Path) -> 
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     # An event of a hand (the table's own facts, on {table}-t, carry no chain).
     victim = next(
-        i for i, line in enumerate(lines) if not line["subject"].endswith("-t") and "Socai-Hand-Seal" not in line["headers"]
+        i
+        for i, line in enumerate(lines)
+        if not line["subject"].endswith("-t") and "Socai-Hand-Seal" not in line["headers"]
     )
     data = bytearray(base64.b64decode(lines[victim]["data"]))
     data[-1] ^= 0x01
