@@ -23,6 +23,8 @@ the lowest undecided card each step (junk, or one of the melds it starts) and re
 the best finish for each set of undecided cards: at most 2^h sets for h cards (1,024 for
 10), a few dozen for real hands.
 
+Ù (``find_u``) is judged on the 10 cards held after a take or draw.
+
 Payments (§6.4) are obligations in units of the stake S (``Payment.amount_stakes``), each
 with a reason code from ``REASONS`` and the rule it applies. Caps at a payer's table chips
 (GEN-4) are applied later by the game kit, not here.
@@ -65,6 +67,11 @@ HAND_CARDS_MAX: Final = 16
 # hill-climbing search over 10-card hands found): a Phỏm hand lays down with at most 10
 # cards (PH-1).
 LAY_DOWN_CARDS_MAX: Final = 10
+
+# Ù is judged on the 10 cards a player holds after a take or draw (9 and the new card), or
+# on the first player's 10 before the first discard (§6.2, PH-4): tròn is all 10 in Phỏm,
+# thường 9 in Phỏm and 1 to throw. No other hand size is Ù or not Ù.
+U_HAND_CARDS: Final = 10
 
 SET_CARDS_MIN: Final = 3
 SET_CARDS_MAX: Final = 4
@@ -555,15 +562,19 @@ def find_u(
     drew_from_stock: bool,
     one_taken_per_meld: bool = False,
 ) -> U | None:
-    """Whether the player holding ``hand`` (after their take or draw, normally 10 cards) is Ù.
+    """Whether the player holding ``hand``, the 10 cards after their take or draw, is Ù.
 
-    Ù tròn (PH-4) when every card is in a meld; otherwise Ù thường when every card but one
+    Ù tròn (PH-4) when all 10 cards are in melds; otherwise Ù thường when every card but one
     not-taken card (the discard) is. Ù K (PH-5) when the melds can include a set of Kings
     and ``drew_from_stock`` is false. Tròn is preferred (it pays more, PH-17), then K; the
     discard is the first in ``card_order`` that gives the best kind. Taken cards must be
-    melded (PH-13). Returns None when the hand is not Ù. Raises as ``best_arrangement``.
+    melded (PH-13). Returns None when the hand is not Ù. Raises as ``best_arrangement``,
+    and RuleViolation("BAD_HAND") for a hand of other than U_HAND_CARDS (10) cards: Ù is
+    defined for no other size (9 cards all in Phỏm are neither tròn nor thường).
     """
     cards, taken_set = _check_hand(hand, taken)
+    if len(cards) != U_HAND_CARDS:
+        raise RuleViolation("BAD_HAND", f"Ù is judged on {U_HAND_CARDS} cards, not {len(cards)}")
     # One search serves every question below: each is about a subset of the same cards.
     search = _Search(cards, taken_set, one_taken_per_meld)
     all_cards = (1 << len(cards)) - 1

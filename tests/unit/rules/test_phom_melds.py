@@ -629,13 +629,22 @@ def test_every_reason_paid_is_a_known_reason() -> None:
     assert {"an_cay", "an_cay_2", "an_chot", "u_tron", "u_thuong", "u_den", "mom"} <= set(REASONS)
 
 
-def test_u_k_with_nothing_but_the_kings_and_the_discard() -> None:
-    u = find_u(cards("Ks Kc Kd 2h"), drew_from_stock=False)
-    assert u is not None and (u.tron, u.kings, u.discard) == (False, True, card("2h"))
-
-
-def test_a_lone_card_is_no_u() -> None:
-    assert find_u(cards("2h"), drew_from_stock=False) is None
+@pytest.mark.parametrize(
+    "hand",
+    [
+        "Ah 2h 3h 4h 5s 5c 5d 5h Kc",  # 9 cards, 8 in Phỏm and K♣ loose: no Ù thường
+        "Ah 2h 3h 5s 5c 5d 9d Td Jd",  # 9 cards all in Phỏm: no Ù tròn
+        "Ks Kc Kd 2h",
+        "2h",
+        "Ah 2h 3h 5s 5c 5d 9d Td Jd Qd Kd",
+    ],
+)
+def test_u_is_judged_on_ten_cards_and_any_other_hand_size_is_refused(hand: str) -> None:
+    # Ù is the 10 cards after a take or draw (PH-4): tròn all 10 in Phỏm, thường 9 and one
+    # to throw. A 9-card hand is neither; the answer for it would be a guess.
+    with pytest.raises(RuleViolation) as raised:
+        find_u(cards(hand), drew_from_stock=False)
+    assert raised.value.code == "BAD_HAND"
 
 
 def test_sending_to_something_that_is_no_meld_is_refused() -> None:
