@@ -3,7 +3,8 @@ services (real NATS, PostgreSQL and gRPC) plays hands through ``Act`` until one 
 a draw from the stock (``Declared 'draw'`` and then a one-card ``CardsDealt`` to that
 seat), a take (``CardTaken``) and a lay-down (``MeldsLaid`` with melds). While that hand
 is in play every other seat's ``GetTableState`` shows each drawn card blank while the
-drawer sees it. Settlement posts every hand, and the audit re-derives every dealt card
+drawer sees it. Every hand is played under Phỏm's current rules version. Settlement posts
+every hand, and the audit re-derives every dealt card
 (the mid-hand draws too) from the revealed seeds and every posting from the ledger:
 clean, and the trial balance is 0."""
 
@@ -23,6 +24,7 @@ from socai.gen.events.v1 import events_pb2 as epb
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.nats import StreamSpec
+from socai.rules import phom
 from socai.settle.keys import find_settlement
 from tests.support.clients import Backend
 from tests.support.e2e import GameStack, game_stack
@@ -122,6 +124,9 @@ async def play_hand(b: Backend, table_id: str, players: list[str], rng: random.R
     # The hand is over: every card is public; count what it shows.
     final = list((await b.state(table_id)).events)
     assert final[-1].WhichOneof("body") == "hand_ended"
+    # The table plays every new hand under Phỏm's current rules (version 2: every Phỏm laid).
+    assert final[0].WhichOneof("body") == "hand_started"
+    assert final[0].hand_started.rules_version == phom.RULES_VERSION == 2
     drawn = draws_in(final)
     rec.draws = len(drawn)
     rec.takes = sum(1 for e in final if e.WhichOneof("body") == "card_taken")

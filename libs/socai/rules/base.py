@@ -47,7 +47,8 @@ The kit (this module, ``betting`` and ``pots``):
   state (appending as they are incurred), declares each reason in ``REASONS`` with
   ``penalty=True`` and the rule, and calls ``pay_obligations`` in ``settle``;
 - ``resolve_options``/``full_options``: the hand log records every option after defaults
-  and the rules version it was played under.
+  and the rules version it was played under; ``played_rules_version`` reads that version
+  back (a game whose rules changed keeps it in its state and branches on it, once).
 
 The engine is pure: no I/O, no clock, no randomness. ``state = apply(state, event)`` is
 the only way state changes, and a rejected event leaves the caller's state untouched.
@@ -740,6 +741,13 @@ def version_defaults(module: Any) -> Mapping[int, Mapping[str, str]]:
     return declared
 
 
+def played_rules_version(started: HandStarted) -> int:
+    """The rules version the hand was played under: ``started.rules_version``, or version 1
+    for a hand logged before HandStarted carried one (0). A game whose rules differ between
+    versions keeps this in its state and branches on it (Phỏm's ``Version``)."""
+    return started.rules_version or LEGACY_RULES_VERSION
+
+
 def resolve_options(defaults_by_version: Mapping[int, Mapping[str, str]], started: HandStarted) -> dict[str, str]:
     """``started.options`` with every option the hand does not state set to its default
     *under the rules version the hand was played with* (a game's ``OPTION_DEFAULTS``), so a
@@ -747,7 +755,7 @@ def resolve_options(defaults_by_version: Mapping[int, Mapping[str, str]], starte
 
     Raises RuleViolation("UNKNOWN_RULES_VERSION") for a version the game does not know.
     """
-    version = started.rules_version or LEGACY_RULES_VERSION
+    version = played_rules_version(started)
     defaults = defaults_by_version.get(version)
     if defaults is None:
         known = ", ".join(str(v) for v in sorted(defaults_by_version))
@@ -1116,6 +1124,7 @@ __all__ = [
     "parse_options",
     "participants",
     "pay_obligations",
+    "played_rules_version",
     "resolve_options",
     "rules_version",
     "seats_after",

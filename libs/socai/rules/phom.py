@@ -16,15 +16,19 @@ A hand, as this module plays it:
    asks the table to deal that seat one card face down from the shuffled deck (the next
    card, so the audit re-derives every drawn card from the seed); then discard one card.
    A taken card may never be discarded, and every card taken must still fit a Phỏm with
-   the rest (``phom_melds.can_discard``).
+   the rest (``phom_melds.can_discard``). A take must leave a card to throw, except, from
+   rules version 2, a take that puts all 10 cards in Phỏm: that seat's only move is its Ù
+   tròn (``Version``).
 3. Turns (PH-8): a seat's kept discards are its pile; a discard that is taken leaves the
    pile. The turn goes counterclockwise to the next seat in play whose pile holds fewer
    than 4 cards, so a seat whose card was taken plays again (tái). The turn that brings a
    pile to 4 is a final turn: after the take or draw the seat lays its melds
    (``MeldsLaid``, possibly none, which is móm unless it laid on an earlier final turn),
    may send junk to other seats' laid melds (``CardSent``), and then discards. A taken
-   card must be in a laid meld (PH-13). Play ends when every seat in play has 4 cards in
-   its pile.
+   card must be in a laid meld (PH-13). From rules version 2 the seat lays every Phỏm it
+   holds: a lay-down that keeps a Phỏm beside a card to throw is BAD_MELD (§6.1 "lay down
+   all their Phỏm, then send junk"). Play ends when every seat in play has 4 cards in its
+   pile.
 4. Ù (§6.2, PH-4, PH-5, PH-12, PH-17): a seat holding 10 cards (after its take or draw,
    or the first player before the first discard) that are all in Phỏm, or all but one
    card that is not a taken card, may ``Declared(seat, "u")``; the hand ends at once.
@@ -44,8 +48,13 @@ seat is left, play is over. With ``disconnect_forfeits`` off a disconnected seat
 and its timer plays for it.
 
 Timers (GEN-5): ``TimerExpired(seat, "turn")`` plays the seat's turn step for it: declares
-Ù when it can, else draws, lays the best melds (``phom_melds.best_lay_down``), or discards
-the highest-scoring junk card.
+Ù when it can, else draws, lays the best melds (``phom_melds.best_lay_down``, under the
+hand's rules version: the move is derived again at replay, so it is part of the result),
+or discards the highest-scoring junk card.
+
+Rules versions (``RULES_VERSION``, ``Version``): a hand replays under the version its
+HandStarted records (0 is 1); ``State.version`` carries what that version decides, and
+the few functions that differ branch on it there: ``_apply_lay``, ``_best_lay``, ``_takeable``.
 
 What a seat sees (``visible``): the kit's default already hides another seat's face-down
 cards, which is every dealt and drawn card; discards, takes, melds and sends are public,
@@ -94,6 +103,7 @@ from socai.rules.base import (
     hand_ended,
     parse_options,
     pay_obligations,
+    played_rules_version,
     resolve_options,
     seat_or_owner,
     seats_in_order,
@@ -112,6 +122,7 @@ from socai.rules.phom_melds import (
     is_meld,
     is_u_khan,
     junk_points,
+    meld_left_to_lay,
 )
 
 SPEC: Final = GameSpec("phom", "Phỏm", 2, 4, "standard", direction=COUNTERCLOCKWISE, default_fee_bps=0)
@@ -121,7 +132,9 @@ CARDS_EACH: Final = 9  # PH-1: 9 each, 10 to the first player
 FIRST_PLAYER_CARDS: Final = 10
 PILE_FULL: Final = 4  # PH-8: the hand ends when every pile holds 4 discards
 SEATS_MAX: Final = 4
-RULES_VERSION: Final = 1
+# Bump when a rule or an Options default changes (OPTION_DEFAULTS and VERSIONS keep every
+# version's): a hand replays under the version it was played with.
+RULES_VERSION: Final = 2
 TURN_TIMER: Final = "turn"
 
 DRAW: Final = "draw"  # Declared: draw from the stock (bốc, PH-9)
@@ -163,16 +176,46 @@ class Options:
             raise RuleViolation("BAD_OPTION", "turn_timeout_s must be >= 1", option="turn_timeout_s")
 
 
-OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType(
+# Version 2 changed rules (``Version``), not option defaults.
+_OPTION_DEFAULTS_V1: Final[Mapping[str, str]] = MappingProxyType(
     {
-        1: MappingProxyType(
-            {
-                "one_taken_per_meld": "false",
-                "u_khan": "false",
-                "disconnect_forfeits": "true",
-                "turn_timeout_s": "20",
-            }
-        ),
+        "one_taken_per_meld": "false",
+        "u_khan": "false",
+        "disconnect_forfeits": "true",
+        "turn_timeout_s": "20",
+    }
+)
+OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType(
+    {1: _OPTION_DEFAULTS_V1, 2: _OPTION_DEFAULTS_V1}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """What a Phỏm rules version decides (``HandStarted.rules_version``, 0 read as 1): the
+    one place where the versions differ; ``State.version`` carries it through the hand.
+
+    - ``lay_every_meld`` (version 2, §6.1 last turn: "lay down all their Phỏm, then send
+      junk"; junk is what is in no Phỏm, §6.2): a lay-down that leaves a Phỏm among the
+      cards kept is BAD_MELD (``phom_melds.meld_left_to_lay``), and the lay-down of the
+      timer and the bots is the best of those that leave none
+      (``best_lay_down(lay_every_meld=True)``). Version 1 accepts any melds that leave a
+      card, and its best lay-down may keep a Phỏm to send its cards one by one.
+    - ``take_into_u_tron`` (version 2, §6.1 step 2, PH-13, PH-4, PH-12): a take that puts
+      all 10 cards in Phỏm with every taken card inside one is a legal take, and the seat
+      then declares its Ù tròn (nothing else is legal). Version 1 refuses every take
+      that leaves no card to throw.
+    """
+
+    number: int
+    lay_every_meld: bool
+    take_into_u_tron: bool
+
+
+VERSIONS: Final[Mapping[int, Version]] = MappingProxyType(
+    {
+        1: Version(1, lay_every_meld=False, take_into_u_tron=False),
+        2: Version(2, lay_every_meld=True, take_into_u_tron=True),
     }
 )
 
@@ -200,8 +243,9 @@ class DiscardRecord:
 class State(GameState):
     """One hand of Phỏm. Never mutated: ``apply`` returns a new State.
 
-    ``order`` is the seats counterclockwise from the first player. ``hands`` the cards
-    each seat holds; ``taken`` the taken cards it still holds (they must be laid, PH-13);
+    ``version`` is what the hand's rules version decides (``Version``). ``order`` is the
+    seats counterclockwise from the first player. ``hands`` the cards each seat holds;
+    ``taken`` the taken cards it still holds (they must be laid, PH-13);
     ``piles`` its kept discards (PH-8); ``laid`` its laid melds, sent cards included;
     ``lay_order`` the seats in the order they first laid down (PH-3); ``drew`` the seats
     that drew from the stock (PH-5); ``out`` the seats that lost by leaving or
@@ -211,6 +255,7 @@ class State(GameState):
 
     started: HandStarted
     options: Options
+    version: Version
     order: tuple[int, ...]
     stacks_gold: Mapping[int, int]
     hands: Mapping[int, tuple[Card, ...]]
@@ -246,11 +291,13 @@ def initial_state(started: HandStarted) -> State:
     """
     validate_start(SPEC, started, seats_max_max=SEATS_MAX)
     options = parse_options(Options, resolve_options(OPTION_DEFAULTS, started))
+    version = VERSIONS[played_rules_version(started)]
     seats = [info.seat for info in started.seats]
     order = tuple(seats_in_order(seats, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE))
     return State.create(
         started=started,
         options=options,
+        version=version,
         order=order,
         stacks_gold={info.seat: info.stack_gold for info in started.seats},
         hands={s: () for s in order},
@@ -334,6 +381,8 @@ def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
         return tuple(out)
     if state.phase in (DISCARD, LAY) and _u_of(state, seat) is not None:
         out.append(LegalAction(f"declare:{U}"))
+        if not _throwable(state, seat):
+            return tuple(out)  # a take into Ù tròn bound every card: the Ù is the only move
     if state.phase == LAY:
         out.append(LegalAction("lay"))
     elif state.phase == SEND:
@@ -521,16 +570,18 @@ def _takeable(state: State, seat: int) -> DiscardRecord | None:
     last = state.discards[-1]
     if last.taken_by is not None or last.seat == seat:
         return None
-    return (
-        last if _may_take(state.hands[seat], last.card, state.taken[seat], state.options.one_taken_per_meld) else None
-    )
+    into_u_tron = state.version.take_into_u_tron and not state.laid[seat]
+    taken, per_meld = state.taken[seat], state.options.one_taken_per_meld
+    return last if _may_take(state.hands[seat], last.card, taken, per_meld, into_u_tron) else None
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
-def _may_take(hand: tuple[Card, ...], card: Card, taken: frozenset[Card], per_meld: bool) -> bool:
+def _may_take(hand: tuple[Card, ...], card: Card, taken: frozenset[Card], per_meld: bool, into_u_tron: bool) -> bool:
     """``card`` makes a Phỏm with the cards held while every earlier taken card stays in
     one (``phom_melds.can_take``), and a card is still free to throw after the take: a
-    take that would bind every card to the taken ones is no legal turn."""
+    take that would bind every card to the taken ones is no legal turn, unless
+    ``into_u_tron`` (version 2, a seat that has not laid down) and those are 10 cards all
+    in Phỏm: Ù tròn, which the seat then declares (PH-4)."""
     after, after_taken = (*hand, card), taken | {card}
     arrangement = _arranged(after, after_taken, per_meld)
     if arrangement is None:
@@ -538,7 +589,9 @@ def _may_take(hand: tuple[Card, ...], card: Card, taken: frozenset[Card], per_me
     if arrangement.junk:
         return True
     free = [c for c in after if c not in after_taken]
-    return any(can_discard(after, c, after_taken, one_taken_per_meld=per_meld) for c in free)
+    if any(can_discard(after, c, after_taken, one_taken_per_meld=per_meld) for c in free):
+        return True
+    return into_u_tron and len(after) == FIRST_PLAYER_CARDS
 
 
 def _u_of(state: State, seat: int) -> phom_melds.U | None:
@@ -561,6 +614,14 @@ def _u_khan_allowed(state: State, seat: int) -> bool:
         return False
     first_turn = state.phase == TAKE_OR_DRAW or (state.phase == DISCARD and not state.discards)
     return first_turn and is_u_khan(state.hands[seat])
+
+
+def _throwable(state: State, seat: int) -> bool:
+    """Whether ``seat`` holds a card it may throw (or keep out of its lay-down): false only
+    after a take into Ù tròn (``Version.take_into_u_tron``), where every card is taken or
+    holds a taken card in its Phỏm."""
+    hand, taken, per_meld = state.hands[seat], state.taken[seat], state.options.one_taken_per_meld
+    return any(_discardable(hand, c, taken, per_meld) for c in hand if c not in taken)
 
 
 def _junk_discards(state: State, seat: int) -> list[Card]:
@@ -600,17 +661,21 @@ def _possible_sends(state: State, seat: int) -> list[Body]:
 
 
 def _best_lay(state: State, seat: int) -> MeldsLaid:
-    """The lay-down that scores least (``phom_melds.best_lay_down``); no melds if none."""
+    """The lay-down that scores least (``phom_melds.best_lay_down``); no melds if none.
+    Version 2 lays every Phỏm and leaves a card to throw (``Version.lay_every_meld``)."""
     hand = state.hands[seat]
     laid = best_lay_down(
         hand,
         state.taken[seat],
         [m for _, _, m in _laid_by_others(state, seat)],
         one_taken_per_meld=state.options.one_taken_per_meld,
+        lay_every_meld=state.version.lay_every_meld,
     )
     if laid is None:  # ``check`` in a form mypy narrows on
         raise AssertionError("invariant broken: the taken cards of a seat can always be laid")
     melds = laid.melds
+    if state.version.lay_every_meld:
+        return MeldsLaid(seat, tuple(Meld(tuple(m)) for m in melds))
     if sum(len(m) for m in melds) >= len(hand):
         # Every card in melds leaves nothing to discard (a Ù is declared before; on a tái
         # turn there is no Ù): keep the highest free card out and lay the rest's melds.
@@ -834,6 +899,14 @@ def _apply_lay(state: State, body: MeldsLaid) -> State:
         raise RuleViolation("BAD_MELD", "every taken card must be laid in a Phỏm (PH-13)", seat=seat)
     if len(used) >= len(hand):
         raise RuleViolation("BAD_MELD", "a card must be left to discard (all melded is Ù: declare it)", seat=seat)
+    if state.version.lay_every_meld:
+        left = meld_left_to_lay([c for c in hand if c not in used])
+        if left is not None:
+            raise RuleViolation(
+                "BAD_MELD",
+                f"{' '.join(map(str, left))} is a Phỏm: lay down every Phỏm before sending or keeping junk (§6.1)",
+                seat=seat,
+            )
     new = state.draft()
     new.hands = {**state.hands, seat: tuple(c for c in hand if c not in used)}
     new.taken = {**state.taken, seat: frozenset()}

@@ -23,6 +23,11 @@ the lowest undecided card each step (junk, or one of the melds it starts) and re
 the best finish for each set of undecided cards: at most 2^h sets for h cards (1,024 for
 10), a few dozen for real hands.
 
+Laying down (§6.1 last turn): ``best_lay_down`` chooses the melds to lay, the junk to send
+and the final discard that keep the fewest points; with ``lay_every_meld`` (Phỏm rules
+version 2) only among lay-downs that leave no Phỏm among the cards kept or sent
+(``meld_left_to_lay``). Ù (``find_u``) is judged on the 10 cards held after a take or draw.
+
 Payments (§6.4) are obligations in units of the stake S (``Payment.amount_stakes``), each
 with a reason code from ``REASONS`` and the rule it applies. Caps at a payer's table chips
 (GEN-4) are applied later by the game kit, not here.
@@ -65,6 +70,11 @@ HAND_CARDS_MAX: Final = 16
 # hill-climbing search over 10-card hands found): a Phỏm hand lays down with at most 10
 # cards (PH-1).
 LAY_DOWN_CARDS_MAX: Final = 10
+
+# Ù is judged on the 10 cards a player holds after a take or draw (9 and the new card), or
+# on the first player's 10 before the first discard (§6.2, PH-4): tròn is all 10 in Phỏm,
+# thường 9 in Phỏm and 1 to throw. No other hand size is Ù or not Ù.
+U_HAND_CARDS: Final = 10
 
 SET_CARDS_MIN: Final = 3
 SET_CARDS_MAX: Final = 4
@@ -457,12 +467,25 @@ class LayDown:
         return junk_points(self.junk)
 
 
+def meld_left_to_lay(kept: Sequence[Card]) -> Meld | None:
+    """A Phỏm among ``kept``, the cards a player keeps after laying down, that could still
+    be laid with a card left to throw, or None (§6.1 last turn: lay down all Phỏm, then
+    send junk; junk is what is in no Phỏm, §6.2). Cards that are one Phỏm and nothing else
+    stay: laying them would leave no final discard.
+
+    Raises RuleViolation("BAD_HAND") as ``best_arrangement``.
+    """
+    cards, _ = _check_hand(kept, ())
+    return next((m for m in _candidate_melds(cards) if len(m) < len(cards)), None)
+
+
 def best_lay_down(
     hand: Sequence[Card],
     taken: Iterable[Card] = (),
     laid_melds: Sequence[Sequence[Card]] = (),
     *,
     one_taken_per_meld: bool = False,
+    lay_every_meld: bool = False,
 ) -> LayDown | None:
     """The last turn that scores least: melds to lay, junk to send to ``laid_melds`` (other
     players' melds), and the final discard, the highest-scoring card left.
@@ -474,6 +497,16 @@ def best_lay_down(
     (fewer cards, fewer melds, then card by card); of equal discards the last in
     ``card_order``. ``hand`` is held after the last take or draw (at most
     LAY_DOWN_CARDS_MAX cards). Returns None when the taken cards cannot all be melded.
+
+    ``lay_every_meld`` (Phỏm rules version 2, §6.1 last turn): only lay-downs that leave
+    no Phỏm among the cards kept or sent (``meld_left_to_lay``) and a card to throw, so
+    a Phỏm is laid, never sent card by card; at equal points fewer cards sent (a card that
+    fits the player's own Phỏm is laid there); when every card left could be sent, the
+    last of the sends is the final discard instead. Returns None also when no card can be
+    left to throw (all 10 cards bound in Phỏm by taken cards: that hand is Ù tròn).
+    Without it (version 1), any melds that leave a card, and sends may empty the hand
+    (``discard`` None).
+
     Raises as ``best_arrangement``, and RuleViolation("BAD_HAND") for a hand over
     LAY_DOWN_CARDS_MAX cards.
     """
@@ -484,14 +517,24 @@ def best_lay_down(
     # sends of each arrangement need not be worked out (with no card fitting a laid meld
     # as it is, no subset of them can be sent either).
     may_send = bool(sends([c for c in cards if c not in taken_set], laid_melds))
-    best: tuple[tuple[bool, int, int, int], LayDown] | None = None
+    best: tuple[tuple[bool, int, int, int, int], LayDown] | None = None
     # ``iter_arrangements`` lists arrangements in the tie-break order: the first of the
     # cheapest wins. Laying no meld at all is móm (4 × S, more than any place pays), so a
     # hand that can lay a meld never sends them all away instead.
     for arrangement in iter_arrangements(cards, taken_set, one_taken_per_meld=one_taken_per_meld):
+        if lay_every_meld and (not arrangement.junk or meld_left_to_lay(arrangement.junk) is not None):
+            continue
         sent = sends(arrangement.junk, laid_melds) if may_send and arrangement.junk else ()
+        if lay_every_meld and len(sent) == len(arrangement.junk):
+            sent = sent[:-1]  # the last card is the final discard: it is never sent
         lay_down = _lay_down(arrangement, sent)
-        cost = (not arrangement.melds, lay_down.junk_points, len(lay_down.junk), len(arrangement.melds))
+        cost = (
+            not arrangement.melds,
+            lay_down.junk_points,
+            len(lay_down.junk),
+            len(sent) if lay_every_meld else 0,
+            len(arrangement.melds),
+        )
         if best is None or cost < best[0]:
             best = (cost, lay_down)
     return None if best is None else best[1]
@@ -555,15 +598,19 @@ def find_u(
     drew_from_stock: bool,
     one_taken_per_meld: bool = False,
 ) -> U | None:
-    """Whether the player holding ``hand`` (after their take or draw, normally 10 cards) is Ù.
+    """Whether the player holding ``hand``, the 10 cards after their take or draw, is Ù.
 
-    Ù tròn (PH-4) when every card is in a meld; otherwise Ù thường when every card but one
+    Ù tròn (PH-4) when all 10 cards are in melds; otherwise Ù thường when every card but one
     not-taken card (the discard) is. Ù K (PH-5) when the melds can include a set of Kings
     and ``drew_from_stock`` is false. Tròn is preferred (it pays more, PH-17), then K; the
     discard is the first in ``card_order`` that gives the best kind. Taken cards must be
-    melded (PH-13). Returns None when the hand is not Ù. Raises as ``best_arrangement``.
+    melded (PH-13). Returns None when the hand is not Ù. Raises as ``best_arrangement``,
+    and RuleViolation("BAD_HAND") for a hand of other than U_HAND_CARDS (10) cards: Ù is
+    defined for no other size (9 cards all in Phỏm are neither tròn nor thường).
     """
     cards, taken_set = _check_hand(hand, taken)
+    if len(cards) != U_HAND_CARDS:
+        raise RuleViolation("BAD_HAND", f"Ù is judged on {U_HAND_CARDS} cards, not {len(cards)}")
     # One search serves every question below: each is about a subset of the same cards.
     search = _Search(cards, taken_set, one_taken_per_meld)
     all_cards = (1 << len(cards)) - 1

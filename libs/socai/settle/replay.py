@@ -67,7 +67,7 @@ from socai.events.model import (
 )
 from socai.gen.events.v1 import events_pb2
 from socai.rules import registry
-from socai.rules.base import LEGACY_RULES_VERSION, Settlement, version_defaults
+from socai.rules.base import Settlement, played_rules_version, version_defaults
 
 # Stable reason codes (dead letters, audit reports and gRPC ErrorInfo reasons).
 BAD_EVENT: Final = "BAD_EVENT"
@@ -328,7 +328,7 @@ def _check_rules_version(module: ModuleType, first: Event, hand_id: str) -> None
     does not know is refused, never replayed under other rules (UNKNOWN_RULES_VERSION)."""
     started = first.body
     assert isinstance(started, HandStarted)
-    version = started.rules_version or LEGACY_RULES_VERSION
+    version = played_rules_version(started)
     known = version_defaults(module)
     if version not in known:
         raise ReplayError(

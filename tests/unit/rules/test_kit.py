@@ -34,7 +34,7 @@ from socai.events.model import (
     WagerPlaced,
 )
 from socai.money import TABLE_FEE_BPS_MAX
-from socai.rules import autoplay, base, holdem, registry, taixiu, xito
+from socai.rules import autoplay, base, holdem, phom, registry, taixiu, xito
 from socai.rules.base import (
     RULE_CODES,
     Obligation,
@@ -46,8 +46,10 @@ from socai.rules.base import (
     pay_obligations,
     visible,
 )
+from socai.rules.phom_melds import has_meld
 from socai.settle.replay import ReplayError, replay
 from tests.support.simulate import SimHand, simulate
+from tests.unit.rules.test_phom_properties import kept_or_sent_after_lay_downs
 
 GAMES = registry.available()
 KIT_FILES = ("base", "pots", "betting", "autoplay")
@@ -261,6 +263,19 @@ def test_a_rejected_event_changes_nothing(game: str, hands: dict[str, Any]) -> N
                     assert exc.code in RULE_CODES
                 assert state == before
             state = module.apply(state, body)
+
+
+def test_after_a_phom_lay_down_no_phom_remains_among_the_cards_kept_or_sent(hands: dict[str, Any]) -> None:
+    # RULES.md §6.1 last turn: lay down all Phỏm, then send junk; junk is what is in no
+    # Phỏm (§6.2). The simulated hands are played under Phỏm's current rules version.
+    checked = 0
+    for hand in hands["phom"]:
+        bodies = [e.body for e in hand.events]
+        assert bodies[0].rules_version == phom.RULES_VERSION
+        for kept_or_sent in kept_or_sent_after_lay_downs(bodies):
+            assert not has_meld(list(kept_or_sent)), f"{hand.hand_id}: {sorted(map(str, kept_or_sent))}"
+            checked += 1
+    assert checked > 0
 
 
 @pytest.mark.parametrize("game", GAMES)

@@ -49,7 +49,13 @@ def c(text: str) -> Card:
 
 
 def start(
-    seats: Sequence[int], *, first: int | None = None, stacks: int = 10_000, seats_max: int = 4, **options: str
+    seats: Sequence[int],
+    *,
+    first: int | None = None,
+    stacks: int = 10_000,
+    seats_max: int = 4,
+    version: int = phom.RULES_VERSION,
+    **options: str,
 ) -> phom.State:
     infos = tuple(SeatInfo(s, f"p{s}", stacks) for s in seats)
     started = HandStarted(
@@ -64,7 +70,7 @@ def start(
         seats[0] if first is None else first,
         fairness.commitment(SEED),
         options=dict(options),
-        rules_version=phom.RULES_VERSION,
+        rules_version=version,
     )
     return phom.initial_state(started)
 
@@ -567,3 +573,167 @@ def test_legal_actions_name_each_kind_of_move_of_the_turn() -> None:
     assert phom.legal_actions(state, 1) == ()
     state = throw(state, 0, "Kd")
     assert [a.kind for a in phom.legal_actions(state, 1)] == ["take", "declare:draw"]
+
+
+# --- rules version 2 (issue 28): every Phỏm laid, a take into Ù tròn; version 1 kept ------
+
+
+def _lay_keeping_nines(version: int) -> phom.State:
+    """Two seats to seat 0's last turn: it holds 3♠ 4♠ 5♠ and 9♣ 9♦ 9♥ after drawing 5♦."""
+    state = deal(start([0, 1], version=version), {0: "3s 4s 5s 9c 9d 9h Jc Kd Qs Ah", 1: "5c 6c 7c Ts Qc 4d 7h Th Kh"})
+    for got0, out0, got1, out1 in ((None, "Kd", "2d", "Kh"), ("3c", "Qs", "8d", "Qc"), ("Jd", "Jd", "6s", "Th")):
+        if got0 is not None:
+            state = draw(state, 0, got0)
+        state = throw(state, 0, out0)
+        state = draw(state, 1, got1)
+        state = throw(state, 1, out1)
+    return draw(state, 0, "5d")
+
+
+def _seat_1_lays_and_ends(state: phom.State) -> phom.State:
+    return throw(lay(draw(state, 1, "5h"), 1, "5c 6c 7c"), 1, "Ts")  # keeps 2♦ 4♦ 5♥ 6♠ 7♥ 8♦: 32
+
+
+def test_issue_28_v2_a_lay_down_that_keeps_a_phom_is_refused() -> None:
+    # Laying 3♠ 4♠ 5♠ while holding 9♣ 9♦ 9♥: every Phỏm is laid before junk is sent (§6.1).
+    state = _lay_keeping_nines(version=2)
+    rejected(state, MeldsLaid(0, (Meld(tuple(parse_cards("3s 4s 5s"))),)), "BAD_MELD")
+    rejected(state, MeldsLaid(0, ()), "BAD_MELD")  # móm by choice while holding two Phỏm
+    assert phom.candidate_actions(state, 0) == [
+        MeldsLaid(0, (Meld(tuple(parse_cards("3s 4s 5s"))), Meld(tuple(parse_cards("9c 9d 9h")))))
+    ]
+    state = throw(lay(state, 0, "3s 4s 5s", "9c 9d 9h"), 0, "Jc")  # keeps A♥ 3♣ 5♦: 9
+    assert flows(_seat_1_lays_and_ends(state)) == [(1, 0, 100, "ve_chot")]
+
+
+def test_issue_28_v1_the_same_lay_down_is_accepted_and_settles_as_before() -> None:
+    state = throw(lay(_lay_keeping_nines(version=1), 0, "3s 4s 5s"), 0, "Jc")  # keeps 9♣ 9♦ 9♥ A♥ 3♣ 5♦: 36
+    assert flows(_seat_1_lays_and_ends(state)) == [(0, 1, 100, "ve_chot")]
+    same = throw(lay(_lay_keeping_nines(version=0), 0, "3s 4s 5s"), 0, "Jc")  # no version recorded: 1
+    assert flows(_seat_1_lays_and_ends(same)) == [(0, 1, 100, "ve_chot")]
+
+
+def _kings_and_a_run(version: int) -> phom.State:
+    """Seat 1 plays first and lays 7♠ 8♠ 9♠; then seat 0 holds A♠ 3♠ 4♠ 5♠ 6♠ K♠ K♣ 8♦
+    K♦ K♥ on its last turn."""
+    state = deal(
+        start([0, 1], first=1, version=version),
+        {1: "7s 8s 9s Ac Ad 2c 2h Jc Qd Tc", 0: "As 3s 4s 5s 6s Ks Kc Kd Qh"},
+    )
+    state = throw(state, 1, "Qd")
+    for got0, out0, got1, out1 in (("Jh", "Qh", "3d", "Jc"), ("Th", "Jh", "4h", "Tc")):
+        state = throw(draw(state, 0, got0), 0, out0)
+        state = throw(draw(state, 1, got1), 1, out1)
+    state = throw(draw(state, 0, "8d"), 0, "Th")
+    state = throw(lay(draw(state, 1, "9h"), 1, "7s 8s 9s"), 1, "9h")  # keeps A♣ A♦ 2♣ 2♥ 3♦ 4♥: 13
+    return draw(state, 0, "Kh")
+
+
+def test_issue_28_v2_the_timer_lays_the_run_it_could_have_sent_card_by_card() -> None:
+    state = _kings_and_a_run(version=2)
+    state = phom.apply(state, TimerExpired(0, "turn"))
+    assert state.laid[0] == (tuple(parse_cards("3s 4s 5s 6s")), tuple(parse_cards("Ks Kc Kd Kh")))
+    state = phom.apply(state, TimerExpired(0, "turn"))  # throws 8♦, keeps A♠: 1 point
+    assert state.hands[0] == tuple(parse_cards("As"))
+    assert flows(state) == [(1, 0, 100, "ve_chot")]
+
+
+def test_issue_28_v1_the_timer_lays_only_the_kings_as_before() -> None:
+    state = _kings_and_a_run(version=1)
+    state = phom.apply(state, TimerExpired(0, "turn"))
+    assert state.laid[0] == (tuple(parse_cards("Ks Kc Kd Kh")),)
+    state = phom.apply(state, TimerExpired(0, "turn"))  # throws 8♦, keeps A♠ 3♠ 4♠ 5♠ 6♠: 19
+    assert flows(state) == [(0, 1, 100, "ve_chot")]
+
+
+def _sevens_and_eights(version: int) -> phom.State:
+    """Three seats (0, 2, 1 in turn). Seat 0 lays 4♥ 5♥ 6♥ and 3♦ 4♦ 5♦ 6♦, seat 2 lays
+    10♠ J♠ Q♠ and 8♣ 9♣ 10♣; then seat 1 holds 6♠ 7♠ 8♠ 9♠ 7♣ 7♦ 8♦ 7♥ 8♥ J♥ on its last turn."""
+    state = deal(
+        start([0, 1, 2], seats_max=3, version=version),
+        {
+            0: "4h 5h 6h 3d 4d 5d 6d Kc Qc Jd",
+            2: "Ts Js Qs 8c 9c Tc Kd Qd 5c",
+            1: "6s 7s 8s 9s 7c 7d 7h 8d Kh",
+        },
+    )
+    state = throw(state, 0, "Kc")
+    state = throw(draw(state, 2, "3s"), 2, "Kd")
+    state = throw(draw(state, 1, "Qh"), 1, "Kh")
+    for got0, out0, got2, out2, got1, out1 in (
+        ("As", "Qc", "Ah", "Qd", "Th", "Qh"),
+        ("2c", "Jd", "2d", "5c", "8h", "Th"),
+    ):
+        state = throw(draw(state, 0, got0), 0, out0)
+        state = throw(draw(state, 2, got2), 2, out2)
+        state = throw(draw(state, 1, got1), 1, out1)
+    state = throw(lay(draw(state, 0, "3c"), 0, "4h 5h 6h", "3d 4d 5d 6d"), 0, "3c")  # keeps A♠ 2♣: 3
+    state = throw(lay(draw(state, 2, "9d"), 2, "Ts Js Qs", "8c 9c Tc"), 2, "9d")  # keeps 3♠ A♥ 2♦: 6
+    return draw(state, 1, "Jh")
+
+
+def test_issue_28_v2_the_sevens_and_eights_are_laid_and_six_points_kept() -> None:
+    state = _sevens_and_eights(version=2)
+    rejected(state, MeldsLaid(1, (Meld(tuple(parse_cards("6s 7s 8s"))),)), "BAD_MELD")  # keeps 7♣ 7♦ 7♥
+    state = phom.apply(state, TimerExpired(1, "turn"))
+    assert state.laid[1] == (tuple(parse_cards("7s 7c 7d 7h")), tuple(parse_cards("8s 8d 8h")))
+    assert phom.candidate_actions(state, 1) == [CardSent(1, 2, 0, c("9s")), CardsPlayed(1, (c("Jh"),))]
+    state = throw(phom.apply(state, CardSent(1, 2, 0, c("9s"))), 1, "Jh")  # keeps 6♠
+    # Seat 0 first (3); seats 2 and 1 both keep 6: seat 2 laid down first (PH-3).
+    assert flows(state) == [(2, 0, 100, "ve_nhi"), (1, 0, 200, "ve_chot")]
+
+
+def test_issue_28_v1_the_sevens_and_eights_are_sent_away_as_before() -> None:
+    state = _sevens_and_eights(version=1)
+    state = phom.apply(state, TimerExpired(1, "turn"))
+    assert state.laid[1] == (tuple(parse_cards("6s 7s 8s")),)
+    for to_seat, index, card in ((2, 1, "7c"), (0, 1, "7d"), (0, 0, "7h"), (0, 1, "8d"), (0, 0, "8h"), (2, 0, "9s")):
+        state = phom.apply(state, CardSent(1, to_seat, index, c(card)))
+    state = throw(state, 1, "Jh")  # keeps nothing: 0 points
+    assert flows(state) == [(0, 1, 100, "ve_nhi"), (2, 1, 200, "ve_chot")]
+
+
+def _three_taken_then_ten_of_clubs(version: int) -> phom.State:
+    """Seat 1 has taken 2♣, 7♣ and K♥ and holds 2♠ K♠ 2♣ 7♣ 8♣ 9♣ K♣ 2♥ K♥; seat 0 then
+    discards 10♣."""
+    state = deal(start([0, 1], version=version), {0: "2c 7c Kh Tc 4s 6d 9h Qd Ad 3h", 1: "2s Ks 8c 9c Kc 2h 3d 5h Js"})
+    state = throw(take(throw(state, 0, "2c"), 1), 1, "3d")  # 2♠ 2♣ 2♥
+    state = throw(take(throw(draw(state, 0, "5s"), 0, "7c"), 1), 1, "5h")  # 7♣ 8♣ 9♣
+    state = throw(take(throw(draw(state, 0, "8h"), 0, "Kh"), 1), 1, "Js")  # K♠ K♣ K♥ (Ù thường passed up)
+    return throw(draw(state, 0, "Jc"), 0, "Tc")
+
+
+def test_issue_28_v2_a_take_that_completes_u_tron_is_taken_and_the_u_declared() -> None:
+    state = _three_taken_then_ten_of_clubs(version=2)
+    assert [a.kind for a in phom.legal_actions(state, 1)] == ["take", "declare:draw"]
+    state = take(state, 1)  # 2♠ 2♣ 2♥ | 7♣ 8♣ 9♣ 10♣ | K♠ K♣ K♥: all ten in Phỏm
+    assert [a.kind for a in phom.legal_actions(state, 1)] == ["declare:u"]  # no card to throw
+    assert phom.candidate_actions(state, 1) == [Declared(1, "u")]
+    rejected(state, CardsPlayed(1, (c("8c"),)), "ILLEGAL_MOVE")
+    assert phom.apply(state, TimerExpired(1, "turn")) == phom.apply(state, Declared(1, "u"))
+    state = phom.apply(state, Declared(1, "u"))
+    assert state.u == phom_u(1, tron=True, kings=True)  # K♠ K♣ K♥ and no draw: Ù K too (PH-5, PH-17)
+    # Seat 0's four discards in a row were taken: it pays the Ù đền (PH-7), 10 × S.
+    assert flows(state) == [
+        (0, 1, 100, "an_cay"),
+        (0, 1, 200, "an_cay_2"),
+        (0, 1, 300, "an_cay_n"),
+        (0, 1, 400, "an_cay_n"),
+        (0, 1, 1000, "u_den"),
+    ]
+
+
+def test_issue_28_v1_the_take_into_u_tron_is_refused_as_before() -> None:
+    state = _three_taken_then_ten_of_clubs(version=1)
+    assert [a.kind for a in phom.legal_actions(state, 1)] == ["declare:draw"]
+    rejected(state, CardTaken(1, 0, c("Tc")), "BAD_MELD")
+
+
+def test_every_rules_version_has_its_option_defaults_and_its_rules() -> None:
+    assert set(phom.VERSIONS) == set(phom.OPTION_DEFAULTS) == {1, 2}
+    assert all(v.number == n for n, v in phom.VERSIONS.items())
+    assert start([0, 1], version=0).version == phom.VERSIONS[1]
+    assert start([0, 1]).version == phom.VERSIONS[phom.RULES_VERSION] == phom.VERSIONS[2]
+    with pytest.raises(RuleViolation) as err:
+        start([0, 1], version=3)
+    assert err.value.code == "UNKNOWN_RULES_VERSION"

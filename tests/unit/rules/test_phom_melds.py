@@ -30,6 +30,7 @@ from socai.rules.phom_melds import (
     is_u_khan,
     iter_arrangements,
     junk_points,
+    meld_left_to_lay,
     placement_payments,
     rank_players,
     sends,
@@ -303,6 +304,70 @@ def test_a_taken_card_is_never_sent() -> None:
     # 10♥ was taken into 10♥ J♥ Q♥: it stays there though 7♥ 8♥ 9♥ would take it.
     lay_down = best_lay_down(cards("Th Jh Qh Kh 2c"), cards("Th"), [cards("7h 8h 9h")])
     assert lay_down == LayDown(melds_of("Th Jh Qh Kh"), (), card("2c"), ())
+
+
+# --- laying down every Phỏm (§6.1 last turn; rules version 2: ``lay_every_meld``) ----------
+
+
+def test_a_meld_left_to_lay_is_one_that_still_leaves_a_card_to_throw() -> None:
+    assert meld_left_to_lay(cards("9c 9d 9h Ks")) == tuple(cards("9c 9d 9h"))
+    assert meld_left_to_lay(cards("5h 6h 7h 8h")) is not None  # 5♥ 6♥ 7♥ leaves 8♥
+    assert meld_left_to_lay(cards("9c 9d Ks 2h")) is None  # junk: in no Phỏm
+    # Cards that are one Phỏm and nothing else stay: laying them leaves no final discard.
+    assert meld_left_to_lay(cards("5h 6h 7h")) is None
+    assert meld_left_to_lay(()) is None
+
+
+def test_issue_28_lay_down_lays_the_run_it_could_send_card_by_card() -> None:
+    # A♠ 3♠ 4♠ 5♠ 6♠ K♠ K♣ 8♦ K♦ K♥ with 7♠ 8♠ 9♠ on the table. Version 1 lays the four
+    # Kings and keeps 3♠ 4♠ 5♠ 6♠, a Phỏm, to send one card at a time; every Phỏm is laid.
+    hand = cards("As 3s 4s 5s 6s Ks Kc 8d Kd Kh")
+    table = [cards("7s 8s 9s")]
+    assert best_lay_down(hand, laid_melds=table) == LayDown(
+        melds_of("Ks Kc Kd Kh"),
+        (Send(card("6s"), 0), Send(card("5s"), 0), Send(card("4s"), 0), Send(card("3s"), 0)),
+        card("8d"),
+        tuple(cards("As")),
+    )
+    assert best_lay_down(hand, laid_melds=table, lay_every_meld=True) == LayDown(
+        melds_of("3s 4s 5s 6s", "Ks Kc Kd Kh"), (), card("8d"), tuple(cards("As"))
+    )
+
+
+def test_issue_28_lay_down_keeps_six_points_rather_than_sending_a_set_away() -> None:
+    # 6♠ 7♠ 8♠ 9♠ 7♣ 7♦ 8♦ 7♥ 8♥ J♥ against 4♥5♥6♥ | 3♦4♦5♦6♦ | 10♠J♠Q♠ | 8♣9♣10♣.
+    # Version 1 lays 6♠ 7♠ 8♠ and sends 7♣ 7♦ 7♥ 8♦ 8♥ 9♠ (0 points), a set of 7s among
+    # them; laying every Phỏm is 7♠ 7♣ 7♦ 7♥ and 8♠ 8♦ 8♥, 9♠ sent, J♥ thrown, 6♠ kept.
+    hand = cards("6s 7s 8s 9s 7c 7d 8d 7h 8h Jh")
+    table = [cards("4h 5h 6h"), cards("3d 4d 5d 6d"), cards("Ts Js Qs"), cards("8c 9c Tc")]
+    old = best_lay_down(hand, laid_melds=table)
+    assert old is not None and old.melds == melds_of("6s 7s 8s") and old.junk_points == 0
+    assert {s.card for s in old.sends} == set(cards("7c 7d 7h 8d 8h 9s"))
+    lay_down = best_lay_down(hand, laid_melds=table, lay_every_meld=True)
+    assert lay_down == LayDown(
+        melds_of("7s 7c 7d 7h", "8s 8d 8h"), (Send(card("9s"), 2),), card("Jh"), tuple(cards("6s"))
+    )
+    assert lay_down.junk_points == 6
+
+
+def test_laying_every_meld_keeps_the_last_card_to_throw_when_all_could_be_sent() -> None:
+    # 10♥ J♥ could both go to 7♥ 8♥ 9♥, but the final discard is a card of the hand: J♥.
+    lay_down = best_lay_down(cards("2c 3c 4c Th Jh"), laid_melds=[cards("7h 8h 9h")], lay_every_meld=True)
+    assert lay_down == LayDown(melds_of("2c 3c 4c"), (Send(card("Th"), 0),), card("Jh"), ())
+
+
+def test_laying_every_meld_keeps_a_lone_phom_that_would_leave_nothing_to_throw() -> None:
+    # A re-turn (tái) with 5♥ 6♥ 7♥ only: laying them would leave no final discard.
+    lay_down = best_lay_down(cards("5h 6h 7h"), lay_every_meld=True)
+    assert lay_down == LayDown((), (), card("7h"), tuple(cards("5h 6h")))
+    # With a fourth card, the Phỏm is laid and that card thrown.
+    assert best_lay_down(cards("5h 6h 7h Kc"), lay_every_meld=True) == LayDown(melds_of("5h 6h 7h"), (), card("Kc"), ())
+
+
+def test_laying_every_meld_finds_nothing_to_throw_when_taken_cards_bind_every_card() -> None:
+    # 2♣ 7♣ K♥ 10♣ taken: all ten cards are in Phỏm and none can be thrown (that is Ù tròn).
+    hand = cards("2s Ks 2c 7c 8c 9c Kc 2h Kh Tc")
+    assert best_lay_down(hand, cards("2c 7c Kh Tc"), lay_every_meld=True) is None
 
 
 # --- Ù (§6.2, PH-4, PH-5, PH-16, PH-17) -----------------------------------------------------
@@ -629,13 +694,22 @@ def test_every_reason_paid_is_a_known_reason() -> None:
     assert {"an_cay", "an_cay_2", "an_chot", "u_tron", "u_thuong", "u_den", "mom"} <= set(REASONS)
 
 
-def test_u_k_with_nothing_but_the_kings_and_the_discard() -> None:
-    u = find_u(cards("Ks Kc Kd 2h"), drew_from_stock=False)
-    assert u is not None and (u.tron, u.kings, u.discard) == (False, True, card("2h"))
-
-
-def test_a_lone_card_is_no_u() -> None:
-    assert find_u(cards("2h"), drew_from_stock=False) is None
+@pytest.mark.parametrize(
+    "hand",
+    [
+        "Ah 2h 3h 4h 5s 5c 5d 5h Kc",  # 9 cards, 8 in Phỏm and K♣ loose: no Ù thường
+        "Ah 2h 3h 5s 5c 5d 9d Td Jd",  # 9 cards all in Phỏm: no Ù tròn
+        "Ks Kc Kd 2h",
+        "2h",
+        "Ah 2h 3h 5s 5c 5d 9d Td Jd Qd Kd",
+    ],
+)
+def test_u_is_judged_on_ten_cards_and_any_other_hand_size_is_refused(hand: str) -> None:
+    # Ù is the 10 cards after a take or draw (PH-4): tròn all 10 in Phỏm, thường 9 and one
+    # to throw. A 9-card hand is neither; the answer for it would be a guess.
+    with pytest.raises(RuleViolation) as raised:
+        find_u(cards(hand), drew_from_stock=False)
+    assert raised.value.code == "BAD_HAND"
 
 
 def test_sending_to_something_that_is_no_meld_is_refused() -> None:

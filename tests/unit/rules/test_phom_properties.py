@@ -1,17 +1,19 @@
 """Phỏm self-play: whole hands of bots that draw, take, lay, send, Ù, time out, disconnect
 and leave, with the invariants checked after every hand (issue 15): every card accounted
-for, taken cards end in laid melds, the hand ends, the settlement balances and nobody pays
+for, taken cards end in laid melds, after a lay-down no Phỏm remains among the cards kept
+or sent (§6.1 last turn, issue 28), the hand ends, the settlement balances and nobody pays
 more than their table chips (GEN-4); a rejected event changes nothing; replay agrees."""
 
 from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import pytest
 
 from socai import fairness
+from socai.cards import Card
 from socai.errors import RuleViolation
 from socai.events.model import (
     Body,
@@ -26,7 +28,7 @@ from socai.events.model import (
     SeatInfo,
 )
 from socai.rules import autoplay, phom
-from socai.rules.phom_melds import find_u, is_meld
+from socai.rules.phom_melds import find_u, has_meld, is_meld
 
 STAKE = 50
 
@@ -71,6 +73,23 @@ def _bot(rng: random.Random) -> autoplay.Chooser:
     return choose
 
 
+def kept_or_sent_after_lay_downs(bodies: Sequence[Body]) -> Iterator[frozenset[Card]]:
+    """For each last turn of the hand (HandStarted first in ``bodies``), the cards the seat
+    kept or sent after laying down: what it held after the lay-down (by ``MeldsLaid`` or
+    its timer), less its final discard."""
+    state = phom.initial_state(bodies[0])
+    after_lay: dict[int, frozenset[Card]] = {}
+    for body in bodies[1:]:
+        before, state = state, phom.apply(state, body)
+        seat = before.to_act
+        if seat is None:
+            continue
+        if before.phase == phom.LAY and state.phase == phom.SEND:
+            after_lay[seat] = frozenset(state.hands[seat])
+        elif before.phase == phom.SEND and len(state.discards) > len(before.discards):
+            yield after_lay.pop(seat) - {state.discards[-1].card}
+
+
 def _check_hand(state: phom.State, bodies: Sequence[Body]) -> None:
     started = state.started
     assert phom.hand_cards(state) == 52
@@ -83,6 +102,9 @@ def _check_hand(state: phom.State, bodies: Sequence[Body]) -> None:
     assert len(places) == len(set(places)) == 52 - state.stock_left
     for melds in state.laid.values():
         assert all(is_meld(m) for m in melds)
+    # Every Phỏm is laid down: junk, kept or sent, is only what is in no Phỏm (§6.1, §6.2).
+    for kept_or_sent in kept_or_sent_after_lay_downs(bodies):
+        assert not has_meld(list(kept_or_sent)), sorted(kept_or_sent, key=str)
     # Taken cards end in the taker's laid melds, or stay bound in the hand of a taker whose
     # final turn never came (a Ù or the last forfeit ended play), or left play with the taker.
     laid_by = {s: {c for m in melds for c in m} for s, melds in state.laid.items()}
