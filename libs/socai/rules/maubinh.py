@@ -97,7 +97,6 @@ from socai.money import INT64_MAX, pro_rata
 from socai.rules import maubinh_hands
 from socai.rules.base import (
     COUNTERCLOCKWISE,
-    LEGACY_RULES_VERSION,
     DealSlot,
     GameSpec,
     GameState,
@@ -113,6 +112,7 @@ from socai.rules.base import (
     hand_ended,
     match_flows,
     parse_options,
+    played_rules_version,
     resolve_options,
     seats_after,
     seats_in_order,
@@ -313,7 +313,7 @@ def initial_state(started: HandStarted) -> State:
     order = tuple(seats_in_order(seats, started.dealer_seat, started.seats_max, COUNTERCLOCKWISE))
     return State.create(
         started=started,
-        rules_version=started.rules_version or LEGACY_RULES_VERSION,
+        rules_version=played_rules_version(started),
         options=options,
         hand_options=options.hand_options(),
         order=order,

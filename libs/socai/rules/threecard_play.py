@@ -41,7 +41,6 @@ from socai.events.model import (
 from socai.rules import betting, pots, threecard
 from socai.rules.base import (
     COUNTERCLOCKWISE,
-    LEGACY_RULES_VERSION,
     POT_REASONS,
     DealSlot,
     GameSpec,
@@ -59,6 +58,7 @@ from socai.rules.base import (
     hand_ended,
     parse_options,
     pay_obligations,
+    played_rules_version,
     resolve_options,
     seat_or_owner,
     seats_after,
@@ -219,7 +219,7 @@ def lieng_initial_state(game: LiengFamily, started: HandStarted) -> LiengState:
     )
     return LiengState.create(
         started=started,
-        rules_version=started.rules_version or LEGACY_RULES_VERSION,
+        rules_version=played_rules_version(started),
         options=options,
         rounds=game.rounds,
         order=order,
