@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--hands", type=int, default=300, help="at least this many hands (default 300)")
     rec.add_argument("--seed", help="seed of the bots' choices and the batch name (default: random)")
     rec.add_argument("--keep-var", action="store_true", help="keep the stack's var/golden/<batch> folder")
-    script = sub.add_parser("script", help="record a scripted batch of the reasons table batches miss")
+    script = sub.add_parser("script", help="record a scripted batch of the goals table batches miss")
     script.add_argument("games", nargs="*", help="games (default: every game with a reason not covered)")
     script.add_argument("--seed", type=int, default=1)
     sub.add_parser("check", help="replay and audit every batch; print coverage")
@@ -38,7 +38,11 @@ def main(argv: list[str] | None = None) -> int:
         from tests.golden import script as scripted
 
         path = scripted.record(args.games or None, seed=args.seed)
-        print(f"wrote {path}" if path else "nothing to script: every reason is covered")
+        print(
+            f"wrote {path}"
+            if path
+            else "nothing to script: every goal a scripted run can reach is recorded (targets.UNREACHED: the others)"
+        )
         return 0
     return check()
 

@@ -1,86 +1,81 @@
-"""Record a ``scripted`` batch of the golden corpus: the reasons the bots almost never reach.
+"""Record a ``scripted`` batch of the golden corpus: the goals the bots almost never reach.
 
 Table batches pay most reason codes; some need a deal or a line of play that random bots
 meet once in tens of thousands of hands (an instant win at the deal, a chop of a chop, a
-failed Sâm, a special Mậu Binh hand). ``python -m tests.golden script`` hunts for them:
-for each reason no recorded hand pays yet (``TARGETS`` says how: the table's options and
-seats, the bots, and where it helps a search over seeds for the deal), it plays whole tables
-with the rules engine (``tests.support.simulate.play_table``: fair shuffles from real seeds,
-moves by ``socai.rules.autoplay``, stacks, dealers and the Gà carried from hand to hand as at
-the table service) until a hand pays it, then keeps that table. The kept tables are written
-as a batch exactly as the table service would have written them to the log: table facts,
-then every hand's events, chained and sealed (``tests.support.simulate.sealed``) with a key
-made for the batch. What each hand must settle to is settlement's replay of those messages;
-the batch's verdict is the offline audit of its events (no ledger: nothing was posted).
+Sâm nobody catches, a special Mậu Binh hand). ``python -m tests.golden script`` hunts for
+them: for each goal no recorded hand reaches yet (a reason code, or a Mậu Binh special hand:
+``tests.golden.targets``, whose ``TARGETS`` say how: the table's options and seats, the
+bots, and where it helps a search over seeds for the deal), it plays whole tables with the
+rules engine (``tests.support.simulate.play_table``: fair shuffles from real seeds, moves by
+``socai.rules.autoplay``, stacks, dealers and the Gà carried from hand to hand as at the
+table service, and a closing hand when a closed table still carries a Gà) until a hand
+reaches it, then keeps that table. The kept tables are written as a batch exactly as the
+table service would have written them to the log: table facts, then every hand's events,
+chained and sealed (``tests.support.simulate.sealed``) with a key made for the batch. What
+each hand must settle to is settlement's replay of those messages; the batch's verdict is
+the offline audit of its events (no ledger: nothing was posted).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
-from typing import Final
 
 from socai.audit.export import RawEvent, _decode, write_stored_jsonl
-from socai.events import seal
+from socai.events import codec, seal
 from socai.events.model import subject
-from socai.rules import autoplay, base, registry
+from socai.rules import base, registry
 from socai_settlement import replayer
 from tests.golden import corpus
 from tests.golden.record import git_commit, new_seal_key
-from tests.support.simulate import GameSetup, SimTable, play_table, random_bot, sealed, setup_of
-
-Bot = Callable[[ModuleType, random.Random], autoplay.Chooser]
-HANDS_PER_TABLE: Final = 6
-TABLES_PER_TARGET_MAX: Final = 20_000  # a limit on every hunt
+from tests.golden.targets import TARGETS, UNREACHED, Target, hand_goals, wanted_goals
+from tests.support.simulate import SimTable, play_table, sealed, setup_of
 
 
-@dataclass(frozen=True)
-class Target:
-    """How to hunt for hands of ``game`` paying ``reason``: the table's setup (None: the
-    game's generic one), the bots, and optionally a seed chooser for the first hand (a deal
-    search). ``hands`` is how many hands each hunted table plays."""
-
-    game: str
-    reason: str
-    setup: GameSetup | None = None
-    bot: Bot = random_bot
-    seed_for: Callable[[random.Random], Callable[[int], bytes | None]] | None = None
-    hands: int = HANDS_PER_TABLE
-    tables_max: int = TABLES_PER_TARGET_MAX
+def generic_targets(game: str, goals: Iterable[str]) -> list[Target]:
+    """A plain hunt for each of ``goals``: the game's generic setup and random bots."""
+    return [Target(game, goal) for goal in goals]
 
 
-def generic_targets(game: str, reasons: Iterable[str]) -> list[Target]:
-    """A plain hunt for each of ``reasons``: the game's generic setup and random bots."""
-    return [Target(game, reason) for reason in reasons]
-
-
-# Hunts that need more than random bots at a generic table: filled per game (see TARGETS).
-TARGETS: dict[str, list[Target]] = {}
-
-
-def targets_for(game: str, reasons: Iterable[str]) -> list[Target]:
-    wanted = set(reasons)
+def targets_for(game: str, goals: Iterable[str]) -> list[Target]:
+    """The hunts for ``goals`` of ``game``: its ``TARGETS``, else a generic hunt."""
+    wanted = set(goals)
     special = [t for t in TARGETS.get(game, []) if t.reason in wanted]
     covered = {t.reason for t in special}
     return special + generic_targets(game, sorted(wanted - covered))
 
 
+def table_goals(table: SimTable) -> set[tuple[str, str]]:
+    """(game, goal) for every goal a hand of ``table`` reached (``targets.hand_goals``)."""
+    rows = [
+        [(t.from_account, t.to_account, t.amount_gold, t.reason, t.detail) for t in h.settlement.transfers]
+        for h in table.hands
+    ]
+    return {
+        (table.game, goal)
+        for h, hand_rows in zip(table.hands, rows, strict=True)
+        for goal in hand_goals(table.game, h.events, hand_rows)
+    }
+
+
 @dataclass
 class Hunt:
-    """What a hunt found: the tables kept and the reasons their hands pay."""
+    """What a hunt found: the tables kept, the goals their hands reach, and how many tables
+    each target took (negative: not found within the target's limit)."""
 
     tables: list[SimTable] = field(default_factory=list)
-    paid: set[tuple[str, str]] = field(default_factory=set)  # (game, reason)
+    paid: set[tuple[str, str]] = field(default_factory=set)  # (game, goal)
     tries: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
-def hunt(targets: Sequence[Target], *, seed: int, prefix: str = "g") -> Hunt:
-    """Play tables for each target until one of its hands pays the target's reason (or the
-    hunt's limit); a kept table counts for every reason its hands pay."""
+def hunt(targets: Sequence[Target], *, seed: int, prefix: str = "g", report: bool = True) -> Hunt:
+    """Play tables for each target until one of them reaches the target's goal (or the
+    target's limit); a kept table counts for every goal its hands reach. With ``report``,
+    prints per target how many tables it took and how long."""
     found = Hunt()
     rng = random.Random(seed)
     clock = [datetime(2026, 12, 1, 12, 0, tzinfo=UTC)]
@@ -88,6 +83,7 @@ def hunt(targets: Sequence[Target], *, seed: int, prefix: str = "g") -> Hunt:
         key = (target.game, target.reason)
         if key in found.paid:
             continue
+        began = time.monotonic()
         for tries in range(1, target.tables_max + 1):
             table_id = f"{prefix}{len(found.tables) + 1:03d}t{tries}"
             seeds = target.seed_for(rng) if target.seed_for is not None else None
@@ -100,8 +96,9 @@ def hunt(targets: Sequence[Target], *, seed: int, prefix: str = "g") -> Hunt:
                 target.bot,
                 setup=target.setup or setup_of(target.game),
                 seed_for=seeds,
+                close=target.close,
             )
-            paid = {(table.game, t.reason) for h in table.hands for t in h.settlement.transfers}
+            paid = table_goals(table)
             if key in paid:
                 found.tables.append(table)
                 found.paid |= paid
@@ -109,6 +106,10 @@ def hunt(targets: Sequence[Target], *, seed: int, prefix: str = "g") -> Hunt:
                 break
         else:
             found.tries[key] = -target.tables_max
+        if report:
+            tries_taken = found.tries[key]
+            outcome = f"{tries_taken} table(s)" if tries_taken > 0 else f"NOT FOUND in {-tries_taken} tables"
+            print(f"{target.game}:{target.reason}: {outcome}, {time.monotonic() - began:.1f} s", flush=True)
     return found
 
 
@@ -125,28 +126,32 @@ def stored(tables: Sequence[SimTable], signer: seal.HandSigner) -> list[RawEvent
     return out
 
 
-def missing_reasons(root: Path = corpus.BATCHES) -> dict[str, set[str]]:
-    """Per game, the reasons no recorded hand pays yet."""
+def missing_goals(root: Path = corpus.BATCHES) -> dict[str, set[str]]:
+    """Per game, the goals (``targets.wanted_goals``) no recorded hand reaches yet."""
     seen: dict[str, set[str]] = {}
     for batch in corpus.batches(root):
-        for line in batch.expected():
-            seen.setdefault(line["game"], set()).update(row[3] for row in line["transfers"])
+        lines = batch.expected()
+        subjects = corpus.by_subject(batch.raws()) if any(line["game"] == "maubinh" for line in lines) else {}
+        for line in lines:
+            events = [codec.from_proto(r.message) for r in subjects.get(line["subject"], []) if r.message is not None]
+            seen.setdefault(line["game"], set()).update(hand_goals(line["game"], events, line["transfers"]))
     out = {}
     for game in registry.available():
-        left = set(registry.get(game).REASONS) - seen.get(game, set())
+        left = wanted_goals(game) - seen.get(game, set())
         if left:
             out[game] = left
     return out
 
 
 def record(games: Sequence[str] | None, *, seed: int, out_root: Path = corpus.BATCHES) -> Path | None:
-    """Hunt the reasons still missing (of ``games``, default all) and write them as a batch;
-    None when nothing is missing. Raises RuntimeError naming the reasons no hunt found."""
-    missing = missing_reasons(out_root)
+    """Hunt the goals still missing (of ``games``, default all) and write them as a batch;
+    None when nothing is missing. Raises RuntimeError when no hunt found anything. Prints
+    the goals a hunt missed and those left out (``targets.UNREACHED``)."""
+    missing = missing_goals(out_root)
     chosen = [g for g in (games or registry.available()) if g in missing]
     if not chosen:
         return None
-    targets = [t for game in chosen for t in targets_for(game, missing[game])]
+    targets = [t for game in chosen for t in targets_for(game, sorted(missing[game]))]
     found = hunt(targets, seed=seed)
     not_found = sorted(f"{g}:{r}" for (g, r), tries in found.tries.items() if tries < 0 and (g, r) not in found.paid)
     if not found.tables:
@@ -168,10 +173,14 @@ def record(games: Sequence[str] | None, *, seed: int, out_root: Path = corpus.BA
         found,
         seed=seed,
         at=now,
-        command=f"python -m tests.golden script {' '.join(chosen)} --seed {seed}",
+        command=" ".join(["python -m tests.golden script", *(games or ()), f"--seed {seed}"]),
     )
     if not_found:
         print(f"not found (try another --seed or a better Target): {', '.join(not_found)}")
+    asked = games or registry.available()
+    left_out = {goal: why for goal, why in UNREACHED.items() if goal.split(":", 1)[0] in asked}
+    for goal, why in left_out.items():
+        print(f"left out, no scripted run reaches it: {goal}: {why}")
     return target
 
 

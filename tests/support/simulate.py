@@ -29,6 +29,7 @@ Everything is deterministic for a given ``seed`` (and ``at``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ from socai.events.model import (
 from socai.infra.config import Settings
 from socai.rules import autoplay, base, registry
 from socai.rules.base import Settlement
+from socai.settle import replay
 
 BANK_FUNDING_GOLD: Final = 10**12  # what ``fund`` deposits into house:bank (Tài Xỉu vs the house)
 HANDS_PER_TABLE: Final = 10
@@ -296,10 +298,13 @@ def play_table(
     setup: GameSetup | None = None,
     seed_for: Callable[[int], bytes | None] | None = None,
     face_down_by_position: bool = False,
+    close: bool = False,
 ) -> SimTable:
     """One table of ``game`` playing up to ``hands`` hands, set up by ``setup`` (default
     ``setup_of(game)``); ``seed_for(hand_number)`` may choose a hand's seed (the golden
-    corpus searches seeds for rare deals), else it comes from ``rng``."""
+    corpus searches seeds for rare deals), else it comes from ``rng``. With ``close`` the
+    table is then closed as an operator's CloseTable closes it: a pot it still carries (3
+    Cây Gà's Gà) goes back to the seated players in a closing hand (``closing_hand``)."""
     module = registry.get(game)
     setup = setup or setup_of(game)
     count = rng.randint(setup.players_min, setup.players_max)
@@ -381,7 +386,48 @@ def play_table(
         for seat, net in settlement.nets.items():
             stacks[seat] += net
         played.append(SimHand(table_id, hand_id, game, events, settlement))
+    if close and pot_gold > 0 and replay.has_closing_rule(game):
+        # The table stood up every seat that could no longer play after each hand
+        # (``Table._stand_up_due``): the seats at the close are those that can.
+        seated = base.participants(module, stacks, setup.stake_gold, options)
+        if seated:  # with nobody seated the pot stays in pot:{table} (closing_pot_settlement)
+            owner_seat = owner.seat if owner.seat in seated else -1
+            started = HandStarted(
+                table_id=table_id,
+                hand_id=f"{table_id}-h{len(played) + 1}",
+                game=game,
+                hand_number=len(played) + 1,
+                stake_gold=setup.stake_gold,
+                fee_bps=setup.fee_bps,
+                seats_max=setup.seats_max,
+                seats=tuple(
+                    SeatInfo(s.seat, s.player_id, stacks[s.seat], s.guild_id) for s in seats if s.seat in seated
+                ),
+                dealer_seat=next_dealer(module, previous, seated, setup.seats_max, owner_seat, stacks),
+                deck_commitment="",
+                owner_seat=owner_seat,
+                pot_gold=pot_gold,
+                options=options,
+                rules_version=base.rules_version(module),
+                closing=True,
+            )
+            played.append(closing_hand(started, bytes(rng.getrandbits(8) for _ in range(fairness.SEED_BYTES)), clock))
     return SimTable(table_id, game, seats, tuple(table_events), tuple(played))
+
+
+def closing_hand(started: HandStarted, seed: bytes, clock: list[datetime]) -> SimHand:
+    """A table's closing hand as the table service writes it when a table that carries a
+    pot is closed (``Table._closing_hand``): ``started`` (``closing``, the carried pot, the
+    seated players at their stacks, the dealer the rules choose) committed to ``seed``, then
+    HandEnded revealing it, nothing between; settled by the game's closing rule
+    (``socai.settle.replay.closing_settlement``: 3 Cây Gà's ``ga_pot_returned``)."""
+    started = dataclasses.replace(started, deck_commitment=fairness.commitment(seed), closing=True)
+    bodies: tuple[Body, ...] = (started, HandEnded(seed.hex()))
+    events = tuple(
+        Event(started.table_id, started.hand_id, i, started.game, _tick(clock), b)
+        for i, b in enumerate(bodies, start=1)
+    )
+    return SimHand(started.table_id, started.hand_id, started.game, events, replay.closing_settlement(started))
 
 
 def next_dealer(
