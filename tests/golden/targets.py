@@ -95,10 +95,6 @@ UNREACHED: Final[Mapping[str, str]] = {
     "maubinh:special_hand:three_quads": "4-4-4-1: 4 × C(13,3) × 10 × 4 / C(52,13) = 7.2e-8 a deal",
     "maubinh:special_hand:three_straight_flushes": "two 5-card and a 3-card straight flush: 4 × 21,744 / C(52,13) = 1.4e-7 a deal",
     "samloc:chat_hai_tu_quy": "two seats each holding two tứ quý: about 10 × 4.7e-6 × 1.7e-5 = 8e-10 a deal",
-    # Declared (base.POT_REASONS) but never a transfer: an unmatched layer goes back to the
-    # seats that put it in (pots.award_pots), which moves no gold, so nothing is written
-    # under it (tests/unit/test_pots.py pins that).
-    **{f"{game}:uncalled": "never a transfer (pots.award_pots)" for game in ("holdem", "lieng", "lieng_sanh", "xito")},
 }
 
 # Goals besides every game's reason codes: each special hand a recorded hand paid.

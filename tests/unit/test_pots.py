@@ -170,13 +170,13 @@ def test_an_unmatched_bet_comes_back_without_a_transfer() -> None:
     assert flows(b) == {(0, 1): 100}
 
 
-def test_chips_of_a_player_who_left_above_every_live_stack_go_back_as_uncalled() -> None:
+def test_chips_of_a_player_who_left_above_every_live_stack_go_back_without_a_transfer() -> None:
     b = builder([0, 1, 2])
     pots = build_pots({0: 300, 1: 100, 2: 100}, live=[1, 2])
     won = award_pots(b, pots, best_of({1: 1, 2: 2}), payout_order=[1, 2, 0])
     assert won == {2: 300, 0: 200}
     assert b.build().nets == {0: -100, 1: -100, 2: 200}
-    assert "uncalled" not in b.build().by_reason()  # returning own chips moves nothing
+    assert set(b.build().by_reason()) <= {"pot", "side_pot"}  # returning own chips moves nothing
 
 
 def test_a_winner_outside_the_eligible_seats_is_a_bug() -> None:

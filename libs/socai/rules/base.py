@@ -1081,11 +1081,12 @@ def is_penalty(module: Any, reason: str) -> bool:
 
 
 # Reasons every pot game shares (``pots.award_pots``, ``SettlementBuilder.charge_fees``).
+# Chips no live player matched go back to whoever put them in, which moves no gold and so
+# is no transfer: no reason is declared for it (the golden corpus found none ever paid).
 POT_REASONS: Final[Mapping[str, Reason]] = MappingProxyType(
     {
         "pot": Reason(False, "the main pot to the best hand (or the last player left)"),
         "side_pot": Reason(False, "a side pot to the best eligible hand (all-in, Hold'em 1.3 / Xì Tố 3.3)"),
-        "uncalled": Reason(False, "unmatched chips back to whoever put them in"),
         "fee": Reason(False, "GEN-1: the table's fee_bps on each net win"),
     }
 )

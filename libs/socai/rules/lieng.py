@@ -146,7 +146,7 @@ def is_finished(state: State) -> bool:
 
 def settle(state: State) -> Settlement:
     """The pots to the best hands (``threecard_play.lieng_settle``). Reasons: ``pot``,
-    ``side_pot``, ``uncalled``, ``disconnect_forfeit``, ``fee``."""
+    ``side_pot``, ``disconnect_forfeit``, ``fee``."""
     return play.lieng_settle(GAME, state)
 
 

@@ -150,7 +150,7 @@ def is_finished(state: State) -> bool:
 
 def settle(state: State) -> Settlement:
     """The pots to the best hands (``threecard_play.lieng_settle``). Reasons: ``pot``,
-    ``side_pot``, ``uncalled``, ``disconnect_forfeit``, ``sap_bonus``, ``fee``."""
+    ``side_pot``, ``disconnect_forfeit``, ``sap_bonus``, ``fee``."""
     return play.lieng_settle(GAME, state)
 
 

@@ -75,8 +75,8 @@ def award_pots(
     ``winners_of(eligible)`` returns the seats with the best hand among ``eligible`` (a
     one-seat tuple needs no comparison). Split pots give the odd chips one at a time in
     ``payout_order`` (first seat after the dealer, the dealer last). Each pot is split on
-    its own (RULES.md HE-6). Reasons: ``pot`` for the main pot, ``side_pot`` for the others,
-    ``uncalled`` for unmatched chips returned.
+    its own (RULES.md HE-6). Reasons: ``pot`` for the main pot, ``side_pot`` for the others;
+    unmatched chips go back to whoever put them in, which moves no gold (no transfer).
     """
     won: dict[int, int] = {}
     main_done = False

@@ -500,8 +500,7 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
 
 def settle(state: State) -> Settlement:
     """The hand's transfers: each pot to its best eligible hand, unmatched chips back,
-    then the fee on each net win (GEN-1). Reasons: ``pot``, ``side_pot``, ``uncalled``,
-    ``fee``.
+    then the fee on each net win (GEN-1). Reasons: ``pot``, ``side_pot``, ``fee``.
 
     Raises RuleViolation("HAND_NOT_OVER") before HandEnded.
     """
