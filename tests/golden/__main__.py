@@ -2,6 +2,7 @@
 
 python -m tests.golden record GAME --hands N [--seed S]   a table batch: bots through the services
 python -m tests.golden script [GAME ...]                  a scripted batch: the reasons bots miss
+python -m tests.golden script --engine [GAME ...]         an engine batch: the deals no seed search finds
 python -m tests.golden check                              replay and audit every batch, coverage
 """
 
@@ -26,6 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     script = sub.add_parser("script", help="record a scripted batch of the goals table batches miss")
     script.add_argument("games", nargs="*", help="games (default: every game with a reason not covered)")
     script.add_argument("--seed", type=int, default=1)
+    script.add_argument(
+        "--engine",
+        action="store_true",
+        help="record an engine batch: the goals no seed search reaches (targets.ENGINE_ONLY), from chosen decks",
+    )
     sub.add_parser("check", help="replay and audit every batch; print coverage")
     args = parser.parse_args(argv)
     if args.command == "record":
@@ -37,12 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "script":
         from tests.golden import script as scripted
 
-        path = scripted.record(args.games or None, seed=args.seed)
-        print(
-            f"wrote {path}"
-            if path
-            else "nothing to script: every goal a scripted run can reach is recorded (targets.UNREACHED: the others)"
-        )
+        path = scripted.record(args.games or None, seed=args.seed, engine=args.engine)
+        if path:
+            print(f"wrote {path}")
+        elif args.engine:
+            print("nothing for an engine batch: every goal of targets.ENGINE_ONLY is recorded")
+        else:
+            print("nothing to script: every goal a scripted run can reach is recorded (targets.ENGINE_ONLY: --engine)")
         return 0
     return check()
 

@@ -5,11 +5,15 @@ A corpus batch is one recording, a folder under ``tests/golden/batches/``:
 - ``manifest.json``: what was recorded, how (``kind``: ``table`` — bots through the real
   table service, settled by the real settlement service and ledger; ``scripted`` — hands
   built from chosen seeds and moves for reasons the bots rarely reach, chained and sealed
-  as the table service does), when, by which command, under which rules versions, and the
-  hand-seal public keys that verify its hands;
-- ``events.jsonl.gz``: every message of the recording's event log exactly as stored
-  (``socai events export --format stored``: bytes, stream sequence, subject, chain and
-  seal headers), table facts included;
+  as the table service does; ``engine`` — hands dealt from chosen decks, below), when, by
+  which command, under which rules versions, and the hand-seal public keys that verify its
+  hands;
+- ``events.jsonl.gz`` (``table`` and ``scripted`` batches): every message of the
+  recording's event log exactly as stored (``socai events export --format stored``: bytes,
+  stream sequence, subject, chain and seal headers), table facts included;
+- ``hands.jsonl.gz`` (``engine`` batches): one line per hand, its subject and events in
+  the protobuf JSON mapping (``socai.events.codec.to_json``), every card in the clear, and
+  on a table's first hand the table's facts;
 - ``journal.jsonl.gz`` (``table`` batches): the ledger's journal of the recording
   (``socai ledger export``): deposits, buy-ins, every hand's settlement, cash-outs;
 - ``expected.jsonl.gz``: one line per hand, what it settled to when recorded
@@ -18,12 +22,24 @@ A corpus batch is one recording, a folder under ``tests/golden/batches/``:
   exact ``TransactionInput`` settlement sends), and the rule each reason cited then
   (``rules``: what the game's ``REASONS`` said when the hand was recorded; a rule's wording
   may be improved later, so it is kept as the record's own and not compared);
-- ``verdict.json``: ``socai audit --events events.jsonl.gz --journal journal.jsonl.gz
-  --seal-public-key …`` of the batch when recorded (``AuditReport.verdict``).
+- ``verdict.json`` (``table`` and ``scripted`` batches): ``socai audit --events
+  events.jsonl.gz --journal journal.jsonl.gz --seal-public-key …`` of the batch when
+  recorded (``AuditReport.verdict``).
 
 The rule of change: a recorded hand's result never changes. ``check_batch`` replays every
 hand through settlement's own replay path and audits the batch offline from its files, and
-both must agree with the recording byte for byte. A rules change bumps the game's
+both must agree with the recording byte for byte.
+
+An ``engine`` batch holds hands dealt from a chosen deck instead of their seed's shuffle
+(``tests.golden.targets.ENGINE_TARGETS``: deals too rare for any seed search), played by
+bots among the engine's legal moves at whole simulated tables. No seed deals those cards, so
+nothing proves the deal fair and no table could have dealt it: such a batch pins the rules
+engine's result of the deal and the moves, and nothing about fairness. ``check_batch``
+folds each hand through ``engine_replay`` (settlement's replay less its check of the cards
+against the seed) and compares the same expectation fields; instead of an audit verdict it
+checks what the audit checks between a table's hands (each dealer the one the rules
+choose, a carried pot continuing) and each seat's stack (its buy-in, then its stack plus
+its net). Its lines' ``end_stream_seq`` is 0: no stream stored them. A rules change bumps the game's
 ``RULES_VERSION`` and keeps the old behaviour for hands recorded under the old version;
 new hands are recorded for the new one (``python -m tests.golden record``), appended as a
 new batch; nothing rewrites a batch.
@@ -42,21 +58,31 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Final
 
-from socai.audit.auditor import Seals, reconcile, verify
+from socai.audit.auditor import Audit, Seals, check_continuity, reconcile, verify
 from socai.audit.export import RawEvent, read_jsonl
 from socai.audit.journal import read_journal
 from socai.audit.ledger_source import JournalLedger
-from socai.events import seal
+from socai.audit.report import AuditReport
+from socai.events import codec, hidden, seal
+from socai.events.model import Event, HandStarted, PlayerSeated
 from socai.events.model import subject as canonical_subject
 from socai.rules import registry
+from socai.settle import replay as settle_replay
+from socai.settle.replay import ReplayError, ReplayResult
 from socai_settlement import replayer
-from socai_settlement.convert import SettledHand
+from socai_settlement.convert import SettledHand, settled_hand
 
 FORMAT: Final = 1
 ROOT: Final = Path(__file__).parent
 BATCHES: Final = ROOT / "batches"
 PREFIX: Final = "socai.events"  # the recordings' subject prefix (the default)
-KINDS: Final = ("table", "scripted")
+ENGINE: Final = "engine"
+KINDS: Final = ("table", "scripted", ENGINE)
+# What an engine batch's manifest says of its audit (the module docstring).
+ENGINE_AUDIT: Final = (
+    "none: the hands are dealt from chosen decks, not from their seeds' shuffles, so the auditor "
+    "would rightly call every card a DEAL_MISMATCH; the batch pins only the rules engine's result"
+)
 NOT_COMPARED: Final = frozenset({"rules"})  # the wording a reason cited when recorded (the module docstring)
 
 
@@ -90,6 +116,12 @@ class Batch:
 
     def raws(self) -> list[RawEvent]:
         return list(read_jsonl(self.events_path))
+
+    def hands(self) -> list[dict[str, Any]]:
+        """An ``engine`` batch's ``hands.jsonl`` lines (none for another kind)."""
+        if self.kind != ENGINE:
+            return []
+        return list(read_lines(self.path / "hands.jsonl.gz"))
 
     def expected(self) -> list[dict[str, Any]]:
         return list(read_lines(self.path / "expected.jsonl.gz"))
@@ -237,6 +269,8 @@ def replay_batch(batch: Batch) -> tuple[list[dict[str, Any]], list[replayer.Repl
 
 def check_batch(batch: Batch) -> Outcome:
     """Replay and audit ``batch``; compare with what it recorded (the module docstring)."""
+    if batch.kind == ENGINE:
+        return check_engine_batch(batch)
     outcome = Outcome(batch.name)
     lines, replayed, raws = replay_batch(batch)
     outcome.hands = len(lines)
@@ -286,6 +320,127 @@ def first_line_difference(want: str, have: str) -> str:
         if a != b:
             return f"line {number}: recorded {a.strip()!r}, now {b.strip()!r}"
     return f"recorded {len(want.splitlines())} lines, now {len(have.splitlines())}"
+
+
+# --- engine batches ---------------------------------------------------------------------------
+
+
+def hand_events(hand: Mapping[str, Any]) -> list[Event]:
+    """The events of one ``hands.jsonl`` line."""
+    return [codec.from_json(e) for e in hand["events"]]
+
+
+def engine_replay(events: Sequence[Event]) -> ReplayResult:
+    """One hand of an ``engine`` batch as settlement's replay (``socai.settle.replay.replay``)
+    settles it, less the check a chosen deck must fail: the dealt cards against the revealed
+    seed's shuffle (its check 6). Every other check runs, through replay's own steps: the
+    envelopes, the sequence, the rules version, one HandEnded last, the revealed seed against
+    the commitment, every card written (an engine hand is logged in the clear: no seed could
+    fill in a face-down card), and the fold through the game's rules module to its
+    settlement. Raises ReplayError as replay does. Kept here, in the tests: the library has
+    no replay that skips fairness, and must not."""
+    evs, module, first, hand_id = settle_replay._opening(events)
+    started = first.body
+    assert isinstance(started, HandStarted)
+    end = settle_replay._check_end(evs, hand_id)
+    settle_replay._check_seed(started, first, end, hand_id)
+    if started.face_down_by_position:
+        raise ReplayError(
+            hidden.CARD_FORMAT,
+            f"{first.event_id}: logs face-down cards by position; no seed deals a chosen deck's cards to fill them in",
+            hand_id=hand_id,
+            event_id=first.event_id,
+        )
+    dealt = settle_replay._read_cards(evs, None, hand_id)  # the form only: every card written
+    if started.closing:
+        state, settlement = None, settle_replay._closing(dealt, hand_id)
+    else:
+        state, settlement = settle_replay._fold(module, dealt, hand_id)
+    assert settlement is not None  # _fold settles unless told not to
+    return ReplayResult(started, tuple(dealt), settlement, 0, 0, state)
+
+
+def _engine_replayed(hand: Mapping[str, Any]) -> tuple[replayer.Replayed, ReplayResult | None]:
+    """``engine_replay`` of one ``hands.jsonl`` line as settlement reports a replay
+    (``replayer.replay_here``), and its result when it settles."""
+    try:
+        result = engine_replay(hand_events(hand))
+    except ReplayError as exc:
+        return replayer.Replayed(hand["hand_id"], error_code=exc.code, error_message=exc.message), None
+    except Exception as exc:  # a bug in the engine: reported as a difference, as settlement dead-letters it
+        return replayer.Replayed(hand["hand_id"], crashed=f"{type(exc).__name__}: {exc}"), None
+    return replayer.Replayed(hand["hand_id"], settled=settled_hand(result)), result
+
+
+def check_engine_batch(batch: Batch) -> Outcome:
+    """Fold every hand of an ``engine`` batch through ``engine_replay`` and compare it with
+    what it recorded; check the facts between its hands (``engine_continuity``)."""
+    outcome = Outcome(batch.name)
+    hands = batch.hands()
+    by_id = {h["hand_id"]: h for h in hands}
+    lines = batch.expected()
+    outcome.hands = len(lines)
+    results: dict[str, ReplayResult] = {}
+    for line in lines:
+        hand = by_id.get(line["hand_id"])
+        if hand is None:
+            outcome.differences[line["hand_id"]] = ["not in hands.jsonl.gz"]
+            continue
+        got, result = _engine_replayed(hand)
+        diffs = compare(line, got)
+        if diffs:
+            outcome.differences[line["hand_id"]] = diffs
+        if result is not None:
+            results[line["hand_id"]] = result
+        for row in line["transfers"]:
+            outcome.reasons[line["game"]][row[3]] += 1
+    for extra in sorted(set(by_id) - {line["hand_id"] for line in lines}):
+        outcome.differences[extra] = ["in hands.jsonl.gz but not in expected.jsonl.gz"]
+    for hand_id, why in engine_continuity(hands, results):
+        outcome.differences.setdefault(hand_id, []).append(why)
+    return outcome
+
+
+STACK_MISMATCH: Final = "STACK_MISMATCH"
+
+
+def engine_continuity(hands: Sequence[Mapping[str, Any]], results: Mapping[str, ReplayResult]) -> list[tuple[str, str]]:
+    """(hand, what is wrong) for each fact between an engine batch's hands that does not
+    hold: what the audit checks between a table's hands (``auditor.check_continuity``: each
+    dealer the one the rules choose, a carried pot continuing), and each seat's stack at
+    HandStarted: the buy-in its PlayerSeated brought to a table's first hand, then its
+    stack plus its net of the hand before (``STACK_MISMATCH``). Hands in file order, each
+    table's facts on its first hand; a hand that did not settle is not compared, nor are
+    the stacks of its table's later hands (they depend on its nets)."""
+    audit = Audit(
+        AuditReport("engine batch"), results=[results[h["hand_id"]] for h in hands if h["hand_id"] in results]
+    )
+    check_continuity(audit)
+    out = [(m.hand_id, f"{m.reason}: {m.detail}") for m in audit.report.mismatches]
+    stacks: dict[str, dict[int, int]] = {}  # table → seat → chips
+    unknown: set[str] = set()  # tables with a hand that did not settle
+    for hand in hands:
+        table = stacks.setdefault(hand["table_id"], {})
+        for fact in hand["table_events"]:
+            body = codec.from_json(fact).body
+            if isinstance(body, PlayerSeated):
+                table[body.seat] = table.get(body.seat, 0) + body.buy_in_gold
+        result = results.get(hand["hand_id"])
+        if result is None:
+            unknown.add(hand["table_id"])
+        if result is None or hand["table_id"] in unknown:
+            continue
+        for info in result.started.seats:
+            if table.get(info.seat) != info.stack_gold:
+                out.append(
+                    (
+                        hand["hand_id"],
+                        f"{STACK_MISMATCH}: seat {info.seat} starts with {info.stack_gold}; "
+                        f"the table's facts and hands leave it {table.get(info.seat)}",
+                    )
+                )
+            table[info.seat] = info.stack_gold + result.settlement.nets.get(info.seat, 0)
+    return out
 
 
 def coverage(outcomes: Iterable[Outcome]) -> dict[str, tuple[set[str], set[str]]]:

@@ -14,6 +14,15 @@ table service would have written them to the log: table facts, then every hand's
 chained and sealed (``tests.support.simulate.sealed``) with a key made for the batch. What
 each hand must settle to is settlement's replay of those messages; the batch's verdict is
 the offline audit of its events (no ledger: nothing was posted).
+
+A few goals no seed search reaches (``targets.ENGINE_ONLY``: a deal rarer than one in 10⁷).
+``python -m tests.golden script --engine`` hunts those with ``targets.ENGINE_TARGETS``, whose
+first hand deals a chosen deck instead of its seed's shuffle (``play_table``'s
+``deck_for``), everything else as above, and writes an ``engine`` batch: each hand's events
+in the protobuf JSON mapping, in the clear, beside what the rules engine settles them to
+(``corpus.engine_replay``: settlement's replay less its check of the cards against the
+seed). No seed deals those cards, so such a batch has no seal and no audit verdict: the
+auditor would rightly call each card a DEAL_MISMATCH.
 """
 
 from __future__ import annotations
@@ -24,16 +33,26 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from socai.audit.export import RawEvent, _decode, write_stored_jsonl
-from socai.events import seal
+from socai.events import codec, seal
 from socai.events.model import Event, subject
 from socai.rules import base, registry
-from socai.settle.replay import replay
+from socai.settle.replay import DEAL_MISMATCH, ReplayError, replay
 from socai_settlement import replayer
+from socai_settlement.convert import settled_hand
 from tests.golden import corpus
 from tests.golden.record import git_commit, new_seal_key
-from tests.golden.targets import TARGETS, UNREACHED, Target, hand_goals, wanted_goals
+from tests.golden.targets import (
+    ENGINE_ONLY,
+    ENGINE_TARGETS,
+    TARGETS,
+    UNREACHED,
+    Target,
+    hand_goals,
+    wanted_goals,
+)
 from tests.support.simulate import SimTable, play_table, sealed, setup_of
 
 
@@ -88,6 +107,7 @@ def hunt(targets: Sequence[Target], *, seed: int, prefix: str = "g", report: boo
         for tries in range(1, target.tables_max + 1):
             table_id = f"{prefix}{len(found.tables) + 1:03d}t{tries}"
             seeds = target.seed_for(rng) if target.seed_for is not None else None
+            decks = target.deck_for(rng) if target.deck_for is not None else None
             table = play_table(
                 table_id,
                 target.game,
@@ -97,6 +117,7 @@ def hunt(targets: Sequence[Target], *, seed: int, prefix: str = "g", report: boo
                 target.bot,
                 setup=target.setup or setup_of(target.game),
                 seed_for=seeds,
+                deck_for=decks,
                 close=target.close,
             )
             paid = table_goals(table)
@@ -128,14 +149,19 @@ def stored(tables: Sequence[SimTable], signer: seal.HandSigner) -> list[RawEvent
 
 
 def missing_goals(root: Path = corpus.BATCHES) -> dict[str, set[str]]:
-    """Per game, the goals (``targets.wanted_goals``) no recorded hand reaches yet."""
+    """Per game, the goals (``targets.wanted_goals``) no recorded hand reaches yet, in a
+    batch of any kind."""
     seen: dict[str, set[str]] = {}
     for batch in corpus.batches(root):
         lines = batch.expected()
-        subjects = corpus.by_subject(batch.raws()) if any(line["game"] == "maubinh" for line in lines) else {}
+        maubinh = any(line["game"] == "maubinh" for line in lines)
+        engine = {h["subject"]: corpus.hand_events(h) for h in batch.hands()} if batch.kind == corpus.ENGINE else {}
+        subjects = corpus.by_subject(batch.raws()) if maubinh and batch.kind != corpus.ENGINE else {}
         for line in lines:
             events: Sequence[Event] = []
-            if line["game"] == "maubinh":
+            if line["game"] == "maubinh" and batch.kind == corpus.ENGINE:
+                events = engine[line["subject"]]  # in the clear
+            elif line["game"] == "maubinh":
                 # The replay's events: a hand that logs face-down cards by position has them
                 # filled in from its revealed seed.
                 events = replay([r.message for r in subjects[line["subject"]] if r.message is not None]).events
@@ -148,15 +174,34 @@ def missing_goals(root: Path = corpus.BATCHES) -> dict[str, set[str]]:
     return out
 
 
-def record(games: Sequence[str] | None, *, seed: int, out_root: Path = corpus.BATCHES) -> Path | None:
+def engine_goals(game: str) -> set[str]:
+    """The goals of ``game`` that only an ``engine`` batch reaches (``targets.ENGINE_ONLY``)."""
+    return {key.split(":", 1)[1] for key in ENGINE_ONLY if key.split(":", 1)[0] == game}
+
+
+def record(
+    games: Sequence[str] | None, *, seed: int, engine: bool = False, out_root: Path = corpus.BATCHES
+) -> Path | None:
     """Hunt the goals still missing (of ``games``, default all) and write them as a batch;
-    None when nothing is missing. Raises RuntimeError when no hunt found anything. Prints
-    the goals a hunt missed and those left out (``targets.UNREACHED``)."""
+    None when nothing is missing. With ``engine`` only the goals of ``targets.ENGINE_ONLY``
+    are hunted, from chosen decks, into an ``engine`` batch (``record_engine``); without it
+    they are not. Raises RuntimeError when no hunt found anything. Prints the goals a hunt
+    missed and those left out (``targets.ENGINE_ONLY`` without ``engine``,
+    ``targets.UNREACHED``)."""
     missing = missing_goals(out_root)
-    chosen = [g for g in (games or registry.available()) if g in missing]
+    asked = games or registry.available()
+    if engine:
+        return record_engine(
+            {g: missing[g] & engine_goals(g) for g in asked if g in missing}, seed=seed, out_root=out_root, games=games
+        )
+    wanted = {g: missing[g] - engine_goals(g) for g in asked if g in missing}
+    for game in asked:
+        for goal in sorted(missing.get(game, set()) & engine_goals(game)):
+            print(f"left for an engine batch (--engine): {game}:{goal}: {ENGINE_ONLY[f'{game}:{goal}']}")
+    chosen = [g for g in asked if wanted.get(g)]
     if not chosen:
         return None
-    targets = [t for game in chosen for t in targets_for(game, sorted(missing[game]))]
+    targets = [t for game in chosen for t in targets_for(game, sorted(wanted[game]))]
     found = hunt(targets, seed=seed)
     not_found = sorted(f"{g}:{r}" for (g, r), tries in found.tries.items() if tries < 0 and (g, r) not in found.paid)
     if not found.tables:
@@ -182,7 +227,6 @@ def record(games: Sequence[str] | None, *, seed: int, out_root: Path = corpus.BA
     )
     if not_found:
         print(f"not found (try another --seed or a better Target): {', '.join(not_found)}")
-    asked = games or registry.available()
     left_out = {goal: why for goal, why in UNREACHED.items() if goal.split(":", 1)[0] in asked}
     for goal, why in left_out.items():
         print(f"left out, no scripted run reaches it: {goal}: {why}")
@@ -244,3 +288,113 @@ def write_batch(
     outcome = corpus.check_batch(batch)
     if not outcome.ok:
         raise RuntimeError(f"the batch does not check: {outcome.differences or outcome.verdict_differs}")
+
+
+# --- engine batches ------------------------------------------------------------------------------
+
+
+def record_engine(
+    wanted: dict[str, set[str]], *, seed: int, out_root: Path, games: Sequence[str] | None = None
+) -> Path | None:
+    """Hunt ``wanted`` (game → goals of ``targets.ENGINE_ONLY`` still missing) with
+    ``targets.ENGINE_TARGETS`` and write the tables as an ``engine`` batch; None when
+    nothing is wanted. Raises RuntimeError when a hunt fails (every engine target builds
+    the deal it needs, so each must succeed)."""
+    targets = [t for game, goals in sorted(wanted.items()) for t in ENGINE_TARGETS.get(game, []) if t.reason in goals]
+    if not targets:
+        return None
+    found = hunt(targets, seed=seed, prefix="e")
+    not_found = sorted(f"{g}:{r}" for (g, r), tries in found.tries.items() if tries < 0 and (g, r) not in found.paid)
+    if not_found:
+        raise RuntimeError(f"an engine target did not reach its goal: {not_found}")
+    now = datetime.now(UTC)
+    games_kept = sorted({t.game for t in found.tables})
+    name = f"{now:%Y-%m-%d}-{'+'.join(games_kept) if len(games_kept) < 3 else 'mixed'}-engine-s{seed}"
+    target = out_root / name
+    if target.exists():
+        raise RuntimeError(f"{target} exists: a batch is never rewritten (choose another --seed)")
+    target.mkdir(parents=True)
+    write_engine_batch(
+        target,
+        found,
+        seed=seed,
+        at=now,
+        command=" ".join(["python -m tests.golden script --engine", *(games or ()), f"--seed {seed}"]),
+    )
+    return target
+
+
+def engine_hands(tables: Sequence[SimTable]) -> list[dict[str, Any]]:
+    """The ``hands.jsonl`` lines of ``tables``: per hand its subject and events, and on a
+    table's first hand the table's facts (TableOpened, PlayerSeated), in the protobuf JSON
+    mapping (``socai.events.codec.to_json``), every card in the clear."""
+    out = []
+    for table in tables:
+        for number, hand in enumerate(table.hands):
+            out.append(
+                {
+                    "hand_id": hand.hand_id,
+                    "table_id": hand.table_id,
+                    "game": hand.game,
+                    "subject": subject(hand.table_id, hand.hand_id, corpus.PREFIX),
+                    "table_events": [codec.to_json(e) for e in table.table_events] if number == 0 else [],
+                    "events": [codec.to_json(e) for e in hand.events],
+                }
+            )
+    return out
+
+
+def write_engine_batch(target: Path, found: Hunt, *, seed: int, at: datetime, command: str) -> None:
+    """Write ``found``'s tables as an ``engine`` batch in ``target``: ``hands.jsonl.gz``,
+    ``expected.jsonl.gz`` (what ``corpus.engine_replay`` settles each hand to, which must be
+    what the table settled it to while playing) and ``manifest.json``; then check it.
+    Raises RuntimeError when a hand settles otherwise or the batch does not check."""
+    hands = engine_hands(found.tables)
+    played = {h.hand_id: h for t in found.tables for h in t.hands}
+    expected = []
+    for hand in hands:
+        result = corpus.engine_replay(corpus.hand_events(hand))
+        if result.settlement != played[hand["hand_id"]].settlement:
+            raise RuntimeError(f"{hand['hand_id']}: the replay settles it otherwise than the table did")
+        expected.append(
+            corpus.expectation(
+                settled_hand(result),
+                subject=hand["subject"],
+                end_stream_seq=0,
+                rules_version=base.played_rules_version(result.started),
+            )
+        )
+    corpus.write_lines(target / "hands.jsonl.gz", hands)
+    corpus.write_lines(target / "expected.jsonl.gz", expected)
+    games = sorted({row["game"] for row in expected})
+    chosen = [h.hand_id for t in found.tables for h in t.hands if not dealt_by_seed(h.events)]
+    manifest = {
+        "format": corpus.FORMAT,
+        "kind": corpus.ENGINE,
+        "games": games,
+        "rules_versions": {g: sorted({row["rules_version"] for row in expected if row["game"] == g}) for g in games},
+        "hands": len(expected),
+        "recorded_at": at.isoformat(timespec="seconds"),
+        "code": git_commit(),
+        "command": command,
+        "chosen_decks": chosen,
+        "audit": corpus.ENGINE_AUDIT,
+        "reasons": sorted({row[3] for line in expected for row in line["transfers"]}),
+        "hunted": {f"{g}:{r}": tries for (g, r), tries in sorted(found.tries.items())},
+    }
+    (target / "manifest.json").write_text(corpus.dumps(manifest) + "\n", encoding="utf-8")
+    outcome = corpus.check_batch(corpus.Batch(target))
+    if not outcome.ok:
+        raise RuntimeError(f"the engine batch does not check: {outcome.differences}")
+
+
+def dealt_by_seed(events: Sequence[Event]) -> bool:
+    """Whether a hand's cards are its revealed seed's shuffle: False when settlement's replay
+    finds a card the seed does not deal (DEAL_MISMATCH), a hand dealt from a chosen deck."""
+    try:
+        replay(events)
+    except ReplayError as exc:
+        if exc.code == DEAL_MISMATCH:
+            return False
+        raise
+    return True

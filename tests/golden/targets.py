@@ -7,16 +7,22 @@ A goal is a reason code a game declares (``REASONS``) or a finer goal written
 special, are goals ``special_hand:<id>`` (``maubinh_hands.SPECIAL_HANDS``), told apart by the
 dealt cards of the seat the special hand paid (``hand_goals``).
 
-Every deal comes from a real seed: a search draws 32-byte seeds from the hunt's random
-generator, deals each with ``socai.fairness.shuffle`` exactly as the table would, and lets
-the table play the first seed whose deal holds what the goal needs. Every move is one the
-rules engine accepts at that point (the replay of the batch checks each one): the bots
-choose among the legal moves, and may look at every seat's cards to steer the hand (a bot
-that saves the 3♠ for last, one that declares Sâm only with a hand nobody can beat, one
-that leads a four so that a higher four can chop it).
+Every deal of a scripted batch comes from a real seed: a search draws 32-byte seeds from
+the hunt's random generator, deals each with ``socai.fairness.shuffle`` exactly as the table
+would, and lets the table play the first seed whose deal holds what the goal needs. Every
+move is one the rules engine accepts at that point (the replay of the batch checks each
+one): the bots choose among the legal moves, and may look at every seat's cards to steer
+the hand (a bot that saves the 3♠ for last, one that declares Sâm only with a hand nobody
+can beat, one that leads a four so that a higher four can chop it).
 
-Goals no scripted run reaches (a deal too rare to search for, a reason no hand can pay) are
-in ``UNREACHED``, each with why, and are not hunted (tests/golden/README.md).
+A deal too rare for any seed search (``ENGINE_ONLY``, each with its odds) is built instead:
+its ``ENGINE_TARGETS`` choose the deck the first hand deals (``Target.deck_for``), drawn
+from the hunt's generator and checked to hold what the goal needs, and the bots play it as
+above. Such hands make an ``engine`` batch (``python -m tests.golden script --engine``):
+no seed deals those cards, so they pin only what the rules engine makes of the deal.
+
+Goals no run reaches at all (a reason no hand can pay) would be in ``UNREACHED``, each with
+why, and are not hunted (tests/golden/README.md).
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ from types import ModuleType
 from typing import Any, Final
 
 from socai import accounts, cards, fairness
-from socai.cards import ACE, Card
+from socai.cards import ACE, JACK, Card
+from socai.errors import check
 from socai.events.model import (
     Arranged,
     Body,
@@ -52,24 +59,29 @@ from tests.support.simulate import GameSetup, random_bot
 Bot = Callable[[ModuleType, random.Random], autoplay.Chooser]
 # seed_for(rng) -> (hand number -> the seed to deal it with, or None for a random one)
 SeedSearch = Callable[[random.Random], Callable[[int], bytes | None]]
+# deck_for(rng) -> (hand number -> the cards to deal it, in order, or None for its seed's shuffle)
+DeckChoice = Callable[[random.Random], Callable[[int], Sequence[Card] | None]]
 
 HANDS_PER_TABLE: Final = 6
 TABLES_PER_TARGET_MAX: Final = 20_000  # a limit on every hunt
 DEALS_PER_SEARCH_MAX: Final = 400_000  # a limit on every seed search (about 15 s of shuffles)
+DECKS_PER_CHOICE_MAX: Final = 2_000  # a limit on the draws of one chosen deck (a few are enough)
 
 
 @dataclass(frozen=True)
 class Target:
     """How to hunt for hands of ``game`` reaching ``reason`` (a goal: a reason code, or
     ``reason:detail``): the table's setup (None: the game's generic one), the bots, and
-    optionally a seed search for the first hand's deal. Each hunted table plays ``hands``
-    hands, then is closed (``close``: a carried pot goes back in a closing hand)."""
+    optionally a seed search for the first hand's deal, or (an ``engine`` target) the deck
+    it deals instead of its seed's shuffle. Each hunted table plays ``hands`` hands, then
+    is closed (``close``: a carried pot goes back in a closing hand)."""
 
     game: str
     reason: str
     setup: GameSetup | None = None
     bot: Bot = random_bot
     seed_for: SeedSearch | None = None
+    deck_for: DeckChoice | None = None
     hands: int = HANDS_PER_TABLE
     tables_max: int = TABLES_PER_TARGET_MAX
     close: bool = False
@@ -84,18 +96,23 @@ def special_goal(kind: str) -> str:
     return f"{SPECIAL}:{kind}"
 
 
-# Goals no scripted run reaches, "game:goal" → why. A rare deal, with the odds that a deal
-# holds it (Mậu Binh: 4 seats, 4 × the hands of the kind / C(52, 13); Sâm Lốc: 5 seats of
-# 10 cards): a search needs 1 / odds shuffles on average, at about 30 µs a shuffle here
-# (``fairness.shuffle``), so 10⁷ shuffles are five minutes of one core. Or a reason that no
-# hand can pay. None of them is hunted (tests/golden/README.md, "Scripted targets").
-UNREACHED: Final[Mapping[str, str]] = {
+# Goals no seed search reaches within a scripted run, "game:goal" → why: a deal too rare,
+# with the odds that a deal holds it (Mậu Binh: 4 seats, 4 × the hands of the kind /
+# C(52, 13); Sâm Lốc: 5 seats of 10 cards). A search needs 1 / odds shuffles on average, at
+# about 30 µs a shuffle here (``fairness.shuffle``), so 10⁷ shuffles are five minutes of one
+# core. They are reached by ``ENGINE_TARGETS`` instead, from chosen decks, in an ``engine``
+# batch (tests/golden/README.md, "Engine batches").
+ENGINE_ONLY: Final[Mapping[str, str]] = {
     "maubinh:special_hand:dragon_roll": "13 cards of one suit: 4 × 4 / C(52,13) = 2.5e-11 a deal",
     "maubinh:special_hand:twelve_royals": "13 of the 16 J, Q, K, A: 4 × 560 / C(52,13) = 3.5e-9 a deal",
     "maubinh:special_hand:three_quads": "4-4-4-1: 4 × C(13,3) × 10 × 4 / C(52,13) = 7.2e-8 a deal",
     "maubinh:special_hand:three_straight_flushes": "two 5-card and a 3-card straight flush: 4 × 21,744 / C(52,13) = 1.4e-7 a deal",
     "samloc:chat_hai_tu_quy": "two seats each holding two tứ quý: about 10 × 4.7e-6 × 1.7e-5 = 8e-10 a deal",
 }
+
+# Goals no run reaches at all, "game:goal" → why (a reason no hand can pay): none today.
+# They are not hunted, and the corpus is not asked for them.
+UNREACHED: Final[Mapping[str, str]] = {}
 
 # Goals besides every game's reason codes: each special hand a recorded hand paid.
 EXTRA_GOALS: Final[Mapping[str, frozenset[str]]] = {
@@ -105,7 +122,7 @@ EXTRA_GOALS: Final[Mapping[str, frozenset[str]]] = {
 
 def wanted_goals(game: str) -> set[str]:
     """What the corpus should hold of ``game``: every reason code it declares and its extra
-    goals, less what no scripted run reaches (``UNREACHED``)."""
+    goals, less what no run reaches (``UNREACHED``)."""
     goals = set(registry.get(game).REASONS) | set(EXTRA_GOALS.get(game, ()))
     return {g for g in goals if f"{game}:{g}" not in UNREACHED}
 
@@ -190,6 +207,51 @@ def deal_search(game: str, players: int, accept: Callable[[list[tuple[Card, ...]
         return seed_for
 
     return search
+
+
+def dealing_deck(game: str, hands: Sequence[Sequence[Card]], rest: Sequence[Card]) -> list[Card]:
+    """The deck that deals ``hands`` (in dealing order from the first seat dealt, each of
+    the game's ``CARDS_EACH``) to a table of ``len(hands)`` seats, ``rest`` undealt after
+    them: ``dealt_hands`` of it gives ``hands`` back."""
+    each = CARDS_EACH[game]
+    check(all(len(h) == each for h in hands), f"a {game} hand is {each} cards")
+    return [hand[k] for k in range(each) for hand in hands] + list(rest)
+
+
+def deck_choice(
+    game: str,
+    players: int,
+    make: Callable[[random.Random], Sequence[Sequence[Card]]],
+    accept: Callable[[list[tuple[Card, ...]]], bool],
+) -> DeckChoice:
+    """Chosen decks for the first hand of a table (later hands deal their seed's shuffle):
+    ``make`` draws the hands the goal needs from the hunt's generator, the rest of the
+    game's deck is shuffled by it into the other seats and the undealt cards, the seats'
+    dealing order is shuffled too, and the first of up to ``DECKS_PER_CHOICE_MAX`` such
+    deals that ``accept`` accepts (the hands of ``dealt_hands``) is dealt; None (the seed's
+    shuffle) when none is."""
+    full = cards.deck(game)
+    each = CARDS_EACH[game]
+
+    def choice(rng: random.Random) -> Callable[[int], Sequence[Card] | None]:
+        def deck_for(number: int) -> Sequence[Card] | None:
+            if number != 1:
+                return None
+            for _ in range(DECKS_PER_CHOICE_MAX):
+                wanted = [tuple(h) for h in make(rng)]
+                taken = {c for h in wanted for c in h}
+                rest = [c for c in full if c not in taken]
+                rng.shuffle(rest)
+                others = [tuple(rest[i * each : (i + 1) * each]) for i in range(players - len(wanted))]
+                hands = [*wanted, *others]
+                rng.shuffle(hands)
+                if accept(hands):
+                    return dealing_deck(game, hands, rest[(players - len(wanted)) * each :])
+            return None
+
+        return deck_for
+
+    return choice
 
 
 def _counts(hand: Iterable[Card]) -> Counter[int]:
@@ -345,9 +407,9 @@ def _chops(
     return None
 
 
-def chop_search(game: str, players: int, chain: ChopChain) -> SeedSearch:
-    """Seeds whose deal can play ``chain`` (and, with ``avoid_instant_wins``, holds no
-    instant win at the deal, which would end the hand before any play)."""
+def chop_deal(chain: ChopChain) -> Callable[[list[tuple[Card, ...]]], bool]:
+    """A deal that can play ``chain`` (and, with ``avoid_instant_wins``, holds no instant
+    win at the deal, which would end the hand before any play)."""
 
     def accept(hands: list[tuple[Card, ...]]) -> bool:
         if not chain.deal(hands):
@@ -356,7 +418,12 @@ def chop_search(game: str, players: int, chain: ChopChain) -> SeedSearch:
             return False
         return chop_plan(dict(enumerate(hands)), chain) is not None
 
-    return deal_search(game, players, accept)
+    return accept
+
+
+def chop_search(game: str, players: int, chain: ChopChain) -> SeedSearch:
+    """Seeds whose deal can play ``chain`` (``chop_deal``)."""
+    return deal_search(game, players, chop_deal(chain))
 
 
 def chop_director(chain: ChopChain) -> Bot:
@@ -653,7 +720,7 @@ def _maubinh_targets() -> list[Target]:
             tables_max=3,
         )
         for kind in maubinh_hands.SPECIAL_HANDS
-        if f"maubinh:{special_goal(kind)}" not in UNREACHED
+        if f"maubinh:{special_goal(kind)}" not in {**ENGINE_ONLY, **UNREACHED}
     ]
     out.append(
         Target("maubinh", "foul", setup("maubinh", 4, {"accept_fouled": "true"}), fouling_bot, hands=1, tables_max=20)
@@ -769,5 +836,82 @@ TARGETS: Final[Mapping[str, list[Target]]] = {
             hands=1,
             tables_max=50,
         ),
+    ],
+}
+
+
+# --- engine targets: chosen decks ------------------------------------------------------------
+
+
+def _suit_run(rng: random.Random, suit: int, length: int) -> list[Card]:
+    """``length`` cards of ``suit`` in a row, 2 … A (no wheel), starting where ``rng`` says."""
+    low = rng.randint(2, ACE - length + 1)
+    return [Card(rank, suit) for rank in range(low, low + length)]
+
+
+def _three_straight_flushes(rng: random.Random) -> list[Card]:
+    back, middle, front = rng.sample(range(4), 3)
+    return [*_suit_run(rng, back, 5), *_suit_run(rng, middle, 5), *_suit_run(rng, front, 3)]
+
+
+def _three_quads(rng: random.Random) -> list[Card]:
+    *quads, single = rng.sample(range(2, ACE + 1), 4)
+    return [Card(rank, suit) for rank in quads for suit in range(4)] + [Card(single, rng.randrange(4))]
+
+
+# How to draw each special hand that ``ENGINE_ONLY`` names (13 cards; the deal's ``accept``
+# checks with ``maubinh_hands.special_hand`` that it is that special and no higher one).
+SPECIAL_DECKS: Final[Mapping[str, Callable[[random.Random], list[Card]]]] = {
+    "dragon_roll": lambda rng: [Card(rank, suit) for suit in (rng.randrange(4),) for rank in range(2, ACE + 1)],
+    "twelve_royals": lambda rng: rng.sample([c for c in cards.ALL_CARDS if c.rank >= JACK], 13),
+    "three_straight_flushes": _three_straight_flushes,
+    "three_quads": _three_quads,
+}
+
+
+def _one_hand(make: Callable[[random.Random], list[Card]]) -> Callable[[random.Random], list[list[Card]]]:
+    return lambda rng: [make(rng)]
+
+
+def _two_fours_pair(rng: random.Random) -> list[list[Card]]:
+    """Sâm Lốc: two hands of two tứ quý each (ranks 3 … A), the second's higher, each with
+    two more cards; the deal's ``accept`` checks that the second chops the first."""
+    low_a, low_b, high_a, high_b = sorted(rng.sample(range(3, ACE + 1), 4))
+    quads = [[Card(rank, suit) for rank in pair for suit in range(4)] for pair in ((low_a, low_b), (high_a, high_b))]
+    spare = [c for c in cards.deck("samloc") if not any(c in q for q in quads)]
+    extra = rng.sample(spare, 4)
+    return [quads[0] + extra[:2], quads[1] + extra[2:]]
+
+
+SL_TWO_FOURS_CHAIN: Final = _sl_chain(
+    lambda p: p.kind == shedding.TWO_FOURS,
+    (_any,),
+    lambda hands: _two_holders(hands, _two_fours, _two_fours),
+)
+
+
+ENGINE_TARGETS: Final[Mapping[str, list[Target]]] = {
+    "maubinh": [
+        Target(
+            "maubinh",
+            special_goal(kind),
+            setup("maubinh", 4),
+            steady_bot,
+            deck_for=deck_choice("maubinh", 4, _one_hand(make), _specials(kind)),
+            hands=2,
+            tables_max=3,
+        )
+        for kind, make in SPECIAL_DECKS.items()
+    ],
+    "samloc": [
+        Target(
+            "samloc",
+            "chat_hai_tu_quy",
+            setup("samloc", 5),
+            chop_director(SL_TWO_FOURS_CHAIN),
+            deck_for=deck_choice("samloc", 5, _two_fours_pair, chop_deal(SL_TWO_FOURS_CHAIN)),
+            hands=2,
+            tables_max=10,
+        )
     ],
 }

@@ -104,3 +104,69 @@ def test_a_changed_byte_in_a_stored_message_is_caught(tmp_path: Path) -> None:
     outcome = corpus.check_batch(batch)
     assert outcome.differences, "a changed message still settled as recorded"
     assert outcome.verdict_differs, "a changed message did not change the audit's verdict"
+
+
+# --- engine batches: the check can fail too ---------------------------------------------------------
+
+
+def _engine_batch(tmp_path: Path) -> corpus.Batch:
+    found = next((b for b in BATCHES if b.kind == corpus.ENGINE), None)
+    if found is None:
+        pytest.fail("the corpus has no engine batch (python -m tests.golden script --engine)")
+    return _copy(found, tmp_path)
+
+
+def test_an_engine_batch_has_no_audit_verdict_and_says_why() -> None:
+    engines = [b for b in BATCHES if b.kind == corpus.ENGINE]
+    assert engines, "the corpus has no engine batch"
+    for batch in engines:
+        assert not (batch.path / "verdict.json").exists()
+        assert not batch.events_path.exists()
+        assert "DEAL_MISMATCH" in batch.manifest["audit"]
+        assert batch.manifest["chosen_decks"], "an engine batch without a hand dealt from a chosen deck"
+
+
+def test_one_gold_moved_in_an_engine_batchs_expected_line_is_caught(tmp_path: Path) -> None:
+    batch = _engine_batch(tmp_path)
+
+    def change(rows: list[dict]) -> None:  # type: ignore[type-arg]
+        row = next(r for r in rows if r["transfers"])
+        row["transfers"][0][2] += 1
+
+    _rewrite(batch.path / "expected.jsonl.gz", change)
+    outcome = corpus.check_batch(batch)
+    assert len(outcome.differences) == 1
+    assert "transfers" in next(iter(outcome.differences.values()))[0]
+
+
+def test_a_changed_move_in_an_engine_batch_is_caught(tmp_path: Path) -> None:
+    batch = _engine_batch(tmp_path)
+    changed: list[str] = []
+
+    def change(rows: list[dict]) -> None:  # type: ignore[type-arg]
+        # The first hand's deal: its first two cards swap seats, so every later move of those
+        # seats plays a card the seat does not hold (or the hand scores otherwise).
+        row = rows[0]
+        dealt = next(e for e in row["events"] if "cards_dealt" in e)["cards_dealt"]["cards"]
+        dealt[0]["card"], dealt[1]["card"] = dealt[1]["card"], dealt[0]["card"]
+        changed.append(row["hand_id"])
+
+    _rewrite(batch.path / "hands.jsonl.gz", change)
+    outcome = corpus.check_batch(batch)
+    assert list(outcome.differences) == changed
+
+
+def test_a_stack_that_does_not_follow_from_the_hand_before_is_caught(tmp_path: Path) -> None:
+    batch = _engine_batch(tmp_path)
+    changed: list[str] = []
+
+    def change(rows: list[dict]) -> None:  # type: ignore[type-arg]
+        row = next(r for r in rows if not r["table_events"])  # a table's second hand
+        started = row["events"][0]["hand_started"]
+        started["seats"][0]["stack_gold"] = str(int(started["seats"][0]["stack_gold"]) + 1)
+        changed.append(row["hand_id"])
+
+    _rewrite(batch.path / "hands.jsonl.gz", change)
+    outcome = corpus.check_batch(batch)
+    assert changed[0] in outcome.differences
+    assert any(corpus.STACK_MISMATCH in d for d in outcome.differences[changed[0]])

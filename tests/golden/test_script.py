@@ -1,6 +1,6 @@
-"""The scripted batch's machinery (tests/golden/script.py, targets.py): what it hunts, how
-its bots find a line, the closing hand it writes, and that the corpus holds every goal a
-scripted run can reach."""
+"""The scripted and engine batches' machinery (tests/golden/script.py, targets.py): what
+they hunt, how their bots find a line, the closing hand written, the decks an engine target
+chooses, and that the corpus holds every goal."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ import random
 from collections import Counter
 from datetime import UTC, datetime
 
-from socai import accounts
+import pytest
+
+from socai import accounts, cards
 from socai.cards import parse_cards
 from socai.events.model import CardsDealt, DealtCard, Event, HandEnded, HandStarted, SeatInfo
-from socai.rules import shedding
+from socai.rules import maubinh_hands, registry, shedding
 from socai.settle import replay
-from tests.golden import script, targets
+from tests.golden import corpus, script, targets
 from tests.support.simulate import play_table
 
 AT = datetime(2026, 12, 1, tzinfo=UTC)
@@ -87,6 +89,109 @@ def test_a_closed_table_that_carries_a_ga_returns_it_in_a_closing_hand() -> None
     assert replay.replay(closing.events).settlement == closing.settlement  # settlement's replay agrees
 
 
-def test_every_goal_a_scripted_run_can_reach_is_recorded() -> None:
+def test_a_led_two_tu_quy_chopped_by_a_higher_two_tu_quy_is_a_chop_chain_plan() -> None:
+    hands = {
+        0: parse_cards("3s 3c 3d 3h 4s 4c 4d 4h 9s Jc"),
+        1: parse_cards("Ks Kc Kd Kh As Ac Ad Ah 6d 8h"),
+    }
+    plan = targets.chop_plan(hands, targets.SL_TWO_FOURS_CHAIN)
+    assert plan is not None
+    assert [(seat, play.kind, " ".join(map(str, play.cards))) for seat, play in plan] == [
+        (0, shedding.TWO_FOURS, "3s 3c 3d 3h 4s 4c 4d 4h"),
+        (1, shedding.TWO_FOURS, "Ks Kc Kd Kh As Ac Ad Ah"),
+    ]
+
+
+def test_a_deck_built_for_some_hands_deals_them_round_the_table() -> None:
+    hands = [tuple(cards.deck("samloc")[i * 10 : (i + 1) * 10]) for i in range(5)]
+    rest = cards.deck("samloc")[50:]
+    deck = targets.dealing_deck("samloc", hands, rest)
+    assert sorted(deck, key=cards.ALL_CARDS.index) == cards.deck("samloc")
+    assert targets.dealt_hands("samloc", deck, 5) == hands
+    assert deck[50:] == rest
+
+
+def test_the_engine_targets_are_the_goals_no_seed_search_reaches() -> None:
+    reached = {f"{t.game}:{t.reason}" for ts in targets.ENGINE_TARGETS.values() for t in ts}
+    assert reached == set(targets.ENGINE_ONLY)
+    assert all(t.deck_for is not None and t.seed_for is None for ts in targets.ENGINE_TARGETS.values() for t in ts)
+    wanted = {f"{g}:{goal}" for g in registry.available() for goal in targets.wanted_goals(g)}
+    assert set(targets.ENGINE_ONLY) <= wanted  # the corpus is asked for them
+
+
+ENGINE = [t for ts in targets.ENGINE_TARGETS.values() for t in ts]
+
+
+@pytest.mark.parametrize("target", ENGINE, ids=[f"{t.game}:{t.reason}" for t in ENGINE])
+def test_an_engine_targets_first_hand_deals_its_goal_from_the_games_whole_deck(target: targets.Target) -> None:
+    assert target.deck_for is not None and target.setup is not None
+    for seed in range(3):
+        deck_for = target.deck_for(random.Random(seed))
+        deck = deck_for(1)
+        assert deck is not None
+        assert sorted(deck, key=cards.ALL_CARDS.index) == cards.deck(target.game)
+        assert deck_for(2) is None  # later hands deal their seed's shuffle
+        hands = targets.dealt_hands(target.game, deck, target.setup.seats_max)
+        if target.game == "maubinh":
+            kind = target.reason.split(":", 1)[1]
+            specials = [maubinh_hands.special_hand(h) for h in hands]
+            assert specials.count(kind) == 1 and specials.count(None) == len(hands) - 1
+        else:
+            assert shedding.instant_winner(hands, shedding.SAMLOC) is None
+            plan = targets.chop_plan(dict(enumerate(hands)), targets.SL_TWO_FOURS_CHAIN)
+            assert plan is not None and [p.kind for _, p in plan] == [shedding.TWO_FOURS] * 2
+
+
+def test_a_hand_from_a_chosen_deck_fails_settlements_replay_but_settles_through_the_engine() -> None:
+    target = next(t for t in ENGINE if t.game == "samloc")
+    assert target.deck_for is not None
+    table = play_table(
+        "e1",
+        "samloc",
+        1,
+        random.Random(1),
+        [AT],
+        target.bot,
+        setup=target.setup,
+        deck_for=target.deck_for(random.Random(1)),
+    )
+    hand = table.hands[0]
+    with pytest.raises(replay.ReplayError) as err:
+        replay.replay(hand.events)
+    assert err.value.code == replay.DEAL_MISMATCH  # what the auditor would say of it
+    assert not script.dealt_by_seed(hand.events)
+    result = corpus.engine_replay(hand.events)
+    assert result.settlement == hand.settlement
+    assert "chat_hai_tu_quy" in {t.reason for t in result.settlement.transfers}
+
+
+def test_a_chosen_deck_cannot_be_logged_by_position() -> None:
+    target = ENGINE[0]
+    assert target.deck_for is not None
+    with pytest.raises(ValueError, match="by position"):
+        play_table(
+            "e1",
+            target.game,
+            1,
+            random.Random(1),
+            [AT],
+            target.bot,
+            setup=target.setup,
+            deck_for=target.deck_for(random.Random(1)),
+            face_down_by_position=True,
+        )
+
+
+def test_every_goal_is_recorded() -> None:
     missing = script.missing_goals()
-    assert not missing, f"goals no recorded hand reaches (python -m tests.golden script --seed N): {missing}"
+    assert not missing, (
+        "goals no recorded hand reaches (python -m tests.golden script --seed N, "
+        f"and --engine for targets.ENGINE_ONLY): {missing}"
+    )
+
+
+def test_all_thirteen_special_hands_of_mau_binh_are_recorded() -> None:
+    specials = {targets.special_goal(k) for k in maubinh_hands.SPECIAL_HANDS}
+    assert len(specials) == 13
+    assert targets.wanted_goals("maubinh") >= specials
+    assert "maubinh" not in script.missing_goals()

@@ -297,14 +297,21 @@ def play_table(
     *,
     setup: GameSetup | None = None,
     seed_for: Callable[[int], bytes | None] | None = None,
+    deck_for: Callable[[int], Sequence[cards.Card] | None] | None = None,
     face_down_by_position: bool = False,
     close: bool = False,
 ) -> SimTable:
     """One table of ``game`` playing up to ``hands`` hands, set up by ``setup`` (default
     ``setup_of(game)``); ``seed_for(hand_number)`` may choose a hand's seed (the golden
-    corpus searches seeds for rare deals), else it comes from ``rng``. With ``close`` the
+    corpus searches seeds for rare deals), else it comes from ``rng``. ``deck_for(hand_number)``
+    may choose the cards a hand deals, in order, instead of its seed's shuffle
+    (``autoplay.play_hand``'s ``deck``: the golden corpus's ``engine`` batches); such a
+    hand still commits to and reveals its seed, but no seed deals its cards, so it can be
+    logged in the clear only (ValueError with ``face_down_by_position``). With ``close`` the
     table is then closed as an operator's CloseTable closes it: a pot it still carries (3
     Cây Gà's Gà) goes back to the seated players in a closing hand (``closing_hand``)."""
+    if deck_for is not None and face_down_by_position:
+        raise ValueError("a chosen deck cannot be logged by position: no revealed seed deals its cards")
     module = registry.get(game)
     setup = setup or setup_of(game)
     count = rng.randint(setup.players_min, setup.players_max)
@@ -375,14 +382,15 @@ def play_table(
             rules_version=base.rules_version(module),
             face_down_by_position=face_down_by_position,
         )
-        bodies, state = autoplay.play_hand(module, started, seed, choose)
+        deck = deck_for(number) if deck_for is not None else None
+        bodies, state = autoplay.play_hand(module, started, seed, choose, deck=deck)
         settlement = module.settle(state)
         previous = (state, dealer)
         pot_gold = settlement.pot_carry_gold
         events = tuple(Event(table_id, hand_id, i, game, _tick(clock), b) for i, b in enumerate(bodies, start=1))
         if face_down_by_position:
-            deck = fairness.shuffle(seed, cards.deck(game)) if module.SPEC.deck else []
-            events = tuple(hidden.conceal(e, deck) for e in events)
+            shuffled = fairness.shuffle(seed, cards.deck(game)) if module.SPEC.deck else []
+            events = tuple(hidden.conceal(e, shuffled) for e in events)
         for seat, net in settlement.nets.items():
             stacks[seat] += net
         played.append(SimHand(table_id, hand_id, game, events, settlement))

@@ -144,6 +144,47 @@ def test_the_first_card_dealt_is_deck_0_of_the_fairness_vectors() -> None:
     assert cards.format_cards(c.card for c in deal.cards) == "8s 9s Qs"
 
 
+def test_a_chosen_deck_is_dealt_in_its_order_and_the_seed_is_still_revealed() -> None:
+    deck = sorted(cards.deck("holdem"), key=lambda c: (-c.rank, c.suit))  # As Ac Ad Ah Ks …
+    bodies, _ = autoplay.play_hand(fake_game(cards_per_seat=2), started(), SEED, always_stay, deck=deck)
+    deal = bodies[1]
+    assert isinstance(deal, CardsDealt)
+    assert cards.format_cards(c.card for c in deal.cards) == "As Ac Ad Ah Ks Kc"
+    assert [c.seat for c in deal.cards] == [0, 2, 3, 0, 2, 3]
+    assert bodies[-1] == HandEnded(SEED.hex())  # the seed's shuffle would have dealt 8s 9s Qs …
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "why"),
+    [
+        (lambda d: d[:-1], "BAD_CARD", "it lacks 2h and holds nothing besides"),
+        (lambda d: [*d[:-1], d[0]], "DUPLICATE_CARD", "holds As more than once"),
+        (lambda d: [*d[:-1], cards.parse_card("2h"), cards.parse_card("2h")], "DUPLICATE_CARD", "2h more than once"),
+    ],
+    ids=["a card short", "a card twice", "a card too many"],
+)
+def test_a_chosen_deck_that_is_not_the_games_deck_is_refused(change, code: str, why: str) -> None:  # type: ignore[no-untyped-def]
+    deck = sorted(cards.deck("holdem"), key=lambda c: (-c.rank, c.suit))
+    with pytest.raises(RuleViolation) as err:
+        autoplay.play_hand(fake_game(), started(), SEED, always_stay, deck=change(deck))
+    assert err.value.code == code
+    assert why in err.value.message
+
+
+def test_a_chosen_deck_with_cards_foreign_to_the_game_is_refused() -> None:
+    # Xì Tố plays 8 … A: a 52-card deck holds 24 cards it does not.
+    with pytest.raises(RuleViolation) as err:
+        autoplay.play_hand(fake_game(), started("xito"), SEED, always_stay, deck=cards.deck("holdem"))
+    assert err.value.code == "BAD_CARD"
+    assert "it lacks nothing and holds 2s 2c 2d 2h 3s" in err.value.message
+
+
+def test_a_chosen_deck_for_a_game_without_cards_is_refused() -> None:
+    with pytest.raises(RuleViolation) as err:
+        autoplay.play_hand(fake_game(deck=None), started("taixiu"), SEED, always_stay, deck=cards.deck("holdem"))
+    assert err.value.code == "BAD_CARD"
+
+
 def test_each_seat_is_asked_in_the_pending_order_and_its_choice_is_applied() -> None:
     asked: list[tuple[int, list[Body]]] = []
 
