@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--hands", type=int, default=300, help="at least this many hands (default 300)")
     rec.add_argument("--seed", help="seed of the bots' choices and the batch name (default: random)")
     rec.add_argument("--keep-var", action="store_true", help="keep the stack's var/golden/<batch> folder")
+    rec.add_argument(
+        "--players", type=_seats, help="seats per table, MIN-MAX (default 2-6, within the game's own range)"
+    )
     script = sub.add_parser("script", help="record a scripted batch of the goals table batches miss")
     script.add_argument("games", nargs="*", help="games (default: every game with a reason not covered)")
     script.add_argument("--seed", type=int, default=1)
@@ -37,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "record":
         from tests.golden import record
 
-        path = record.record(args.game, args.hands, seed=record.parse_seed(args.seed), keep_var=args.keep_var)
+        path = record.record(
+            args.game, args.hands, seed=record.parse_seed(args.seed), keep_var=args.keep_var, players=args.players
+        )
         print(f"wrote {path}")
         return 0
     if args.command == "script":
@@ -52,6 +57,14 @@ def main(argv: list[str] | None = None) -> int:
             print("nothing to script: every goal a scripted run can reach is recorded (targets.ENGINE_ONLY: --engine)")
         return 0
     return check()
+
+
+def _seats(text: str) -> tuple[int, int]:
+    low, _, high = text.partition("-")
+    try:
+        return int(low), int(high or low)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"seats are MIN-MAX, e.g. 7-9, not {text!r}") from exc
 
 
 def check() -> int:

@@ -46,7 +46,7 @@ from tests.support.stack import stack_env
 HANDS_PER_TABLE: Final = 12
 ROUNDS_MAX: Final = 10
 TABLES_SLACK: Final = 1.3  # tables end early when their bots go broke
-PLAYERS_CAP: Final = 6  # seats per table at most (Tài Xỉu and the 9-seat games: enough to vary)
+PLAYERS_CAP: Final = 6  # seats per table by default (the 9-seat games' 7 to 9: ``--players 7-9``)
 STAKE_GOLD: Final = 100
 REPO: Final = Path(__file__).resolve().parents[2]
 
@@ -99,17 +99,19 @@ VARIANTS: Final[Mapping[str, Sequence[Mapping[str, str]]]] = {
 }
 
 
-def plans_for(game: str, tables: int, offset: int = 0) -> tuple[Any, ...]:
+def plans_for(game: str, tables: int, offset: int = 0, players: tuple[int, int] | None = None) -> tuple[Any, ...]:
     """``tables`` table plans for ``game``: seat counts from the game's minimum (2 for Tài
-    Xỉu, which needs a banker and a bettor in p2p) to its maximum (capped), each variant,
-    with and without a fee, combined so that every pair occurs when there are enough
-    tables."""
+    Xỉu, which needs a banker and a bettor in p2p) to its maximum (capped at
+    ``PLAYERS_CAP``; ``players`` gives another range, within the game's), each variant, with
+    and without a fee, combined so that every pair occurs when there are enough tables."""
     from socai_table.simulate import TablePlan, fee_for, options_for
 
     module = registry.get(game)
     spec = module.SPEC
-    low = max(spec.players_min, 2)
-    counts = list(range(low, min(spec.players_max, PLAYERS_CAP) + 1))
+    low, high = players or (2, PLAYERS_CAP)
+    counts = list(range(max(spec.players_min, 2, low), min(spec.players_max, high) + 1))
+    if not counts:
+        raise RecordingFailed(f"{game} seats {spec.players_min} to {spec.players_max} players, not {low}-{high}")
     variants = VARIANTS.get(game, ({},))
     plans = []
     for i in range(offset, offset + tables):
@@ -142,7 +144,15 @@ class RecordingFailed(Exception):
     pass
 
 
-def record(game: str, hands: int, *, seed: int, out_root: Path = corpus.BATCHES, keep_var: bool = False) -> Path:
+def record(
+    game: str,
+    hands: int,
+    *,
+    seed: int,
+    out_root: Path = corpus.BATCHES,
+    keep_var: bool = False,
+    players: tuple[int, int] | None = None,
+) -> Path:
     """Record a ``table`` batch of at least ``hands`` hands of ``game``; returns its folder."""
     from socai_cli.stack import Stack
 
@@ -174,7 +184,7 @@ def record(game: str, hands: int, *, seed: int, out_root: Path = corpus.BATCHES,
         started_at = time.monotonic()
         stack.start()
         running = stack.resolved_settings()
-        live = asyncio.run(_play(running, game, hands, seed))
+        live = asyncio.run(_play(running, game, hands, seed, players))
         print(
             f"{game}: {len(live.ended)} hands played and settled in {time.monotonic() - started_at:.0f} s", flush=True
         )
@@ -184,7 +194,7 @@ def record(game: str, hands: int, *, seed: int, out_root: Path = corpus.BATCHES,
         os.environ.update(saved)
     target.mkdir(parents=True)
     try:
-        _write(target, live, game=game, version=version, seed=seed, hands=hands, public=public, at=now)
+        _write(target, live, game=game, version=version, seed=seed, hands=hands, public=public, at=now, players=players)
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
@@ -205,7 +215,7 @@ class Live:
         self.sim: dict[str, Any] = {}
 
 
-async def _play(settings: Settings, game: str, hands: int, seed: int) -> Live:
+async def _play(settings: Settings, game: str, hands: int, seed: int, players: tuple[int, int] | None) -> Live:
     from socai_cli import demo
     from socai_table.simulate import SimConfig, Simulator
 
@@ -228,7 +238,7 @@ async def _play(settings: Settings, game: str, hands: int, seed: int) -> Live:
             leave_rate=0.01,
             disconnect_rate=0.02,
             seed=seed * 1000 + rounds,
-            plans=plans_for(game, tables, offset=len(live.tables)),
+            plans=plans_for(game, tables, offset=len(live.tables), players=players),
         )
         sim = Simulator(settings, config)
         try:
@@ -305,7 +315,16 @@ async def _settlements(settings: Settings, hands: Sequence[str]) -> dict[str, An
 
 
 def _write(
-    target: Path, live: Live, *, game: str, version: int, seed: int, hands: int, public: str, at: datetime
+    target: Path,
+    live: Live,
+    *,
+    game: str,
+    version: int,
+    seed: int,
+    hands: int,
+    public: str,
+    at: datetime,
+    players: tuple[int, int] | None = None,
 ) -> None:
     raws = live.raws
     subjects = corpus.by_subject(raws)
@@ -356,7 +375,8 @@ def _write(
         "hands": len(expected),
         "recorded_at": at.isoformat(timespec="seconds"),
         "code": git_commit(),
-        "command": f"python -m tests.golden record {game} --hands {hands} --seed {seed}",
+        "command": f"python -m tests.golden record {game} --hands {hands} --seed {seed}"
+        + (f" --players {players[0]}-{players[1]}" if players else ""),
         "seal_public_keys": {seal.key_id(bytes.fromhex(public)): public},
         "reasons": reasons,
         "bots": live.sim,
