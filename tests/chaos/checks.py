@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 import psycopg
 
-from socai.audit.export import read_stream
+from socai.audit.export import EventFilter, read_stream
 from socai.events.log import EventLog
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
@@ -260,3 +260,54 @@ async def tenure_problems(stack: ProcessStack, table_ids: list[str]) -> list[str
     finally:
         await nc.close()
     return problems
+
+
+@dataclass
+class Timeline:
+    """Each table's events as the stream holds them: (occurred_at as seconds since the
+    epoch, event body name), in order. The table stamps ``occurred_at`` when it writes the
+    event, with the clock of the machine every process of the stack shares."""
+
+    events: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+
+    def gaps_over(self, table_id: str, start: float, end: float) -> float:
+        """The longest time ``table_id`` went without an event over [``start``, ``end``]
+        (epoch seconds): the gaps between its events that overlap the window, the one
+        from its last event before ``end`` to ``end`` included (still out at the end)."""
+        times = [t for t, _ in self.events.get(table_id, ())]
+        longest = 0.0
+        previous = None
+        for t in times:
+            if previous is not None and t >= start and previous <= end:
+                longest = max(longest, min(t, end) - max(previous, start))
+            previous = t
+            if t > end:
+                break
+        if previous is not None and previous < end:
+            longest = max(longest, end - max(previous, start))
+        return longest
+
+    def first_after(self, table_id: str, moment: float) -> float | None:
+        """When ``table_id``'s first event after ``moment`` was written (None: none yet)."""
+        return next((t for t, _ in self.events.get(table_id, ()) if t > moment), None)
+
+
+async def read_timeline(stack: ProcessStack, table_ids: list[str]) -> Timeline:
+    """The events of ``table_ids`` with their ``occurred_at`` (see ``Timeline``)."""
+    assert stack.settings is not None
+    s = stack.settings
+    nc = await connect(s.nats_url or "", name="socai-chaos-timeline")
+    timeline = Timeline()
+    try:
+        log = EventLog(nc, s.events_stream, s.events_prefix)
+        for table_id in table_ids:
+            out: list[tuple[float, str]] = []
+            async for raw in read_stream(log, EventFilter(tables=frozenset({table_id}))):
+                if raw.message is not None:
+                    at = raw.message.occurred_at
+                    out.append((at.seconds + at.nanos / 1e9, str(raw.message.WhichOneof("body"))))
+            out.sort()
+            timeline.events[table_id] = out
+    finally:
+        await nc.close()
+    return timeline
