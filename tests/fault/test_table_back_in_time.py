@@ -39,13 +39,13 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js.errors import KeyNotFoundError
 
-from socai.audit.export import EventFilter, read_stream
 from socai.events.log import EventLog
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.leases import assign
 from socai.infra.nats import StreamSpec, connect
 from socai_cli.embedded import EmbeddedNats
 from tests.chaos.bots import Bots
+from tests.chaos.checks import read_timeline
 from tests.fault.test_table_failover import TTL_S, Instance, start
 from tests.support.clients import Backend
 from tests.support.ports import free_port
@@ -81,30 +81,6 @@ def rebuilds_ms(log_paths: list[Path], since: float) -> float:
             if at >= since:
                 slowest = max(slowest, float(entry.get("slowest_ms", 0)))
     return slowest
-
-
-async def timelines(log: EventLog, tables: list[str]) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for table_id in tables:
-        times = []
-        async for raw in read_stream(log, EventFilter(tables=frozenset({table_id}))):
-            if raw.message is not None:
-                at = raw.message.occurred_at
-                times.append(at.seconds + at.nanos / 1e9)
-        out[table_id] = sorted(times)
-    return out
-
-
-def longest_gap(times: list[float], start: float, end: float) -> float:
-    """The longest stretch without an event that overlaps [start, end] (see tests.chaos.checks.Timeline)."""
-    longest, previous = 0.0, None
-    for t in times:
-        if previous is not None and t >= start and previous <= end:
-            longest = max(longest, min(t, end) - max(previous, start))
-        previous = t
-    if previous is not None and previous < end:
-        longest = max(longest, end - max(previous, start))
-    return longest
 
 
 async def test_every_table_is_back_within_the_lease_ttl_and_its_rebuild_after_each_fault(
@@ -187,7 +163,7 @@ async def test_every_table_is_back_within_the_lease_ttl_and_its_rebuild_after_ea
                 await fault("nats_paused_and_instance_killed", both, both_back, 3.0)
                 await asyncio.sleep(SETTLE_S / 2)
 
-                timeline = await timelines(log, tables)
+                timeline = await read_timeline(log, tables)
                 report: dict[str, object] = {"ttl_s": TTL_S, "turn_s": TURN_S, "tables": TABLES, "faults": {}}
                 late: list[str] = []
                 for f in faults:
@@ -197,7 +173,7 @@ async def test_every_table_is_back_within_the_lease_ttl_and_its_rebuild_after_ea
                     # stretch without an event that the fault interrupted, and the re-armed
                     # timer whose event shows the table running again.
                     budget = f.taken_s + TTL_S * 1.2 + rebuild_s + 2 * TURN_S + MARGIN_S
-                    outs = {t: longest_gap(timeline[t], f.injected, f.restored + SETTLE_S / 2) for t in tables}
+                    outs = {t: timeline.gaps_over(t, f.injected, f.restored + SETTLE_S / 2) for t in tables}
                     values = sorted(outs.values())
                     report["faults"][f.name] = {  # type: ignore[index]
                         "fault_s": round(f.restored - f.injected, 2),

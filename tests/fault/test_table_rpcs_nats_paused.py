@@ -35,7 +35,7 @@ from tests.support.table_pair import P, table_in, two_instances
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 PLAYERS = ("a", "b", "c")
-DEADLINE_S = 12.0  # longer than nats-py's request timeouts (5 s): the server's own answer comes first
+DEADLINE_S = 7.5  # longer than nats-py's request timeouts (5 s): the server's own answer comes first
 # Two rounds of calls: at once (the instances still hold their leases and serve their tables:
 # reads, appends, a forwarded call to the owner it found a moment ago) and past the 1 s owner
 # cache and the leases' 1.6 s validity (a forwarded call asks the lease bucket).
