@@ -713,8 +713,9 @@ async def run_nemesis(options: NemesisOptions, log: Callable[[str], None] = prin
             asyncio.create_task(_sample_rss(run, stop_watch, began)),
         ]
         games = sorted({load.game for load in bots.loads.values()})
+        span = f"{options.rounds} round(s) of every kind" if options.rounds else f"~{options.duration_s / 60:.0f} min"
         log(
-            f"nemesis seed {options.seed}: {len(groups)} fault groups over ~{options.duration_s / 60:.0f} min, "
+            f"nemesis seed {options.seed}: {len(groups)} fault groups ({span}), "
             f"{options.tables} tables of {len(games)} games; stack under {stack.root}"
         )
         await asyncio.sleep(options.warmup_s)
