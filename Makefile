@@ -11,7 +11,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 
-.PHONY: run up test test-fast lint typecheck proto proto-check bench chaos soak golden golden-record lock install install-dev clean clean-var
+.PHONY: run up test test-fast lint typecheck proto proto-check bench chaos nemesis soak golden golden-record lock install install-dev clean clean-var
 
 run: $(STAMP_RUN)            ## bring up the whole stack, play, settle and audit hands, print a summary
 	$(BIN)/socai demo
@@ -65,9 +65,13 @@ bench: $(STAMP_DEV)          ## benchmarks -> var/bench/report.json and report.m
 
 CHAOS_ARGS ?=
 SOAK_ARGS  ?=
+NEMESIS_ARGS ?=
 
 chaos: $(STAMP_DEV)          ## every fault in turn against real processes under bot load -> var/chaos/report.json
 	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)
+
+nemesis: $(STAMP_DEV)        ## a seeded random fault schedule over 2+2 instances under bot load -> var/nemesis/report.json and report.md
+	$(BIN)/python -m tests.chaos.nemesis $(NEMESIS_ARGS)
 
 soak: $(STAMP_DEV)           ## 250 bot tables for 10 minutes -> var/soak/report.json and soak.png
 	$(BIN)/python -m tests.soak $(SOAK_ARGS)

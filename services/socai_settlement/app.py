@@ -28,6 +28,7 @@ from socai.infra.grpc_client import channel
 from socai.infra.grpc_server import GrpcServer, build_server
 from socai.infra.logging import get_logger
 from socai.infra.nats import connect
+from socai.infra.nats_liveness import ConnectionWatch
 from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig, lease_config
 from socai_settlement.lag import LagWatch
@@ -57,6 +58,7 @@ class App:
     workers: PartitionWorkers
     lag: LagWatch
     grpc: GrpcServer
+    nats_watch: ConnectionWatch
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -85,6 +87,7 @@ class App:
         if self._tasks:
             return
         await self.settler.replayer.start()
+        self.nats_watch.start()
         await self.grpc.server.start()
         await self.grpc.set_serving(True)
         self._tasks = [
@@ -137,6 +140,7 @@ class App:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.settler.replayer.close()
+        await self.nats_watch.stop()
         with contextlib.suppress(Exception):
             await self.nc.close()
         await self.ledger_channel.close()
@@ -204,4 +208,5 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
         workers=workers,
         lag=lag,
         grpc=grpc_server,
+        nats_watch=ConnectionWatch(nc, "settlement"),
     )

@@ -13,6 +13,7 @@ from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
 from socai.infra import nats as socai_nats
 from socai.infra.config import Settings
 from socai.infra.grpc_server import GrpcServer, build_server
+from socai.infra.nats_liveness import ConnectionWatch
 from socai.rules import registry
 from socai_table import metrics, seeds, signing
 from socai_table.forward import Forwarder
@@ -36,9 +37,11 @@ class TableApp:
     ownership: Ownership
     forwarder: Forwarder
     grpc: GrpcServer
+    nats_watch: ConnectionWatch
 
     async def start(self) -> None:
         registry.warm()  # every game's costly first-use tables, before the first Act needs them
+        self.nats_watch.start()
         await self.manager.start()
         # Leases (and the tables they bring) before the server listens, as the tables were
         # loaded before it listened with one instance: a caller never sees this instance
@@ -58,6 +61,7 @@ class TableApp:
         await self.manager.stop()
         await self.money.close()
         await self.store.close()
+        await self.nats_watch.stop()
         await self.nc.drain()
 
 
@@ -103,4 +107,4 @@ async def build_app(settings: Settings, own: OwnershipSettings | None = None) ->
         service_names=[SERVICE_NAME],
         policy=policy(dict(settings.tokens)),
     )
-    return TableApp(settings, nc, store, money, manager, ownership, forwarder, server)
+    return TableApp(settings, nc, store, money, manager, ownership, forwarder, server, ConnectionWatch(nc, "table"))

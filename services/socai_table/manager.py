@@ -46,6 +46,7 @@ WATCHDOG_PERIOD_S = 1.0
 WATCHDOG_BACKOFF_MAX_S = 10.0
 LIST_PAGE_MAX = 500
 RETIRE_WAIT_S = 5.0  # how long a dropped table's command in progress may take to finish
+LOAD_CONCURRENCY = 8  # tables of an acquired partition rebuilt at once
 
 
 TABLE_OPENED_MAX_BYTES = 16 * 1024
@@ -143,20 +144,35 @@ class TableManager:
         logged, counted and left out (its calls answer UNAVAILABLE ``TABLE_UNAVAILABLE``):
         one bad table must not keep every other table of the instance from serving.
         """
-        count = 0
-        for table_id, config in await self.deps.store.open_tables():
-            if not select(table_id):
-                continue
-            token = self._token(table_id)
-            if token is None:
-                break  # the partition was lost again meanwhile: its drop follows
-            if table_id in self.tables and self._tenures.get(table_id) == token:
-                continue
-            await self._retire(table_id)
-            await self._load(table_id, config)
-            count += 1
+        started = time.monotonic()
+        gate = asyncio.Semaphore(LOAD_CONCURRENCY)
+        took: list[float] = []
+
+        async def one(table_id: str, config: TableConfig) -> None:
+            async with gate:
+                token = self._token(table_id)
+                if token is None:
+                    return  # the partition was lost again meanwhile: its drop follows
+                if table_id in self.tables and self._tenures.get(table_id) == token:
+                    return
+                began = time.monotonic()
+                await self._retire(table_id)
+                await self._load(table_id, config)
+                took.append(time.monotonic() - began)
+
+        # Concurrently: a table's rebuild waits on NATS and PostgreSQL, not the CPU, and the
+        # last table of a partition is back when the slowest rebuild is done, not the sum.
+        chosen = [(t, c) for t, c in await self.deps.store.open_tables() if select(t)]
+        await asyncio.gather(*(one(t, c) for t, c in chosen))
         metrics.TABLES.set(len(self.tables))
-        log.info("tables_loaded", count=count, total=len(self.tables), broken=len(self.broken))
+        log.info(
+            "tables_loaded",
+            count=len(took),
+            total=len(self.tables),
+            broken=len(self.broken),
+            took_ms=round((time.monotonic() - started) * 1000),
+            slowest_ms=round(max(took, default=0.0) * 1000),
+        )
 
     def _token(self, table_id: str) -> int | None:
         """The lease token this instance holds ``table_id``'s partition under (None: not held)."""
@@ -248,8 +264,15 @@ class TableManager:
         leaves memory. Nothing of theirs is written here any more: their fence is bound to
         the tenure that ends (``_fence``), and a rebuild still in flight for one of them
         discards its table when it finishes (``_rebuild_one``)."""
-        for table_id in [t for t in self.tables if select(t)]:
-            await self._retire(table_id)
+        chosen = [t for t in self.tables if select(t)]
+        for table_id in chosen:
+            # At once, before any of them waits for its command in progress: a timer that
+            # fired now would only be refused (TABLE_NOT_HELD).
+            self.tables[table_id].timer.cancel()
+            self.tables[table_id].autostart.cancel()
+        # Concurrently: each waits only for its own command in progress, so the partition
+        # is handed over after the slowest table's, not the sum of all (RETIRE_WAIT_S at most).
+        await asyncio.gather(*(self._retire(table_id) for table_id in chosen))
         for table_id in [t for t in self.broken if select(t)]:
             del self.broken[table_id]
         metrics.TABLES.set(len(self.tables))
@@ -457,8 +480,8 @@ class TableManager:
             now = time.monotonic()
             for table in list(self.tables.values()):
                 table_id = table.table_id
-                if retry_at.get(table_id, 0.0) > now:
-                    continue
+                if retry_at.get(table_id, 0.0) > now or not table.holds():
+                    continue  # backing off, or of a tenure that ended: the manager drops it
                 try:
                     await table.check_heartbeats(now)
                     await table.heal()

@@ -48,6 +48,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Final
 
+import nats.errors
 from nats.js import JetStreamContext
 
 from socai import errors
@@ -196,7 +197,8 @@ class Ownership:
 
     async def owner(self, table_id: str, fresh: bool = False) -> Owner | None:
         """The instance holding ``table_id``'s partition and its address, as the lease bucket
-        says (cached for ``LOOKUP_CACHE_S`` unless ``fresh``); None while nobody holds it."""
+        says (cached for ``LOOKUP_CACHE_S`` unless ``fresh``); None while nobody holds it.
+        Raises Unavailable("NATS_UNAVAILABLE") when the bucket does not answer."""
         partition = self.partition_of(table_id)
         now = time.monotonic()
         cached = self._owners.get(partition)
@@ -204,11 +206,20 @@ class Ownership:
             return cached[1]
         store = self.leases.store
         found: Owner | None = None
-        holder = await store.holder(partition)
-        if holder is not None:
-            value = await store.member(holder)
-            if value:
-                found = Owner(holder, value.decode())
+        try:
+            holder = await store.holder(partition)
+            if holder is not None:
+                value = await store.member(holder)
+                if value:
+                    found = Owner(holder, value.decode())
+        except (nats.errors.Error, TimeoutError) as exc:
+            # NATS slow or away: the caller retries (forwarding needs the bucket's answer).
+            raise errors.Unavailable(
+                "NATS_UNAVAILABLE",
+                f"cannot look up who holds table {table_id}'s partition {partition}: {exc}; retry in {RETRY_AFTER_MS} ms",
+                partition=partition,
+                retry_after_ms=RETRY_AFTER_MS,
+            ) from exc
         if len(self._owners) >= LOOKUP_CACHE_MAX:
             self._owners.clear()
         self._owners[partition] = (now, found)

@@ -858,6 +858,8 @@ class Table:
                     metrics.TIMEOUTS.labels(self.config.game, pending.timer or "turn").inc()
                     await self._advance()
                 except errors.SocaiError as exc:
+                    if self._tenure_over(exc):
+                        return
                     log.error("timer_failed", code=exc.code, error=exc.message)
                     self.dirty = True
 
@@ -915,7 +917,8 @@ class Table:
                     return
                 await self._start_hand()
             except errors.SocaiError as exc:
-                log.warning("autostart_failed", table_id=self.table_id, code=exc.code, error=exc.message)
+                if not self._tenure_over(exc):
+                    log.warning("autostart_failed", table_id=self.table_id, code=exc.code, error=exc.message)
             except Exception as exc:  # a database or NATS client error: heal() tries again
                 log.error("autostart_crashed", table_id=self.table_id, error=str(exc)[:500], exc_info=exc)
 
@@ -928,7 +931,7 @@ class Table:
         with no timer armed gets one; a table that should auto-start gets its start
         scheduled. Raises what the rebuild raises (the watchdog backs off and retries).
         """
-        if self._lock.locked():
+        if self._lock.locked() or not self.holds():
             return
         async with self._lock:
             if self.dirty:
@@ -944,6 +947,27 @@ class Table:
             elif hand is None:
                 await self._stand_up_due()  # a stand-up a failure stopped halfway
                 self._maybe_autostart()
+
+    def holds(self) -> bool:
+        """Whether this object may still write: its lease tenure has not ended. Once it has,
+        it never may again (a later tenure builds a new object): its timers are stopped,
+        so none of them fails ``TABLE_NOT_HELD`` again and again until the manager drops it."""
+        try:
+            self.deps.fence(self.table_id)
+        except errors.Unavailable as exc:
+            return not self._tenure_over(exc)
+        return True
+
+    def _tenure_over(self, exc: errors.SocaiError) -> bool:
+        """True (and the table's own timers stopped) when ``exc`` says this object's lease
+        tenure has ended (``Deps.fence``)."""
+        if not (isinstance(exc, errors.Unavailable) and exc.code == "TABLE_NOT_HELD"):
+            return False
+        if self.timer.armed or self.autostart.pending:
+            log.info("table_tenure_ended", table_id=self.table_id)
+        self.timer.cancel()
+        self.autostart.cancel()
+        return True
 
     # --- viewers -------------------------------------------------------------------------
 

@@ -90,8 +90,12 @@ class AutoStart:
             return
         self.task = asyncio.get_running_loop().create_task(self._sleep_then(delay_s, start))
 
+    @property
+    def pending(self) -> bool:
+        return self.task is not None and not self.task.done()
+
     def cancel(self) -> None:
-        if self.task is not None and not self.task.done():
+        if self.task is not None and not self.task.done() and self.task is not asyncio.current_task():
             self.task.cancel()
 
     @staticmethod

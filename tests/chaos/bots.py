@@ -11,6 +11,13 @@ three differences a fault run needs:
   again (new deposit, new join key), so every table keeps two or more players;
 - they count what they saw per table (the latest hand number, seated players, errors by
   code), which the frozen-table check reads.
+
+With a ``seed`` each table's bots draw their choices (which candidate move, whether to let
+the timer run out) from a random stream of their own, ``Random(f"{seed}/{index}")``: the
+same seed gives every table the same sequence of draws, whatever the other tables do. What
+they are offered to choose from is another matter: the cards come from the table service's
+deck seeds (OS CSPRNG, never derivable: provably fair dealing) and the timing of a run
+moves the hands on, so a run's hands are not replayed by its seed.
 """
 
 from __future__ import annotations
@@ -72,6 +79,7 @@ class TableLoad:
     join_attempts: Counter[str] = field(default_factory=Counter)  # player -> join keys used up
     next_rebuy: dict[str, float] = field(default_factory=dict)  # player -> earliest next try
     left: set[str] = field(default_factory=set)  # players whose LeaveTable was answered (or not seated)
+    rng: random.Random = field(default_factory=random.Random)  # this table's bots' choices
     leave_refused: dict[str, str] = field(default_factory=dict)  # player -> why their leave never got through
 
 
@@ -89,7 +97,7 @@ class Bots:
     def __init__(self, settings: Settings, tables: int, games: tuple[str, ...] = (), seed: int | None = None) -> None:
         self.settings = settings
         self.config = BotConfig(tables=tables, games=games or tuple(registry.available()))
-        self.rng = random.Random(seed)
+        self.seed = seed
         self.run_id = uuid.uuid4().hex[:8]
         self._channels = [
             channel(settings.table_addr, settings.token_of("backend")),
@@ -177,6 +185,7 @@ class Bots:
             ),
         )
         load = TableLoad(created.table.table_id, game)  # type: ignore[attr-defined]
+        load.rng = random.Random(f"{self.seed}/{index}") if self.seed is not None else random.Random()
         if game == "taixiu" and options.get("mode") == "system":
             await self._retry(
                 "FundBank",
@@ -347,7 +356,7 @@ class Bots:
             if len(view.to_act) > 1 and load.per_hand[(mine.hand_id, seat)] >= SIMULTANEOUS_ACTIONS_MAX:
                 continue  # betting at once (Tài Xỉu): a few wagers each, then let the window close
             load.per_hand[(mine.hand_id, seat)] += 1
-            if self.rng.random() < self.config.timeout_rate:
+            if load.rng.random() < self.config.timeout_rate:
                 continue  # let the timer run out
             try:
                 await self.tables.Act(
@@ -355,7 +364,7 @@ class Bots:
                         table_id=load.table_id,
                         hand_id=mine.hand_id,
                         seat=seat,
-                        action=self.rng.choice(list(mine.candidate_actions)),
+                        action=load.rng.choice(list(mine.candidate_actions)),
                         idempotency_key=uuid.uuid4().hex,
                         player_token=token,
                     ),

@@ -260,3 +260,62 @@ async def tenure_problems(stack: ProcessStack, table_ids: list[str]) -> list[str
     finally:
         await nc.close()
     return problems
+
+
+@dataclass
+class Timeline:
+    """Each table's events as the stream holds them: (occurred_at as seconds since the
+    epoch, event body name), in order. The table stamps ``occurred_at`` when it writes the
+    event, with the clock of the machine every process of the stack shares."""
+
+    events: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+
+    def times(self, table_id: str) -> list[float]:
+        return [t for t, _ in self.events.get(table_id, ())]
+
+    def gaps_over(self, table_id: str, start: float, end: float) -> float:
+        """The longest time ``table_id`` went without an event over [``start``, ``end``]
+        (epoch seconds): the gaps between its events that overlap the window, the one
+        from its last event before ``end`` to ``end`` included (still out at the end)."""
+        return longest_gap(self.times(table_id), start, end)
+
+    def first_after(self, table_id: str, moment: float) -> float | None:
+        """When ``table_id``'s first event after ``moment`` was written (None: none yet)."""
+        return next((t for t in self.times(table_id) if t > moment), None)
+
+
+def longest_gap(times: list[float], start: float, end: float) -> float:
+    """The longest stretch without an event in sorted ``times`` that overlaps [start, end],
+    clipped to it; the stretch from the last event to ``end`` counts (still out at the end),
+    and so does the one from ``start`` to the first event."""
+    longest = 0.0
+    previous: float | None = None
+    for t in times:
+        if t > end:
+            if previous is not None and previous <= end:
+                longest = max(longest, end - max(previous, start))
+            elif previous is None:
+                longest = max(longest, end - start)
+            return longest
+        if t >= start:
+            longest = max(longest, t - max(previous if previous is not None else start, start))
+        previous = t
+    if previous is None:
+        return max(0.0, end - start)
+    return max(longest, end - max(previous, start))
+
+
+async def read_timeline(log: EventLog, table_ids: list[str]) -> Timeline:
+    """The events of ``table_ids`` with their ``occurred_at`` (see ``Timeline``), in one pass
+    over the stream."""
+    wanted = set(table_ids)
+    timeline = Timeline(events={t: [] for t in table_ids})
+    async for raw in read_stream(log):
+        if raw.message is not None and raw.message.table_id in wanted:
+            at = raw.message.occurred_at
+            timeline.events[raw.message.table_id].append(
+                (at.seconds + at.nanos / 1e9, str(raw.message.WhichOneof("body")))
+            )
+    for events in timeline.events.values():
+        events.sort()
+    return timeline

@@ -26,8 +26,9 @@ from typing import Any
 
 import grpc
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError
+from nats.js.errors import KeyNotFoundError, NotFoundError
 
+from socai.events.log import EventLog
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
 from socai.gen.table.v1 import table_pb2 as pb
@@ -209,20 +210,26 @@ async def duplicate_messages(ctx: Ctx) -> float:
     nc = await connect(s.nats_url or "", name="socai-chaos-dup")
     try:
         js = nc.jetstream()
+        log = EventLog(nc, s.events_stream, s.events_prefix)
+        await log.layout()  # a partitioned stream stores a table's subjects under its partition
+
+        async def last_of(subject: str) -> Any:
+            for stored_as in log.filters(subject):
+                with contextlib.suppress(NotFoundError):
+                    return await js.get_last_msg(s.events_stream, stored_as)
+            return None
+
         before = (await js.stream_info(s.events_stream)).state.last_seq
         stored = 0
-        for table_id in ctx.bots.loads:
-            for subject in (f"{s.events_prefix}.{table_id}.*",):
-                msg = await js.get_last_msg(s.events_stream, subject)
-                headers = {k: v for k, v in (msg.headers or {}).items() if not k.startswith("Nats-Expected")}
-                ack = await js.publish(
-                    str(msg.subject), bytes(msg.data or b""), stream=s.events_stream, headers=headers
-                )
-                if not ack.duplicate:
-                    stored += 1
         scan = await scan_stream(ctx.stack)
-        for hand_id, table_id in list(scan.ended.items())[-len(ctx.bots.loads) :]:
-            msg = await js.get_last_msg(s.events_stream, f"{s.events_prefix}.{table_id}.{hand_id}")
+        subjects = [f"{s.events_prefix}.{table_id}.*" for table_id in ctx.bots.loads] + [
+            f"{s.events_prefix}.{table_id}.{hand_id}"
+            for hand_id, table_id in list(scan.ended.items())[-len(ctx.bots.loads) :]
+        ]
+        for subject in subjects:
+            msg = await last_of(subject)
+            if msg is None:
+                continue
             headers = {k: v for k, v in (msg.headers or {}).items() if not k.startswith("Nats-Expected")}
             ack = await js.publish(str(msg.subject), bytes(msg.data or b""), stream=s.events_stream, headers=headers)
             if not ack.duplicate:

@@ -115,8 +115,10 @@ class ProcessStack:
     async def start(self) -> None:
         await asyncio.to_thread(self.start_infra)
         for name in SERVICES:
-            for i in range(self.instances.get(name, 1)):
-                await self.start_service(instance_name(name, i))
+            # A service's instances at once (each takes seconds to import and to serve).
+            await asyncio.gather(
+                *(self.start_service(instance_name(name, i)) for i in range(self.instances.get(name, 1)))
+            )
 
     async def stop(self) -> None:
         for name in reversed(list(self.procs)):

@@ -277,3 +277,49 @@ async def test_a_stream_closed_by_its_client_mid_way_is_cancelled_not_internal()
         structlog.configure(wrapper_class=previous)
     assert [e for e in logs if e["event"] == "rpc_failed"] == []
     assert [e["status"] for e in logs if e["event"] == "rpc"] == ["CANCELLED"]
+
+
+async def test_a_stream_closed_from_another_task_ends_cleanly_and_leaks_no_request_id():
+    """Issue 29, item 4: grpc drops a server stream whose client went away, and the event
+    loop's finalizer closes the generator later from a task of its own, in another context.
+    The wrapper's ``finally`` then reset the call's contextvar tokens there: ValueError ("was
+    created in a different Context"), a "Task exception was never retrieved" traceback per
+    dropped stream, and a log line carrying whatever request id that other context had."""
+    import logging
+
+    import structlog
+    from structlog.contextvars import bind_contextvars, get_contextvars
+    from structlog.testing import capture_logs
+
+    class Context:
+        def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+            return (("authorization", "Bearer auditor-secret"), ("x-request-id", "the-stream"))
+
+    async def endless(request: Any, context: Any) -> Any:
+        n = 0
+        while True:
+            n += 1
+            yield n
+
+    rpc = grpc_server._Rpc("example", "/socai.settlement.v1.SettlementService/ListDeadLetters", POLICY)
+    stream = grpc_server._wrap_stream(endless, rpc)(None, Context())
+
+    async def first_item() -> int:
+        return int(await stream.__anext__())  # the call's own task and context
+
+    async def close_elsewhere() -> dict[str, Any]:
+        bind_contextvars(request_id="another-call")  # what the finalizer's context may hold
+        await stream.aclose()
+        return get_contextvars()
+
+    previous = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    try:
+        with capture_logs() as logs:
+            assert await asyncio.create_task(first_item()) == 1
+            left = await asyncio.create_task(close_elsewhere())  # raised ValueError before
+    finally:
+        structlog.configure(wrapper_class=previous)
+    assert left == {"request_id": "another-call"}  # that context is as it was
+    lines = [e for e in logs if e["event"] == "rpc"]
+    assert [(e["status"], e["request_id"], e["caller"]) for e in lines] == [("CANCELLED", "the-stream", "auditor")]

@@ -3,9 +3,11 @@
 Servers raise ``SocaiError`` subclasses; the server interceptor turns them into a rich
 status (code, message, ``ErrorInfo{reason, domain="socai", metadata}``). Clients read the
 reason back with ``error_reason``. Anything else becomes INTERNAL with a generic message;
-the details go to the log, never to the caller. A failure to reach PostgreSQL is not
+the details go to the log, never to the caller. A failure to reach PostgreSQL or NATS is not
 "anything else": ``database_unavailable`` names it ``Unavailable("DATABASE_UNAVAILABLE")``
-(each service's store raises that, so a database outage answers UNAVAILABLE).
+(each service's store raises that, so a database outage answers UNAVAILABLE) and
+``nats_unavailable`` ``Unavailable("NATS_UNAVAILABLE")`` (where a service did not map a
+NATS call's failure itself).
 
 What goes back is capped (``MESSAGE_MAX_CHARS``, ``DETAIL_VALUE_MAX_CHARS``,
 ``DETAILS_MAX_CHARS``): messages quote the caller's input, and the status travels in the
@@ -79,6 +81,43 @@ def database_unavailable(exc: BaseException) -> errors.Unavailable | None:
     if (getattr(exc, "sqlstate", None) or "").startswith(_CONFLICT_SQLSTATE_CLASS):
         return None
     return errors.Unavailable(DATABASE_UNAVAILABLE, f"PostgreSQL is unavailable ({type(exc).__name__}); retry later")
+
+
+NATS_UNAVAILABLE: Final = "NATS_UNAVAILABLE"
+# nats-py's failures to get an answer at all (a timeout, no responder, a connection closed,
+# stale or reconnecting) and JetStream's "service unavailable": a dependency, not a fault of
+# the server's own. JetStream's other API errors (not found, wrong last sequence …) are
+# answers that a service maps where it makes the call.
+_NATS_TRANSPORT_ERRORS: Final = (
+    "TimeoutError",
+    "FlushTimeoutError",
+    "NoRespondersError",
+    "StaleConnectionError",
+    "UnexpectedEOF",
+    "OutboundBufferLimitError",
+    "ConnectionClosedError",
+    "ConnectionDrainingError",
+    "ConnectionReconnectingError",
+    "NoServersError",
+    "SlowConsumerError",
+    "ServiceUnavailableError",
+    "NoStreamResponseError",
+    "FetchTimeoutError",
+)
+
+
+def nats_unavailable(exc: BaseException) -> errors.Unavailable | None:
+    """``Unavailable("NATS_UNAVAILABLE")`` when ``exc`` is nats-py's failure to reach NATS or
+    get its answer in time, else None. Like ``database_unavailable``, looked up among the
+    modules already imported, and the message names the error's class only."""
+    nats_errors = sys.modules.get("nats.errors")
+    if nats_errors is None or not isinstance(exc, nats_errors.Error):
+        return None
+    if not any(
+        cls.__module__.startswith("nats.") and cls.__name__ in _NATS_TRANSPORT_ERRORS for cls in type(exc).__mro__
+    ):
+        return None
+    return errors.Unavailable(NATS_UNAVAILABLE, f"NATS is unavailable ({type(exc).__name__}); retry later")
 
 
 def rich_status(exc: errors.SocaiError) -> grpc.Status:

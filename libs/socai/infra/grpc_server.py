@@ -33,7 +33,13 @@ from prometheus_client import Counter, Histogram
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from socai import errors
-from socai.infra.grpc_errors import database_unavailable, internal_status, rich_status, status_code_of
+from socai.infra.grpc_errors import (
+    database_unavailable,
+    internal_status,
+    nats_unavailable,
+    rich_status,
+    status_code_of,
+)
 from socai.infra.logging import get_logger
 
 log = get_logger("socai.grpc")
@@ -198,8 +204,10 @@ def _wrap_stream(inner: Any, rpc: _Rpc) -> Any:
             async for item in inner(request, context):
                 yield item
         except GeneratorExit:
-            # The client went away (a WatchTable cancelled): grpc closes the stream's
-            # generator. Nothing failed; nothing may be awaited or yielded any more.
+            # The client went away (a WatchTable cancelled): grpc drops the stream's
+            # generator and it is closed, possibly later and from another task (the event
+            # loop's finalizer of garbage-collected generators), so in another context:
+            # ``end`` copes with that. Nothing failed; nothing may be awaited or yielded.
             outcome.code = grpc.StatusCode.CANCELLED
             raise
         except BaseException as exc:
@@ -260,33 +268,48 @@ class _Rpc:
 
 class _Outcome:
     """One call from start to end: its request context bound for logging, its caller, the
-    code it ended with and its latency."""
+    code it ended with and its latency.
 
-    __slots__ = ("authorization", "code", "reason", "rpc", "start", "tokens")
+    The call's own line names its request id, method and caller itself rather than taking
+    them from the context: a server stream's generator may be closed from another task,
+    whose context is not the call's (its line would carry another call's request id)."""
+
+    __slots__ = ("authorization", "caller", "code", "reason", "request_id", "rpc", "start", "tokens")
 
     def __init__(self, rpc: _Rpc, context: grpc.aio.ServicerContext) -> None:
         self.rpc = rpc
         self.start = time.perf_counter()
         self.code = grpc.StatusCode.OK
         self.reason = ""
+        self.caller = ""
         self.authorization, request_id = _call_metadata(context)
-        self.tokens = bind_contextvars(request_id=request_id or _new_request_id(), rpc=rpc.short)
+        self.request_id = request_id or _new_request_id()
+        self.tokens = bind_contextvars(request_id=self.request_id, rpc=rpc.short)
 
     def authorize(self) -> None:
         """Set ``current_caller``. Raises Unauthenticated / PermissionDenied."""
-        current_caller.set(self.rpc.authorize(self.authorization))
+        self.caller = self.rpc.authorize(self.authorization)
+        current_caller.set(self.caller)
 
     def end(self) -> None:
         self.log()
-        reset_contextvars(**self.tokens)
+        try:
+            reset_contextvars(**self.tokens)
+        except ValueError:
+            # A stream closed from another task (see ``_wrap_stream``): the tokens belong to
+            # the call's context, which ends with the call's task; the context running now
+            # had nothing bound by this call, so there is nothing to undo here.
+            pass
 
     async def fail(self, exc: BaseException, context: grpc.aio.ServicerContext) -> None:
         if not isinstance(exc, errors.SocaiError):
-            # A database outage a service did not map itself is still UNAVAILABLE (a
-            # dependency), never INTERNAL (issue 17, defect 4).
-            mapped = database_unavailable(exc)
+            # A database or NATS outage a service did not map itself is still UNAVAILABLE (a
+            # dependency), never INTERNAL (issue 17 defect 4, issue 29 item 2).
+            mapped = database_unavailable(exc) or nats_unavailable(exc)
             if mapped is not None:
-                log.warning("rpc_database_unavailable", method=self.rpc.method, error=str(exc)[:300])
+                log.warning(
+                    "rpc_dependency_unavailable", method=self.rpc.method, reason=mapped.code, error=repr(exc)[:300]
+                )
                 exc = mapped
         if isinstance(exc, errors.SocaiError):
             self.code, self.reason = status_code_of(exc), exc.code
@@ -308,12 +331,17 @@ class _Outcome:
         code = self.code
         rpc.total(code).inc()
         rpc.latency.observe(latency)
-        fields = {"method": rpc.method, "status": code.name, "latency_ms": round(latency * 1000, 3)}
+        fields = {
+            "method": rpc.method,
+            "status": code.name,
+            "latency_ms": round(latency * 1000, 3),
+            "request_id": self.request_id,
+            "rpc": rpc.short,
+        }
         if self.reason:
             fields["reason"] = self.reason
-        caller = current_caller.get()
-        if caller:
-            fields["caller"] = caller
+        if self.caller:
+            fields["caller"] = self.caller
         if code is grpc.StatusCode.OK or code is grpc.StatusCode.CANCELLED:
             # Routine successes are counted by the metrics above; one line per call made a
             # busy table service write 235 MB of logs in 25 minutes. The first success of

@@ -51,9 +51,10 @@ first still believes in them.
 
 **Callbacks.** ``on_acquired(partition, token)`` and ``on_lost(partition)`` alternate per
 partition and are awaited by one loop (keep them short: start or stop a consumer task);
-the ``on_lost`` of several partitions given up together (a stop, a rebalance, leases lost
-in one round) run concurrently, so a handover takes the slowest partition's time, not the
-sum. A voluntary release awaits ``on_lost`` before deleting the key; a lost lease calls ``on_lost``
+the ``on_acquired`` of the partitions taken in one round run concurrently once all of them
+are taken, and so do the ``on_lost`` of several partitions given up together (a stop, a
+rebalance, leases lost in one round), so a handover takes the slowest partition's time,
+not the sum. A voluntary release awaits ``on_lost`` before deleting the key; a lost lease calls ``on_lost``
 after the fact, so per-message work must still call ``Lease.check()`` and write the fence
 token. Renewals and heartbeats run in their own loop, so a slow callback cannot let leases
 lapse.
@@ -598,6 +599,7 @@ class LeaseManager:
         owners = assign(self.partitions, sorted(view.members))
         mine = {p for p, owner in owners.items() if owner == self.instance_id}
         await self._drop_all([(p, RELEASED) for p in sorted(set(self._leases) - mine)])
+        taken: list[Lease] = []
         for partition in sorted(mine - set(self._leases)):
             if partition in view.holders:
                 if not (self._adopt and view.holders[partition] == self.instance_id):
@@ -611,12 +613,19 @@ class LeaseManager:
             log.info("lease_acquired", instance=self.instance_id, partition=partition, token=acquired.token)
             if self.metrics is not None:
                 self.metrics.handovers.inc()
-            try:
-                await self.on_acquired(partition, acquired.token)
-            except Exception as exc:
-                log.error("lease_on_acquired_failed", partition=partition, error=repr(exc))
-                await store.release(acquired, RELEASED)
-                del self._leases[partition]
+            taken.append(acquired)
+        # Every lease first, then their callbacks concurrently: a partition's start (a table
+        # service rebuilding its tables) does not hold back the next partition's acquire.
+        results = await asyncio.gather(
+            *(self.on_acquired(lease.partition, lease.token) for lease in taken), return_exceptions=True
+        )
+        for lease, result in zip(taken, results, strict=True):
+            if isinstance(result, asyncio.CancelledError):
+                raise result
+            if isinstance(result, Exception):
+                log.error("lease_on_acquired_failed", partition=lease.partition, error=repr(result))
+                await store.release(lease, RELEASED)
+                self._leases.pop(lease.partition, None)
         held_now = {p for p in view.holders if p < self.partitions} | set(self._leases)
         if self.metrics is not None:
             self.metrics.held.set(len(self.held()))

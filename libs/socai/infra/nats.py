@@ -34,6 +34,7 @@ from nats.js.errors import APIError, BadRequestError, NotFoundError
 
 from socai import errors
 from socai.infra.logging import get_logger
+from socai.infra.nats_liveness import harden
 from socai.infra.partitions import (
     HISTORY_KEY,
     partitioned_stream_config,
@@ -115,7 +116,10 @@ def posted_subject(prefix: str, account_kind: str) -> str:
 
 
 async def connect(url: str, name: str, **options: Any) -> NatsClient:
-    """Connect with unlimited reconnects (2 s apart) and logged state changes.
+    """Connect with unlimited reconnects (2 s apart) and logged state changes; the client is
+    hardened against a late PONG (``socai.infra.nats_liveness.harden``: without it, a flush
+    that timed out while nats-server was paused kills the client's read loop for good when
+    the server answers). A service also runs a ``ConnectionWatch`` beside its client.
 
     Raises Unavailable("NATS_UNAVAILABLE") when the first connection cannot be made.
     """
@@ -130,7 +134,7 @@ async def connect(url: str, name: str, **options: Any) -> NatsClient:
         log.warning("nats_error", error=str(exc))
 
     try:
-        return await nats.connect(
+        nc = await nats.connect(
             url,
             name=name,
             max_reconnect_attempts=options.pop("max_reconnect_attempts", -1),
@@ -144,6 +148,8 @@ async def connect(url: str, name: str, **options: Any) -> NatsClient:
         )
     except Exception as exc:
         raise errors.Unavailable("NATS_UNAVAILABLE", f"cannot connect to NATS at {url}: {exc}") from exc
+    harden(nc)
+    return nc
 
 
 _MUTABLE = (

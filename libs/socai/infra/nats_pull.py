@@ -36,6 +36,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
 from socai.infra.logging import get_logger
+from socai.infra.nats_liveness import round_trip
 
 log = get_logger("socai.nats_pull")
 
@@ -228,17 +229,19 @@ class Pull:
         subscription that ``fetch`` has not handed out, so the caller can give it back.
 
         The server stops serving a pull request whose reply subject lost its interest, so
-        once the unsubscribe is through nothing more is delivered; a flush (a round trip)
-        after it brings in the frames that were already on their way, which the tap still
-        routes here. Without the fast path those late frames are dropped (they come back by
-        redelivery after the ack wait)."""
+        once the unsubscribe is through nothing more is delivered; a round trip after it
+        brings in the frames that were already on their way, which the tap still routes
+        here. Without the fast path, or when the server does not answer in time (it is
+        paused: the reason a lease ran out), those late frames are dropped (they come back
+        by redelivery after the ack wait). The round trip is never ``nc.flush(timeout=…)``,
+        whose timeout leaves a cancelled future behind (``socai.infra.nats_liveness``)."""
         if self._sub is None:
             return []
         sid = getattr(self._sub, "_id", None)
         with contextlib.suppress(Exception):
             await self._sub.unsubscribe()
         with contextlib.suppress(Exception):
-            await self.nc.flush(timeout=FLUSH_TIMEOUT_S)
+            await round_trip(self.nc, FLUSH_TIMEOUT_S)
         if isinstance(sid, int):
             _untap(self.nc, sid)
         self._sub = None

@@ -4,7 +4,9 @@
 Prometheus metrics on ``metrics_port_base + METRICS_OFFSET[name]``, builds the app with
 ``build(settings)``, starts it (the app starts its gRPC server and background work), waits
 for SIGTERM/SIGINT, then stops the app gracefully (health NOT_SERVING first, in-flight
-calls finish, background work drains).
+calls finish, background work drains). A NATS client that cannot be brought back
+(``socai.infra.nats_liveness``) stops the process the same way, with exit status 1: its
+supervisor (Kubernetes, ``socai up``'s launcher) starts it again.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from socai import errors
 from socai.infra.config import Settings
 from socai.infra.grpc_server import GrpcServer, install_stop_signals
 from socai.infra.logging import configure, get_logger
+from socai.infra.nats_liveness import set_process_on_dead
 
 METRICS_OFFSET = {"ledger": 0, "table": 1, "settlement": 2}
 
@@ -73,9 +76,18 @@ def run(name: str, build: Callable[[Settings], Awaitable[App]]) -> None:
         print(f"socai {name}: {exc.message}", file=sys.stderr)
         sys.exit(2)
 
+    failed: list[str] = []
+
     async def main() -> None:
         stop = asyncio.Event()
         install_stop_signals(stop)
+
+        def dead_connection(why: str) -> None:
+            failed.append(why)
+            log.error("service_exiting", service=name, why=why)
+            stop.set()
+
+        set_process_on_dead(dead_connection)
         app = await build(settings)
         tune_gc()
         log.info("service_starting", service=name, grpc_port=app.grpc.port)
@@ -92,3 +104,5 @@ def run(name: str, build: Callable[[Settings], Awaitable[App]]) -> None:
     except errors.SocaiError as exc:
         log.error("service_failed", service=name, code=exc.code, error=exc.message)
         sys.exit(2)
+    if failed:
+        sys.exit(1)

@@ -18,6 +18,7 @@ the rules engine; nothing reaches a dependency (the stand-up is recorded, not wr
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import pytest
@@ -50,7 +51,8 @@ def _table(game: str, stacks: dict[int, int], **options: str) -> tuple[Table, li
     config = TableConfig(
         game=game, stake_gold=S, fee_bps=0, seats_max=4, options=options, auto_start_players=2
     ).normalized()
-    table = Table("t1", config, deps=None)  # type: ignore[arg-type]  # nothing here reaches a dependency
+    # Nothing here reaches a dependency but the lease check of ``heal`` (held throughout).
+    table = Table("t1", config, deps=SimpleNamespace(fence=lambda _table_id: 1))  # type: ignore[arg-type]
     table.seats = {seat: Seat(seat, f"p{seat}", stack) for seat, stack in stacks.items()}
     table.seated_at = {seat: 1 + seat for seat in stacks}
     stood_up: list[tuple[int, int]] = []
