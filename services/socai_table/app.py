@@ -12,14 +12,14 @@ from socai.gen.table.v1 import table_pb2 as pb
 from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
 from socai.infra import nats as socai_nats
 from socai.infra.config import Settings
-from socai.infra.grpc_server import GrpcServer, build_server
+from socai.infra.grpc_server import GrpcServer, build_server, caller_limiter
 from socai.rules import registry
 from socai_table import metrics, seeds, signing
 from socai_table.forward import Forwarder
 from socai_table.ledger_client import Money
 from socai_table.manager import TableManager
 from socai_table.ownership import Ownership, OwnershipSettings, advertised, lease_config
-from socai_table.server import TableServicer, policy
+from socai_table.server import TableLimits, TableServicer, policy
 from socai_table.store import TableStore
 from socai_table.table import Deps
 
@@ -36,6 +36,7 @@ class TableApp:
     ownership: Ownership
     forwarder: Forwarder
     grpc: GrpcServer
+    limits: TableLimits
 
     async def start(self) -> None:
         registry.warm()  # every game's costly first-use tables, before the first Act needs them
@@ -95,12 +96,14 @@ async def build_app(settings: Settings, own: OwnershipSettings | None = None) ->
     manager.holds = ownership.holds
     deps.fence = ownership.fence
     forwarder = Forwarder(ownership)
-    servicer = TableServicer(manager, settings.player_token_key, forwarder)
+    limits = TableLimits.of(settings.limits)
+    servicer = TableServicer(manager, settings.player_token_key, forwarder, limits)
     server = build_server(
         service="table",
         address=settings.listen_address(settings.table_addr),
         registrations=[lambda s: pb_grpc.add_TableServiceServicer_to_server(servicer, s)],
         service_names=[SERVICE_NAME],
         policy=policy(dict(settings.tokens)),
+        caller_rate=caller_limiter("table", settings.limits.caller_calls_per_s),
     )
-    return TableApp(settings, nc, store, money, manager, ownership, forwarder, server)
+    return TableApp(settings, nc, store, money, manager, ownership, forwarder, server, limits)
