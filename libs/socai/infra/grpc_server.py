@@ -238,7 +238,7 @@ class _Rpc:
         "short",
     )
 
-    def __init__(self, service: str, method: str, policy: AccessPolicy, caller_rate: RateLimiter | None) -> None:
+    def __init__(self, service: str, method: str, policy: AccessPolicy, caller_rate: RateLimiter | None = None) -> None:
         self.service = service
         self.method = method
         self.short = method.rsplit("/", 1)[-1]
