@@ -115,7 +115,7 @@ async def build_app(
     outbox = (
         OutboxRelay(
             database_url,
-            settings.effective_nats_url,
+            settings.nats_url_for("ledger"),
             stream=settings.ledger_stream_spec(),
             prefix=settings.ledger_prefix,
         )

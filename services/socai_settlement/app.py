@@ -153,7 +153,7 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
     """
 
     cfg = config or SettlementConfig.from_env()
-    nc = await connect(settings.effective_nats_url, name="socai-settlement")
+    nc = await connect(settings.nats_url_for("settlement"), name="socai-settlement")
     ledger_channel = channel(settings.ledger_addr, settings.token_of("settlement"))
     store = await Store.open(settings.effective_database_url)
     event_log = EventLog(nc, settings.events_stream, settings.events_prefix)

@@ -65,7 +65,7 @@ class TableApp:
 async def build_app(settings: Settings, own: OwnershipSettings | None = None) -> TableApp:
     own = own or OwnershipSettings.from_env()
     instance = own.instance_id or settings.table_instance
-    nc = await socai_nats.connect(settings.effective_nats_url, name=f"socai-table-{instance}")
+    nc = await socai_nats.connect(settings.nats_url_for("table"), name=f"socai-table-{instance}")
     await socai_nats.ensure_stream(nc.jetstream(), settings.events_stream_spec())
     store = await TableStore.open(settings.effective_database_url)
     money = Money(settings.ledger_addr, settings.settlement_addr, settings.token_of("table"))

@@ -311,8 +311,29 @@ class Settings:
 
     @property
     def effective_nats_url(self) -> str:
-        """SOCAI_NATS_URL, else the embedded nats-server's address."""
+        """SOCAI_NATS_URL, else the embedded nats-server's address (no user: see ``nats_url_for``)."""
         return self.nats_url or f"nats://127.0.0.1:{self.nats_port}"
+
+    def nats_url_for(self, user: str) -> str:
+        """The NATS URL to connect with as ``user`` (``socai.infra.nats_auth``: ``table``,
+        ``settlement``, ``ledger``, ``provisioner``, ``auditor``).
+
+        SOCAI_NATS_URL when set: a deployment gives each process a URL with its own user in
+        it. Else the embedded nats-server of ``var_dir``, which runs with the users of deploy/
+        and writes this run's passwords beside its configuration (``var/nats/users.json``,
+        readable by its owner only); before it ever ran, its address without a user.
+        """
+        if self.nats_url:
+            return self.nats_url
+        from socai.infra.nats_auth import CREDENTIALS_FILE, Credentials
+
+        path = self.var_dir / "nats" / CREDENTIALS_FILE
+        if not path.exists():
+            return self.effective_nats_url
+        credentials = Credentials.load(path)
+        if user not in credentials.passwords:
+            return self.effective_nats_url
+        return f"nats://{user}:{credentials.passwords[user]}@127.0.0.1:{self.nats_port}"
 
     @property
     def effective_database_url(self) -> str:

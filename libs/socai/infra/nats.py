@@ -34,6 +34,7 @@ from nats.js.errors import APIError, BadRequestError, NotFoundError
 
 from socai import errors
 from socai.infra.logging import get_logger
+from socai.infra.nats_auth import shown_url
 from socai.infra.partitions import (
     HISTORY_KEY,
     partitioned_stream_config,
@@ -117,14 +118,16 @@ def posted_subject(prefix: str, account_kind: str) -> str:
 async def connect(url: str, name: str, **options: Any) -> NatsClient:
     """Connect with unlimited reconnects (2 s apart) and logged state changes.
 
-    Raises Unavailable("NATS_UNAVAILABLE") when the first connection cannot be made.
+    Raises Unavailable("NATS_UNAVAILABLE") when the first connection cannot be made. The URL
+    is logged and reported without its password.
     """
+    shown = shown_url(url)
 
     async def on_disconnect() -> None:
-        log.info("nats_disconnected", url=url)
+        log.info("nats_disconnected", url=shown)
 
     async def on_reconnect() -> None:
-        log.info("nats_reconnected", url=url)
+        log.info("nats_reconnected", url=shown)
 
     async def on_error(exc: Exception) -> None:
         log.warning("nats_error", error=str(exc))
@@ -143,7 +146,7 @@ async def connect(url: str, name: str, **options: Any) -> NatsClient:
             **options,
         )
     except Exception as exc:
-        raise errors.Unavailable("NATS_UNAVAILABLE", f"cannot connect to NATS at {url}: {exc}") from exc
+        raise errors.Unavailable("NATS_UNAVAILABLE", f"cannot connect to NATS at {shown}: {exc}") from exc
 
 
 _MUTABLE = (

@@ -61,7 +61,7 @@ async def limited_world(nats_url: str, database_url: str, stream: StreamSpec, li
             yield World(r, backend, table_app.manager.deps.log)
         finally:
             await backend.close()
-            await table_app.nc.jetstream().delete_stream(stream.name)
+            await r.delete_streams(stream.name)
 
 
 async def refusal(call: Any) -> grpc.aio.AioRpcError:
