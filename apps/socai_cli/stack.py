@@ -9,6 +9,12 @@ PostgreSQL roles, as in production (``socai.infra.db``): on the embedded server 
 migrations run as the owner role and each service connects as its own role, which owns
 nothing and holds only its grants. With ``SOCAI_DATABASE_URL`` set, migrations and every
 service use that one URL (a deployment gives each process its own: deploy/README.md).
+
+NATS users, as in production (``socai.infra.nats_auth``): the embedded nats-server runs
+with deploy/'s users for this stack's streams, prefixes and P, with passwords of this run;
+each service connects as its own user, the provisioning as ``provisioner``, and a tool
+(``socai audit``, ``socai status``, the demo's checks) finds its user's URL with
+``Settings.nats_url_for``. With ``SOCAI_NATS_URL`` set, that URL is everyone's.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from socai import errors
 from socai.infra.config import Settings
 from socai.infra.db import OWNER_ROLE, SERVICE_ROLES, role_url
 from socai.infra.logging import get_logger
+from socai.infra.nats_auth import Layout
 from socai_cli import migrations as migrate
 from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres
 
@@ -54,6 +61,21 @@ def service_address(settings: Settings, name: str) -> str:
 
 INSTANCE_PORT_STEP = 100  # instance i of a service listens at its port + 100 × i
 METRICS_PORT_STEP = 10  # ... and serves metrics at its metrics port + 10 × i
+
+
+def nats_layout(settings: Settings) -> Layout:
+    """What the NATS users of a stack with ``settings`` may touch: its streams, prefixes and
+    P, settlement's durable and both lease buckets as the services name them."""
+    from socai_settlement import config as settlement_config
+    from socai_table import ownership
+
+    settlement = settlement_config.SettlementConfig.from_env()
+    return Layout.of(
+        settings,
+        settlement_durable=settlement.durable,
+        table_lease_bucket=ownership.lease_config(settings, ownership.OwnershipSettings.from_env()).bucket,
+        settlement_lease_bucket=settlement_config.lease_config(settings, settlement).bucket,
+    )
 
 
 def instance_name(name: str, instance: int) -> str:
@@ -97,13 +119,26 @@ class Stack:
     # How many processes of each service (``socai up --table-instances 2 --settlement-instances 2``);
     # 1 if absent.
     instances: dict[str, int] = field(default_factory=dict)
+    # The embedded NATS also has the test harness's unrestricted user (``nats_auth.TEST_HARNESS``):
+    # harnesses that watch every lease and inject faults (tests/chaos). Never for ``socai up``.
+    nats_test_harness: bool = False
 
     @property
     def nats_url(self) -> str:
+        """Where NATS listens (the embedded server's address carries no user: ``nats_url_for``)."""
         url = self.settings.nats_url or (self.nats.url if self.nats else None)
         if not url:
             raise errors.PreconditionFailed("NATS_NOT_STARTED", "the stack's NATS is not started")
         return url
+
+    def nats_url_for(self, user: str) -> str:
+        """The URL ``user`` connects with: SOCAI_NATS_URL when set, else the embedded
+        server's for that user this run."""
+        if self.settings.nats_url:
+            return self.settings.nats_url
+        if self.nats is None:
+            raise errors.PreconditionFailed("NATS_NOT_STARTED", "the stack's NATS is not started")
+        return self.nats.url_for(user)
 
     @property
     def database_url(self) -> str:
@@ -121,11 +156,13 @@ class Stack:
 
     def resolved_settings(self) -> Settings:
         """Settings with the URLs of whatever this stack runs (embedded or configured), and
-        for a service with several instances, an address that reaches all of them."""
+        for a service with several instances, an address that reaches all of them. The
+        NATS URL stays unset with the embedded server: each client takes its own user's
+        (``Settings.nats_url_for``, from the server's credentials under ``var_dir``)."""
         s = self.settings
         return replace(
             s,
-            nats_url=self.nats_url,
+            nats_url=s.nats_url,
             database_url=self.database_url,
             table_addr=clients_address(s.table_addr, self.instances.get("table", 1)),
             settlement_addr=clients_address(s.settlement_addr, self.instances.get("settlement", 1)),
@@ -134,7 +171,12 @@ class Stack:
     def start_infra(self) -> None:
         var = self.settings.var_dir
         if not self.settings.nats_url:
-            self.nats = EmbeddedNats(var / "nats", port=self.settings.nats_port)
+            self.nats = EmbeddedNats(
+                var / "nats",
+                port=self.settings.nats_port,
+                layouts=(nats_layout(self.settings),),
+                test_harness=self.nats_test_harness,
+            )
             self.nats.start()
         if not self.settings.database_url:
             self.postgres = EmbeddedPostgres(var / "pg", port=self.settings.pg_port)
@@ -155,6 +197,7 @@ class Stack:
         env = {
             **os.environ,
             **self.resolved_settings().as_env(),
+            "SOCAI_NATS_URL": self.nats_url_for(name),
             "SOCAI_DATABASE_URL": self.service_database_url(name),
             # The service rotates this file itself and moves its stdout/stderr along; the
             # redirect below catches what it prints before its logging is configured.
@@ -246,7 +289,7 @@ async def provision_streams(
     from socai_settlement import config as settlement_config
     from socai_table import ownership
 
-    nc = await connect(settings.effective_nats_url, name="socai-provision")
+    nc = await connect(settings.nats_url_for("provisioner"), name="socai-provision")
     try:
         js = nc.jetstream()
         if allow_repartition:

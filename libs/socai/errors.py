@@ -66,6 +66,14 @@ class Unavailable(SocaiError):
     default_code = "UNAVAILABLE"
 
 
+class ResourceExhausted(SocaiError):
+    """A limit on what one caller, player or owner may take was reached (calls per second,
+    open streams, tables); nothing was done. ``details`` name the limit (``limit``, ``max``)
+    and, for a rate, when to try again (``retry_after_ms``)."""
+
+    default_code = "RESOURCE_EXHAUSTED"
+
+
 class Unauthenticated(SocaiError):
     default_code = "UNAUTHENTICATED"
 

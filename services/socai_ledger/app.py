@@ -18,7 +18,7 @@ from prometheus_client import Gauge
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
 from socai.infra.db_pool import Pool
-from socai.infra.grpc_server import GrpcServer, build_server
+from socai.infra.grpc_server import GrpcServer, build_server, caller_limiter
 from socai.infra.logging import get_logger
 from socai_ledger import db, verify
 from socai_ledger.batcher import WriteBatcher
@@ -115,7 +115,7 @@ async def build_app(
     outbox = (
         OutboxRelay(
             database_url,
-            settings.effective_nats_url,
+            settings.nats_url_for("ledger"),
             stream=settings.ledger_stream_spec(),
             prefix=settings.ledger_prefix,
         )
@@ -137,5 +137,6 @@ async def build_app(
         registrations=[lambda s: pb_grpc.add_LedgerServiceServicer_to_server(servicer, s)],
         service_names=[SERVICE_NAME],
         policy=access_policy(settings.tokens),
+        caller_rate=caller_limiter("ledger", settings.limits.caller_calls_per_s),
     )
     return App(settings=settings, grpc=grpc_server, pool=pool, batcher=batcher, relay=outbox, backlog=backlog)

@@ -25,7 +25,7 @@ from socai.gen.ledger.v1 import ledger_pb2_grpc
 from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
-from socai.infra.grpc_server import GrpcServer, build_server
+from socai.infra.grpc_server import GrpcServer, build_server, caller_limiter
 from socai.infra.logging import get_logger
 from socai.infra.nats import connect
 from socai.infra.nats_liveness import ConnectionWatch
@@ -157,7 +157,7 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
     """
 
     cfg = config or SettlementConfig.from_env()
-    nc = await connect(settings.effective_nats_url, name="socai-settlement")
+    nc = await connect(settings.nats_url_for("settlement"), name="socai-settlement")
     ledger_channel = channel(settings.ledger_addr, settings.token_of("settlement"))
     store = await Store.open(settings.effective_database_url)
     event_log = EventLog(nc, settings.events_stream, settings.events_prefix)
@@ -195,6 +195,7 @@ async def build_app(settings: Settings, config: SettlementConfig | None = None) 
         registrations=[lambda s: pb_grpc.add_SettlementServiceServicer_to_server(servicer, s)],
         service_names=[SERVICE_NAME],
         policy=access_policy(dict(settings.tokens)),
+        caller_rate=caller_limiter("settlement", settings.limits.caller_calls_per_s),
     )
     return App(
         settings=settings,

@@ -12,7 +12,7 @@ from socai.gen.table.v1 import table_pb2 as pb
 from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
 from socai.infra import nats as socai_nats
 from socai.infra.config import Settings
-from socai.infra.grpc_server import GrpcServer, build_server
+from socai.infra.grpc_server import GrpcServer, build_server, caller_limiter
 from socai.infra.nats_liveness import ConnectionWatch
 from socai.rules import registry
 from socai_table import metrics, seeds, signing
@@ -20,7 +20,7 @@ from socai_table.forward import Forwarder
 from socai_table.ledger_client import Money
 from socai_table.manager import TableManager
 from socai_table.ownership import Ownership, OwnershipSettings, advertised, lease_config
-from socai_table.server import TableServicer, policy
+from socai_table.server import TableLimits, TableServicer, policy
 from socai_table.store import TableStore
 from socai_table.table import Deps
 
@@ -38,6 +38,7 @@ class TableApp:
     forwarder: Forwarder
     grpc: GrpcServer
     nats_watch: ConnectionWatch
+    limits: TableLimits
 
     async def start(self) -> None:
         registry.warm()  # every game's costly first-use tables, before the first Act needs them
@@ -68,7 +69,7 @@ class TableApp:
 async def build_app(settings: Settings, own: OwnershipSettings | None = None) -> TableApp:
     own = own or OwnershipSettings.from_env()
     instance = own.instance_id or settings.table_instance
-    nc = await socai_nats.connect(settings.effective_nats_url, name=f"socai-table-{instance}")
+    nc = await socai_nats.connect(settings.nats_url_for("table"), name=f"socai-table-{instance}")
     await socai_nats.ensure_stream(nc.jetstream(), settings.events_stream_spec())
     store = await TableStore.open(settings.effective_database_url)
     money = Money(settings.ledger_addr, settings.settlement_addr, settings.token_of("table"))
@@ -99,12 +100,16 @@ async def build_app(settings: Settings, own: OwnershipSettings | None = None) ->
     manager.holds = ownership.holds
     deps.fence = ownership.fence
     forwarder = Forwarder(ownership)
-    servicer = TableServicer(manager, settings.player_token_key, forwarder)
+    limits = TableLimits.of(settings.limits)
+    servicer = TableServicer(manager, settings.player_token_key, forwarder, limits)
     server = build_server(
         service="table",
         address=settings.listen_address(settings.table_addr),
         registrations=[lambda s: pb_grpc.add_TableServiceServicer_to_server(servicer, s)],
         service_names=[SERVICE_NAME],
         policy=policy(dict(settings.tokens)),
+        caller_rate=caller_limiter("table", settings.limits.caller_calls_per_s),
     )
-    return TableApp(settings, nc, store, money, manager, ownership, forwarder, server, ConnectionWatch(nc, "table"))
+    return TableApp(
+        settings, nc, store, money, manager, ownership, forwarder, server, ConnectionWatch(nc, "table"), limits
+    )

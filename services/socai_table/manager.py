@@ -293,8 +293,10 @@ class TableManager:
     def new_table_id() -> str:
         return uuid.uuid4().hex[:16]
 
-    async def create(self, config: TableConfig, table_id: str = "") -> Table:
-        """Create a table (idempotent for the same id and config)."""
+    async def create(self, config: TableConfig, table_id: str = "", *, owner_tables_max: int = 0) -> Table:
+        """Create a table (idempotent for the same id and config). With ``owner_tables_max``,
+        a new table of an owner who has that many open ones already is refused
+        (ResourceExhausted "TOO_MANY_TABLES", ``TableStore.create_table``)."""
         normalized = config.normalized()
         table_id = table_id or self.new_table_id()
         if not TABLE_ID.fullmatch(table_id):
@@ -308,7 +310,9 @@ class TableManager:
                 table_id=table_id,
                 retry_after_ms=RETRY_AFTER_MS,
             )
-        stored, inserted = await self.deps.store.create_table(table_id, normalized, self.deps.instance)
+        stored, inserted = await self.deps.store.create_table(
+            table_id, normalized, self.deps.instance, owner_tables_max=owner_tables_max
+        )
         if stored != normalized:
             raise errors.AlreadyExists("TABLE_EXISTS", f"{table_id} exists with another configuration")
         if not inserted:

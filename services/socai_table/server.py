@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
-
-import grpc
 
 from socai import errors
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
 from socai.infra import player_tokens
-from socai.infra.grpc_server import AccessPolicy
+from socai.infra.config import Limits
+from socai.infra.grpc_server import AccessPolicy, current_caller
+from socai.infra.limits import RateLimiter, Slots
 from socai.infra.logging import bound
 from socai_table import convert
 from socai_table.forward import Forwarder, forwarded_by
 from socai_table.manager import TableManager
 from socai_table.model import TABLE_ID
+from socai_table.views import MEMORY_FULL, WATCH_QUEUE_MAX, WATCH_QUEUED_SETTING, WatchBudget, Watcher
 
 KEY_MAX_CHARS = 200
 REASON_MAX_CHARS = 200
@@ -55,6 +58,81 @@ def policy(tokens: dict[str, str]) -> AccessPolicy:
     return AccessPolicy(tokens=tokens, allow=ALLOW)
 
 
+@dataclass
+class TableLimits:
+    """What one player, calling service or owner may take of this instance
+    (``socai.infra.limits``; the settings are ``SOCAI_LIMIT_*``).
+
+    A player's calls and streams are counted where they are served (a forwarded call, at the
+    instance holding its table, once); the calling service's streams likewise. An owner's
+    creations are counted by the instance that creates the table, its open tables over every
+    instance (``TableStore.create_table``)."""
+
+    player_calls: RateLimiter
+    player_streams: Slots
+    caller_streams: Slots
+    owner_creates: RateLimiter
+    owner_tables: int
+    watch_budget: WatchBudget
+
+    @classmethod
+    def of(cls, limits: Limits) -> TableLimits:
+        per_min = limits.owner_tables_per_min
+        return cls(
+            player_calls=RateLimiter("table", "SOCAI_LIMIT_PLAYER_CALLS_PER_S", limits.player_calls_per_s),
+            player_streams=Slots("table", "SOCAI_LIMIT_PLAYER_STREAMS", limits.player_streams),
+            caller_streams=Slots("table", "SOCAI_LIMIT_CALLER_STREAMS", limits.caller_streams),
+            owner_creates=RateLimiter(
+                "table",
+                "SOCAI_LIMIT_OWNER_TABLES_PER_MIN",
+                per_min / 60.0,
+                burst=float(per_min),
+                rate_text=f"{per_min} tables per minute",
+                setting_value=per_min,
+            ),
+            owner_tables=limits.owner_tables,
+            watch_budget=WatchBudget(limits.watch_queued_events),
+        )
+
+    @contextmanager
+    def stream(self, caller: str, player: str | None) -> Iterator[None]:
+        """Hold a stream of ``caller`` (and of ``player``, when the viewer is one) while it is
+        open. Raises ResourceExhausted("TOO_MANY_STREAMS") when either has all it may."""
+        if player:
+            self.player_streams.acquire(player)
+        try:
+            self.caller_streams.acquire(caller)
+        except BaseException:
+            if player:
+                self.player_streams.release(player)
+            raise
+        try:
+            yield
+        finally:
+            self.caller_streams.release(caller)
+            if player:
+                self.player_streams.release(player)
+
+
+def _fell_behind(watcher: Watcher, budget: WatchBudget) -> errors.ResourceExhausted:
+    """Why a stream that fell too far behind was ended (its client watches again from the
+    last ``seq`` it kept)."""
+    if watcher.ended_by == MEMORY_FULL:
+        return errors.ResourceExhausted(
+            MEMORY_FULL,
+            f"this stream was the furthest behind when every stream of the instance together held "
+            f"{budget.max_events} events ({WATCH_QUEUED_SETTING}); watch again from the last seq kept",
+            limit=WATCH_QUEUED_SETTING,
+            max=budget.max_events,
+        )
+    return errors.ResourceExhausted(
+        watcher.ended_by,
+        f"this stream fell {WATCH_QUEUE_MAX} events behind; watch again from the last seq kept",
+        limit="WATCH_QUEUE_MAX",
+        max=WATCH_QUEUE_MAX,
+    )
+
+
 def _key(key: str, what: str = "idempotency_key") -> str:
     if not key or len(key) > KEY_MAX_CHARS or not key.isprintable():
         raise errors.InvalidArgument("BAD_IDEMPOTENCY_KEY", f"{what} must be 1..{KEY_MAX_CHARS} printable characters")
@@ -74,10 +152,17 @@ def _table_id(table_id: str) -> str:
 
 
 class TableServicer(pb_grpc.TableServiceServicer):
-    def __init__(self, manager: TableManager, player_token_key: str, router: Forwarder | None = None) -> None:
+    def __init__(
+        self,
+        manager: TableManager,
+        player_token_key: str,
+        router: Forwarder | None = None,
+        limits: TableLimits | None = None,
+    ) -> None:
         self.manager = manager
         self.token_key = player_token_key
         self.router = router
+        self.limits = limits or TableLimits.of(Limits())
 
     def _elsewhere(self, table_id: str, context: Any) -> bool:
         """Whether the call must go to another instance (after checking the id's shape)."""
@@ -88,7 +173,11 @@ class TableServicer(pb_grpc.TableServiceServicer):
         return await self.router.unary(method, table_id, request, context)
 
     def _player(self, token: str) -> str:
-        return player_tokens.verify(self.token_key, token)
+        """The player of ``token``. Raises what ``player_tokens.verify`` raises, and
+        ResourceExhausted("RATE_LIMITED") when the player is over their calls per second."""
+        player = player_tokens.verify(self.token_key, token)
+        self.limits.player_calls.admit(player)
+        return player
 
     def _viewer(self, token: str) -> str | None:
         return self._player(token) if token else None
@@ -101,7 +190,9 @@ class TableServicer(pb_grpc.TableServiceServicer):
             request.table_id = self.manager.new_table_id()
         if self._elsewhere(request.table_id, context):
             return await self._forward("CreateTable", request.table_id, request, context)  # type: ignore[no-any-return]
-        table = await self.manager.create(config, request.table_id)
+        if config.owner_player_id:
+            self.limits.owner_creates.admit(config.owner_player_id)
+        table = await self.manager.create(config, request.table_id, owner_tables_max=self.limits.owner_tables)
         return pb.CreateTableResponse(table=convert.table_to_proto(table))
 
     async def GetTable(self, request: pb.GetTableRequest, context: Any) -> pb.GetTableResponse:
@@ -224,17 +315,24 @@ class TableServicer(pb_grpc.TableServiceServicer):
                 yield reply
             return
         viewer = self._viewer(request.player_token)
+        with self.limits.stream(current_caller.get(), viewer):
+            async for reply in self._watch(request, viewer):
+                yield reply
+
+    async def _watch(self, request: pb.WatchTableRequest, viewer: str | None) -> AsyncIterator[pb.WatchTableResponse]:
         table = await self.manager.get(request.table_id)
+        budget = self.limits.watch_budget
         watcher, snapshot = await table.watch(viewer)
+        budget.add(watcher)  # before the next await: no event is queued for it unbudgeted
         try:
             for event in snapshot:
                 if event.seq >= request.from_seq:
                     yield pb.WatchTableResponse(event=event)
             while True:
-                item = await watcher.queue.get()
+                item = await watcher.next()
                 if item is None:
                     if watcher.overflowed:
-                        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "watcher fell too far behind")
+                        raise _fell_behind(watcher, budget)
                     if table.closed:
                         return  # the table closed (TableClosed was the last event sent)
                     if self.manager.tables.get(table.table_id) is not table:
@@ -247,6 +345,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
                 yield pb.WatchTableResponse(event=item)
         finally:
             table.unwatch(watcher)
+            budget.remove(watcher)
 
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
         if self._elsewhere(request.table_id, context):

@@ -58,7 +58,11 @@ QUIET_POLL_S = 2.0  # no event for this long: look at the table anyway (one may 
 WATCHDOG_PERIOD_S = 1.0
 # The service is restarting or stalled: the same call is tried again. Anything else is an
 # answer (a refused move, a bug) and is not retried.
-RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+# A call refused by a limit (RESOURCE_EXHAUSTED: a rate, or a stream ended behind the
+# instance's bound on queued events) is tried again after a pause, like an unavailable one.
+RETRYABLE = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from socai.infra import db_pool
+from socai.infra import db_pool, limits
 from socai.infra.db import libpq_url
 from socai_table.model import TableConfig
 
@@ -91,20 +91,54 @@ class TableStore:
 
     # tables ----------------------------------------------------------------------------
 
-    async def create_table(self, table_id: str, config: TableConfig, instance: str) -> tuple[TableConfig, bool]:
+    async def create_table(
+        self, table_id: str, config: TableConfig, instance: str, *, owner_tables_max: int = 0
+    ) -> tuple[TableConfig, bool]:
         """Insert the table (idempotent for the same config); returns the stored config and
         whether this call inserted it.
 
         The caller compares the returned config with its own to detect an id reused with
-        different settings.
+        different settings. With ``owner_tables_max`` (> 0) and an owner, a new table is
+        refused when its owner has that many open tables already: ResourceExhausted
+        ("TOO_MANY_TABLES"), nothing stored. The count and the insert run under a lock on
+        the owner (a transaction-scoped advisory lock), so two creates on two instances at
+        once cannot both take the last place.
         """
-        rows = await self._exec(
-            f"insert into {SCHEMA}.tables (table_id, game, instance, config) values (%s, %s, %s, %s) "
-            f"on conflict (table_id) do update set table_id = excluded.table_id "
-            f"returning config, (xmax = 0) as inserted",
-            (table_id, config.game, instance, json.dumps(asdict(config))),
-        )
+        owner = config.owner_player_id
+        if owner_tables_max <= 0 or not owner:
+            rows = await self._exec(self._INSERT_TABLE, (table_id, config.game, instance, json.dumps(asdict(config))))
+            return TableConfig.from_json(rows[0]["config"]), bool(rows[0]["inserted"])
+        async with self.pool.connection() as conn, conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute("select pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{SCHEMA}.owner:{owner}",))
+            await cur.execute(f"select config from {SCHEMA}.tables where table_id = %s", (table_id,))
+            existing = await cur.fetchone()
+            if existing is not None:
+                return TableConfig.from_json(existing["config"]), False
+            await cur.execute(
+                f"select count(*) as open from {SCHEMA}.tables "
+                f"where closed_at is null and config ->> 'owner_player_id' = %s",
+                (owner,),
+            )
+            row = await cur.fetchone()
+            held = int(row["open"]) if row else 0
+            if held >= owner_tables_max:
+                raise limits.refused(
+                    "table",
+                    "TOO_MANY_TABLES",
+                    "SOCAI_LIMIT_OWNER_TABLES",
+                    owner_tables_max,
+                    f"{owner} owns {held} open tables, the most allowed (SOCAI_LIMIT_OWNER_TABLES); close one first",
+                    open=held,
+                )
+            await cur.execute(self._INSERT_TABLE, (table_id, config.game, instance, json.dumps(asdict(config))))
+            rows = await cur.fetchall()
         return TableConfig.from_json(rows[0]["config"]), bool(rows[0]["inserted"])
+
+    _INSERT_TABLE = (
+        f"insert into {SCHEMA}.tables (table_id, game, instance, config) values (%s, %s, %s, %s) "
+        f"on conflict (table_id) do update set table_id = excluded.table_id "
+        f"returning config, (xmax = 0) as inserted"
+    )
 
     async def delete_table(self, table_id: str, instance: str) -> None:
         """Forget a table that could not be opened (it has no events)."""

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from socai.errors import check as errors_check
 from socai.events import codec
 from socai.events.model import COMMUNITY, Event
 from socai.gen.events.v1 import events_pb2
+from socai.infra import limits
 from socai.rules import base as kit
 from socai.rules.base import LegalAction
 from socai_table.hand import Hand
@@ -117,19 +119,127 @@ def hand_view(module: ModuleType, hand: Hand | None, viewer: int, deadline: floa
     return result
 
 
+# Why a stream was ended for falling behind (the ErrorInfo reason of its RESOURCE_EXHAUSTED).
+QUEUE_FULL = "WATCH_QUEUE_FULL"  # its own queue held WATCH_QUEUE_MAX events
+MEMORY_FULL = "WATCH_MEMORY_FULL"  # every stream's queue together reached the instance's bound
+WATCH_QUEUED_SETTING = "SOCAI_LIMIT_WATCH_QUEUED_EVENTS"
+
+
 @dataclass(eq=False)  # identity semantics: watchers live in a set
 class Watcher:
     """One open WatchTable stream. It remembers who watches, not which seat: what the
     viewer may see is decided per event from the seat they hold *then* (a player who
-    leaves seat 0 must not see the cards of the next player seated there)."""
+    leaves seat 0 must not see the cards of the next player seated there).
+
+    Events wait in ``queue`` (at most ``WATCH_QUEUE_MAX``) until the stream sends them; a
+    ``None`` ends the stream. One that falls behind is ended, ``ended_by`` saying why: a
+    watcher that fell this far behind must re-read the table rather than see a view with
+    holes in it."""
 
     player_id: str | None
     queue: asyncio.Queue[events_pb2.Event | None]
-    overflowed: bool = False
+    ended_by: str = ""  # QUEUE_FULL | MEMORY_FULL; "" while it keeps up
+    waiting: int = 0  # events in ``queue`` (the end marker not counted)
+    # The instance's bound on every stream's queued events together (set by the server).
+    budget: WatchBudget | None = None
     # The events of ``hand_id`` (the hand in play) this watcher has seen only in part, or
     # not at all: seq -> the copy it was sent (None: none). Only these can show more later.
     hand_id: str = ""
     partial: dict[int, Event | None] = field(default_factory=dict)
+
+    @property
+    def overflowed(self) -> bool:
+        return bool(self.ended_by)
+
+    def offer(self, message: events_pb2.Event) -> None:
+        """Queue ``message`` for the stream, or end the stream when it is too far behind."""
+        if self.ended_by:
+            return
+        if self.budget is not None and not self.budget.room_for(self):
+            return  # this stream was the one furthest behind: ended
+        try:
+            self.queue.put_nowait(message)
+        except asyncio.QueueFull:
+            self.end(QUEUE_FULL)
+            limits.REFUSALS.labels("table", "WATCH_QUEUE_MAX").inc()
+            return
+        self.waiting += 1
+        if self.budget is not None:
+            self.budget.queued += 1
+
+    def end(self, reason: str) -> None:
+        """End the stream at once for ``reason``: what it still had queued is dropped (its
+        memory freed), and the stream sees the end next."""
+        self.ended_by = reason
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        if self.budget is not None:
+            self.budget.queued -= self.waiting
+        self.waiting = 0
+        self.queue.put_nowait(None)
+
+    async def next(self) -> events_pb2.Event | None:
+        """The next event to send; None when the stream is over."""
+        item = await self.queue.get()
+        if item is not None:
+            self.waiting -= 1
+            if self.budget is not None:
+                self.budget.queued -= 1
+        return item
+
+    def close(self) -> None:
+        """End the stream after what is queued (the table stops or moves)."""
+        with contextlib.suppress(asyncio.QueueFull):
+            self.queue.put_nowait(None)
+
+
+class WatchBudget:
+    """Events queued in every WatchTable stream of the instance together, at most
+    ``max_events`` (``SOCAI_LIMIT_WATCH_QUEUED_EVENTS``; 0: no bound beyond each stream's own
+    ``WATCH_QUEUE_MAX``).
+
+    An event waiting for a stream is a reference to a message most viewers of the same seat
+    share (``redact``'s cache), so the number of queued events is the measure of what the
+    streams hold. At the bound the stream furthest behind — the one with the most events
+    waiting, often the one about to be sent to — is ended with ``RESOURCE_EXHAUSTED
+    WATCH_MEMORY_FULL`` and its queue dropped, so a few unread streams cannot make every
+    reader wait or the instance run out of memory; its client watches again from the last
+    ``seq`` it kept, like any stream that ends.
+    """
+
+    def __init__(self, max_events: int) -> None:
+        self.max_events = max_events
+        self.queued = 0
+        self._watchers: set[Watcher] = set()
+
+    def add(self, watcher: Watcher) -> None:
+        errors_check(watcher.budget is None, "a watcher joins one budget once")
+        watcher.budget = self
+        self.queued += watcher.waiting
+        self._watchers.add(watcher)
+
+    def remove(self, watcher: Watcher) -> None:
+        """The stream is over: what it still had queued no longer counts."""
+        if watcher in self._watchers:
+            self._watchers.discard(watcher)
+            self.queued -= watcher.waiting
+            watcher.budget = None
+
+    def room_for(self, sender: Watcher) -> bool:
+        """Make room for one more event for ``sender``: at the bound, end the stream furthest
+        behind. False when that was ``sender`` itself."""
+        while self.max_events and self.queued >= self.max_events:
+            slowest = max(self._watchers, key=lambda w: w.waiting, default=None)
+            if slowest is None or slowest.waiting == 0:
+                return True  # nothing queued to drop (the count is of these watchers)
+            slowest.end(MEMORY_FULL)
+            limits.REFUSALS.labels("table", WATCH_QUEUED_SETTING).inc()
+            if slowest is sender:
+                return False
+        return True
+
+    def __len__(self) -> int:
+        return len(self._watchers)
 
 
 class Watchers:
@@ -205,20 +315,9 @@ class Watchers:
 
     @staticmethod
     def _send(watcher: Watcher, message: events_pb2.Event) -> None:
-        if watcher.overflowed:
-            return
-        try:
-            watcher.queue.put_nowait(message)
-        except asyncio.QueueFull:
-            # The stream ends with RESOURCE_EXHAUSTED: a watcher that fell this far behind
-            # must re-read the table rather than see a view with holes in it.
-            watcher.overflowed = True
-            with contextlib.suppress(asyncio.QueueFull):
-                watcher.queue.get_nowait()
-                watcher.queue.put_nowait(None)
+        watcher.offer(message)
 
     def close(self) -> None:
         """End every stream (the service is stopping)."""
         for watcher in list(self._watchers):
-            with contextlib.suppress(asyncio.QueueFull):
-                watcher.queue.put_nowait(None)
+            watcher.close()

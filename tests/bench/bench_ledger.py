@@ -64,6 +64,7 @@ from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
+from socai.infra.nats_auth import TEST_HARNESS
 from socai_cli import migrations as migrate
 from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 from socai_cli.stack import grpc_health
@@ -289,9 +290,10 @@ def run(ctx: BenchContext) -> list[Result]:
     quick = ctx.quick
     rounds = 2 if quick else 3
     pg = EmbeddedPostgres(ctx.workdir / "pg", port=free_port(), database="postgres")
-    nats = EmbeddedNats(ctx.workdir / "nats", port=free_port())
+    nats = EmbeddedNats(ctx.workdir / "nats", port=free_port(), test_harness=True)
     pg.start()
     nats.start()
+    nats_url = nats.url_for(TEST_HARNESS)  # the bench's own identity: it reads what the ledger published
     run_id = uuid.uuid4().hex[:8]
     base = pg.admin_url().rsplit("/", 1)[0]
 
@@ -304,7 +306,7 @@ def run(ctx: BenchContext) -> list[Result]:
 
     try:
         if os.environ.get("SOCAI_BENCH_LEDGER_ONLY") == "under_load":
-            return relay_under_load(nats.url, fresh_database, pg.admin_url(), ctx)
+            return relay_under_load(nats_url, fresh_database, pg.admin_url(), ctx)
         raw_url = fresh_database("raw")
         checkpoint(pg.admin_url())
         raw = raw_ceiling(raw_url, rounds=rounds + 2, batches_per_round=5 if quick else 20)
@@ -315,7 +317,7 @@ def run(ctx: BenchContext) -> list[Result]:
             # peer does: a figure does not depend on the cases run before it.
             url = fresh_database(name.rsplit(".", 1)[-1])
             settings = Settings(
-                nats_url=nats.url,
+                nats_url=nats_url,
                 database_url=url,
                 ledger_addr=f"127.0.0.1:{free_port()}",
                 metrics_port_base=free_port(),
@@ -356,7 +358,7 @@ def run(ctx: BenchContext) -> list[Result]:
                 if size == 1000:
                     results.append(drain_rate(url))
             verify(url)
-        results += relay_under_load(nats.url, fresh_database, pg.admin_url(), ctx)
+        results += relay_under_load(nats_url, fresh_database, pg.admin_url(), ctx)
         return results
     finally:
         nats.stop()

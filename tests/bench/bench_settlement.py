@@ -77,6 +77,7 @@ from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
 from socai.infra.leases import LeaseConfig, ensure_lease_bucket, member_key
 from socai.infra.nats import connect, ensure_stream, events_stream_spec
+from socai.infra.nats_auth import TEST_HARNESS
 from socai.rules import registry
 from socai_cli import migrations as migrate
 from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
@@ -169,11 +170,12 @@ class BenchEnv:
             conn.execute("create database bench")
         url = self.postgres.url.rsplit("/", 1)[0] + "/bench"
         migrate.upgrade_all(url)
-        self.nats = EmbeddedNats(self.root / "nats", port=free_port())
+        # The bench loads and checks the log as the test harness (services: their own users).
+        self.nats = EmbeddedNats(self.root / "nats", port=free_port(), test_harness=True)
         self.settings = dataclasses.replace(
             Settings(),
             var_dir=self.root,
-            nats_url=self.nats.url,
+            nats_url=self.nats.url_for(TEST_HARNESS),
             database_url=url,
             ledger_addr=f"127.0.0.1:{free_port()}",
             settlement_addr=f"127.0.0.1:{free_port()}",

@@ -32,6 +32,7 @@ from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
 from socai.infra.grpc_client import channel
 from socai.infra.nats import connect
+from socai.infra.nats_auth import TEST_HARNESS
 from socai_table.ownership import WRITER_HEADER
 from tests.chaos.bots import hand_number
 from tests.chaos.stack import ProcessStack, metric_sum
@@ -50,7 +51,7 @@ class StreamScan:
 async def scan_stream(stack: ProcessStack) -> StreamScan:
     assert stack.settings is not None
     s = stack.settings
-    nc = await connect(s.nats_url or "", name="socai-chaos-scan")
+    nc = await connect(s.nats_url_for(TEST_HARNESS), name="socai-chaos-scan")
     scan = StreamScan()
     try:
         log = EventLog(nc, s.events_stream, s.events_prefix)
@@ -238,7 +239,7 @@ async def tenure_problems(stack: ProcessStack, table_ids: list[str]) -> list[str
     one table."""
     assert stack.settings is not None
     s = stack.settings
-    nc = await connect(s.nats_url or "", name="socai-chaos-tenures")
+    nc = await connect(s.nats_url_for(TEST_HARNESS), name="socai-chaos-tenures")
     problems: list[str] = []
     try:
         log = EventLog(nc, s.events_stream, s.events_prefix)

@@ -34,6 +34,7 @@ from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.grpc_client import channel
 from socai.infra.nats import connect
+from socai.infra.nats_auth import TEST_HARNESS
 from tests.chaos.bots import Bots
 from tests.chaos.checks import (
     escrow_mismatch_metric,
@@ -137,7 +138,7 @@ async def watch_handover(ctx: Ctx, live: dict[str, set[str]], began: float) -> d
     assert s is not None
     partitions = max(1, int(ctx.options.env.get("SOCAI_EVENT_PARTITIONS", "0") or 0))
     done: dict[str, float | None] = {}
-    nc = await connect(s.nats_url or "", name="socai-chaos-leases")
+    nc = await connect(s.nats_url_for(TEST_HARNESS), name="socai-chaos-leases")
     try:
         js = nc.jetstream()
         while len(done) < len(live) and time.monotonic() - began < HANDOVER_TIMEOUT_S:
@@ -207,7 +208,7 @@ async def duplicate_messages(ctx: Ctx) -> float:
     Nats-Msg-Id: the stream must drop them (duplicate window) and nothing may change"""
     s = ctx.stack.settings
     assert s is not None
-    nc = await connect(s.nats_url or "", name="socai-chaos-dup")
+    nc = await connect(s.nats_url_for(TEST_HARNESS), name="socai-chaos-dup")
     try:
         js = nc.jetstream()
         log = EventLog(nc, s.events_stream, s.events_prefix)
@@ -252,7 +253,7 @@ async def foreign_messages(ctx: Ctx) -> float:
     s = ctx.stack.settings
     assert s is not None
     tables = list(ctx.bots.loads.values())
-    nc = await connect(s.nats_url or "", name="socai-chaos-foreign")
+    nc = await connect(s.nats_url_for(TEST_HARNESS), name="socai-chaos-foreign")
     try:
         js = nc.jetstream()
         if len(tables) >= 1:

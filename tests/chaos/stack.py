@@ -90,7 +90,8 @@ class ProcessStack:
             shutil.rmtree(self.root)
         self.root.mkdir(parents=True)
         env = stack_env(self.root, self.log_level)
-        self.stack = Stack(Settings.from_env({**env, **self.extra_env}))
+        # NATS: the services as their own users; the harness (leases, faults, scans) as its own.
+        self.stack = Stack(Settings.from_env({**env, **self.extra_env}), nats_test_harness=True)
         self.stack.start_infra()
         self.base = self.stack.resolved_settings()
         # Clients (the bots, the checks) reach every instance of a service, round robin.

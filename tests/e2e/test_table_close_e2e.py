@@ -83,7 +83,7 @@ async def stack(nats_url: str, migrated_database_url: str, stream_spec: StreamSp
             await backend.close()
             for ch in chans:
                 await ch.close()
-            await r.apps["table"].nc.jetstream().delete_stream(stream_spec.name)
+            await r.delete_streams(stream_spec.name)
 
 
 async def settled(s: Stack, hand_id: str) -> spb.Settlement | None:

@@ -20,6 +20,7 @@ import pytest
 
 from socai.events.model import HandEnded
 from socai.infra.nats import StreamSpec
+from socai.infra.nats_auth import TEST_HARNESS
 from socai_cli.embedded import EmbeddedNats, free_port
 from tests.support.clients import Backend
 from tests.support.services import running, service_settings
@@ -49,10 +50,10 @@ async def hands_ended(app: object, table_ids: list[str]) -> dict[str, int]:
 async def test_tables_resume_by_themselves_after_a_nats_outage(
     migrated_database_url: str, stream_spec: StreamSpec, tmp_path: Path
 ):
-    server = EmbeddedNats(tmp_path / "nats", port=free_port())
+    server = EmbeddedNats(tmp_path / "nats", port=free_port(), test_harness=True)
     server.start()
     try:
-        settings = service_settings(server.url, migrated_database_url, stream_spec)
+        settings = service_settings(server.url_for(TEST_HARNESS), migrated_database_url, stream_spec)
         async with running(replace(settings, metrics_port_base=0), ("ledger", "table")) as r:
             backend = Backend(r.settings)
             try:

@@ -275,7 +275,7 @@ async def _play(settings: Settings, game: str, hands: int, seed: int, players: t
 async def _read_log(settings: Settings) -> list[RawEvent]:
     from socai.infra.nats import connect
 
-    nc = await connect(settings.nats_url or "", name="socai-golden")
+    nc = await connect(settings.nats_url_for("auditor"), name="socai-golden")
     try:
         log = EventLog(nc, settings.events_stream, settings.events_prefix)
         return [r async for r in read_stream(log)]

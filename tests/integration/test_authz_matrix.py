@@ -105,7 +105,7 @@ async def stack(nats_url: str, migrated_database_url: str, stream_spec: StreamSp
         try:
             yield r
         finally:
-            await r.apps["table"].nc.jetstream().delete_stream(stream_spec.name)
+            await r.delete_streams(stream_spec.name)
 
 
 def address_of(r: Running, service: str) -> str:

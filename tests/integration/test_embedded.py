@@ -11,6 +11,7 @@ import pytest
 
 from socai import errors
 from socai.infra.nats import StreamSpec, connect, ensure_stream, publish
+from socai.infra.nats_auth import TEST_HARNESS
 from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port, port_is_free
 
 pytestmark = pytest.mark.integration
@@ -35,18 +36,18 @@ def test_postgres_keeps_its_data_across_restarts(tmp_path: Path):
 
 
 def test_nats_keeps_its_streams_across_restarts(tmp_path: Path):
-    server = EmbeddedNats(tmp_path / "nats", port=free_port())
+    server = EmbeddedNats(tmp_path / "nats", port=free_port(), test_harness=True)
     spec = StreamSpec(name="KEPT", subjects=("kept.>",))
 
     async def write() -> None:
-        nc = await connect(server.url, name="t")
+        nc = await connect(server.url_for(TEST_HARNESS), name="t")
         js = nc.jetstream()
         await ensure_stream(js, spec)
         await publish(js, "kept.a", b"1", msg_id="a1")
         await nc.close()
 
     async def count() -> int:
-        nc = await connect(server.url, name="t")
+        nc = await connect(server.url_for(TEST_HARNESS), name="t")  # the same passwords after a restart
         info = await nc.jetstream().stream_info("KEPT")
         await nc.close()
         return int(info.state.messages)

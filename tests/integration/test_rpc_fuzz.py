@@ -212,7 +212,7 @@ def stack(nats_url: str, migrated_database_url: str, stream_spec: StreamSpec) ->
             stop.append(asyncio.Event())
             ready.set()
             await stop[0].wait()
-            await r.apps["table"].nc.jetstream().delete_stream(stream_spec.name)
+            await r.delete_streams(stream_spec.name)
 
     def main() -> None:
         try:

@@ -17,19 +17,17 @@ Both run the ``socai`` command against the stack with ``socai(settings, ...)``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import grpc
 from nats.aio.client import Client as NatsClient
-from nats.js.errors import NotFoundError
 
 from socai.events.log import EventLog
 from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
@@ -105,7 +103,9 @@ class GameStack:
         return ch
 
     async def socai(self, *args: str, timeout_s: float = SOCAI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-        return await socai(self.settings, *args, timeout_s=timeout_s)
+        """``socai …`` as an auditor or operator runs it: NATS as the auditor's user."""
+        as_auditor = replace(self.settings, nats_url=self.running.nats_url_for("auditor"))
+        return await socai(as_auditor, *args, timeout_s=timeout_s)
 
     async def settlement_of(self, hand_id: str) -> spb.Settlement | None:
         """The settlement record of ``hand_id``, or None while it is not settled."""
@@ -149,10 +149,7 @@ async def game_stack(nats_url: str, database_url: str, stream_spec: StreamSpec) 
             await backend.close()
             for ch in stack.channels:
                 await ch.close()
-            js = r.apps["table"].nc.jetstream()
-            for name in (stream_spec.name, r.settings.ledger_stream):
-                with contextlib.suppress(NotFoundError):
-                    await js.delete_stream(name)
+            await r.delete_streams(stream_spec.name, r.settings.ledger_stream)
 
 
 @asynccontextmanager

@@ -28,8 +28,10 @@ from socai.gen.settlement.v1 import settlement_pb2_grpc
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
 from socai.infra.nats import StreamSpec, ensure_stream
+from socai.infra.nats_auth import Layout
 from socai_settlement.app import App, build_app
 from socai_settlement.config import SettlementConfig
+from tests.support.nats_users import Identities, identities, users_server
 from tests.support.ports import free_port
 from tests.support.stack import metrics_base
 
@@ -54,11 +56,14 @@ async def start_ledger(settings: Settings) -> Any:
 
 @dataclass
 class Harness:
-    settings: Settings
+    settings: Settings  # NATS: the test harness's URL, which publishes the simulated hands
     log: EventLog
     nc: NatsClient
     config: SettlementConfig
+    # Each service's own NATS user on the test's streams (tests.support.nats_users).
+    users: Identities = field(default_factory=lambda: Identities(lambda _user: "", with_users=False))
     ledger_app: Any = None
+    _permits: list[Layout] = field(default_factory=list)
     settlement: App | None = None
     _channels: list[Any] = field(default_factory=list)
 
@@ -73,8 +78,12 @@ class Harness:
     def api(self, caller: str = "operator") -> Any:
         return settlement_pb2_grpc.SettlementServiceStub(self._channel(self.settings.settlement_addr, caller))
 
+    def as_user(self, user: str) -> Settings:
+        """The settings of a service that connects to NATS as ``user``."""
+        return replace(self.settings, nats_url=self.users.url_for(user) or self.settings.nats_url)
+
     async def start_ledger(self) -> None:
-        self.ledger_app = await start_ledger(self.settings)
+        self.ledger_app = await start_ledger(self.as_user("ledger"))
 
     async def stop_ledger(self) -> None:
         if self.ledger_app is not None:
@@ -82,7 +91,13 @@ class Harness:
             self.ledger_app = None
 
     async def start_settlement(self, config: SettlementConfig | None = None) -> App:
-        self.settlement = await build_app(self.settings, config or self.config)
+        config = config or self.config
+        # The settlement user may touch the durables of the stream's P now (a test may have
+        # partitioned the stream after the harness began).
+        self.log.partitions = None
+        partitions = await self.log.layout()
+        self.permit(replace(Layout.of(self.settings, settlement_durable=config.durable), partitions=partitions))
+        self.settlement = await build_app(self.as_user("settlement"), config)
         await start_service(self.settlement)
         return self.settlement
 
@@ -91,11 +106,21 @@ class Harness:
             await stop_service(self.settlement)
             self.settlement = None
 
+    def permit(self, layout: Layout) -> None:
+        """Let the users touch ``layout`` too, until the harness closes."""
+        server = users_server(self.settings.nats_url or "")
+        if server is not None and layout not in self._permits:
+            server.add(layout)
+            self._permits.append(layout)
+
     async def close(self) -> None:
         await self.stop_settlement()
         await self.stop_ledger()
         for ch in self._channels:
             await ch.close()
+        server = users_server(self.settings.nats_url or "")
+        while server is not None and self._permits:
+            server.remove(self._permits.pop())
 
     async def counts(self) -> tuple[int, int]:
         """(settled hands, open dead letters) in the settlement database."""
@@ -162,14 +187,16 @@ async def harness_for(
     settings = test_settings(nats_url, database_url, stream_spec)
     log = EventLog(nats_client, settings.events_stream, settings.events_prefix)
     await ensure_stream(log.js, stream_spec)
+    await ensure_stream(log.js, settings.ledger_stream_spec())  # as the migration job does
     # Leases live in a bucket named after the test's own stream; a short TTL lets a restart
     # after a kill take over quickly.
     config = dataclasses.replace(FAST, lease_ttl_s=2.0)
-    h = Harness(settings, log, nats_client, config)
-    try:
-        yield h
-    finally:
-        await h.close()
-        await log.js.delete_stream(stream_spec.name)
-        with contextlib.suppress(NotFoundError):
-            await log.js.delete_stream(settings.ledger_stream)
+    with identities(settings, Layout.of(settings, settlement_durable=config.durable)) as users:
+        h = Harness(settings, log, nats_client, config, users)
+        try:
+            yield h
+        finally:
+            await h.close()
+            await log.js.delete_stream(stream_spec.name)
+            with contextlib.suppress(NotFoundError):
+                await log.js.delete_stream(settings.ledger_stream)

@@ -162,7 +162,7 @@ async def _open_log(args: argparse.Namespace, settings: Settings) -> Any:
     from socai.events.log import EventLog
     from socai.infra.nats import connect
 
-    nc = await connect(args.nats_url or settings.effective_nats_url, name="socai-audit", max_reconnect_attempts=2)
+    nc = await connect(args.nats_url or settings.nats_url_for("auditor"), name="socai-audit", max_reconnect_attempts=2)
     return EventLog(nc, args.stream or settings.events_stream, args.prefix or settings.events_prefix)
 
 

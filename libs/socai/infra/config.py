@@ -26,10 +26,22 @@
 | ``SOCAI_LEDGER_PREFIX`` | ``socai.ledger`` | its subject prefix (``<prefix>.posted.<account kind>``) |
 | ``SOCAI_STREAM_REPLICAS`` | ``1`` | JetStream replicas of the streams socai provisions (3 in a cluster) |
 | ``SOCAI_EVENT_PARTITIONS`` | ``0`` | P, the event log's partitions (``socai.infra.partitions``); 0: one settlement consumer for every table. Fixed per deployment: changing it is a migration |
+| ``SOCAI_LIMIT_CALLER_CALLS_PER_S`` | ``20000`` | every service: calls per second one calling service (its token) may make to one instance, with a burst of two seconds' worth; over it ``RESOURCE_EXHAUSTED RATE_LIMITED`` |
+| ``SOCAI_LIMIT_PLAYER_CALLS_PER_S`` | ``100`` | table: calls per second of one player (their player token) to one instance, burst two seconds' worth (``RATE_LIMITED``) |
+| ``SOCAI_LIMIT_PLAYER_STREAMS`` | ``16`` | table: ``WatchTable`` streams one player may have open on one instance (``TOO_MANY_STREAMS``) |
+| ``SOCAI_LIMIT_CALLER_STREAMS`` | ``10000`` | table: ``WatchTable`` streams one calling service may have open on one instance, its players' and spectators' together (``TOO_MANY_STREAMS``) |
+| ``SOCAI_LIMIT_OWNER_TABLES`` | ``50`` | table: open tables of one owner (``owner_player_id``), every instance's together (``TOO_MANY_TABLES``) |
+| ``SOCAI_LIMIT_OWNER_TABLES_PER_MIN`` | ``30`` | table: tables one owner may create per minute, per instance (``TOO_MANY_TABLES``, with ``retry_after_ms``) |
+| ``SOCAI_LIMIT_WATCH_QUEUED_EVENTS`` | ``200000`` | table: events waiting in all ``WatchTable`` streams of an instance together (each stream holds at most 2,000); at the bound the stream furthest behind is ended ``RESOURCE_EXHAUSTED WATCH_MEMORY_FULL`` |
 | ``SOCAI_LOG_FORMAT`` | ``json`` in services | ``json`` or ``console`` |
 | ``SOCAI_LOG_LEVEL`` | ``info`` | |
 | ``SOCAI_LOG_FILE`` | (stderr) | write the log to this file, rotated by size (``socai up`` sets it per service: ``var/log/<service>.log``) |
 | ``SOCAI_LOG_MAX_BYTES`` / ``SOCAI_LOG_BACKUPS`` | 52428800 / 5 | rotation: the size of one file and how many older files are kept |
+
+Every ``SOCAI_LIMIT_*`` set to 0 turns that limit off. The defaults leave room for every bot
+of ``socai simulate``, the demo, the chaos and soak harnesses and the benchmarks (250 tables,
+one owner per table, one spectator stream per table): what the limits stop is one caller,
+player or owner taking what the others need (``socai.infra.limits``).
 
 The development tokens are public and printed in the README; every deployment sets its own
 (deploy/ puts them in Secrets). A service refuses to start with a public development value
@@ -44,7 +56,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from socai.infra.nats import StreamSpec
@@ -82,6 +94,51 @@ def _dev_mode(e: Mapping[str, str]) -> bool:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """What one caller, player or owner may take of a service (``SOCAI_LIMIT_*``; 0: no
+    limit). Rates are per instance; open tables are counted over every instance."""
+
+    caller_calls_per_s: float = 20_000.0
+    player_calls_per_s: float = 100.0
+    player_streams: int = 16
+    caller_streams: int = 10_000
+    owner_tables: int = 50
+    owner_tables_per_min: int = 30
+    watch_queued_events: int = 200_000
+
+    ENV: ClassVar[dict[str, str]] = {
+        "caller_calls_per_s": "SOCAI_LIMIT_CALLER_CALLS_PER_S",
+        "player_calls_per_s": "SOCAI_LIMIT_PLAYER_CALLS_PER_S",
+        "player_streams": "SOCAI_LIMIT_PLAYER_STREAMS",
+        "caller_streams": "SOCAI_LIMIT_CALLER_STREAMS",
+        "owner_tables": "SOCAI_LIMIT_OWNER_TABLES",
+        "owner_tables_per_min": "SOCAI_LIMIT_OWNER_TABLES_PER_MIN",
+        "watch_queued_events": "SOCAI_LIMIT_WATCH_QUEUED_EVENTS",
+    }
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Limits:
+        """Raises ValueError naming the variable when a value is not a number >= 0."""
+        values: dict[str, float | int] = {}
+        for name, variable in cls.ENV.items():
+            text = env.get(variable, "").strip()
+            if not text:
+                continue
+            kind = float if name.endswith("_per_s") else int
+            try:
+                value = kind(text)
+            except ValueError:
+                raise ValueError(f"{variable}={text!r} is not a number") from None
+            if not value >= 0:
+                raise ValueError(f"{variable}={text!r} must be 0 (no limit) or more")
+            values[name] = value
+        return cls(**values)  # type: ignore[arg-type]
+
+    def as_env(self) -> dict[str, str]:
+        return {variable: str(getattr(self, name)) for name, variable in self.ENV.items()}
+
+
+@dataclass(frozen=True)
 class Settings:
     var_dir: Path = Path("var")
     nats_url: str | None = None
@@ -112,6 +169,7 @@ class Settings:
     log_file: str | None = None
     log_max_bytes: int = 50 * 1024 * 1024
     log_backups: int = 5
+    limits: Limits = field(default_factory=Limits)
     # Settings built in code (tests, the local stack) are development settings; from_env
     # decides from the environment.
     dev_mode: bool = True
@@ -153,6 +211,7 @@ class Settings:
             log_file=e.get("SOCAI_LOG_FILE") or None,
             log_max_bytes=int(e.get("SOCAI_LOG_MAX_BYTES", s.log_max_bytes)),
             log_backups=int(e.get("SOCAI_LOG_BACKUPS", s.log_backups)),
+            limits=Limits.from_env(e),
             dev_mode=_dev_mode(e),
         )
 
@@ -252,8 +311,29 @@ class Settings:
 
     @property
     def effective_nats_url(self) -> str:
-        """SOCAI_NATS_URL, else the embedded nats-server's address."""
+        """SOCAI_NATS_URL, else the embedded nats-server's address (no user: see ``nats_url_for``)."""
         return self.nats_url or f"nats://127.0.0.1:{self.nats_port}"
+
+    def nats_url_for(self, user: str) -> str:
+        """The NATS URL to connect with as ``user`` (``socai.infra.nats_auth``: ``table``,
+        ``settlement``, ``ledger``, ``provisioner``, ``auditor``).
+
+        SOCAI_NATS_URL when set: a deployment gives each process a URL with its own user in
+        it. Else the embedded nats-server of ``var_dir``, which runs with the users of deploy/
+        and writes this run's passwords beside its configuration (``var/nats/users.json``,
+        readable by its owner only); before it ever ran, its address without a user.
+        """
+        if self.nats_url:
+            return self.nats_url
+        from socai.infra.nats_auth import CREDENTIALS_FILE, Credentials
+
+        path = self.var_dir / "nats" / CREDENTIALS_FILE
+        if not path.exists():
+            return self.effective_nats_url
+        credentials = Credentials.load(path)
+        if user not in credentials.passwords:
+            return self.effective_nats_url
+        return f"nats://{user}:{credentials.passwords[user]}@127.0.0.1:{self.nats_port}"
 
     @property
     def effective_database_url(self) -> str:
@@ -307,6 +387,7 @@ class Settings:
             "SOCAI_LOG_MAX_BYTES": str(self.log_max_bytes),
             "SOCAI_LOG_BACKUPS": str(self.log_backups),
             "SOCAI_DEV_MODE": "1" if self.dev_mode else "0",
+            **self.limits.as_env(),
         }
         if self.table_seal_key:
             env["SOCAI_TABLE_SEAL_KEY"] = self.table_seal_key

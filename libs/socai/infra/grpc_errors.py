@@ -43,6 +43,7 @@ STATUS_OF: Final[dict[type[errors.SocaiError], grpc.StatusCode]] = {
     errors.AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
     errors.Conflict: grpc.StatusCode.ABORTED,
     errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     errors.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
 }
@@ -178,6 +179,7 @@ _ERROR_OF: Final[dict[grpc.StatusCode, type[errors.SocaiError]]] = {
     grpc.StatusCode.ABORTED: errors.Conflict,
     grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.Unavailable,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
     grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
     grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
 }

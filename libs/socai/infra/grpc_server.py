@@ -3,7 +3,8 @@
 ``build_server`` gives a server with:
 - health checking (grpc.health.v1) and reflection;
 - one interceptor that authenticates the calling service by bearer token
-  (``authorization: Bearer <token>``), enforces a per-method allow-list of callers,
+  (``authorization: Bearer <token>``), enforces a per-method allow-list of callers and
+  each caller's calls per second (``caller_rate``: ``RESOURCE_EXHAUSTED RATE_LIMITED``),
   binds a ``request_id`` into the log context, maps domain errors to status codes with a
   ``google.rpc.ErrorInfo`` reason (``socai.infra.grpc_errors``), and writes one log line
   and Prometheus samples per RPC (method, status, latency_ms);
@@ -40,6 +41,7 @@ from socai.infra.grpc_errors import (
     rich_status,
     status_code_of,
 )
+from socai.infra.limits import RateLimiter
 from socai.infra.logging import get_logger
 
 log = get_logger("socai.grpc")
@@ -131,9 +133,10 @@ class SocaiInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     constant-time scan, and the request context is bound without a context manager.
     """
 
-    def __init__(self, service: str, policy: AccessPolicy) -> None:
+    def __init__(self, service: str, policy: AccessPolicy, caller_rate: RateLimiter | None = None) -> None:
         self.service = service
         self.policy = policy
+        self.caller_rate = caller_rate
         # method → (the handler it wraps, the wrapped handler); rebuilt if the inner changes.
         self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
@@ -155,7 +158,7 @@ class SocaiInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return wrapped
 
     def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
-        rpc = _Rpc(self.service, method, self.policy)
+        rpc = _Rpc(self.service, method, self.policy, self.caller_rate)
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 _wrap_unary(handler.unary_unary, rpc),
@@ -233,6 +236,7 @@ class _Rpc:
     __slots__ = (
         "_by_code",
         "allowed",
+        "caller_rate",
         "latency",
         "method",
         "not_found_calls",
@@ -242,21 +246,25 @@ class _Rpc:
         "short",
     )
 
-    def __init__(self, service: str, method: str, policy: AccessPolicy) -> None:
+    def __init__(self, service: str, method: str, policy: AccessPolicy, caller_rate: RateLimiter | None = None) -> None:
         self.service = service
         self.method = method
         self.short = method.rsplit("/", 1)[-1]
         self.policy = policy
         self.allowed = policy.allowed(method)
+        self.caller_rate = caller_rate if caller_rate is not None and caller_rate.enabled else None
         self.latency = RPC_LATENCY.labels(service, self.short)
         self._by_code: dict[grpc.StatusCode, Any] = {}
         self.ok_calls = 0
         self.not_found_calls = 0
 
     def authorize(self, authorization: str) -> str:
-        """The caller. Raises Unauthenticated / PermissionDenied."""
+        """The caller. Raises Unauthenticated / PermissionDenied, and ResourceExhausted
+        ("RATE_LIMITED") when the caller is over its calls per second."""
         caller = self.policy.caller_of_header(authorization)
         _check_allowed(self.allowed, self.method, caller)
+        if self.caller_rate is not None:
+            self.caller_rate.admit(caller)
         return caller
 
     def total(self, code: grpc.StatusCode) -> Any:
@@ -389,15 +397,17 @@ def build_server(
     service_names: Iterable[str],
     policy: AccessPolicy,
     max_workers_hint: int = 0,
+    caller_rate: RateLimiter | None = None,
 ) -> GrpcServer:
     """A server listening on ``address`` (``host:port``; port 0 picks a free one) with the
-    servicers of ``registrations`` (``lambda s: add_XServicer_to_server(servicer, s)``).
+    servicers of ``registrations`` (``lambda s: add_XServicer_to_server(servicer, s)``);
+    ``caller_rate`` bounds each calling service's calls per second (``caller_limiter``).
 
     Raises Unavailable("PORT_IN_USE") when the address cannot be bound.
     """
     names = tuple(service_names)
     server = grpc.aio.server(
-        interceptors=[SocaiInterceptor(service, policy)],
+        interceptors=[SocaiInterceptor(service, policy, caller_rate)],
         options=[
             ("grpc.so_reuseport", 0),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
@@ -420,6 +430,13 @@ def build_server(
     if port == 0:
         raise errors.Unavailable("PORT_IN_USE", f"cannot listen on {address}: address in use")
     return GrpcServer(server, health, port, names)
+
+
+def caller_limiter(service: str, per_s: float) -> RateLimiter:
+    """Each calling service's calls per second to this instance (``SOCAI_LIMIT_CALLER_CALLS_PER_S``;
+    0: no limit). A call the table service forwards to the instance holding its table is
+    counted there too: each instance guards its own CPU."""
+    return RateLimiter(service, "SOCAI_LIMIT_CALLER_CALLS_PER_S", per_s)
 
 
 def install_stop_signals(stop: asyncio.Event) -> None:

@@ -34,6 +34,7 @@ from nats.js.errors import APIError, BadRequestError, NotFoundError
 
 from socai import errors
 from socai.infra.logging import get_logger
+from socai.infra.nats_auth import shown_url
 from socai.infra.nats_liveness import harden
 from socai.infra.partitions import (
     HISTORY_KEY,
@@ -121,14 +122,16 @@ async def connect(url: str, name: str, **options: Any) -> NatsClient:
     that timed out while nats-server was paused kills the client's read loop for good when
     the server answers). A service also runs a ``ConnectionWatch`` beside its client.
 
-    Raises Unavailable("NATS_UNAVAILABLE") when the first connection cannot be made.
+    Raises Unavailable("NATS_UNAVAILABLE") when the first connection cannot be made. The URL
+    is logged and reported without its password.
     """
+    shown = shown_url(url)
 
     async def on_disconnect() -> None:
-        log.info("nats_disconnected", url=url)
+        log.info("nats_disconnected", url=shown)
 
     async def on_reconnect() -> None:
-        log.info("nats_reconnected", url=url)
+        log.info("nats_reconnected", url=shown)
 
     async def on_error(exc: Exception) -> None:
         log.warning("nats_error", error=str(exc))
@@ -147,7 +150,7 @@ async def connect(url: str, name: str, **options: Any) -> NatsClient:
             **options,
         )
     except Exception as exc:
-        raise errors.Unavailable("NATS_UNAVAILABLE", f"cannot connect to NATS at {url}: {exc}") from exc
+        raise errors.Unavailable("NATS_UNAVAILABLE", f"cannot connect to NATS at {shown}: {exc}") from exc
     harden(nc)
     return nc
 

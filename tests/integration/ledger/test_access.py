@@ -9,10 +9,11 @@ import pytest
 
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
+from socai.infra.config import Limits
 from socai.infra.grpc_client import channel
-from socai.infra.grpc_errors import error_reason
+from socai.infra.grpc_errors import error_info, error_reason
 from socai_ledger.server import ALLOW
-from tests.integration.ledger.conftest import Ledger, balances, deposit, transaction
+from tests.integration.ledger.conftest import Ledger, balances, deposit, ledger_settings, transaction
 
 pytestmark = pytest.mark.integration
 
@@ -120,3 +121,35 @@ async def test_only_the_cashier_or_an_operator_moves_money_through_external_acco
         "house:bank": 50_000,
         "external:cashier": -50_100,
     }
+
+
+async def test_a_caller_over_its_calls_per_second_is_refused_and_nothing_is_posted(
+    nats_url: str, migrated_database_url: str
+):
+    """Issue 27: no caller may take all of the ledger. Ten calls a second with a burst of
+    twenty (SOCAI_LIMIT_CALLER_CALLS_PER_S); another caller is not held back."""
+    limited = Ledger(ledger_settings(nats_url, migrated_database_url, limits=Limits(caller_calls_per_s=10)))
+    await limited.start()
+    try:
+        cashier = limited.stub("cashier")
+        outcomes: list[object] = []
+        for n in range(30):
+            try:
+                await cashier.Deposit(pb.DepositRequest(idempotency_key=f"rate-{n}", player_id="rita", amount_gold=1))
+                outcomes.append("posted")
+            except grpc.aio.AioRpcError as exc:
+                outcomes.append(exc)
+        refused = [o for o in outcomes if isinstance(o, grpc.aio.AioRpcError)]
+        assert 1 <= len(refused) <= 10, outcomes  # the burst of 20 (plus what refilled meanwhile) was let in
+        for error in refused:
+            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            info = error_info(error)
+            assert info is not None and info.reason == "RATE_LIMITED"
+            assert info.metadata["limit"] == "SOCAI_LIMIT_CALLER_CALLS_PER_S" and info.metadata["max"] == "10"
+            assert int(info.metadata["retry_after_ms"]) > 0
+        assert balances(migrated_database_url, ["player:rita"]) == {"player:rita": 30 - len(refused)}
+        # the auditor is another caller: not held back by the cashier's calls
+        reply = await limited.stub("auditor").GetAccount(pb.GetAccountRequest(account_id="player:rita"))
+        assert reply.account.balance_gold == 30 - len(refused)
+    finally:
+        await limited.stop()

@@ -24,6 +24,7 @@ from prometheus_client import REGISTRY
 from socai import errors
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra.grpc_errors import error_info
+from socai.infra.nats_auth import TEST_HARNESS
 from socai_cli.embedded import EmbeddedNats, free_port
 from socai_ledger.config import LedgerConfig
 from socai_ledger.outbox_backlog import OutboxBacklog
@@ -135,10 +136,10 @@ async def test_above_the_relays_rate_the_lag_stays_within_its_bound_and_every_he
 async def test_while_nats_is_down_postings_flow_up_to_the_bound_then_are_refused_unwritten_and_land_on_retry(
     migrated_database_url: str, tmp_path: Path
 ) -> None:
-    nats = EmbeddedNats(tmp_path / "nats", port=free_port())
+    nats = EmbeddedNats(tmp_path / "nats", port=free_port(), test_harness=True)
     nats.start()
     bound = 20
-    ledger = Ledger(ledger_settings(nats.url, migrated_database_url))
+    ledger = Ledger(ledger_settings(nats.url_for(TEST_HARNESS), migrated_database_url))
     await ledger.start(config=LedgerConfig(outbox_max_lag=bound, outbox_wait_s=1.0))
     money: Money | None = None
     try:

@@ -38,7 +38,7 @@ async def services(nats_url: str, migrated_database_url: str, stream_spec: Strea
     settings = service_settings(nats_url, migrated_database_url, stream_spec)
     async with running(settings, ("ledger", "table")) as r:
         yield r
-        await r.apps["table"].nc.jetstream().delete_stream(stream_spec.name)
+        await r.delete_streams(stream_spec.name)
 
 
 @contextlib.asynccontextmanager

@@ -33,7 +33,7 @@ async def world(nats_url: str, migrated_database_url: str, stream_spec: StreamSp
             yield World(r, backend, table_app.manager.deps.log)
         finally:
             await backend.close()
-            await table_app.nc.jetstream().delete_stream(stream_spec.name)
+            await r.delete_streams(stream_spec.name)
 
 
 async def seat_players(w: World, game: str, buy_ins: list[int], **config: object) -> tuple[str, list[str]]:

@@ -20,7 +20,7 @@ from socai.gen.events.v1 import events_pb2 as epb
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.db import libpq_url
 from socai.infra.grpc_errors import error_reason
-from socai.infra.nats import ensure_stream
+from socai.infra.nats import connect, ensure_stream
 from socai_cli.embedded import free_port
 from tests.integration.table.conftest import World, seat_players
 from tests.support.clients import bet
@@ -96,8 +96,9 @@ async def test_a_create_table_that_cannot_be_recorded_is_refused_and_the_service
 async def test_a_table_whose_first_event_cannot_be_written_is_not_left_stored(world: World):
     """Defect 2, second half: a table that cannot be opened must not exist."""
     w = world
-    js = w.running.apps["table"].nc.jetstream()
     spec = w.running.settings.events_stream_spec()
+    harness = await connect(w.running.settings.nats_url or "", name="test-harness")  # the test may delete streams
+    js = harness.jetstream()
     await js.delete_stream(spec.name)  # every append now fails
     try:
         error = await refused(
@@ -108,6 +109,7 @@ async def test_a_table_whose_first_event_cannot_be_written_is_not_left_stored(wo
         assert error.code() != grpc.StatusCode.OK
     finally:
         await ensure_stream(js, spec)
+        await harness.close()
     assert await w.running.apps["table"].store.owner_of("nostream") is None
 
 
