@@ -26,6 +26,7 @@ import pytest
 
 from socai.gen.ledger.v1 import ledger_pb2
 from socai.infra.nats import StreamSpec, connect, ensure_stream
+from socai.infra.nats_auth import TEST_HARNESS
 from socai_cli.embedded import EmbeddedNats
 from tests.fault.test_settlement_instances import P, holders, settled_count, start, stop_all, wait_settled
 from tests.support.ports import free_port
@@ -43,11 +44,11 @@ AFTER_S = 90.0  # every hand settled within this long after the pause (a deadlin
 async def private(
     tmp_path: Path, migrated_database_url: str, stream_spec: StreamSpec
 ) -> AsyncIterator[tuple[EmbeddedNats, Harness]]:
-    server = EmbeddedNats(tmp_path / "nats", port=free_port())
+    server = EmbeddedNats(tmp_path / "nats", port=free_port(), test_harness=True)
     server.start()
-    nc = await connect(server.url, name="stall-test")
+    nc = await connect(server.url_for(TEST_HARNESS), name="stall-test")
     try:
-        async with harness_for(server.url, migrated_database_url, stream_spec, nc) as harness:
+        async with harness_for(server.url_for(TEST_HARNESS), migrated_database_url, stream_spec, nc) as harness:
             yield server, harness
     finally:
         if server.proc is not None:

@@ -46,6 +46,7 @@ from socai.events.log import EventLog
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.leases import assign
 from socai.infra.nats import StreamSpec, connect
+from socai.infra.nats_auth import TEST_HARNESS
 from socai_cli.embedded import EmbeddedNats
 from tests.chaos.bots import Bots
 from tests.chaos.checks import read_timeline
@@ -93,11 +94,11 @@ def rebuilds_ms(log_paths: list[Path], since: float, until: float) -> float:
 async def test_every_table_is_back_within_the_lease_ttl_and_its_rebuild_after_each_fault(
     migrated_database_url: str, stream_spec: StreamSpec, tmp_path: Path
 ) -> None:
-    server = EmbeddedNats(tmp_path / "nats", port=free_port())
+    server = EmbeddedNats(tmp_path / "nats", port=free_port(), test_harness=True)
     server.start()
     assert server.proc is not None
     nats_pid = server.proc.pid
-    settings = service_settings(server.url, migrated_database_url, stream_spec, event_partitions=P)
+    settings = service_settings(server.url_for(TEST_HARNESS), migrated_database_url, stream_spec, event_partitions=P)
     instances: dict[str, Instance] = {}
     try:
         async with running(settings, ("ledger", "settlement")) as r:
@@ -112,7 +113,7 @@ async def test_every_table_is_back_within_the_lease_ttl_and_its_rebuild_after_ea
             bots = Bots(
                 replace(settings, table_addr="ipv4:" + ",".join(addresses.values())), TABLES // 2, ("holdem",), seed=29
             )
-            nc = await connect(server.url, name="back-in-time")
+            nc = await connect(server.url_for(TEST_HARNESS), name="back-in-time")
             log = EventLog(nc, settings.events_stream, settings.events_prefix)
             logs = [tmp_path / f"{n}.log" for n in (a_name, b_name)]
             try:

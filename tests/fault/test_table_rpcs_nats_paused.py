@@ -26,6 +26,7 @@ import pytest
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.grpc_errors import error_reason
 from socai.infra.nats import StreamSpec
+from socai.infra.nats_auth import TEST_HARNESS
 from socai.infra.partitions import partition_of
 from socai_cli.embedded import EmbeddedNats
 from tests.support.clients import Backend, bet
@@ -118,11 +119,11 @@ async def answer(call: Callable[[], Awaitable[Any]]) -> tuple[str, str]:
 async def test_every_table_rpc_answers_unavailable_not_internal_while_nats_is_paused(
     migrated_database_url: str, stream_spec: StreamSpec, tmp_path: Path
 ) -> None:
-    server = EmbeddedNats(tmp_path / "nats", port=free_port())
+    server = EmbeddedNats(tmp_path / "nats", port=free_port(), test_harness=True)
     server.start()
     assert server.proc is not None
     try:
-        async with two_instances(server.url, migrated_database_url, stream_spec, "paused") as two:
+        async with two_instances(server.url_for(TEST_HARNESS), migrated_database_url, stream_spec, "paused") as two:
             backend = two.backend
             await backend.token("d")
             tables = {"forwarded": table_in(0), "local": table_in(1)}

@@ -23,6 +23,7 @@ from nats.aio.client import Client as NatsClient
 
 from socai.infra import nats_liveness
 from socai.infra.nats import connect
+from socai.infra.nats_auth import TEST_HARNESS
 from socai.infra.nats_liveness import (
     PONG_OVERDUE,
     READ_LOOP_DEAD,
@@ -42,7 +43,7 @@ PAUSE_CHECK_S = 10.0  # how long to wait for a paused server's answers to be rea
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedNats]:
-    nats_server = EmbeddedNats(tmp_path_factory.mktemp("liveness") / "nats", port=free_port())
+    nats_server = EmbeddedNats(tmp_path_factory.mktemp("liveness") / "nats", port=free_port(), test_harness=True)
     nats_server.start()
     try:
         yield nats_server
@@ -84,7 +85,9 @@ class Paused:
 @pytest.fixture
 async def raw(server: EmbeddedNats) -> AsyncIterator[NatsClient]:
     """A plain nats-py client: not hardened."""
-    nc = await nats.connect(server.url, name="liveness-raw", reconnect_time_wait=0.2, max_reconnect_attempts=-1)
+    nc = await nats.connect(
+        server.url_for(TEST_HARNESS), name="liveness-raw", reconnect_time_wait=0.2, max_reconnect_attempts=-1
+    )
     try:
         yield nc
     finally:
@@ -173,7 +176,7 @@ async def test_on_the_pinned_nats_py_a_flush_timed_out_while_paused_kills_the_re
 
 
 async def test_a_hardened_client_reads_on_after_the_late_pong(server: EmbeddedNats) -> None:
-    nc = await connect(server.url, name="liveness-hardened")
+    nc = await connect(server.url_for(TEST_HARNESS), name="liveness-hardened")
     try:
         assert nc._socai_hardened  # type: ignore[attr-defined]
         await flush_timed_out_while_paused(server, nc)
