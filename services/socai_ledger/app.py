@@ -11,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from prometheus_client import Gauge
 
+from socai import accounts
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
 from socai.infra.db_pool import Pool
 from socai.infra.grpc_server import GrpcServer, build_server
 from socai.infra.logging import get_logger
-from socai_ledger import db, verify
+from socai_ledger import db, holds, verify
 from socai_ledger.batcher import WriteBatcher
 from socai_ledger.config import LedgerConfig
 from socai_ledger.outbox import OutboxRelay
@@ -31,6 +33,9 @@ log = get_logger("socai.ledger")
 
 TRIAL_BALANCE = Gauge("socai_ledger_trial_balance_gold", "The sum of all balances (must be 0)")
 TRIAL_BALANCE_INTERVAL_S: Final = 30.0
+# The house bank's free capacity is read this often (holds.BANK_*): a posting moves the balance
+# without a hold call, and other replicas answer hold calls too.
+BANK_INTERVAL_S: Final = 5.0
 
 
 @dataclass
@@ -42,7 +47,9 @@ class App:
     relay: OutboxRelay | None
     backlog: OutboxBacklog | None = None
     trial_balance_interval_s: float = TRIAL_BALANCE_INTERVAL_S
+    bank_interval_s: float = BANK_INTERVAL_S
     _watch: asyncio.Task[None] | None = field(default=None, repr=False)
+    _watch_bank_task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
     def address(self) -> str:
@@ -61,6 +68,7 @@ class App:
         if self.relay is not None:
             await self.relay.start()
         self._watch = asyncio.create_task(self._watch_trial_balance(), name="ledger-trial-balance")
+        self._watch_bank_task = asyncio.create_task(self._watch_bank(), name="ledger-bank-capacity")
         await self.grpc.server.start()
         await self.grpc.set_serving(True)
         log.info("ledger_serving", address=self.address, relay=self.relay is not None)
@@ -74,11 +82,12 @@ class App:
         await self.batcher.close()
         if self.relay is not None:
             await self.relay.stop()
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
-            self._watch = None
+        for task in (self._watch, self._watch_bank_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._watch = self._watch_bank_task = None
         await self.pool.close()
         log.info("ledger_stopped")
 
@@ -90,6 +99,20 @@ class App:
             except Exception as exc:
                 log.warning("trial_balance_failed", error=str(exc))
             await asyncio.sleep(self.trial_balance_interval_s)
+
+    async def _watch_bank(self) -> None:
+        """Export house:bank's free capacity (balance − held), its holds not released and
+        the oldest one's age (alerted on: deploy/k8s/monitoring/alerts.yaml)."""
+        while True:
+            try:
+                balance, held, open_holds, oldest = await holds.bank_figures(self.pool, accounts.HOUSE_BANK)
+                holds.observe_bank(balance, held)
+                holds.HOLDS_OPEN.set(open_holds)
+                age_s = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else 0.0
+                holds.HOLD_OLDEST_SECONDS.set(max(0.0, age_s))
+            except Exception as exc:
+                log.warning("bank_capacity_failed", error=str(exc))
+            await asyncio.sleep(self.bank_interval_s)
 
 
 async def build_app(

@@ -15,14 +15,16 @@ trips; a large batch's COPY data is exchanged inside the second), sent through `
 3. The journal rows: for a large batch, binary ``COPY`` of the transactions and the entries
    at the head of the last script (``journal_copy``; each stream goes out when the server
    asks for it); for a small one they ride in the last script as array literals.
-4. The last script: the journal rows, one ``UPDATE … FROM unnest(…)`` of the touched
-   balances, one insert of the accounts opened, one outbox row naming the journal range,
-   ``COMMIT``. Callers are answered only after the commit.
+4. The last script: the journal rows, the holds the batch's settlements release (only when
+   there are some: ledger_0005), one ``UPDATE … FROM unnest(…)`` of the touched balances,
+   one insert of the accounts opened, one outbox row naming the journal range, ``COMMIT``.
+   Callers are answered only after the commit.
 
 A hot account (``house:fees`` takes a posting from nearly every hand) therefore costs one
 row update per batch, not one per transaction: the batch is the unit of serialisation.
 The ``CHECK (may_go_negative OR balance_gold >= 0)`` constraint on ``accounts`` makes the
-database itself refuse a negative balance should the planner ever be wrong.
+database itself refuse a negative balance should the planner ever be wrong, and
+``CHECK (may_go_negative OR balance_gold >= held_gold)`` a balance below the gold held.
 """
 
 from __future__ import annotations
@@ -100,13 +102,42 @@ order by f.idempotency_key, e.entry_index
 # version,t|f" per account, separated by spaces (ids hold neither character). As rows, a
 # large batch's accounts reach the writer in many pieces, each a wait in the event loop's
 # queue, and psycopg builds a row tuple per account; one value arrives at once. The kind is
-# not sent: the accounts_kind_is_id_prefix constraint makes it the id's first part.
+# not sent: the accounts_kind_is_id_prefix constraint makes it the id's first part. A second
+# value gives the accounts holding gold for hands in play (ledger_0005: house:bank while a
+# game against the house is in play), "id|held|hand=gold;hand=gold" per account (hand ids
+# hold none of these characters), NULL when none does: the subquery runs for those accounts
+# only, and nothing else of the write path looks at holds. ``held`` is the locked row's
+# own (a hold committed while the batch waited for the lock is in it: FOR UPDATE re-reads
+# the row), and is what the balance must cover; the holds are read in the statement's
+# snapshot, which may miss such a hold, and serve only to know what each settlement
+# releases (a hold raised meanwhile for the very hand being settled would make the planner
+# stricter than the database, never looser).
 _LOCK_ACCOUNTS_SQL = f"""
-select string_agg(concat_ws(',', account_id, balance_gold, version, case when may_go_negative then 't' else 'f' end), ' ')
+select string_agg(concat_ws(',', account_id, balance_gold, version, case when may_go_negative then 't' else 'f' end), ' '),
+       string_agg(case when held_gold > 0 then account_id || '|' || held_gold || '|' || coalesce((
+           select string_agg(h.hand_id || '=' || h.amount_gold, ';') from {SCHEMA}.holds h
+           where h.account_id = locked.account_id and h.status <> 'released'), '') end, ' ')
 from (
-    select account_id, balance_gold, version, may_go_negative
+    select account_id, balance_gold, version, may_go_negative, held_gold
     from {SCHEMA}.accounts where account_id = any(string_to_array(%s, ',')) order by account_id for update
 ) locked
+"""
+# The holds the batch's settlements release (``domain.plan_batch``), and their accounts'
+# held_gold with them, before the balance update: the accounts_holds_covered CHECK sees each
+# row as the statement leaves it, and a settlement may spend the gold its hand held.
+_RELEASE_HOLDS_SQL = f"""
+with released as (
+    update {SCHEMA}.holds h
+    set status = 'released', released_at = %s, updated_at = clock_timestamp(), released_by = 'settlement',
+        release_transaction_id = r.transaction_id
+    from unnest(string_to_array(%s, ','), string_to_array(%s, ','), string_to_array(%s, ',')::uuid[])
+         as r(account_id, hand_id, transaction_id)
+    where h.account_id = r.account_id and h.hand_id = r.hand_id and h.status <> 'released'
+    returning h.account_id, h.amount_gold
+)
+update {SCHEMA}.accounts a set held_gold = a.held_gold - s.gold
+from (select account_id, sum(amount_gold) as gold from released group by account_id) s
+where a.account_id = s.account_id
 """
 _UPDATE_BALANCES_SQL = f"""
 update {SCHEMA}.accounts a set balance_gold = u.balance_gold, version = u.version
@@ -152,6 +183,7 @@ _WRITER_STATEMENTS: Final = (
         _INSERT_ENTRIES_SQL,
     ),
     ("socai_ledger_update_balances", ("text", "text", "text"), _UPDATE_BALANCES_SQL),
+    ("socai_ledger_release_holds", ("timestamptz", "text", "text", "text"), _RELEASE_HOLDS_SQL),
     (
         "socai_ledger_insert_accounts",
         ("timestamptz", "text[]", "text[]", "int8[]", "int8[]", "bool[]"),
@@ -255,7 +287,7 @@ async def write_batch(
         now: datetime = head_rows[0][0]
         head_seq: int = head_rows[0][1]
         published_seq = int(head_rows[0][2] or 0)
-        locked = LockedAccounts(_locked_accounts(locked_rows[0][0]))
+        locked = _locked_accounts(*locked_rows[0])
         plan = domain.plan_batch(items, _known_keys(known_rows), locked, head_seq, now, iter(tx_ids))
 
         small = len(plan.entry_rows) <= ROWS_BY_ARRAY_MAX
@@ -277,6 +309,10 @@ async def write_batch(
         if plan.applied:
             updated = [k for k in locked.touched if k not in locked.opened]
             opened = sorted(locked.opened)  # only accounts of applied items stay opened
+            if plan.released_holds:
+                account_ids, hand_ids, transaction_ids = zip(*plan.released_holds, strict=True)
+                statements.append(_EXECUTE["socai_ledger_release_holds"])
+                params += [now, ",".join(account_ids), ",".join(hand_ids), ",".join(map(str, transaction_ids))]
             if updated:
                 statements.append(_EXECUTE["socai_ledger_update_balances"])
                 params += [
@@ -351,8 +387,20 @@ def _entry_arrays(plan: domain.BatchPlan, now: datetime) -> tuple[object, ...]:
     return (now, *["{" + ",".join([str(row[i]) for row in rows]) + "}" for i in range(7)])
 
 
-def _locked_accounts(text: str | None) -> Iterator[tuple[str, int, int, bool, str]]:
-    """The text of ``_LOCK_ACCOUNTS_SQL`` (None: no account exists) as LockedAccounts rows."""
+def _locked_accounts(text: str | None, held: str | None) -> LockedAccounts:
+    """The two values of ``_LOCK_ACCOUNTS_SQL`` (None: no account exists; no account holds
+    gold) as LockedAccounts."""
+    locked = LockedAccounts(_account_rows(text))
+    for account in held.split(" ") if held else ():
+        account_id, held_gold, holds = account.split("|")
+        locked.held_gold[account_id] = int(held_gold)
+        for hold in holds.split(";") if holds else ():
+            hand_id, _, gold = hold.partition("=")
+            locked.hold(hand_id, account_id, int(gold))
+    return locked
+
+
+def _account_rows(text: str | None) -> Iterator[tuple[str, int, int, bool, str]]:
     for account in text.split(" ") if text else ():
         account_id, balance, version, may_go_negative = account.split(",")
         yield account_id, int(balance), int(version), may_go_negative == "t", account_id.partition(":")[0]

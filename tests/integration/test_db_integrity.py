@@ -287,6 +287,98 @@ def test_entries_that_break_the_chain_are_refused(funded: str) -> None:
     refused(funded, unanchored, pg_errors.IntegrityConstraintViolation)
 
 
+# --- holds (ledger_0005) ----------------------------------------------------------------------
+
+
+def hold_by_hand(conn: psycopg.Connection, account_id: str, hand_id: str, gold: int) -> None:
+    """A hold written the way the Hold call writes it: the row and the account's held_gold."""
+    conn.execute(
+        "insert into socai_ledger.holds (account_id, hand_id, amount_gold, status, created_at, updated_at) "
+        "values (%s, %s, %s, 'open', now(), now())",
+        (account_id, hand_id, gold),
+    )
+    conn.execute(
+        "update socai_ledger.accounts set held_gold = held_gold + %s where account_id = %s", (gold, account_id)
+    )
+
+
+@pytest.fixture
+def alice_holds_800(funded: str) -> str:
+    with psycopg.connect(funded) as conn:
+        hold_by_hand(conn, "player:alice", "tx-h1", 800)
+        conn.commit()
+    return funded
+
+
+async def test_a_balance_never_falls_below_the_gold_it_holds(alice_holds_800: str) -> None:
+    url = alice_holds_800
+    # The posting path refuses it (and remembers the refusal) …
+    result = await post(url, prepared("spend-held", ("player:alice", -201), ("player:bob", 201)))
+    assert result.outcomes[0].error is not None and result.outcomes[0].error.code == "INSUFFICIENT_FUNDS"
+
+    # … and the database refuses it from anyone who writes it by hand.
+    def attempt(conn: psycopg.Connection) -> None:
+        legs = [("player:alice", -201), ("player:bob", 201)]
+        append_by_hand(conn, legs)
+        move_rows(conn, legs)
+
+    caught = refused(url, attempt, pg_errors.CheckViolation)
+    assert "accounts_holds_covered" in str(caught.value)
+    assert (await post(url, prepared("spend-free", ("player:alice", -200), ("player:bob", 200)))).applied == 1
+
+
+def test_held_gold_is_always_the_sum_of_the_holds_not_released(alice_holds_800: str) -> None:
+    url = alice_holds_800
+    for attempt in (
+        lambda conn: conn.execute("update socai_ledger.accounts set held_gold = 0 where account_id = 'player:alice'"),
+        lambda conn: conn.execute(
+            "insert into socai_ledger.holds (account_id, hand_id, amount_gold, status, created_at, updated_at) "
+            "values ('player:bob', 'tx-h2', 100, 'open', now(), now())"
+        ),
+        lambda conn: conn.execute(
+            "update socai_ledger.holds set status = 'released', released_at = now(), released_by = 'operator' "
+            "where hand_id = 'tx-h1'"
+        ),
+    ):
+        caught = refused(url, attempt, pg_errors.IntegrityConstraintViolation)
+        assert "holds not released sum to" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "update socai_ledger.holds set amount_gold = 799 where hand_id = 'tx-h1'",  # an open hold only grows
+        "update socai_ledger.holds set hand_id = 'tx-h9' where hand_id = 'tx-h1'",
+        "delete from socai_ledger.holds",
+        "truncate socai_ledger.holds",
+    ],
+)
+def test_a_hold_moves_one_way_and_is_kept(alice_holds_800: str, statement: str) -> None:
+    refused(alice_holds_800, lambda conn: conn.execute(statement), pg_errors.Error)
+    with psycopg.connect(alice_holds_800) as conn:
+        conn.execute("update socai_ledger.holds set status = 'final', amount_gold = 500 where hand_id = 'tx-h1'")
+        conn.execute("update socai_ledger.accounts set held_gold = 500 where account_id = 'player:alice'")
+        conn.commit()
+    # Final: it only shrinks; released: it never changes again.
+    refused(
+        alice_holds_800,
+        lambda conn: conn.execute("update socai_ledger.holds set amount_gold = 501 where hand_id = 'tx-h1'"),
+        pg_errors.IntegrityConstraintViolation,
+    )
+    with psycopg.connect(alice_holds_800) as conn:
+        conn.execute(
+            "update socai_ledger.holds set status = 'released', released_at = now(), released_by = 'outcome' "
+            "where hand_id = 'tx-h1'"
+        )
+        conn.execute("update socai_ledger.accounts set held_gold = 0 where account_id = 'player:alice'")
+        conn.commit()
+    refused(
+        alice_holds_800,
+        lambda conn: conn.execute("update socai_ledger.holds set status = 'open' where hand_id = 'tx-h1'"),
+        pg_errors.IntegrityConstraintViolation,
+    )
+
+
 def test_a_committed_transaction_never_gains_a_leg(funded: str) -> None:
     def attempt(conn: psycopg.Connection) -> None:
         (seq,) = conn.execute("select min(journal_seq) from socai_ledger.transactions").fetchone() or (0,)
