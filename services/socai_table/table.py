@@ -167,6 +167,9 @@ class Table:
         self.closed = False
         self.close_reason = ""
         self.created_at = time.time()
+        # Ended hands whose house-bank hold is still to be finalized: hand id -> what the
+        # hand's settlement debits house:bank (``_finalize_holds``).
+        self.holds_to_finalize: dict[str, int] = {}
 
     # --- event plumbing ------------------------------------------------------------------
 
@@ -188,6 +191,8 @@ class Table:
 
     async def _hand_event(self, body: Body, new_state: Any, key: str = "", player_id: str = "") -> Event:
         hand = self._require_hand()
+        if new_state is not None:
+            await self._hold_for(hand, new_state)
         event = self._envelope(hand.hand_id, hand.seq + 1, body)
         headers = {IDEMPOTENCY_HEADER: key, PLAYER_HEADER: player_id} if key else None
         stream_seq = await self._append(event, hand.subject_seq, headers, hand.protos)
@@ -248,6 +253,49 @@ class Table:
         if protos is not None:
             protos[(event.seq, FULL_VIEW)] = message
         return seq
+
+    async def _hold_for(self, hand: Hand, new_state: Any) -> None:
+        """Before an event that raises what the house bank may lose on the hand (a bet
+        against the house: ``kit.house_exposure``), hold the new worst case of
+        ``house:bank`` in the ledger, so that the hand's settlement can always be paid.
+
+        Raises PreconditionFailed("BANKER_CAPACITY") with the bank's free gold (``free_gold``)
+        when the bank cannot cover it, Unavailable when the ledger does not answer: the event
+        is then not written, and the state does not move.
+        """
+        exposure = kit.house_exposure(self.module, new_state)
+        if exposure <= hand.held_gold:
+            return
+        try:
+            await self.deps.money.hold(hand.hand_id, exposure)
+        except errors.PreconditionFailed as exc:
+            if exc.code != "BANKER_CAPACITY":
+                raise
+            free = exc.details.get("free_gold", "")
+            metrics.BETS_REFUSED.labels(self.config.game, exc.code).inc()
+            raise errors.PreconditionFailed(
+                "BANKER_CAPACITY",
+                f"the house bank cannot cover this bet: it may pay {exposure - hand.held_gold} more "
+                f"than this hand holds, and {free or 'less'} is free",
+                free_gold=free,
+                needed_gold=exposure - hand.held_gold,
+            ) from exc
+        hand.held_gold = exposure
+
+    async def _finalize_holds(self) -> None:
+        """Finalize the house-bank holds of ended hands (``_after_hand`` records them): each
+        becomes what its settlement will debit the bank, 0 releasing it at once. A hand
+        whose finalize fails (the ledger unreachable) stays due: ``heal`` tries again, and
+        the hold stays at its worst case meanwhile, which only costs the bank capacity."""
+        for hand_id, debit in list(self.holds_to_finalize.items()):
+            try:
+                await self.deps.money.finalize_hold(hand_id, debit)
+            except errors.NotFound as exc:
+                log.warning("hold_not_found", table_id=self.table_id, hand_id=hand_id, code=exc.code)
+            except errors.SocaiError as exc:
+                log.warning("hold_finalize_failed", table_id=self.table_id, hand_id=hand_id, code=exc.code)
+                continue
+            del self.holds_to_finalize[hand_id]
 
     def _broadcast(self, event: Event) -> None:
         hand_over = isinstance(event.body, HandEnded) or event.hand_id == self.facts_id
@@ -800,6 +848,10 @@ class Table:
         self.last_hand = hand
         self.hand = None
         log.info("hand_ended", table_id=self.table_id, hand_id=hand.hand_id, nets=dict(settlement.nets))
+        if not hand.closing and kit.house_exposure(self.module, hand.state) > 0:
+            # The hand held house:bank gold: hold no more than its settlement will debit.
+            self.holds_to_finalize[hand.hand_id] = max(0, -settlement.entries().get(accounts.HOUSE_BANK, 0))
+            await self._finalize_holds()
         await self._stand_up_due()
         if self.closing:
             await self._finish_close()
@@ -924,6 +976,8 @@ class Table:
                 log.info("table_healing", table_id=self.table_id)
                 await self._rebuild()
                 return
+            if self.holds_to_finalize:
+                await self._finalize_holds()
             hand = self.hand
             if hand is not None and not hand.ended:
                 if not self.timer.armed:
