@@ -144,6 +144,8 @@ class Table:
         self.table_id = table_id
         self.config = config
         self.module = registry.get(config.game)
+        # A game that may pay from house:bank (its hands hold it: ``_hold_for``).
+        self._pays_from_house = getattr(self.module, "house_exposure_gold", None) is not None
         self.deps = deps
         self._lock = asyncio.Lock()
         self.seats: dict[int, Seat] = {}
@@ -291,7 +293,8 @@ class Table:
             try:
                 await self.deps.money.finalize_hold(hand_id, debit)
             except errors.NotFound as exc:
-                log.warning("hold_not_found", table_id=self.table_id, hand_id=hand_id, code=exc.code)
+                # A hand read back from the log that held nothing (no bet, or a p2p hand).
+                log.info("hold_not_found", table_id=self.table_id, hand_id=hand_id, code=exc.code)
             except errors.SocaiError as exc:
                 log.warning("hold_finalize_failed", table_id=self.table_id, hand_id=hand_id, code=exc.code)
                 continue
@@ -388,6 +391,7 @@ class Table:
             # else is quarantined, and the hand goes on from its last valid state.
             hand = await reader.hand(number, hand_id, seed)
             if hand is not None:
+                hand.hold_known = False
                 break
         self.chains = reader.chains  # the Socai-Prev of the next event on each subject read
         self.dirty = False
@@ -848,8 +852,9 @@ class Table:
         self.last_hand = hand
         self.hand = None
         log.info("hand_ended", table_id=self.table_id, hand_id=hand.hand_id, nets=dict(settlement.nets))
-        if not hand.closing and kit.house_exposure(self.module, hand.state) > 0:
-            # The hand held house:bank gold: hold no more than its settlement will debit.
+        if not hand.closing and (hand.held_gold > 0 or (not hand.hold_known and self._pays_from_house)):
+            # The hand held house:bank gold (or may have, before a rebuild): hold no more than
+            # its settlement will debit the bank.
             self.holds_to_finalize[hand.hand_id] = max(0, -settlement.entries().get(accounts.HOUSE_BANK, 0))
             await self._finalize_holds()
         await self._stand_up_due()
