@@ -1,6 +1,6 @@
 """Wiring: ``await build_app(settings) -> App`` creates the read pool, the write batcher, the
-outbox relay, the outbox's bound and the gRPC server; ``App.start`` / ``App.stop`` run and
-drain them in order. The ledger's own knobs are ``socai_ledger.config.LedgerConfig``.
+hold writer, the outbox relay, the outbox's bound and the gRPC server; ``App.start`` /
+``App.stop`` run and drain them in order. The ledger's own knobs are ``socai_ledger.config.LedgerConfig``.
 
 The process shape (metrics port, signals) is ``socai.infra.service.run`` (``__main__``).
 Nothing here runs at import.
@@ -45,6 +45,7 @@ class App:
     pool: Pool
     batcher: WriteBatcher
     relay: OutboxRelay | None
+    hold_writer: holds.HoldWriter
     backlog: OutboxBacklog | None = None
     trial_balance_interval_s: float = TRIAL_BALANCE_INTERVAL_S
     bank_interval_s: float = BANK_INTERVAL_S
@@ -65,6 +66,7 @@ class App:
         """
         await self.pool.open(wait=True, wait_s=30)
         await self.batcher.start()
+        await self.hold_writer.start()
         if self.relay is not None:
             await self.relay.start()
         self._watch = asyncio.create_task(self._watch_trial_balance(), name="ledger-trial-balance")
@@ -80,6 +82,7 @@ class App:
             await self.grpc.set_serving(False)
         await self.grpc.server.stop(grace_s)
         await self.batcher.close()
+        await self.hold_writer.close()
         if self.relay is not None:
             await self.relay.stop()
         for task in (self._watch, self._watch_bank_task):
@@ -153,7 +156,8 @@ async def build_app(
         outbox.yield_to(batcher.busy)
         if backlog is not None:
             outbox.report_to(backlog.observe)
-    servicer = LedgerServicer(pool, batcher)
+    hold_writer = holds.HoldWriter(pool)
+    servicer = LedgerServicer(pool, batcher, hold_writer)
     grpc_server = build_server(
         service="ledger",
         address=settings.listen_address(settings.ledger_addr),
@@ -161,4 +165,12 @@ async def build_app(
         service_names=[SERVICE_NAME],
         policy=access_policy(settings.tokens),
     )
-    return App(settings=settings, grpc=grpc_server, pool=pool, batcher=batcher, relay=outbox, backlog=backlog)
+    return App(
+        settings=settings,
+        grpc=grpc_server,
+        pool=pool,
+        batcher=batcher,
+        relay=outbox,
+        hold_writer=hold_writer,
+        backlog=backlog,
+    )

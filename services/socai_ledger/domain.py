@@ -529,10 +529,18 @@ def plan_batch(
             outcomes.append(_answer_again(item, previous))
             continue
         if held:
-            # The batch locked an account holding gold: every item is checked against the
-            # holds, a settlement's own hand's holds set aside.
+            # The batch locked an account holding gold: no account may fall below what it
+            # holds. Checked as below against every gold held; an item that does not pass goes
+            # through _refusal_of, which sets aside the holds a settlement releases (its own
+            # hand's) and may then accept it.
             released = _holds_released_by(key, locked)
-            refused = _refusal_of(item, locked, released)
+            for account_id, amount in item.entries:
+                balance = balances.get(account_id)
+                if balance is None or not held.get(account_id, 0) <= balance + amount <= INT64_MAX:
+                    refused = _refusal_of(item, locked, released)
+                    break
+            else:
+                refused = None
         else:
             # Nearly every item finds its accounts and keeps them within 0..INT64_MAX: that
             # is checked here, and only an item that does not goes through _refusal_of (which
@@ -813,6 +821,107 @@ def release_hold(current: Hold | None, hand_id: str) -> HoldChange:
     if current.status == HOLD_RELEASED:
         return HoldChange(current.amount_gold, HOLD_RELEASED, 0)
     return HoldChange(current.amount_gold, HOLD_RELEASED, -current.amount_gold)
+
+
+HOLD: Final = "hold"
+FINALIZE: Final = "finalize"
+RELEASE: Final = "release"
+
+
+class HoldCall(NamedTuple):
+    """One call of the hold writer: Hold, FinalizeHold or ReleaseHold."""
+
+    kind: str  # HOLD, FINALIZE or RELEASE
+    account_id: str
+    hand_id: str
+    amount_gold: int = 0
+    reason: str = ""  # an operator's release
+
+
+class HoldAnswer(NamedTuple):
+    """A call's outcome: the hold after it and its account's balance and held gold, or the
+    error that refused it (nothing of it written)."""
+
+    hold: Hold | None
+    balance_gold: int = 0
+    held_gold: int = 0
+    error: errors.SocaiError | None = None
+
+
+@dataclass
+class HoldsPlan:
+    answers: list[HoldAnswer]
+    inserts: list[Hold] = field(default_factory=list)  # holds new to the table (final state)
+    updates: list[Hold] = field(default_factory=list)  # holds that changed (final state)
+
+
+def plan_holds(
+    calls: Sequence[HoldCall],
+    accounts_found: Mapping[str, tuple[int, int]],
+    existing: Mapping[tuple[str, str], Hold],
+    now: datetime,
+) -> HoldsPlan:
+    """Decide a batch of hold calls in order, each against what the calls before it left.
+
+    ``accounts_found``: the locked accounts' (balance, held gold); ``existing``: the calls'
+    holds as the table has them, by (account, hand). At most one call per (account, hand):
+    the writer keeps a second one for its next batch, so each hold changes in one step (the
+    database's guard checks each step). Returns an answer per call and the rows to write.
+    """
+    figures = dict(accounts_found)
+    holds = dict(existing)
+    changed: dict[tuple[str, str], Hold] = {}
+    answers: list[HoldAnswer] = []
+    for call in calls:
+        where = (call.account_id, call.hand_id)
+        errors.check(where not in changed, f"two calls for the hold of {call.hand_id} in one batch")
+        if call.account_id not in figures:
+            answers.append(
+                HoldAnswer(
+                    None,
+                    error=errors.NotFound(
+                        "ACCOUNT_NOT_FOUND", f"account {call.account_id} does not exist", account_id=call.account_id
+                    ),
+                )
+            )
+            continue
+        balance, held = figures[call.account_id]
+        current = holds.get(where)
+        try:
+            if call.kind == HOLD:
+                change = raise_hold(current, call.account_id, balance, held, call.amount_gold)
+            elif call.kind == FINALIZE:
+                change = finalize_hold(current, call.hand_id, call.amount_gold)
+            else:
+                errors.check(call.kind == RELEASE, f"hold call {call.kind!r}")
+                change = release_hold(current, call.hand_id)
+        except errors.SocaiError as exc:
+            answers.append(HoldAnswer(None, balance, held, exc))
+            continue
+        if current is not None and (change.amount_gold, change.status) == (current.amount_gold, current.status):
+            answers.append(HoldAnswer(current, balance, held))  # nothing to write
+            continue
+        released = change.status == HOLD_RELEASED
+        hold = Hold(
+            account_id=call.account_id,
+            hand_id=call.hand_id,
+            amount_gold=change.amount_gold,
+            status=change.status,
+            created_at=current.created_at if current is not None else now,
+            updated_at=now,
+            released_at=now if released else None,
+            released_by=(RELEASED_BY_OPERATOR if call.kind == RELEASE else RELEASED_BY_OUTCOME) if released else "",
+            release_reason=call.reason if released else "",
+        )
+        holds[where] = changed[where] = hold
+        held += change.held_delta
+        figures[call.account_id] = (balance, held)
+        answers.append(HoldAnswer(hold, balance, held))
+    plan = HoldsPlan(answers)
+    for where, hold in changed.items():
+        (plan.updates if where in existing else plan.inserts).append(hold)
+    errors.check(len(answers) == len(calls), "one answer per hold call")
+    return plan
 
 
 # --- who may post what (checked once per request, before it reaches the write batcher) ------

@@ -1,37 +1,49 @@
-"""Holds: the statements behind Hold, FinalizeHold, ReleaseHold and ListHolds.
+"""Holds: the hold writer behind Hold, FinalizeHold and ReleaseHold, and ListHolds.
 
 A hold sets gold of an account (``house:bank``) aside for a hand in play (migration
-``ledger_0005``; the decisions are ``domain.raise_hold`` / ``finalize_hold`` /
-``release_hold``). Each call is one database transaction on the service's pool that locks
-the account's row first (``SELECT … FOR UPDATE``), then reads and writes the hand's hold and
-the account's ``held_gold``. The write batcher locks the same row before it plans a batch
-touching the account, so holds and postings on it are serialized by that one row lock: many
-tables racing for the bank's last free gold are answered one after the other, each against
-the balance and the holds the one before left, and no posting slips between a hold's check
-and its write. The settlement's own release happens inside the batch
+``ledger_0005``; the decisions are ``domain.plan_holds``). All of a bank's holds are decided
+against its one row, so like postings on a hot account they are batched: one writer per
+ledger process coalesces concurrent hold calls into one database transaction, which locks
+the calls' accounts (``SELECT … FOR UPDATE``, account-id order), reads their holds, decides
+every call in arrival order against what the calls before it left, writes the holds that
+changed (the holds' trigger moves each account's ``held_gold`` in the same statement) and
+commits once; callers hear back after the commit. A second call for a hold already in the
+batch waits for the next one, so each hold moves in one step (the database's guard checks
+each step). The write batcher locks the same account row before it plans a batch touching
+it, so holds and postings on the bank are serialized by that one row lock, across replicas
+too: tables racing for the bank's last free gold are answered one after the other, each
+against the balance and the holds the one before left, and no posting slips between a
+hold's check and its write. A settlement's own release happens inside its batch
 (``journal_write._RELEASE_HOLDS_SQL``).
 
 Every call is idempotent (a raise to at least, a finalize to at most, a release): a caller
-that lost the answer calls again.
+that lost the answer (UNAVAILABLE: the commit's outcome unknown) calls again.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import asyncio
+import contextlib
+from collections import deque
+from datetime import UTC, datetime
 from typing import Any, Final
 from uuid import UUID
 
+import psycopg
 from prometheus_client import Counter, Gauge
 
 from socai import errors
 from socai.infra import db_pool
+from socai.infra.logging import get_logger
 from socai_ledger import domain
-from socai_ledger.db import SCHEMA, AConn
-from socai_ledger.domain import Hold, HoldChange
+from socai_ledger.db import SCHEMA
+from socai_ledger.domain import Hold
+
+log = get_logger("socai.ledger.holds")
 
 HOLD_CALLS = Counter(
-    "socai_ledger_hold_calls_total", "Hold calls by what they did", ["call", "outcome"]
-)  # outcome: raised, unchanged, lowered, released, refused reason
+    "socai_ledger_hold_calls_total", "Hold calls answered (outcome: done, or the refusal's reason)", ["call", "outcome"]
+)
 HOLDS_REFUSED = Counter(
     "socai_ledger_holds_refused_total", "Holds refused (BANKER_CAPACITY: bets the bank cannot cover)", ["reason"]
 )
@@ -51,8 +63,6 @@ _HOLD_COLUMNS: Final = (
     "account_id, hand_id, amount_gold, status, created_at, updated_at, released_at, released_by, "
     "release_transaction_id, release_reason"
 )
-_LOCK_ACCOUNT_SQL: Final = f"select balance_gold, held_gold from {SCHEMA}.accounts where account_id = %s for update"
-_HOLD_SQL: Final = f"select {_HOLD_COLUMNS} from {SCHEMA}.holds where account_id = %s and hand_id = %s"
 
 
 def observe_bank(balance_gold: int, held_gold: int) -> None:
@@ -92,125 +102,158 @@ class HoldResult:
         return self.balance_gold - self.held_gold
 
 
-async def _locked(conn: AConn, account_id: str, hand_id: str) -> tuple[int, int, Hold | None]:
-    """Lock the account's row; its (balance, held) and the hand's hold, if any."""
-    row = await (await conn.execute(_LOCK_ACCOUNT_SQL, (account_id,))).fetchone()
-    if row is None:
-        raise errors.NotFound("ACCOUNT_NOT_FOUND", f"account {account_id} does not exist", account_id=account_id)
-    found = await (await conn.execute(_HOLD_SQL, (account_id, hand_id))).fetchone()
-    return int(row[0]), int(row[1]), hold_of(found) if found is not None else None
+# A limit on everything: calls waiting for the writer, and calls per database transaction.
+HOLD_QUEUE_MAX: Final = 10_000
+HOLD_BATCH_MAX: Final = 500
+
+_LOCK_ACCOUNTS_SQL: Final = (
+    f"select account_id, balance_gold, held_gold, clock_timestamp() from {SCHEMA}.accounts "
+    f"where account_id = any(%s) order by account_id for update"
+)
+_HOLDS_SQL: Final = (
+    f"select {_HOLD_COLUMNS} from {SCHEMA}.holds "
+    f"where (account_id, hand_id) in (select * from unnest(%s::text[], %s::text[]))"
+)
+_INSERT_HOLDS_SQL: Final = (
+    f"insert into {SCHEMA}.holds (account_id, hand_id, amount_gold, status, created_at, updated_at) "
+    f"select * from unnest(%s::text[], %s::text[], %s::int8[], %s::text[], %s::timestamptz[], %s::timestamptz[])"
+)
+_UPDATE_HOLDS_SQL: Final = f"""
+update {SCHEMA}.holds h
+set amount_gold = r.amount_gold, status = r.status, updated_at = r.updated_at, released_at = r.released_at,
+    released_by = r.released_by, release_reason = r.release_reason
+from unnest(%s::text[], %s::text[], %s::int8[], %s::text[], %s::timestamptz[], %s::timestamptz[], %s::text[],
+            %s::text[]) as r(account_id, hand_id, amount_gold, status, updated_at, released_at, released_by,
+                             release_reason)
+where h.account_id = r.account_id and h.hand_id = r.hand_id
+"""
+_CALL_NAMES: Final = {domain.HOLD: "hold", domain.FINALIZE: "finalize", domain.RELEASE: "release"}
 
 
-async def _write(
-    conn: AConn,
-    account_id: str,
-    hand_id: str,
-    current: Hold | None,
-    change: HoldChange,
-    released_by: str = "",
-    reason: str = "",
-) -> Hold:
-    """Write ``change`` (the hold's new amount and status, and the account's held_gold)."""
-    if current is None:
-        row = await (
-            await conn.execute(
-                f"insert into {SCHEMA}.holds (account_id, hand_id, amount_gold, status, created_at, updated_at) "
-                f"values (%s, %s, %s, %s, clock_timestamp(), clock_timestamp()) returning {_HOLD_COLUMNS}",
-                (account_id, hand_id, change.amount_gold, change.status),
-            )
-        ).fetchone()
-    else:
-        released = change.status == domain.HOLD_RELEASED
-        row = await (
-            await conn.execute(
-                f"update {SCHEMA}.holds set amount_gold = %s, status = %s, updated_at = clock_timestamp(), "
-                f"released_at = case when %s then clock_timestamp() end, released_by = %s, release_reason = %s "
-                f"where account_id = %s and hand_id = %s returning {_HOLD_COLUMNS}",
-                (
-                    change.amount_gold,
-                    change.status,
-                    released,
-                    released_by or None,
-                    reason or None,
-                    account_id,
-                    hand_id,
-                ),
-            )
-        ).fetchone()
-    if change.held_delta:
-        await conn.execute(
-            f"update {SCHEMA}.accounts set held_gold = held_gold + %s where account_id = %s",
-            (change.held_delta, account_id),
+class HoldWriter:
+    """The one writer of holds in this process (see the module docstring)."""
+
+    def __init__(self, pool: db_pool.Pool) -> None:
+        self.pool = pool
+        self._queue: asyncio.Queue[tuple[domain.HoldCall, asyncio.Future[HoldResult]]] = asyncio.Queue(HOLD_QUEUE_MAX)
+        self._held_back: deque[tuple[domain.HoldCall, asyncio.Future[HoldResult]]] = deque()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="ledger-hold-writer")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        stopping = errors.Unavailable("STOPPING", "the ledger is stopping; call again")
+        while self._held_back:
+            _, future = self._held_back.popleft()
+            if not future.done():
+                future.set_exception(stopping)
+        while not self._queue.empty():
+            _, future = self._queue.get_nowait()
+            if not future.done():
+                future.set_exception(stopping)
+
+    async def submit(self, call: domain.HoldCall) -> HoldResult:
+        """Queue ``call`` and wait for its answer (after its batch commits). Raises what the
+        call's decision raises (BANKER_CAPACITY …), Unavailable for the database."""
+        future: asyncio.Future[HoldResult] = asyncio.get_running_loop().create_future()
+        await self._queue.put((call, future))
+        return await future
+
+    async def _run(self) -> None:
+        while True:
+            batch = await self._take()
+            try:
+                await self._write(batch)
+            except Exception as exc:  # the writer goes on; every caller of the batch hears why
+                failure = db_pool.unavailable(exc) if isinstance(exc, psycopg.OperationalError) else exc
+                if not isinstance(exc, errors.SocaiError | psycopg.OperationalError):
+                    log.error("hold_batch_failed", calls=len(batch), error=str(exc)[:500], exc_info=exc)
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(failure)
+
+    async def _take(self) -> list[tuple[domain.HoldCall, asyncio.Future[HoldResult]]]:
+        """The next batch: calls held back first, then whatever is queued, at most one per
+        hold; a second call for a hold waits for the next batch."""
+        if not self._held_back:
+            self._held_back.append(await self._queue.get())
+        while not self._queue.empty() and len(self._held_back) < HOLD_QUEUE_MAX:
+            self._held_back.append(self._queue.get_nowait())
+        batch: list[tuple[domain.HoldCall, asyncio.Future[HoldResult]]] = []
+        seen: set[tuple[str, str]] = set()
+        later: deque[tuple[domain.HoldCall, asyncio.Future[HoldResult]]] = deque()
+        while self._held_back and len(batch) < HOLD_BATCH_MAX:
+            item = self._held_back.popleft()
+            where = (item[0].account_id, item[0].hand_id)
+            if where in seen:
+                later.append(item)
+            else:
+                seen.add(where)
+                batch.append(item)
+        later.extend(self._held_back)
+        self._held_back = later
+        return batch
+
+    async def _write(self, batch: list[tuple[domain.HoldCall, asyncio.Future[HoldResult]]]) -> None:
+        calls = [call for call, _ in batch]
+        account_ids = sorted({c.account_id for c in calls})
+        async with self.pool.connection() as conn, conn.transaction():
+            rows = await (await conn.execute(_LOCK_ACCOUNTS_SQL, (account_ids,))).fetchall()
+            found = {r[0]: (int(r[1]), int(r[2])) for r in rows}
+            now: datetime = rows[0][3] if rows else datetime.now(UTC)
+            existing_rows = await (
+                await conn.execute(_HOLDS_SQL, ([c.account_id for c in calls], [c.hand_id for c in calls]))
+            ).fetchall()
+            existing = {(h.account_id, h.hand_id): h for h in map(hold_of, existing_rows)}
+            plan = domain.plan_holds(calls, found, existing, now)
+            if plan.inserts:
+                await conn.execute(_INSERT_HOLDS_SQL, _columns(plan.inserts, with_release=False))
+            if plan.updates:
+                await conn.execute(_UPDATE_HOLDS_SQL, _columns(plan.updates, with_release=True))
+        for (call, future), answer in zip(batch, plan.answers, strict=True):
+            name = _CALL_NAMES[call.kind]
+            if answer.error is not None:
+                HOLD_CALLS.labels(name, answer.error.code).inc()
+                if call.kind == domain.HOLD:
+                    HOLDS_REFUSED.labels(answer.error.code).inc()
+                if not future.done():
+                    future.set_exception(answer.error)
+                continue
+            errors.check(answer.hold is not None, "an answered hold call has its hold")
+            assert answer.hold is not None
+            HOLD_CALLS.labels(name, "done").inc()
+            observe_bank(answer.balance_gold, answer.held_gold)
+            if not future.done():
+                future.set_result(HoldResult(answer.hold, answer.balance_gold, answer.held_gold))
+
+
+def _columns(holds: list[Hold], *, with_release: bool) -> tuple[list[Any], ...]:
+    if not with_release:
+        return (
+            [h.account_id for h in holds],
+            [h.hand_id for h in holds],
+            [h.amount_gold for h in holds],
+            [h.status for h in holds],
+            [h.created_at for h in holds],
+            [h.updated_at for h in holds],
         )
-    errors.check(row is not None, f"the hold of {hand_id} on {account_id} was written")
-    assert row is not None
-    return hold_of(row)
-
-
-def _outcome(current: Hold | None, change: HoldChange) -> str:
-    if change.status == domain.HOLD_RELEASED:
-        return "unchanged" if change.held_delta == 0 else "released"
-    if change.held_delta > 0:
-        return "raised"
-    if change.held_delta < 0 or (current is not None and current.status != change.status):
-        return "lowered"
-    return "unchanged"
-
-
-async def raise_hold(pool: db_pool.Pool, account_id: str, hand_id: str, amount_gold: int) -> HoldResult:
-    """Hold at least ``amount_gold`` of ``account_id`` for ``hand_id`` (``domain.raise_hold``).
-
-    Raises PreconditionFailed("BANKER_CAPACITY") when the account's free gold cannot cover
-    the increase (nothing written), HOLD_RELEASED, HOLD_FINAL; NotFound("ACCOUNT_NOT_FOUND").
-    """
-    async with pool.connection() as conn, conn.transaction():
-        balance, held, current = await _locked(conn, account_id, hand_id)
-        try:
-            change = domain.raise_hold(current, account_id, balance, held, amount_gold)
-        except errors.SocaiError as exc:
-            HOLD_CALLS.labels("hold", exc.code).inc()
-            HOLDS_REFUSED.labels(exc.code).inc()
-            raise
-        if current is not None and change.held_delta == 0:
-            HOLD_CALLS.labels("hold", "unchanged").inc()
-            return HoldResult(current, balance, held)
-        hold = await _write(conn, account_id, hand_id, current, change)
-    HOLD_CALLS.labels("hold", _outcome(current, change)).inc()
-    observe_bank(balance, held + change.held_delta)
-    return HoldResult(hold, balance, held + change.held_delta)
-
-
-async def finalize_hold(pool: db_pool.Pool, account_id: str, hand_id: str, amount_gold: int) -> HoldResult:
-    """The hand's outcome is known: its hold becomes at most ``amount_gold``, and 0 releases
-    it (``domain.finalize_hold``). Raises NotFound("HOLD_NOT_FOUND" / "ACCOUNT_NOT_FOUND")."""
-    async with pool.connection() as conn, conn.transaction():
-        balance, held, current = await _locked(conn, account_id, hand_id)
-        change = domain.finalize_hold(current, hand_id, amount_gold)
-        assert current is not None  # finalize_hold raised otherwise
-        if change.status == current.status and change.amount_gold == current.amount_gold:
-            HOLD_CALLS.labels("finalize", "unchanged").inc()
-            return HoldResult(current, balance, held)
-        released_by = domain.RELEASED_BY_OUTCOME if change.status == domain.HOLD_RELEASED else ""
-        hold = await _write(conn, account_id, hand_id, current, change, released_by)
-    HOLD_CALLS.labels("finalize", _outcome(current, change)).inc()
-    observe_bank(balance, held + change.held_delta)
-    return HoldResult(hold, balance, held + change.held_delta)
-
-
-async def release_hold(pool: db_pool.Pool, account_id: str, hand_id: str, reason: str) -> HoldResult:
-    """An operator releases the hold of a hand that will never settle (``domain.release_hold``).
-    Raises NotFound("HOLD_NOT_FOUND" / "ACCOUNT_NOT_FOUND")."""
-    async with pool.connection() as conn, conn.transaction():
-        balance, held, current = await _locked(conn, account_id, hand_id)
-        change = domain.release_hold(current, hand_id)
-        assert current is not None  # release_hold raised otherwise
-        if change.held_delta == 0:
-            HOLD_CALLS.labels("release", "unchanged").inc()
-            return HoldResult(current, balance, held)
-        hold = await _write(conn, account_id, hand_id, current, change, domain.RELEASED_BY_OPERATOR, reason)
-    HOLD_CALLS.labels("release", "released").inc()
-    observe_bank(balance, held + change.held_delta)
-    return HoldResult(hold, balance, held + change.held_delta)
+    return (
+        [h.account_id for h in holds],
+        [h.hand_id for h in holds],
+        [h.amount_gold for h in holds],
+        [h.status for h in holds],
+        [h.updated_at for h in holds],
+        [h.released_at for h in holds],
+        [h.released_by or None for h in holds],
+        [h.release_reason or None for h in holds],
+    )
 
 
 @db_pool.retried_read

@@ -11,6 +11,9 @@ trips; a large batch's COPY data is exchanged inside the second), sent through `
    one ``SELECT … FOR UPDATE`` in account-id order (one fixed order: no deadlocks). A fenced
    request (a batch of its own) first advances its fence (``socai.infra.fence``'s upsert on
    ``lease_fence``), right after the lock; a stale token rolls the whole batch back.
+   A batch that locked an account holding gold for hands in play and holds settlements
+   reads what those settlements' hands hold of it in one more round trip (ledger_0005);
+   no other batch does.
 2. ``domain.plan_batch`` decides every item against running balances in memory.
 3. The journal rows: for a large batch, binary ``COPY`` of the transactions and the entries
    at the head of the last script (``journal_copy``; each stream goes out when the server
@@ -103,41 +106,40 @@ order by f.idempotency_key, e.entry_index
 # large batch's accounts reach the writer in many pieces, each a wait in the event loop's
 # queue, and psycopg builds a row tuple per account; one value arrives at once. The kind is
 # not sent: the accounts_kind_is_id_prefix constraint makes it the id's first part. A second
-# value gives the accounts holding gold for hands in play (ledger_0005: house:bank while a
-# game against the house is in play), "id|held|hand=gold;hand=gold" per account (hand ids
-# hold none of these characters), NULL when none does: the subquery runs for those accounts
-# only, and nothing else of the write path looks at holds. ``held`` is the locked row's
-# own (a hold committed while the batch waited for the lock is in it: FOR UPDATE re-reads
-# the row), and is what the balance must cover; the holds are read in the statement's
-# snapshot, which may miss such a hold, and serve only to know what each settlement
-# releases (a hold raised meanwhile for the very hand being settled would make the planner
-# stricter than the database, never looser).
+# value names the accounts holding gold for hands in play (ledger_0005: house:bank while a
+# game against the house is in play), "id|held" each, NULL when none does (nearly every
+# batch): ``held`` is the locked row's own (a hold committed while the batch waited for the
+# lock is in it: FOR UPDATE re-reads the row), and is what the balance must cover.
 _LOCK_ACCOUNTS_SQL = f"""
 select string_agg(concat_ws(',', account_id, balance_gold, version, case when may_go_negative then 't' else 'f' end), ' '),
-       string_agg(case when held_gold > 0 then account_id || '|' || held_gold || '|' || coalesce((
-           select string_agg(h.hand_id || '=' || h.amount_gold, ';') from {SCHEMA}.holds h
-           where h.account_id = locked.account_id and h.status <> 'released'), '') end, ' ')
+       string_agg(case when held_gold > 0 then account_id || '|' || held_gold end, ' ')
 from (
     select account_id, balance_gold, version, may_go_negative, held_gold
     from {SCHEMA}.accounts where account_id = any(string_to_array(%s, ',')) order by account_id for update
 ) locked
 """
-# The holds the batch's settlements release (``domain.plan_batch``), and their accounts'
-# held_gold with them, before the balance update: the accounts_holds_covered CHECK sees each
-# row as the statement leaves it, and a settlement may spend the gold its hand held.
+# Only when a batch locked a held account and holds settlements: what those settlements'
+# hands hold of it, "id|hand=gold" each (what each releases). A statement of its own, after
+# the lock: its snapshot sees every hold committed before the lock was taken. One index probe
+# per (account, hand), however many hands the bank holds for.
+_HELD_FOR_HANDS_SQL = f"""
+select string_agg(h.account_id || '|' || h.hand_id || '=' || h.amount_gold, ' ')
+from {SCHEMA}.holds h
+where (h.account_id, h.hand_id) in (
+    select a, b from unnest(string_to_array(%s, ',')) as a cross join unnest(string_to_array(%s, ',')) as b
+) and h.status <> 'released'
+"""
+# The holds the batch's settlements release (``domain.plan_batch``), before the balance
+# update: the holds' trigger lowers each account's held_gold in the same statement
+# (ledger_0005), the accounts_holds_covered CHECK sees each row as the statement leaves it,
+# and a settlement may then spend the gold its hand held.
 _RELEASE_HOLDS_SQL = f"""
-with released as (
-    update {SCHEMA}.holds h
-    set status = 'released', released_at = %s, updated_at = clock_timestamp(), released_by = 'settlement',
-        release_transaction_id = r.transaction_id
-    from unnest(string_to_array(%s, ','), string_to_array(%s, ','), string_to_array(%s, ',')::uuid[])
-         as r(account_id, hand_id, transaction_id)
-    where h.account_id = r.account_id and h.hand_id = r.hand_id and h.status <> 'released'
-    returning h.account_id, h.amount_gold
-)
-update {SCHEMA}.accounts a set held_gold = a.held_gold - s.gold
-from (select account_id, sum(amount_gold) as gold from released group by account_id) s
-where a.account_id = s.account_id
+update {SCHEMA}.holds h
+set status = 'released', released_at = %s, updated_at = clock_timestamp(), released_by = 'settlement',
+    release_transaction_id = r.transaction_id
+from unnest(string_to_array(%s, ','), string_to_array(%s, ','), string_to_array(%s, ',')::uuid[])
+     as r(account_id, hand_id, transaction_id)
+where h.account_id = r.account_id and h.hand_id = r.hand_id and h.status <> 'released'
 """
 _UPDATE_BALANCES_SQL = f"""
 update {SCHEMA}.accounts a set balance_gold = u.balance_gold, version = u.version
@@ -184,6 +186,7 @@ _WRITER_STATEMENTS: Final = (
     ),
     ("socai_ledger_update_balances", ("text", "text", "text"), _UPDATE_BALANCES_SQL),
     ("socai_ledger_release_holds", ("timestamptz", "text", "text", "text"), _RELEASE_HOLDS_SQL),
+    ("socai_ledger_held_for_hands", ("text", "text"), _HELD_FOR_HANDS_SQL),
     (
         "socai_ledger_insert_accounts",
         ("timestamptz", "text[]", "text[]", "int8[]", "int8[]", "bool[]"),
@@ -288,6 +291,8 @@ async def write_batch(
         head_seq: int = head_rows[0][1]
         published_seq = int(head_rows[0][2] or 0)
         locked = _locked_accounts(*locked_rows[0])
+        if locked.held_gold:
+            await _read_holds(conn, items, locked)
         plan = domain.plan_batch(items, _known_keys(known_rows), locked, head_seq, now, iter(tx_ids))
 
         small = len(plan.entry_rows) <= ROWS_BY_ARRAY_MAX
@@ -392,12 +397,30 @@ def _locked_accounts(text: str | None, held: str | None) -> LockedAccounts:
     gold) as LockedAccounts."""
     locked = LockedAccounts(_account_rows(text))
     for account in held.split(" ") if held else ():
-        account_id, held_gold, holds = account.split("|")
+        account_id, _, held_gold = account.partition("|")
         locked.held_gold[account_id] = int(held_gold)
-        for hold in holds.split(";") if holds else ():
-            hand_id, _, gold = hold.partition("=")
-            locked.hold(hand_id, account_id, int(gold))
     return locked
+
+
+async def _read_holds(conn: AConn, items: Sequence[PreparedTransaction], locked: LockedAccounts) -> None:
+    """The holds of the batch's settlements' hands on its held accounts, into ``locked``
+    (one more round trip, for a batch that locked a held account and holds a settlement)."""
+    prefix = domain.SETTLEMENT_KEY_PREFIX
+    hands = {
+        item.idempotency_key[len(prefix) :].partition(":")[0]
+        for item in items
+        if item.idempotency_key.startswith(prefix)
+    }
+    if not hands:
+        return
+    (rows,) = await pg_wire.script(
+        conn, _EXECUTE["socai_ledger_held_for_hands"], (",".join(locked.held_gold), ",".join(hands))
+    )
+    text = rows[0][0] if rows else None
+    for hold in text.split(" ") if text else ():
+        account_id, _, rest = hold.partition("|")
+        hand_id, _, gold = rest.partition("=")
+        locked.hold(hand_id, account_id, int(gold))
 
 
 def _account_rows(text: str | None) -> Iterator[tuple[str, int, int, bool, str]]:

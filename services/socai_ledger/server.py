@@ -97,9 +97,10 @@ def access_policy(tokens: Mapping[str, str]) -> AccessPolicy:
 
 
 class LedgerServicer(pb_grpc.LedgerServiceServicer):
-    def __init__(self, pool: Any, batcher: WriteBatcher) -> None:
+    def __init__(self, pool: Any, batcher: WriteBatcher, hold_writer: holds.HoldWriter) -> None:
         self.pool = pool
         self.batcher = batcher
+        self.hold_writer = hold_writer
         self._times = convert.TimestampCache()
 
     # --- accounts ---------------------------------------------------------------------------
@@ -373,7 +374,9 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         domain.check_holdable(request.account_id)
         domain.check_hand_id(request.hand_id)
         domain.check_positive_amount(request.amount_gold)
-        result = await holds.raise_hold(self.pool, request.account_id, request.hand_id, request.amount_gold)
+        result = await self.hold_writer.submit(
+            domain.HoldCall(domain.HOLD, request.account_id, request.hand_id, request.amount_gold)
+        )
         return pb.HoldResponse(hold=convert.hold(result.hold), free_gold=result.free_gold)
 
     async def FinalizeHold(self, request: pb.FinalizeHoldRequest, context: Any) -> pb.FinalizeHoldResponse:
@@ -381,14 +384,18 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         domain.check_hand_id(request.hand_id)
         if request.amount_gold < 0:
             raise errors.InvalidArgument("NEGATIVE_AMOUNT", f"amount_gold must be >= 0, got {request.amount_gold}")
-        result = await holds.finalize_hold(self.pool, request.account_id, request.hand_id, request.amount_gold)
+        result = await self.hold_writer.submit(
+            domain.HoldCall(domain.FINALIZE, request.account_id, request.hand_id, request.amount_gold)
+        )
         return pb.FinalizeHoldResponse(hold=convert.hold(result.hold), free_gold=result.free_gold)
 
     async def ReleaseHold(self, request: pb.ReleaseHoldRequest, context: Any) -> pb.ReleaseHoldResponse:
         domain.check_holdable(request.account_id)
         domain.check_hand_id(request.hand_id)
         reason = domain.check_release_reason(request.reason)
-        result = await holds.release_hold(self.pool, request.account_id, request.hand_id, reason)
+        result = await self.hold_writer.submit(
+            domain.HoldCall(domain.RELEASE, request.account_id, request.hand_id, reason=reason)
+        )
         return pb.ReleaseHoldResponse(hold=convert.hold(result.hold), free_gold=result.free_gold)
 
     async def ListHolds(self, request: pb.ListHoldsRequest, context: Any) -> pb.ListHoldsResponse:

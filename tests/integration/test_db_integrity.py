@@ -291,15 +291,18 @@ def test_entries_that_break_the_chain_are_refused(funded: str) -> None:
 
 
 def hold_by_hand(conn: psycopg.Connection, account_id: str, hand_id: str, gold: int) -> None:
-    """A hold written the way the Hold call writes it: the row and the account's held_gold."""
+    """A hold written the way the Hold call writes it (its trigger moves held_gold)."""
     conn.execute(
         "insert into socai_ledger.holds (account_id, hand_id, amount_gold, status, created_at, updated_at) "
         "values (%s, %s, %s, 'open', now(), now())",
         (account_id, hand_id, gold),
     )
-    conn.execute(
-        "update socai_ledger.accounts set held_gold = held_gold + %s where account_id = %s", (gold, account_id)
-    )
+
+
+def held_gold(conn: psycopg.Connection, account_id: str) -> int:
+    row = conn.execute("select held_gold from socai_ledger.accounts where account_id = %s", (account_id,)).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 @pytest.fixture
@@ -327,21 +330,38 @@ async def test_a_balance_never_falls_below_the_gold_it_holds(alice_holds_800: st
     assert (await post(url, prepared("spend-free", ("player:alice", -200), ("player:bob", 200)))).applied == 1
 
 
-def test_held_gold_is_always_the_sum_of_the_holds_not_released(alice_holds_800: str) -> None:
+def test_held_gold_moves_only_with_the_holds(alice_holds_800: str, owner_migrated: str) -> None:
     url = alice_holds_800
-    for attempt in (
-        lambda conn: conn.execute("update socai_ledger.accounts set held_gold = 0 where account_id = 'player:alice'"),
+    for who in (url, owner_migrated):  # the service's role has no privilege; the owner a trigger
+        refused(
+            who,
+            lambda conn: conn.execute(
+                "update socai_ledger.accounts set held_gold = 0 where account_id = 'player:alice'"
+            ),
+            pg_errors.Error,
+        )
+    refused(
+        url,
         lambda conn: conn.execute(
-            "insert into socai_ledger.holds (account_id, hand_id, amount_gold, status, created_at, updated_at) "
-            "values ('player:bob', 'tx-h2', 100, 'open', now(), now())"
+            "insert into socai_ledger.accounts (account_id, kind, held_gold) values ('player:eve', 'player', 5)"
         ),
-        lambda conn: conn.execute(
-            "update socai_ledger.holds set status = 'released', released_at = now(), released_by = 'operator' "
-            "where hand_id = 'tx-h1'"
-        ),
-    ):
-        caught = refused(url, attempt, pg_errors.IntegrityConstraintViolation)
-        assert "holds not released sum to" in str(caught.value)
+        pg_errors.Error,
+    )
+    with psycopg.connect(url) as conn:
+        # A hold raised, another opened, one finalized lower, one released: held_gold follows.
+        conn.execute("update socai_ledger.holds set amount_gold = 900 where hand_id = 'tx-h1'")
+        hold_by_hand(conn, "player:alice", "tx-h2", 50)
+        assert held_gold(conn, "player:alice") == 950
+        conn.execute("update socai_ledger.holds set status = 'final', amount_gold = 300 where hand_id = 'tx-h1'")
+        conn.execute(
+            "update socai_ledger.holds set status = 'released', released_at = now(), released_by = 'outcome' "
+            "where hand_id = 'tx-h2'"
+        )
+        assert held_gold(conn, "player:alice") == 300
+        conn.commit()
+    # A hold the balance cannot cover is refused as it is written.
+    caught = refused(url, lambda conn: hold_by_hand(conn, "player:alice", "tx-h3", 701), pg_errors.CheckViolation)
+    assert "accounts_holds_covered" in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -353,15 +373,15 @@ def test_held_gold_is_always_the_sum_of_the_holds_not_released(alice_holds_800: 
         "truncate socai_ledger.holds",
     ],
 )
-def test_a_hold_moves_one_way_and_is_kept(alice_holds_800: str, statement: str) -> None:
-    refused(alice_holds_800, lambda conn: conn.execute(statement), pg_errors.Error)
+def test_a_hold_moves_one_way_and_is_kept(alice_holds_800: str, owner_migrated: str, statement: str) -> None:
+    for who in (alice_holds_800, owner_migrated):
+        refused(who, lambda conn: conn.execute(statement), pg_errors.Error)
     with psycopg.connect(alice_holds_800) as conn:
         conn.execute("update socai_ledger.holds set status = 'final', amount_gold = 500 where hand_id = 'tx-h1'")
-        conn.execute("update socai_ledger.accounts set held_gold = 500 where account_id = 'player:alice'")
         conn.commit()
     # Final: it only shrinks; released: it never changes again.
     refused(
-        alice_holds_800,
+        owner_migrated,
         lambda conn: conn.execute("update socai_ledger.holds set amount_gold = 501 where hand_id = 'tx-h1'"),
         pg_errors.IntegrityConstraintViolation,
     )
@@ -370,10 +390,10 @@ def test_a_hold_moves_one_way_and_is_kept(alice_holds_800: str, statement: str) 
             "update socai_ledger.holds set status = 'released', released_at = now(), released_by = 'outcome' "
             "where hand_id = 'tx-h1'"
         )
-        conn.execute("update socai_ledger.accounts set held_gold = 0 where account_id = 'player:alice'")
         conn.commit()
+        assert held_gold(conn, "player:alice") == 0
     refused(
-        alice_holds_800,
+        owner_migrated,
         lambda conn: conn.execute("update socai_ledger.holds set status = 'open' where hand_id = 'tx-h1'"),
         pg_errors.IntegrityConstraintViolation,
     )

@@ -92,9 +92,8 @@ EXPECTED_COLUMN_GRANTS = {
     # A fence's token moves forward (a trigger refuses it going back); its key never changes.
     (LEDGER, "socai_ledger", "lease_fence", "token", UPDATE),
     (LEDGER, "socai_ledger", "lease_fence", "updated_at", UPDATE),
-    # A hold's amount and status move (a trigger says which way), and so does the gold the
-    # account holds; who and what a hold is for never change.
-    (LEDGER, "socai_ledger", "accounts", "held_gold", UPDATE),
+    # A hold's amount and status move (a trigger says which way; the account's held_gold
+    # follows by the holds' own trigger); who and what a hold is for never change.
     *(
         (LEDGER, "socai_ledger", "holds", column, UPDATE)
         for column in (

@@ -16,6 +16,7 @@ import pytest
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra.grpc_errors import error_info, error_reason
 from tests.integration.ledger.conftest import Ledger, fund_escrow, journal_snapshot, transaction
+from tests.integration.ledger.test_cli import socai
 
 pytestmark = pytest.mark.integration
 
@@ -257,3 +258,36 @@ async def test_many_tables_racing_for_the_banks_last_gold_get_exactly_what_it_ho
     assert sum(granted) in (9, 10)
     verified = await ledger.stub("auditor").VerifyJournal(pb.VerifyJournalRequest())
     assert verified.ok
+
+
+async def test_an_operator_lists_the_banks_holds_and_releases_a_hand_that_never_settles(ledger: Ledger) -> None:
+    await fund_bank(ledger, 5_000)
+    await hold(ledger, "tq-h7", 1_500)
+    code, out, _ = await socai(ledger, "balance", "house:bank")
+    assert (code, out.strip()) == (0, "house:bank: 5000 gold, 1500 held for hands in play, 3500 free (version 1)")
+    code, out, _ = await socai(ledger, "holds")
+    lines = out.strip().splitlines()
+    assert code == 0 and len(lines) == 2 and lines[1].split()[:3] == ["tq-h7", "1500", "open"]
+    code, _, err = await socai(ledger, "release-hold", "tq-h7", "--reason", "")
+    assert code != 0 and "BAD_REASON" in err
+    code, out, _ = await socai(ledger, "release-hold", "tq-h7", "--reason", "table tq lost")
+    assert code == 0 and " released " in out and "by operator: table tq lost" in out and "5000 gold free" in out
+    code, out, _ = await socai(ledger, "holds")
+    assert out.strip().splitlines()[1:] == []
+    code, out, _ = await socai(ledger, "holds", "--all")
+    assert out.strip().splitlines()[1].split()[:3] == ["tq-h7", "1500", "released"]
+
+
+async def test_verify_finds_held_gold_written_around_the_holds(ledger: Ledger) -> None:
+    await fund_bank(ledger, 1_000)
+    await hold(ledger, "t1-h1", 400)
+    assert (await ledger.stub("auditor").VerifyJournal(pb.VerifyJournalRequest())).ok
+    with psycopg.connect(ledger.settings.database_url or "") as conn:  # the owner, guards switched off
+        conn.execute("alter table socai_ledger.accounts disable trigger user")
+        conn.execute("update socai_ledger.accounts set held_gold = 100 where account_id = 'house:bank'")
+        conn.execute("alter table socai_ledger.accounts enable trigger user")
+        conn.commit()
+    report = await ledger.stub("auditor").VerifyJournal(pb.VerifyJournalRequest())
+    assert not report.ok
+    (mismatch,) = report.mismatches
+    assert (mismatch.account_id, mismatch.detail) == (BANK, "100 gold held but its holds not released sum to 400")

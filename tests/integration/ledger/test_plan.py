@@ -134,3 +134,31 @@ def test_a_refused_settlement_releases_nothing():
     )
     assert result.outcomes[0].status is PostStatus.REJECTED  # escrow:t1:ann holds 1,000 only
     assert result.released_holds == [] and locked.held_gold["house:bank"] == 500
+
+
+def test_hold_calls_are_decided_in_order_each_against_what_the_ones_before_left():
+    bank = "house:bank"
+    opened = domain.Hold(bank, "t9-h1", 300, domain.HOLD_OPEN, NOW, NOW)
+    calls = [
+        domain.HoldCall(domain.HOLD, bank, "t1-h1", 600),  # 700 free of 1,000: fits
+        domain.HoldCall(domain.HOLD, bank, "t2-h1", 200),  # 100 left
+        domain.HoldCall(domain.FINALIZE, bank, "t9-h1", 50),  # frees 250
+        domain.HoldCall(domain.HOLD, bank, "t3-h1", 300),  # 350 free now
+        domain.HoldCall(domain.RELEASE, bank, "t4-h1", reason="void"),  # holds nothing
+        domain.HoldCall(domain.HOLD, "house:nope", "t5-h1", 1),
+    ]
+    plan = domain.plan_holds(calls, {bank: (1_000, 300)}, {(bank, "t9-h1"): opened}, NOW)
+    codes = [a.error.code if a.error else "" for a in plan.answers]
+    assert codes == ["", "BANKER_CAPACITY", "", "", "HOLD_NOT_FOUND", "ACCOUNT_NOT_FOUND"]
+    assert [(a.balance_gold, a.held_gold) for a in plan.answers[:4]] == [
+        (1_000, 900),
+        (1_000, 900),
+        (1_000, 650),
+        (1_000, 950),
+    ]
+    assert plan.answers[1].error.details["free_gold"] == "100"  # type: ignore[union-attr]
+    assert [(h.hand_id, h.amount_gold, h.status) for h in plan.inserts] == [
+        ("t1-h1", 600, "open"),
+        ("t3-h1", 300, "open"),
+    ]
+    assert [(h.hand_id, h.amount_gold, h.status) for h in plan.updates] == [("t9-h1", 50, "final")]

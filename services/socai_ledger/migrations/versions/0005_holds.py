@@ -18,27 +18,33 @@ bank can never owe more than it holds: a bet the bank cannot cover is refused at
 - ``accounts.held_gold``: the sum of the account's holds that are not released, kept by
   every statement that changes a hold, in the same database transaction.
 
-What the database itself refuses, for every role, the owner included:
+What the database itself guards, for every role, the owner included:
 
 - **A balance below its holds.** ``CHECK (may_go_negative OR balance_gold >= held_gold)``
   on ``accounts``, evaluated on every row a statement writes: a posting that would take
   ``house:bank`` into the gold held for hands in play fails, whoever sends it. It replaces
   nothing: ``accounts_never_negative`` stays, and ``held_gold >= 0``.
-- **A hold that moves the wrong way.** A trigger on ``holds``: an open hold only grows, a
-  final one only shrinks, a released one never changes again, the account, hand and
-  creation time never change, and no row is deleted or truncated.
-- **``held_gold`` that is not its holds.** A deferred constraint trigger checks, at commit,
-  each account whose holds or ``held_gold`` a statement changed: ``held_gold`` equals the
-  sum of its holds not released. It fires only for those rows: the batched posting path,
-  whose balance update names neither ``held_gold`` nor ``holds``, pays nothing for it (the
-  column-specific ``UPDATE OF held_gold`` trigger is not fired by it).
+- **``held_gold`` is its holds.** Only the triggers on ``holds`` write it: one statement-level
+  trigger per statement that inserts or updates holds adds, per account, what the statement's
+  holds not released now hold minus what they held before (transition tables: one update of
+  each account per statement, however many holds it releases). A direct change of
+  ``held_gold`` (a statement not run by a trigger, ``pg_trigger_depth() = 0``) is refused.
+  The service's role has no privilege on the column at all.
+- **A hold that moves the wrong way.** An open hold only grows, a final one only shrinks, a
+  released one never changes again, the account, hand and creation time never change, and
+  no row is deleted or truncated. The update guard is a ``WHEN`` clause, evaluated without
+  calling a function: the statement that releases a batch's holds pays nothing per row for
+  it.
+
+The batched posting path pays for none of this unless a batch's settlements release holds:
+its balance update names neither ``held_gold`` nor ``holds``.
 
 No foreign key from ``holds`` to ``accounts``: PostgreSQL would then run a referential
 trigger for every account row every batch updates. The hold's statements lock the account
 row first and refuse an unknown account themselves.
 
 The service's role inserts holds and updates their amount and status (and the release's
-record), and updates ``accounts.held_gold``; the auditor reads holds.
+record); the auditor reads holds.
 """
 
 from alembic import op
@@ -98,60 +104,78 @@ def upgrade(schema: str) -> None:
                     using errcode = 'insufficient_privilege',
                           hint = 'release a hold instead (its row records when and by what)';
             end if;
-            if new.account_id <> old.account_id or new.hand_id <> old.hand_id or new.created_at <> old.created_at
-               or old.status = 'released'
-               or (new.status = 'open' and (old.status <> 'open' or new.amount_gold < old.amount_gold))
-               or (new.status = 'final' and new.amount_gold > old.amount_gold)
-               or (new.status = 'released' and new.amount_gold <> old.amount_gold) then
-                raise exception 'hold of % for % may not go from % % to % %', old.account_id, old.hand_id,
-                    old.status, old.amount_gold, new.status, new.amount_gold
-                    using errcode = 'integrity_constraint_violation',
-                          hint = 'an open hold only grows, a final one only shrinks, a released one is kept as it is';
-            end if;
-            return new;
+            raise exception 'hold of % for % may not go from % % to % %', old.account_id, old.hand_id,
+                old.status, old.amount_gold, new.status, new.amount_gold
+                using errcode = 'integrity_constraint_violation',
+                      hint = 'an open hold only grows, a final one only shrinks, a released one is kept as it is';
         end;
         $$;
-        create trigger holds_move_one_way before update or delete on {s}.holds
+        create trigger holds_move_one_way before update on {s}.holds for each row
+            when (new.account_id <> old.account_id or new.hand_id <> old.hand_id
+                  or new.created_at <> old.created_at or old.status = 'released'
+                  or (new.status = 'open' and (old.status <> 'open' or new.amount_gold < old.amount_gold))
+                  or (new.status = 'final' and new.amount_gold > old.amount_gold)
+                  or (new.status = 'released' and new.amount_gold <> old.amount_gold))
+            execute function {s}.refuse_hold_change();
+        create trigger holds_never_deleted before delete on {s}.holds
             for each row execute function {s}.refuse_hold_change();
         create trigger holds_no_truncate before truncate on {s}.holds
             for each statement execute function {s}.refuse_hold_change();
 
-        create function {s}.check_held_gold() returns trigger
-        language plpgsql set search_path = pg_catalog, pg_temp as $$
-        declare
-            stored bigint;
-            holding bigint;
+        -- held_gold follows the holds: per account, what the statement's holds not released
+        -- hold now minus what they held before. Run as the owner (the service's role may not
+        -- write held_gold), with the accounts_holds_covered CHECK applied to each row it writes.
+        create function {s}.holds_move_held_gold() returns trigger
+        language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
         begin
-            select held_gold into stored from {s}.accounts where account_id = new.account_id;
-            select coalesce(sum(amount_gold), 0) into holding
-              from {s}.holds where account_id = new.account_id and status <> 'released';
-            if stored is distinct from holding then
-                raise exception 'account % shows % gold held, its holds not released sum to %',
-                    new.account_id, stored, holding
-                    using errcode = 'integrity_constraint_violation',
-                          hint = 'change a hold and accounts.held_gold in the same transaction';
+            if tg_op = 'INSERT' then
+                update {s}.accounts a set held_gold = a.held_gold + d.gold
+                  from (select account_id, sum(amount_gold) as gold from new_holds
+                        where status <> 'released' group by account_id) d
+                 where a.account_id = d.account_id;
+            else
+                update {s}.accounts a set held_gold = a.held_gold + d.gold
+                  from (select account_id, sum(gold) as gold from (
+                            select account_id, amount_gold as gold from new_holds where status <> 'released'
+                            union all
+                            select account_id, -amount_gold from old_holds where status <> 'released'
+                        ) moved group by account_id) d
+                 where a.account_id = d.account_id and d.gold <> 0;
             end if;
             return null;
         end;
         $$;
-        create constraint trigger holds_match_held_gold after insert or update on {s}.holds
-            deferrable initially deferred
-            for each row execute function {s}.check_held_gold();
-        create constraint trigger held_gold_matches_holds after update of held_gold on {s}.accounts
-            deferrable initially deferred
-            for each row when (new.held_gold is distinct from old.held_gold)
-            execute function {s}.check_held_gold();
-        create constraint trigger new_accounts_hold_nothing after insert on {s}.accounts
-            deferrable initially deferred
-            for each row when (new.held_gold <> 0)
-            execute function {s}.check_held_gold();
+        create trigger holds_inserted_move_held_gold after insert on {s}.holds
+            referencing new table as new_holds
+            for each statement execute function {s}.holds_move_held_gold();
+        create trigger holds_updated_move_held_gold after update on {s}.holds
+            referencing old table as old_holds new table as new_holds
+            for each statement execute function {s}.holds_move_held_gold();
+
+        create function {s}.refuse_held_gold_change() returns trigger
+        language plpgsql set search_path = pg_catalog, pg_temp as $$
+        begin
+            raise exception 'held_gold of % changes only with its holds (% -> % refused)',
+                old.account_id, old.held_gold, new.held_gold
+                using errcode = 'integrity_constraint_violation',
+                      hint = 'insert or update a hold: its trigger moves held_gold';
+        end;
+        $$;
+        -- The WHEN clause is evaluated without calling the function: the per-batch balance
+        -- update pays nothing for this guard.
+        create trigger held_gold_follows_holds before update on {s}.accounts for each row
+            when (new.held_gold is distinct from old.held_gold and pg_trigger_depth() = 0)
+            execute function {s}.refuse_held_gold_change();
+        create trigger new_accounts_hold_nothing before insert on {s}.accounts for each row
+            when (new.held_gold <> 0)
+            execute function {s}.refuse_held_gold_change();
         revoke all on function {s}.refuse_hold_change() from public;
-        revoke all on function {s}.check_held_gold() from public;
+        revoke all on function {s}.holds_move_held_gold() from public;
+        revoke all on function {s}.refuse_held_gold_change() from public;
 
         grant select, insert on {s}.holds to {SERVICE_ROLE};
         grant update (amount_gold, status, updated_at, released_at, released_by, release_transaction_id,
                       release_reason) on {s}.holds to {SERVICE_ROLE};
-        grant update (held_gold) on {s}.accounts to {SERVICE_ROLE};
         grant select on {s}.holds to {AUDITOR_ROLE};
         """
     )
@@ -162,9 +186,10 @@ def downgrade(schema: str) -> None:
     op.execute(
         f"""
         drop trigger new_accounts_hold_nothing on {s}.accounts;
-        drop trigger held_gold_matches_holds on {s}.accounts;
+        drop trigger held_gold_follows_holds on {s}.accounts;
         drop table {s}.holds;
-        drop function {s}.check_held_gold();
+        drop function {s}.refuse_held_gold_change();
+        drop function {s}.holds_move_held_gold();
         drop function {s}.refuse_hold_change();
         alter table {s}.accounts drop constraint accounts_holds_covered;
         alter table {s}.accounts drop constraint accounts_held_not_negative;
