@@ -71,6 +71,7 @@ T = TypeVar("T")
 log = get_logger("socai.table")
 
 ACT_KEY_MAX_CHARS = 200
+ANY_SEAT = -1  # JoinTable's seat for "any free seat"
 
 
 @dataclass
@@ -452,6 +453,12 @@ class Table:
             raise errors.InvalidArgument(
                 "BAD_BUY_IN", f"buy-in must be {c.buy_in_min_gold}..{c.buy_in_max_gold} gold, not {buy_in_gold}"
             )
+        # Checked before the join is recorded: a bad seat changes nothing (-1 alone means any
+        # free seat; -2 used to be read as "any" too).
+        if not ANY_SEAT <= seat_wanted < c.seats_max:
+            raise errors.InvalidArgument(
+                "BAD_SEAT", f"seat must be {ANY_SEAT} (any free seat) or 0..{c.seats_max - 1}, not {seat_wanted}"
+            )
         async with self._lock:
             await self._ensure_synced()
             self._check_open()
@@ -509,9 +516,8 @@ class Table:
             return seat
 
     def _free_seat(self, wanted: int) -> int:
-        if wanted >= 0:
-            if wanted >= self.config.seats_max:
-                raise errors.InvalidArgument("BAD_SEAT", f"seat {wanted} is not 0..{self.config.seats_max - 1}")
+        errors.check(ANY_SEAT <= wanted < self.config.seats_max, f"seat {wanted} was checked by _join")
+        if wanted != ANY_SEAT:
             if wanted in self.seats:
                 raise errors.PreconditionFailed("SEAT_TAKEN", f"seat {wanted} is taken")
             return wanted
