@@ -16,6 +16,9 @@ fresh journal.
   same run, on the same postings: ``no_holds`` (the bank holds nothing: the path every
   other game takes) and ``holds_of_other_hands`` (the bank holds gold for 1,000 hands these
   postings do not settle: every item is checked against the holds, none is released).
+  ``params.write_path_ms_per_1000``: each ledger's own time in its write batcher per 1,000
+  postings over the rounds (``socai_ledger_batch_seconds`` / ``…_batch_items``): the write
+  path alone, without gRPC or the client, so less at the mercy of the machine's other work.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import asyncio
 import random
 import statistics
 import time
+import urllib.request
 import uuid
 from typing import Any
 
@@ -120,6 +124,19 @@ async def hold_many(settings: Settings, hands: list[str], callers: int) -> tuple
     return len(hands) / elapsed, latencies
 
 
+def batch_totals(settings: Settings) -> tuple[float, float]:
+    """(seconds, items) the ledger's write batcher has spent on batches so far: its own
+    ``socai_ledger_batch_seconds`` and ``socai_ledger_batch_items`` sums, from /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{settings.metrics_port_base}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("socai_ledger_batch_seconds_sum", "socai_ledger_batch_items_sum"):
+            found[name] = float(value)
+    return found["socai_ledger_batch_seconds_sum"], found["socai_ledger_batch_items_sum"]
+
+
 def batches(txs: list[pb.TransactionInput], size: int) -> list[bytes]:
     return [
         pb.PostTransactionsRequest(transactions=txs[i : i + size]).SerializeToString() for i in range(0, len(txs), size)
@@ -140,6 +157,9 @@ def run(ctx: BenchContext) -> list[Result]:
     run_id = uuid.uuid4().hex[:8]
     base = pg.admin_url().rsplit("/", 1)[0]
     rates: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    # The ledger's own time per 1,000 postings in its batches (the write path alone: no gRPC,
+    # no client), from each ledger's metrics over the rounds.
+    batch_ms: dict[str, float] = {}
     hold_rates: list[float] = []
     hold_latencies: list[float] = []
     processes: list[LedgerProcess] = []
@@ -167,6 +187,7 @@ def run(ctx: BenchContext) -> list[Result]:
             asyncio.run(fund(settings))
             if variant == "holds_of_other_hands":
                 asyncio.run(hold_many(settings, [f"other-h{n}" for n in range(OTHER_HANDS)], 32))
+        before = {variant: batch_totals(settings) for variant, settings in settings_of.items()}
         for r in range(rounds):
             first = 1 + r * (per_round + 1_000)
             for variant in VARIANTS[r % 3 :] + VARIANTS[: r % 3]:
@@ -190,6 +211,8 @@ def run(ctx: BenchContext) -> list[Result]:
                 rates[variant].append(calls_per_s * 1000)
             print(f"   round {r + 1}: " + ", ".join(f"{v} {rates[v][-1]:,.0f}" for v in VARIANTS), flush=True)
         for variant, settings in settings_of.items():
+            seconds, items = batch_totals(settings)
+            batch_ms[variant] = (seconds - before[variant][0]) / (items - before[variant][1]) * 1_000_000
             with psycopg.connect(settings.database_url or "") as conn:
                 row: Any = conn.execute(
                     "select held_gold from socai_ledger.accounts where account_id = 'house:bank'"
@@ -228,6 +251,7 @@ def run(ctx: BenchContext) -> list[Result]:
             params={
                 "ratio_to_no_holds": round(median["releasing_holds"] / median["no_holds"], 3),
                 "ratio_other_hands_to_no_holds": round(median["holds_of_other_hands"] / median["no_holds"], 3),
+                "write_path_ms_per_1000": {variant: round(ms, 1) for variant, ms in batch_ms.items()},
                 "transactions_per_call": 1000,
                 "concurrent_callers": 4,
                 "transactions_per_round": per_round,
