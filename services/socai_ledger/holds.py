@@ -137,6 +137,7 @@ class HoldWriter:
         self.pool = pool
         self._queue: asyncio.Queue[tuple[domain.HoldCall, asyncio.Future[HoldResult]]] = asyncio.Queue(HOLD_QUEUE_MAX)
         self._held_back: deque[tuple[domain.HoldCall, asyncio.Future[HoldResult]]] = deque()
+        self._writing: list[tuple[domain.HoldCall, asyncio.Future[HoldResult]]] = []  # the batch in flight
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -150,6 +151,9 @@ class HoldWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         stopping = errors.Unavailable("STOPPING", "the ledger is stopping; call again")
+        for _, future in self._writing:  # its commit's outcome unknown: calling again is harmless
+            if not future.done():
+                future.set_exception(stopping)
         while self._held_back:
             _, future = self._held_back.popleft()
             if not future.done():
@@ -168,7 +172,7 @@ class HoldWriter:
 
     async def _run(self) -> None:
         while True:
-            batch = await self._take()
+            batch = self._writing = await self._take()
             try:
                 await self._write(batch)
             except Exception as exc:  # the writer goes on; every caller of the batch hears why
