@@ -26,7 +26,10 @@ KINDS: Final = ("player", "escrow", "house", "pot", "guild", "external")
 ACCOUNT_ID_MAX_CHARS: Final = 200
 # Ids are printable ASCII without spaces; ':' separates parts. NATS subjects use the kind only.
 # Patterns are applied with ``fullmatch``: ``$`` alone would also accept a trailing newline.
-_PART = r"[A-Za-z0-9_.\-@]{1,64}"
+# A part is never dots alone: ``.`` and ``..`` read as the current and parent directory
+# wherever an id becomes a path or a URL segment (exports, the auditor's desk), and no player,
+# table or guild is called that.
+_PART = r"(?!\.+(?::|\Z))[A-Za-z0-9_.\-@]{1,64}"
 _PATTERNS: Final = {
     "player": re.compile(rf"player:{_PART}"),
     "escrow": re.compile(rf"escrow:{_PART}:{_PART}"),
@@ -80,5 +83,7 @@ def is_valid_part(text: str) -> bool:
 
 def _part(text: str, what: str) -> str:
     if not is_valid_part(text):
-        raise InvalidArgument("BAD_ACCOUNT_ID", f"{what} {shown(text)} must be 1-64 of A-Z a-z 0-9 _ . - @")
+        raise InvalidArgument(
+            "BAD_ACCOUNT_ID", f"{what} {shown(text)} must be 1-64 of A-Z a-z 0-9 _ . - @, not dots alone"
+        )
     return text

@@ -1,6 +1,6 @@
 """Wiring: ``await build_app(settings) -> App`` creates the read pool, the write batcher, the
-outbox relay, the outbox's bound and the gRPC server; ``App.start`` / ``App.stop`` run and
-drain them in order. The ledger's own knobs are ``socai_ledger.config.LedgerConfig``.
+hold writer, the outbox relay, the outbox's bound and the gRPC server; ``App.start`` /
+``App.stop`` run and drain them in order. The ledger's own knobs are ``socai_ledger.config.LedgerConfig``.
 
 The process shape (metrics port, signals) is ``socai.infra.service.run`` (``__main__``).
 Nothing here runs at import.
@@ -11,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from prometheus_client import Gauge
 
+from socai import accounts
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
 from socai.infra.db_pool import Pool
 from socai.infra.grpc_server import GrpcServer, build_server, caller_limiter
 from socai.infra.logging import get_logger
-from socai_ledger import db, verify
+from socai_ledger import db, holds, verify
 from socai_ledger.batcher import WriteBatcher
 from socai_ledger.config import LedgerConfig
 from socai_ledger.outbox import OutboxRelay
@@ -31,6 +33,9 @@ log = get_logger("socai.ledger")
 
 TRIAL_BALANCE = Gauge("socai_ledger_trial_balance_gold", "The sum of all balances (must be 0)")
 TRIAL_BALANCE_INTERVAL_S: Final = 30.0
+# The house bank's free capacity is read this often (holds.BANK_*): a posting moves the balance
+# without a hold call, and other replicas answer hold calls too.
+BANK_INTERVAL_S: Final = 5.0
 
 
 @dataclass
@@ -40,9 +45,12 @@ class App:
     pool: Pool
     batcher: WriteBatcher
     relay: OutboxRelay | None
+    hold_writer: holds.HoldWriter
     backlog: OutboxBacklog | None = None
     trial_balance_interval_s: float = TRIAL_BALANCE_INTERVAL_S
+    bank_interval_s: float = BANK_INTERVAL_S
     _watch: asyncio.Task[None] | None = field(default=None, repr=False)
+    _watch_bank_task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
     def address(self) -> str:
@@ -58,9 +66,11 @@ class App:
         """
         await self.pool.open(wait=True, wait_s=30)
         await self.batcher.start()
+        await self.hold_writer.start()
         if self.relay is not None:
             await self.relay.start()
         self._watch = asyncio.create_task(self._watch_trial_balance(), name="ledger-trial-balance")
+        self._watch_bank_task = asyncio.create_task(self._watch_bank(), name="ledger-bank-capacity")
         await self.grpc.server.start()
         await self.grpc.set_serving(True)
         log.info("ledger_serving", address=self.address, relay=self.relay is not None)
@@ -72,13 +82,15 @@ class App:
             await self.grpc.set_serving(False)
         await self.grpc.server.stop(grace_s)
         await self.batcher.close()
+        await self.hold_writer.close()
         if self.relay is not None:
             await self.relay.stop()
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
-            self._watch = None
+        for task in (self._watch, self._watch_bank_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._watch = self._watch_bank_task = None
         await self.pool.close()
         log.info("ledger_stopped")
 
@@ -90,6 +102,20 @@ class App:
             except Exception as exc:
                 log.warning("trial_balance_failed", error=str(exc))
             await asyncio.sleep(self.trial_balance_interval_s)
+
+    async def _watch_bank(self) -> None:
+        """Export house:bank's free capacity (balance − held), its holds not released and
+        the oldest one's age (alerted on: deploy/k8s/monitoring/alerts.yaml)."""
+        while True:
+            try:
+                balance, held, open_holds, oldest = await holds.bank_figures(self.pool, accounts.HOUSE_BANK)
+                holds.observe_bank(balance, held)
+                holds.HOLDS_OPEN.set(open_holds)
+                age_s = (datetime.now(UTC) - oldest).total_seconds() if oldest is not None else 0.0
+                holds.HOLD_OLDEST_SECONDS.set(max(0.0, age_s))
+            except Exception as exc:
+                log.warning("bank_capacity_failed", error=str(exc))
+            await asyncio.sleep(self.bank_interval_s)
 
 
 async def build_app(
@@ -130,7 +156,8 @@ async def build_app(
         outbox.yield_to(batcher.busy)
         if backlog is not None:
             outbox.report_to(backlog.observe)
-    servicer = LedgerServicer(pool, batcher)
+    hold_writer = holds.HoldWriter(pool)
+    servicer = LedgerServicer(pool, batcher, hold_writer)
     grpc_server = build_server(
         service="ledger",
         address=settings.listen_address(settings.ledger_addr),
@@ -139,4 +166,12 @@ async def build_app(
         policy=access_policy(settings.tokens),
         caller_rate=caller_limiter("ledger", settings.limits.caller_calls_per_s),
     )
-    return App(settings=settings, grpc=grpc_server, pool=pool, batcher=batcher, relay=outbox, backlog=backlog)
+    return App(
+        settings=settings,
+        grpc=grpc_server,
+        pool=pool,
+        batcher=batcher,
+        relay=outbox,
+        hold_writer=hold_writer,
+        backlog=backlog,
+    )

@@ -7,6 +7,8 @@
     socai ledger deposit 42 5000 --key ticket-981 [--reference "bank transfer 981"]
     socai ledger deposit house:bank 1000000 --key fund-2026-11   (a transfer from external:cashier)
     socai ledger export [--out journal.jsonl] [--format jsonl|csv]   the journal in commit order
+    socai ledger holds [--all]          house:bank's holds for hands in play (--all: released ones too)
+    socai ledger release-hold HAND_ID --reason TEXT   release the hold of a hand that will never settle
 
 Every command talks gRPC to ``SOCAI_LEDGER_ADDR`` (``--addr`` overrides). Reads present the
 operator's token, ``export`` the auditor's, ``deposit`` the cashier's (``SOCAI_SERVICE_TOKEN``
@@ -69,6 +71,15 @@ def add_commands(sub: Any, command: Any) -> None:
     p = cmds.add_parser("export", help="the journal in commit order, for an offline audit (socai audit --journal)")
     p.add_argument("--out", default="-", help="output file (default: standard output)")
     p.add_argument("--format", choices=journal.FORMATS, default="jsonl", help="jsonl (one transaction a line) or csv")
+
+    p = cmds.add_parser("holds", help="house:bank's holds for hands in play, oldest hand id first")
+    p.add_argument("--all", action="store_true", help="released holds too")
+    p.add_argument("--limit", type=int, default=100, help="holds per page (1-1000, default 100)")
+    p.add_argument("--page-token", default="", help="next_page_token of the previous page")
+
+    p = cmds.add_parser("release-hold", help="release the house:bank hold of a hand that will never settle")
+    p.add_argument("hand_id")
+    p.add_argument("--reason", required=True, help="why the hand will never settle (kept with the hold)")
     command("ledger")(cmd_ledger)
 
 
@@ -106,7 +117,46 @@ async def _balance(stub: Any, args: argparse.Namespace) -> int:
         _print(args, reply, f"{args.account_id} {when}: {reply.balance_gold} gold (version {reply.account_version})")
         return 0
     account = (await stub.GetAccount(pb.GetAccountRequest(account_id=args.account_id), timeout=RPC_TIMEOUT_S)).account
-    _print(args, account, f"{account.account_id}: {account.balance_gold} gold (version {account.version})")
+    held = (
+        f", {account.held_gold} held for hands in play, {account.balance_gold - account.held_gold} free"
+        if account.held_gold
+        else ""
+    )
+    _print(args, account, f"{account.account_id}: {account.balance_gold} gold{held} (version {account.version})")
+    return 0
+
+
+_HOLD_STATUS = {pb.HOLD_STATUS_OPEN: "open", pb.HOLD_STATUS_FINAL: "final", pb.HOLD_STATUS_RELEASED: "released"}
+
+
+def _hold_line(h: pb.Hold) -> str:
+    since = h.created_at.ToDatetime().isoformat(timespec="seconds")
+    by = f" by {h.released_by}" if h.released_by else ""
+    why = f": {h.release_reason}" if h.release_reason else ""
+    return f"{h.hand_id:<40} {h.amount_gold:>15} {_HOLD_STATUS.get(h.status, '?'):<8} {since}{by}{why}"
+
+
+async def _holds(stub: Any, args: argparse.Namespace) -> int:
+    reply = await stub.ListHolds(
+        pb.ListHoldsRequest(
+            account_id=accounts.HOUSE_BANK, include_released=args.all, page_size=args.limit, page_token=args.page_token
+        ),
+        timeout=RPC_TIMEOUT_S,
+    )
+    lines = [f"{'hand':<40} {'gold':>15} {'status':<8} since (UTC)"]
+    lines += [_hold_line(h) for h in reply.holds]
+    if reply.next_page_token:
+        lines.append(f"more: --page-token {reply.next_page_token}")
+    _print(args, reply, "\n".join(lines))
+    return 0
+
+
+async def _release_hold(stub: Any, args: argparse.Namespace) -> int:
+    reply = await stub.ReleaseHold(
+        pb.ReleaseHoldRequest(account_id=accounts.HOUSE_BANK, hand_id=args.hand_id, reason=args.reason),
+        timeout=RPC_TIMEOUT_S,
+    )
+    _print(args, reply, f"{_hold_line(reply.hold)}\nhouse:bank: {reply.free_gold} gold free")
     return 0
 
 
@@ -219,4 +269,6 @@ _HANDLERS: dict[str, Callable[[Any, argparse.Namespace], Awaitable[int]]] = {
     "trial-balance": _trial_balance,
     "deposit": _deposit,
     "export": _export,
+    "holds": _holds,
+    "release-hold": _release_hold,
 }

@@ -118,7 +118,32 @@ def account(a: Account) -> pb.Account:
         version=a.version,
         may_go_negative=a.may_go_negative,
         created_at=timestamp(a.created_at),
+        held_gold=a.held_gold,
     )
+
+
+_HOLD_STATUS: Final = {
+    domain.HOLD_OPEN: pb.HOLD_STATUS_OPEN,
+    domain.HOLD_FINAL: pb.HOLD_STATUS_FINAL,
+    domain.HOLD_RELEASED: pb.HOLD_STATUS_RELEASED,
+}
+
+
+def hold(h: domain.Hold) -> pb.Hold:
+    out = pb.Hold(
+        account_id=h.account_id,
+        hand_id=h.hand_id,
+        amount_gold=h.amount_gold,
+        status=_HOLD_STATUS[h.status],
+        created_at=timestamp(h.created_at),
+        updated_at=timestamp(h.updated_at),
+        released_by=h.released_by,
+        release_transaction_id=h.release_transaction_id,
+        release_reason=h.release_reason,
+    )
+    if h.released_at is not None:
+        out.released_at.CopyFrom(timestamp(h.released_at))
+    return out
 
 
 def entry(e: Entry, out: pb.Entry, times: TimestampCache) -> pb.Entry:

@@ -143,6 +143,7 @@ class Account:
     version: int
     may_go_negative: bool
     created_at: datetime
+    held_gold: int = 0  # held for hands in play (ledger_0005)
 
 
 class PostOutcome(NamedTuple):
@@ -421,7 +422,7 @@ class LockedAccounts:
     locks ~2,000 accounts, and the planner does a few dictionary operations per entry.
     """
 
-    __slots__ = ("balance_gold", "kind", "may_go_negative", "opened", "touched", "version")
+    __slots__ = ("balance_gold", "held_gold", "holds", "kind", "may_go_negative", "opened", "touched", "version")
 
     def __init__(self, rows: Iterable[tuple[str, int, int, bool, str]] = ()) -> None:
         self.balance_gold: dict[str, int] = {}
@@ -430,8 +431,18 @@ class LockedAccounts:
         self.may_go_negative: set[str] = set()
         self.opened: set[str] = set()  # opened by this batch (to insert rather than update)
         self.touched: set[str] = set()  # changed by an applied item
+        # Only the accounts that hold gold for hands in play (``house:bank`` while a game
+        # against the house is in play): the gold each holds, which its balance must cover,
+        # and their holds by hand (what a hand's settlement releases). Empty for nearly every
+        # batch, which then plans exactly as if holds did not exist.
+        self.held_gold: dict[str, int] = {}
+        self.holds: dict[str, list[tuple[str, int]]] = {}  # hand id -> [(account, gold held)]
         for account_id, balance, version, may_go_negative, kind in rows:
             self.add(account_id, balance, version, may_go_negative, kind)
+
+    def hold(self, hand_id: str, account_id: str, amount_gold: int) -> None:
+        """Record a hold not released of a locked account (part of its ``held_gold``)."""
+        self.holds.setdefault(hand_id, []).append((account_id, amount_gold))
 
     def add(self, account_id: str, balance: int, version: int, may_go_negative: bool, kind: str) -> None:
         self.balance_gold[account_id] = balance
@@ -459,11 +470,16 @@ TransactionRow = tuple[UUID, str, bytes, str, int | None, str, str, Mapping[str,
 EntryRow = tuple[str, int, int, int, UUID, int, int]
 
 
+# A hold an applied settlement releases: account, hand id, the settlement's transaction id.
+ReleasedHold = tuple[str, str, UUID]
+
+
 @dataclass
 class BatchPlan:
     outcomes: list[PostOutcome]
     transaction_rows: list[TransactionRow] = field(default_factory=list)
     entry_rows: list[EntryRow] = field(default_factory=list)
+    released_holds: list[ReleasedHold] = field(default_factory=list)
     applied: int = 0
     first_seq: int = 0
     last_seq: int = 0
@@ -485,6 +501,11 @@ def plan_batch(
     before it; a refused item leaves them untouched. Applied items get consecutive journal
     sequence numbers after ``head_seq``; every item written takes the next of ``ids``. The
     plan holds an outcome per item and the rows to write; nothing is written here.
+
+    Holds: an account that holds gold for hands in play may not fall below what it holds
+    (``held_gold``), except that a hand's settlement (``settle:{hand_id}``, or a retry key
+    of it) releases that hand's holds in the same transaction, so it may spend them. A
+    batch that locks no held account (nearly all) never looks at holds.
     """
     plan = BatchPlan(outcomes=[])
     outcomes = plan.outcomes
@@ -494,6 +515,8 @@ def plan_batch(
     versions = locked.version
     touched = locked.touched
     decided: dict[str, KnownKey] = {}
+    held = locked.held_gold
+    released: list[tuple[str, int]] | None = None
     seq = head_seq
     # The value types are built with tuple.__new__: a NamedTuple's own constructor is a
     # Python function, and this loop builds six of them per transaction (measured: 0.25 ->
@@ -505,16 +528,31 @@ def plan_batch(
         if previous is not None:
             outcomes.append(_answer_again(item, previous))
             continue
-        # Nearly every item finds its accounts and keeps them within 0..INT64_MAX: that is
-        # checked here, and only an item that does not goes through _refusal_of (which may
-        # still accept it: an account to open, a negative balance allowed).
-        for account_id, amount in item.entries:
-            balance = balances.get(account_id)
-            if balance is None or not 0 <= balance + amount <= INT64_MAX:
-                refused = _refusal_of(item, locked)
-                break
+        if held:
+            # The batch locked an account holding gold: no account may fall below what it
+            # holds. Checked as below against every gold held; an item that does not pass goes
+            # through _refusal_of, which sets aside the holds a settlement releases (its own
+            # hand's) and may then accept it.
+            released = _holds_released_by(key, locked)
+            for account_id, amount in item.entries:
+                balance = balances.get(account_id)
+                if balance is None or not held.get(account_id, 0) <= balance + amount <= INT64_MAX:
+                    refused = _refusal_of(item, locked, released)
+                    break
+            else:
+                refused = None
         else:
-            refused = None
+            # Nearly every item finds its accounts and keeps them within 0..INT64_MAX: that
+            # is checked here, and only an item that does not goes through _refusal_of (which
+            # may still accept it: an account to open, a negative balance allowed).
+            released = None
+            for account_id, amount in item.entries:
+                balance = balances.get(account_id)
+                if balance is None or not 0 <= balance + amount <= INT64_MAX:
+                    refused = _refusal_of(item, locked)
+                    break
+            else:
+                refused = None
         if refused is not None:
             reason, message = refused
             transaction_rows.append(
@@ -544,6 +582,8 @@ def plan_batch(
             touched.add(account_id)
             entries.append(new(Entry, (tx_id, account_id, amount, balance, version, now, seq)))
             entry_rows.append((account_id, version, seq, index, tx_uuid, amount, balance))
+        if released:
+            _release(locked, key, released, tx_uuid, plan.released_holds)
         transaction = new(Transaction, (tx_id, key, item.kind, item.reference, tuple(entries), item.metadata, now, seq))
         transaction_rows.append(
             (tx_uuid, key, item.request_hash, "applied", seq, item.kind, item.reference, item.metadata, None, None)
@@ -573,13 +613,39 @@ def _answer_again(item: PreparedTransaction, previous: KnownKey) -> PostOutcome:
     return PostOutcome(PostStatus.REJECTED, None, refusal(reason, previous.error_message or reason, remembered=True))
 
 
-def _refusal_of(item: PreparedTransaction, locked: LockedAccounts) -> tuple[str, str] | None:
+def _holds_released_by(key: str, locked: LockedAccounts) -> list[tuple[str, int]] | None:
+    """The holds (account, gold) an item under ``key`` releases when it applies: those of
+    its hand when it is a settlement (``settle:{hand_id}`` or ``settle:{hand_id}:retryN``;
+    the key is reserved to settlement by ``authorize``), else None."""
+    if not key.startswith(SETTLEMENT_KEY_PREFIX):
+        return None
+    return locked.holds.get(key[len(SETTLEMENT_KEY_PREFIX) :].partition(":")[0])
+
+
+def _release(
+    locked: LockedAccounts, key: str, released: list[tuple[str, int]], tx_uuid: UUID, out: list[ReleasedHold]
+) -> None:
+    """An applied settlement releases its hand's holds: the gold they held is free again."""
+    hand_id = key[len(SETTLEMENT_KEY_PREFIX) :].partition(":")[0]
+    del locked.holds[hand_id]
+    held = locked.held_gold
+    for account_id, amount in released:
+        held[account_id] = max(0, held.get(account_id, 0) - amount)
+        out.append((account_id, hand_id, tx_uuid))
+
+
+def _refusal_of(
+    item: PreparedTransaction, locked: LockedAccounts, released: list[tuple[str, int]] | None = None
+) -> tuple[str, str] | None:
     """Why ``item`` cannot apply on top of ``locked`` (reason, message), or None.
 
-    Opens missing accounts in ``locked`` when the item asks for it; an account opened for an
-    item that is then refused is removed again, so a refusal leaves no trace.
+    An account may not fall below the gold it holds for hands in play, less the holds
+    ``released`` (the item's own hand's, when it is that hand's settlement). Opens missing
+    accounts in ``locked`` when the item asks for it; an account opened for an item that is
+    then refused is removed again, so a refusal leaves no trace.
     """
     balances = locked.balance_gold
+    held = locked.held_gold
     opened: list[str] = []
     problem: tuple[str, str] | None = None
     for account_id, amount in item.entries:
@@ -595,8 +661,17 @@ def _refusal_of(item: PreparedTransaction, locked: LockedAccounts) -> tuple[str,
             opened.append(account_id)
             balance = 0
         after = balance + amount
-        if after < 0 and account_id not in locked.may_go_negative:
-            problem = ("INSUFFICIENT_FUNDS", f"{account_id} holds {balance}, cannot pay {-amount}")
+        floor = held.get(account_id, 0) if held else 0
+        if floor and released:
+            floor -= sum(gold for held_account, gold in released if held_account == account_id)
+        if after < floor and account_id not in locked.may_go_negative:
+            if floor:
+                problem = (
+                    "INSUFFICIENT_FUNDS",
+                    f"{account_id} holds {balance}, of which {floor} is held for hands in play, cannot pay {-amount}",
+                )
+            else:
+                problem = ("INSUFFICIENT_FUNDS", f"{account_id} holds {balance}, cannot pay {-amount}")
             break
         if not INT64_MIN <= after <= INT64_MAX:
             problem = ("BALANCE_OVERFLOW", f"{account_id} would hold {after}, outside int64")
@@ -605,6 +680,248 @@ def _refusal_of(item: PreparedTransaction, locked: LockedAccounts) -> tuple[str,
         for account_id in opened:
             locked.remove(account_id)
     return problem
+
+
+# --- holds: gold set aside for a hand in play ------------------------------------------------
+#
+# A game against the house pays from house:bank. Before the table accepts a bet it holds the
+# hand's worst case there (the rules engine's ``house_exposure``); the bank's balance may then
+# not fall below the sum of its holds (the planner above, and the database's own CHECK). When
+# the hand's outcome is known the table finalizes the hold to what the settlement will debit
+# (0 releases it), and the settlement's own database transaction releases what is left. An
+# operator releases the hold of a hand that will never settle.
+
+HOLDABLE_ACCOUNTS: Final = frozenset({accounts.HOUSE_BANK})
+HOLD_OPEN: Final = "open"
+HOLD_FINAL: Final = "final"
+HOLD_RELEASED: Final = "released"
+RELEASED_BY_SETTLEMENT: Final = "settlement"
+RELEASED_BY_OUTCOME: Final = "outcome"
+RELEASED_BY_OPERATOR: Final = "operator"
+RELEASE_REASON_MAX_CHARS: Final = 200
+# A hand id: {table_id}-h{n}, the table id an account id part (as in settlement keys).
+_HAND_ID = re.compile(r"([A-Za-z0-9_.\-@]{1,64})-h[0-9]{1,19}")
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    account_id: str
+    hand_id: str
+    amount_gold: int  # what is held (a released hold keeps what it held until released)
+    status: str  # HOLD_OPEN, HOLD_FINAL or HOLD_RELEASED
+    created_at: datetime
+    updated_at: datetime
+    released_at: datetime | None = None
+    released_by: str = ""  # RELEASED_BY_*
+    release_transaction_id: str = ""  # the settlement's, when it released the hold
+    release_reason: str = ""  # the operator's
+
+
+class HoldChange(NamedTuple):
+    """What a hold call does: the hold's amount and status after it, and by how much the
+    account's ``held_gold`` moves (0: nothing to write)."""
+
+    amount_gold: int
+    status: str
+    held_delta: int
+
+
+def check_hand_id(hand_id: str) -> str:
+    """The table of a hand id ``{table_id}-h{n}``. Raises InvalidArgument("BAD_HAND_ID")."""
+    match = _HAND_ID.fullmatch(hand_id) if isinstance(hand_id, str) else None
+    if match is None:
+        raise errors.InvalidArgument("BAD_HAND_ID", f"hand_id must be {{table_id}}-h{{n}}, not {errors.shown(hand_id)}")
+    return match.group(1)
+
+
+def check_holdable(account_id: str) -> None:
+    """Only the house's bank is held for hands. Raises InvalidArgument("BAD_ACCOUNT_ID") for
+    a malformed id, PermissionDenied("ACCOUNT_NOT_ALLOWED") for any other account: a player
+    or p2p banker's chips are bounded by the rules engine against their stack instead."""
+    check_account_id(account_id)
+    if account_id not in HOLDABLE_ACCOUNTS:
+        raise errors.PermissionDenied(
+            "ACCOUNT_NOT_ALLOWED", f"only {', '.join(sorted(HOLDABLE_ACCOUNTS))} is held for hands, not {account_id}"
+        )
+
+
+def check_release_reason(reason: str) -> str:
+    """An operator's release says why. Raises InvalidArgument("BAD_REASON")."""
+    text = reason.strip()
+    if not text or len(text) > RELEASE_REASON_MAX_CHARS or not text.isprintable():
+        raise errors.InvalidArgument(
+            "BAD_REASON",
+            f"reason must be 1-{RELEASE_REASON_MAX_CHARS} printable characters (why the hand never settles)",
+        )
+    return text
+
+
+def raise_hold(
+    current: Hold | None, account_id: str, balance_gold: int, held_gold: int, amount_gold: int
+) -> HoldChange:
+    """Raise a hand's hold to at least ``amount_gold`` (the hand's worst case now).
+
+    Idempotent: a hold already at or above ``amount_gold`` stays as it is (a retry, or a
+    table rebuilt mid-hand asking again for what it held). Raises PreconditionFailed:
+    BANKER_CAPACITY when the account's free gold (balance − held) cannot cover the increase
+    (ErrorInfo metadata: account_id, free_gold, needed_gold, held_gold, balance_gold);
+    HOLD_RELEASED when the hand's hold was released (its hand settled); HOLD_FINAL when the
+    hand's outcome fixed the hold below ``amount_gold``.
+    """
+    if current is not None and current.status == HOLD_RELEASED:
+        raise errors.PreconditionFailed(
+            "HOLD_RELEASED",
+            f"the hold of {current.hand_id} was released ({current.released_by})",
+            hand_id=current.hand_id,
+        )
+    existing = current.amount_gold if current is not None else 0
+    if amount_gold <= existing:
+        return HoldChange(existing, current.status if current is not None else HOLD_OPEN, 0)
+    if current is not None and current.status == HOLD_FINAL:
+        raise errors.PreconditionFailed(
+            "HOLD_FINAL",
+            f"the hold of {current.hand_id} is final at {existing}: the hand's outcome is known",
+            hand_id=current.hand_id,
+        )
+    needed = amount_gold - existing
+    free = balance_gold - held_gold
+    if needed > free:
+        raise errors.PreconditionFailed(
+            "BANKER_CAPACITY",
+            f"{account_id} cannot cover {needed} more: {free} of its {balance_gold} is free ({held_gold} held)",
+            account_id=account_id,
+            free_gold=free,
+            needed_gold=needed,
+            held_gold=held_gold,
+            balance_gold=balance_gold,
+        )
+    return HoldChange(amount_gold, HOLD_OPEN, needed)
+
+
+def finalize_hold(current: Hold | None, hand_id: str, amount_gold: int) -> HoldChange:
+    """The hand's outcome is known: its hold becomes what its settlement will debit the
+    account, at most what it holds, and grows no more; 0 releases it (released by the
+    outcome). Idempotent; a released hold stays released (the settlement may have released
+    it first). Raises NotFound("HOLD_NOT_FOUND") when the hand holds nothing here."""
+    if current is None:
+        raise errors.NotFound("HOLD_NOT_FOUND", f"{hand_id} holds nothing", hand_id=hand_id)
+    if current.status == HOLD_RELEASED:
+        return HoldChange(current.amount_gold, HOLD_RELEASED, 0)
+    final = min(current.amount_gold, amount_gold)
+    if final == 0:
+        return HoldChange(current.amount_gold, HOLD_RELEASED, -current.amount_gold)
+    return HoldChange(final, HOLD_FINAL, final - current.amount_gold)
+
+
+def release_hold(current: Hold | None, hand_id: str) -> HoldChange:
+    """An operator releases the hold of a hand that will never settle. Idempotent. Raises
+    NotFound("HOLD_NOT_FOUND")."""
+    if current is None:
+        raise errors.NotFound("HOLD_NOT_FOUND", f"{hand_id} holds nothing", hand_id=hand_id)
+    if current.status == HOLD_RELEASED:
+        return HoldChange(current.amount_gold, HOLD_RELEASED, 0)
+    return HoldChange(current.amount_gold, HOLD_RELEASED, -current.amount_gold)
+
+
+HOLD: Final = "hold"
+FINALIZE: Final = "finalize"
+RELEASE: Final = "release"
+
+
+class HoldCall(NamedTuple):
+    """One call of the hold writer: Hold, FinalizeHold or ReleaseHold."""
+
+    kind: str  # HOLD, FINALIZE or RELEASE
+    account_id: str
+    hand_id: str
+    amount_gold: int = 0
+    reason: str = ""  # an operator's release
+
+
+class HoldAnswer(NamedTuple):
+    """A call's outcome: the hold after it and its account's balance and held gold, or the
+    error that refused it (nothing of it written)."""
+
+    hold: Hold | None
+    balance_gold: int = 0
+    held_gold: int = 0
+    error: errors.SocaiError | None = None
+
+
+@dataclass
+class HoldsPlan:
+    answers: list[HoldAnswer]
+    inserts: list[Hold] = field(default_factory=list)  # holds new to the table (final state)
+    updates: list[Hold] = field(default_factory=list)  # holds that changed (final state)
+
+
+def plan_holds(
+    calls: Sequence[HoldCall],
+    accounts_found: Mapping[str, tuple[int, int]],
+    existing: Mapping[tuple[str, str], Hold],
+    now: datetime,
+) -> HoldsPlan:
+    """Decide a batch of hold calls in order, each against what the calls before it left.
+
+    ``accounts_found``: the locked accounts' (balance, held gold); ``existing``: the calls'
+    holds as the table has them, by (account, hand). At most one call per (account, hand):
+    the writer keeps a second one for its next batch, so each hold changes in one step (the
+    database's guard checks each step). Returns an answer per call and the rows to write.
+    """
+    figures = dict(accounts_found)
+    holds = dict(existing)
+    changed: dict[tuple[str, str], Hold] = {}
+    answers: list[HoldAnswer] = []
+    for call in calls:
+        where = (call.account_id, call.hand_id)
+        errors.check(where not in changed, f"two calls for the hold of {call.hand_id} in one batch")
+        if call.account_id not in figures:
+            answers.append(
+                HoldAnswer(
+                    None,
+                    error=errors.NotFound(
+                        "ACCOUNT_NOT_FOUND", f"account {call.account_id} does not exist", account_id=call.account_id
+                    ),
+                )
+            )
+            continue
+        balance, held = figures[call.account_id]
+        current = holds.get(where)
+        try:
+            if call.kind == HOLD:
+                change = raise_hold(current, call.account_id, balance, held, call.amount_gold)
+            elif call.kind == FINALIZE:
+                change = finalize_hold(current, call.hand_id, call.amount_gold)
+            else:
+                errors.check(call.kind == RELEASE, f"hold call {call.kind!r}")
+                change = release_hold(current, call.hand_id)
+        except errors.SocaiError as exc:
+            answers.append(HoldAnswer(None, balance, held, exc))
+            continue
+        if current is not None and (change.amount_gold, change.status) == (current.amount_gold, current.status):
+            answers.append(HoldAnswer(current, balance, held))  # nothing to write
+            continue
+        released = change.status == HOLD_RELEASED
+        hold = Hold(
+            account_id=call.account_id,
+            hand_id=call.hand_id,
+            amount_gold=change.amount_gold,
+            status=change.status,
+            created_at=current.created_at if current is not None else now,
+            updated_at=now,
+            released_at=now if released else None,
+            released_by=(RELEASED_BY_OPERATOR if call.kind == RELEASE else RELEASED_BY_OUTCOME) if released else "",
+            release_reason=call.reason if released else "",
+        )
+        holds[where] = changed[where] = hold
+        held += change.held_delta
+        figures[call.account_id] = (balance, held)
+        answers.append(HoldAnswer(hold, balance, held))
+    plan = HoldsPlan(answers)
+    for where, hold in changed.items():
+        (plan.updates if where in existing else plan.inserts).append(hold)
+    errors.check(len(answers) == len(calls), "one answer per hold call")
+    return plan
 
 
 # --- who may post what (checked once per request, before it reaches the write batcher) ------

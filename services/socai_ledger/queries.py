@@ -21,14 +21,14 @@ from socai.money import INT64_MAX
 from socai_ledger.db import SCHEMA, TRANSACTION_WITH_ENTRIES_COLUMNS, WRITE_LOCK, AConn, transaction_from_rows
 from socai_ledger.domain import Account, Entry, Transaction
 
-_ACCOUNT_COLUMNS = "account_id, kind, balance_gold, version, may_go_negative, created_at"
+_ACCOUNT_COLUMNS = "account_id, kind, balance_gold, version, may_go_negative, created_at, held_gold"
 
 
 # --- accounts -----------------------------------------------------------------------------------
 
 
 def _account(row: tuple[Any, ...]) -> Account:
-    return Account(row[0], row[1], row[2], row[3], row[4], row[5])
+    return Account(row[0], row[1], row[2], row[3], row[4], row[5], row[6])
 
 
 async def open_account(pool: db_pool.Pool, account_id: str) -> tuple[Account, bool]:

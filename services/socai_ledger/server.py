@@ -11,6 +11,9 @@ Access policy (callers are the services named in ``Settings.tokens``):
 | Deposit, Withdraw | cashier, operator |
 | VerifyJournal, TrialBalance | auditor, operator, settlement, backend |
 | ListTransactions | auditor, operator |
+| Hold, FinalizeHold | table |
+| ReleaseHold | operator |
+| ListHolds | every authenticated caller |
 
 Which accounts and idempotency keys each writer may post to (``domain.authorize``, checked
 once per request before it reaches the write batcher; anything else is PERMISSION_DENIED
@@ -30,6 +33,9 @@ refuse the real lease holder.
 Money enters and leaves through ``external:cashier`` only: a posting with an entry on an
 ``external:`` account is refused (PERMISSION_DENIED, EXTERNAL_ACCOUNT_RESERVED) unless the
 caller is the cashier or an operator, so a table or a backend cannot mint gold.
+
+Holds (``holds``): only ``house:bank`` is held (PERMISSION_DENIED, ACCOUNT_NOT_ALLOWED for
+any other account), for a hand id ``{table_id}-h{n}`` (INVALID_ARGUMENT, BAD_HAND_ID).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.grpc_server import ANY_CALLER, AccessPolicy, current_caller
 from socai.money import INT64_MAX
-from socai_ledger import convert, domain, journal_export, queries, verify
+from socai_ledger import convert, domain, holds, journal_export, queries, verify
 from socai_ledger.batcher import WriteBatcher
 from socai_ledger.domain import PostStatus, PreparedTransaction
 
@@ -55,6 +61,10 @@ _CASHIERS = frozenset({"cashier", "operator"})
 _AUDITORS = frozenset({"auditor", "operator", "settlement", "backend"})
 # The whole journal, every player's money in it: only those who audit it (no service needs it).
 _JOURNAL_READERS = frozenset({"auditor", "operator"})
+# The table holds the house bank for the hands it runs (games against the house); only an
+# operator releases a hold by hand (a hand that will never settle).
+_HOLDERS = frozenset({"table"})
+_OPERATORS = frozenset({"operator"})
 ALLOW: Final[Mapping[str, frozenset[str]]] = {
     "OpenAccount": _WRITERS | _CASHIERS,
     "GetAccount": _EVERYONE,
@@ -70,6 +80,10 @@ ALLOW: Final[Mapping[str, frozenset[str]]] = {
     "VerifyJournal": _AUDITORS,
     "TrialBalance": _AUDITORS,
     "ListTransactions": _JOURNAL_READERS,
+    "Hold": _HOLDERS,
+    "FinalizeHold": _HOLDERS,
+    "ReleaseHold": _OPERATORS,
+    "ListHolds": _EVERYONE,
 }
 ID_PREFIX_MAX_CHARS: Final = accounts.ACCOUNT_ID_MAX_CHARS
 # Items converted (or answers built) between two yields to the event loop: the single
@@ -83,9 +97,10 @@ def access_policy(tokens: Mapping[str, str]) -> AccessPolicy:
 
 
 class LedgerServicer(pb_grpc.LedgerServiceServicer):
-    def __init__(self, pool: Any, batcher: WriteBatcher) -> None:
+    def __init__(self, pool: Any, batcher: WriteBatcher, hold_writer: holds.HoldWriter) -> None:
         self.pool = pool
         self.batcher = batcher
+        self.hold_writer = hold_writer
         self._times = convert.TimestampCache()
 
     # --- accounts ---------------------------------------------------------------------------
@@ -352,3 +367,51 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         if more and found:
             response.next_page_token = journal_export.encode_page_token(found[-1].journal_seq)
         return response
+
+    # --- holds ------------------------------------------------------------------------------
+
+    async def Hold(self, request: pb.HoldRequest, context: Any) -> pb.HoldResponse:
+        domain.check_holdable(request.account_id)
+        domain.check_hand_id(request.hand_id)
+        domain.check_positive_amount(request.amount_gold)
+        result = await self.hold_writer.submit(
+            domain.HoldCall(domain.HOLD, request.account_id, request.hand_id, request.amount_gold)
+        )
+        return pb.HoldResponse(hold=convert.hold(result.hold), free_gold=result.free_gold)
+
+    async def FinalizeHold(self, request: pb.FinalizeHoldRequest, context: Any) -> pb.FinalizeHoldResponse:
+        domain.check_holdable(request.account_id)
+        domain.check_hand_id(request.hand_id)
+        if request.amount_gold < 0:
+            raise errors.InvalidArgument("NEGATIVE_AMOUNT", f"amount_gold must be >= 0, got {request.amount_gold}")
+        result = await self.hold_writer.submit(
+            domain.HoldCall(domain.FINALIZE, request.account_id, request.hand_id, request.amount_gold)
+        )
+        return pb.FinalizeHoldResponse(hold=convert.hold(result.hold), free_gold=result.free_gold)
+
+    async def ReleaseHold(self, request: pb.ReleaseHoldRequest, context: Any) -> pb.ReleaseHoldResponse:
+        domain.check_holdable(request.account_id)
+        domain.check_hand_id(request.hand_id)
+        reason = domain.check_release_reason(request.reason)
+        result = await self.hold_writer.submit(
+            domain.HoldCall(domain.RELEASE, request.account_id, request.hand_id, reason=reason)
+        )
+        return pb.ReleaseHoldResponse(hold=convert.hold(result.hold), free_gold=result.free_gold)
+
+    async def ListHolds(self, request: pb.ListHoldsRequest, context: Any) -> pb.ListHoldsResponse:
+        domain.check_account_id(request.account_id)
+        limit = domain.check_page_size(request.page_size)
+        after = ""
+        if request.page_token:
+            after = queries.decode_token(request.page_token, 1)[0]
+            try:
+                domain.check_hand_id(after)
+            except errors.InvalidArgument as exc:
+                raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token is not one this service issued") from exc
+        found, more = await holds.list_holds(
+            self.pool, request.account_id, include_released=request.include_released, after_hand=after, limit=limit
+        )
+        return pb.ListHoldsResponse(
+            holds=[convert.hold(h) for h in found],
+            next_page_token=queries.encode_token(found[-1].hand_id) if more and found else "",
+        )

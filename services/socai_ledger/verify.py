@@ -67,6 +67,20 @@ where not exists (select 1 from {SCHEMA}.accounts a where a.account_id = e.accou
 group by e.account_id order by e.account_id limit {VERIFY_MISMATCHES_MAX}
 """
 
+# Holds (ledger_0005): each account's held_gold is the sum of its holds not released, and its
+# balance covers it (the database guards both; the auditor checks them too).
+_VERIFY_HOLDS_SQL = f"""
+select a.account_id, a.balance_gold, a.held_gold, coalesce(h.total, 0), a.may_go_negative
+from {SCHEMA}.accounts a
+left join (
+    select account_id, sum(amount_gold)::numeric as total from {SCHEMA}.holds where status <> 'released'
+    group by account_id
+) h on h.account_id = a.account_id
+where a.held_gold <> coalesce(h.total, 0) or (a.balance_gold < a.held_gold and not a.may_go_negative)
+order by a.account_id
+limit {VERIFY_MISMATCHES_MAX}
+"""
+
 
 def _gold(value: Any) -> int:
     """A numeric sum as int64 gold, clamped (a sum outside int64 is itself a mismatch)."""
@@ -81,7 +95,8 @@ async def verify_journal(pool: db_pool.Pool) -> VerifyReport:
     Checks: each account's balance and version against the sum and count of its entries and
     its last ``balance_after``; each entry's ``balance_after`` against the previous one plus
     its amount, versions gapless from 1; each applied transaction balanced with at least two
-    entries; no entry on a missing account; no forbidden negative balance.
+    entries; no entry on a missing account; no forbidden negative balance; each account's
+    held gold the sum of its holds not released, and covered by its balance.
     """
     mismatches: list[Mismatch] = []
     async with pool.connection() as conn:
@@ -130,6 +145,15 @@ async def verify_journal(pool: db_pool.Pool) -> VerifyReport:
                     mismatches.append(
                         Mismatch(account_id, 0, _gold(total), "entries on an account that does not exist")
                     )
+                for account_id, balance, held, holding, may_go_negative in await (
+                    await conn.execute(_VERIFY_HOLDS_SQL)
+                ).fetchall():
+                    problems = []
+                    if held != holding:
+                        problems.append(f"{held} gold held but its holds not released sum to {holding}")
+                    if balance < held and not may_go_negative:
+                        problems.append(f"balance {balance} below the {held} gold it holds")
+                    mismatches.append(Mismatch(account_id, balance, balance, "; ".join(problems)))
         finally:
             await conn.set_read_only(False)
             await conn.set_isolation_level(None)

@@ -1,7 +1,8 @@
 """The SettlementService gRPC API (proto/socai/settlement/v1/settlement.proto).
 
 Reads (GetSettlement, ListSettlements, ReplayHand, ListDeadLetters) are for the auditor,
-the operator, the backend and the table; RetryDeadLetter for the operator and the auditor.
+the operator, the backend and the table; RetryDeadLetter for the operator only: it posts
+money (the hand's settlement), and the auditor's role is to read and check, never to write.
 Shape is checked first (INVALID_ARGUMENT), then lookups (NOT_FOUND); a hand whose events
 cannot be replayed is FAILED_PRECONDITION with the replay's reason (SEQ_GAP, BAD_SEED …).
 """
@@ -28,7 +29,7 @@ log = get_logger("socai.settlement.server")
 
 SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["SettlementService"].full_name
 READERS: Final = frozenset({"auditor", "operator", "backend", "table"})
-RETRIERS: Final = frozenset({"operator", "auditor"})
+RETRIERS: Final = frozenset({"operator"})
 # Table and hand ids are subject tokens and account id parts: no dots, spaces or wildcards.
 # Player ids are account id parts only, and those may hold dots (accounts.is_valid_part).
 _ID: Final = re.compile(r"[A-Za-z0-9_\-@]{1,64}")

@@ -36,6 +36,14 @@ class Hand:
     started_stream_seq: int = 0
     next_card: int = 0
     ended: bool = False
+    # Gold of house:bank this hand holds in the ledger as far as this table knows (a game
+    # against the house: ``kit.house_exposure``); 0 after a rebuild, when the next raise asks
+    # the ledger for the whole worst case again (a hold only grows, so asking is harmless).
+    held_gold: int = 0
+    # False for a hand read back from the log (a restart, a rebuild): an earlier run may have
+    # held gold for it that its final state no longer shows (bets that hedge each other), so
+    # its end finalizes the hold whatever it shows.
+    hold_known: bool = True
     act_keys: dict[tuple[str, str], tuple[ActResult, Any]] = field(default_factory=dict)  # (player, key)
     # (seq, viewer) -> the event's protobuf as that viewer sees it, filled by
     # ``socai_table.views``: every GetTableState shows every event of the hand, so without

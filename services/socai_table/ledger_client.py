@@ -55,6 +55,31 @@ class Money:
             raise errors.PreconditionFailed(result.error_reason or "LEDGER_REJECTED", result.error_message)
         return str(result.transaction.transaction_id)
 
+    async def hold(self, hand_id: str, amount_gold: int) -> int:
+        """Hold at least ``amount_gold`` of ``house:bank`` for ``hand_id`` (the hand's worst
+        case now); returns the bank's free gold after it.
+
+        Raises PreconditionFailed("BANKER_CAPACITY") when the bank cannot cover it (details:
+        the ledger's ErrorInfo metadata, free_gold among them), Unavailable when the ledger
+        does not answer; nothing is held then.
+        """
+        request = lpb.HoldRequest(account_id=accounts.HOUSE_BANK, hand_id=hand_id, amount_gold=amount_gold)
+        try:
+            reply = await self.ledger.Hold(request, timeout=DEADLINE_S)
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(exc) from exc
+        return int(reply.free_gold)
+
+    async def finalize_hold(self, hand_id: str, amount_gold: int) -> None:
+        """The hand's outcome is known: its hold of ``house:bank`` becomes ``amount_gold``,
+        what its settlement will debit the bank (0 releases it). Raises NotFound
+        ("HOLD_NOT_FOUND") when the hand holds nothing, Unavailable …"""
+        request = lpb.FinalizeHoldRequest(account_id=accounts.HOUSE_BANK, hand_id=hand_id, amount_gold=amount_gold)
+        try:
+            await self.ledger.FinalizeHold(request, timeout=DEADLINE_S)
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(exc) from exc
+
     async def transaction_of(self, key: str) -> str | None:
         """The id of the transaction posted under ``key``, or None."""
         try:

@@ -25,3 +25,8 @@ FORWARDED = Counter(
 
 # The table partitions' leases: held, unheld (the alert), handovers, losses by reason.
 LEASES = LeaseMetrics("socai_table")
+BETS_REFUSED = Counter(
+    "socai_table_bets_refused_total",
+    "Bets refused because the house bank cannot cover them (BANKER_CAPACITY from the ledger)",
+    ["game", "reason"],
+)

@@ -71,6 +71,7 @@ T = TypeVar("T")
 log = get_logger("socai.table")
 
 ACT_KEY_MAX_CHARS = 200
+ANY_SEAT = -1  # JoinTable's seat for "any free seat"
 
 
 @dataclass
@@ -144,6 +145,8 @@ class Table:
         self.table_id = table_id
         self.config = config
         self.module = registry.get(config.game)
+        # A game that may pay from house:bank (its hands hold it: ``_hold_for``).
+        self._pays_from_house = getattr(self.module, "house_exposure_gold", None) is not None
         self.deps = deps
         self._lock = asyncio.Lock()
         self.seats: dict[int, Seat] = {}
@@ -167,6 +170,9 @@ class Table:
         self.closed = False
         self.close_reason = ""
         self.created_at = time.time()
+        # Ended hands whose house-bank hold is still to be finalized: hand id -> what the
+        # hand's settlement debits house:bank (``_finalize_holds``).
+        self.holds_to_finalize: dict[str, int] = {}
 
     # --- event plumbing ------------------------------------------------------------------
 
@@ -191,6 +197,8 @@ class Table:
         the event whole (its views show each seat its own cards); the log gets the hand's
         stored form, no face-down card in it (``socai.events.hidden``)."""
         hand = self._require_hand()
+        if new_state is not None:
+            await self._hold_for(hand, new_state)
         event = self._envelope(hand.hand_id, hand.seq + 1, body)
         stored = hidden.conceal(event, hand.deck) if hand.started.face_down_by_position else event
         headers = {IDEMPOTENCY_HEADER: key, PLAYER_HEADER: player_id} if key else None
@@ -258,6 +266,50 @@ class Table:
         if protos is not None:
             protos[(event.seq, FULL_VIEW)] = written if stored is None or stored is event else codec.to_proto(event)
         return seq
+
+    async def _hold_for(self, hand: Hand, new_state: Any) -> None:
+        """Before an event that raises what the house bank may lose on the hand (a bet
+        against the house: ``kit.house_exposure``), hold the new worst case of
+        ``house:bank`` in the ledger, so that the hand's settlement can always be paid.
+
+        Raises PreconditionFailed("BANKER_CAPACITY") with the bank's free gold (``free_gold``)
+        when the bank cannot cover it, Unavailable when the ledger does not answer: the event
+        is then not written, and the state does not move.
+        """
+        exposure = kit.house_exposure(self.module, new_state)
+        if exposure <= hand.held_gold:
+            return
+        try:
+            await self.deps.money.hold(hand.hand_id, exposure)
+        except errors.PreconditionFailed as exc:
+            if exc.code != "BANKER_CAPACITY":
+                raise
+            free = exc.details.get("free_gold", "")
+            metrics.BETS_REFUSED.labels(self.config.game, exc.code).inc()
+            raise errors.PreconditionFailed(
+                "BANKER_CAPACITY",
+                f"the house bank cannot cover this bet: it may pay {exposure - hand.held_gold} more "
+                f"than this hand holds, and {free or 'less'} is free",
+                free_gold=free,
+                needed_gold=exposure - hand.held_gold,
+            ) from exc
+        hand.held_gold = exposure
+
+    async def _finalize_holds(self) -> None:
+        """Finalize the house-bank holds of ended hands (``_after_hand`` records them): each
+        becomes what its settlement will debit the bank, 0 releasing it at once. A hand
+        whose finalize fails (the ledger unreachable) stays due: ``heal`` tries again, and
+        the hold stays at its worst case meanwhile, which only costs the bank capacity."""
+        for hand_id, debit in list(self.holds_to_finalize.items()):
+            try:
+                await self.deps.money.finalize_hold(hand_id, debit)
+            except errors.NotFound as exc:
+                # A hand read back from the log that held nothing (no bet, or a p2p hand).
+                log.info("hold_not_found", table_id=self.table_id, hand_id=hand_id, code=exc.code)
+            except errors.SocaiError as exc:
+                log.warning("hold_finalize_failed", table_id=self.table_id, hand_id=hand_id, code=exc.code)
+                continue
+            del self.holds_to_finalize[hand_id]
 
     def _broadcast(self, event: Event) -> None:
         hand_over = isinstance(event.body, HandEnded) or event.hand_id == self.facts_id
@@ -350,6 +402,7 @@ class Table:
             # else is quarantined, and the hand goes on from its last valid state.
             hand = await reader.hand(number, hand_id, seed)
             if hand is not None:
+                hand.hold_known = False
                 break
         self.chains = reader.chains  # the Socai-Prev of the next event on each subject read
         self.dirty = False
@@ -410,6 +463,12 @@ class Table:
             raise errors.InvalidArgument(
                 "BAD_BUY_IN", f"buy-in must be {c.buy_in_min_gold}..{c.buy_in_max_gold} gold, not {buy_in_gold}"
             )
+        # Checked before the join is recorded: a bad seat changes nothing (-1 alone means any
+        # free seat; -2 used to be read as "any" too).
+        if not ANY_SEAT <= seat_wanted < c.seats_max:
+            raise errors.InvalidArgument(
+                "BAD_SEAT", f"seat must be {ANY_SEAT} (any free seat) or 0..{c.seats_max - 1}, not {seat_wanted}"
+            )
         async with self._lock:
             await self._ensure_synced()
             self._check_open()
@@ -467,9 +526,8 @@ class Table:
             return seat
 
     def _free_seat(self, wanted: int) -> int:
-        if wanted >= 0:
-            if wanted >= self.config.seats_max:
-                raise errors.InvalidArgument("BAD_SEAT", f"seat {wanted} is not 0..{self.config.seats_max - 1}")
+        errors.check(ANY_SEAT <= wanted < self.config.seats_max, f"seat {wanted} was checked by _join")
+        if wanted != ANY_SEAT:
             if wanted in self.seats:
                 raise errors.PreconditionFailed("SEAT_TAKEN", f"seat {wanted} is taken")
             return wanted
@@ -811,6 +869,11 @@ class Table:
         self.last_hand = hand
         self.hand = None
         log.info("hand_ended", table_id=self.table_id, hand_id=hand.hand_id, nets=dict(settlement.nets))
+        if not hand.closing and (hand.held_gold > 0 or (not hand.hold_known and self._pays_from_house)):
+            # The hand held house:bank gold (or may have, before a rebuild): hold no more than
+            # its settlement will debit the bank.
+            self.holds_to_finalize[hand.hand_id] = max(0, -settlement.entries().get(accounts.HOUSE_BANK, 0))
+            await self._finalize_holds()
         await self._stand_up_due()
         if self.closing:
             await self._finish_close()
@@ -938,6 +1001,8 @@ class Table:
                 log.info("table_healing", table_id=self.table_id)
                 await self._rebuild()
                 return
+            if self.holds_to_finalize:
+                await self._finalize_holds()
             hand = self.hand
             if hand is not None and not hand.ended:
                 if not self.timer.armed:

@@ -75,7 +75,7 @@ class Callers:
     backend: Backend
     auditor_ledger: lgrpc.LedgerServiceStub
     settlement: sgrpc.SettlementServiceStub
-    settlement_auditor: sgrpc.SettlementServiceStub
+    settlement_operator: sgrpc.SettlementServiceStub
     channels: list[Any]
 
     async def close(self) -> None:
@@ -88,13 +88,13 @@ def callers(settings: Any) -> Callers:
     channels = [
         channel(settings.ledger_addr, settings.tokens["auditor"]),
         channel(settings.settlement_addr, settings.tokens["backend"]),
-        channel(settings.settlement_addr, settings.tokens["auditor"]),
+        channel(settings.settlement_addr, settings.tokens["operator"]),
     ]
     return Callers(
         backend=Backend(settings),
         auditor_ledger=lgrpc.LedgerServiceStub(channels[0]),
         settlement=sgrpc.SettlementServiceStub(channels[1]),
-        settlement_auditor=sgrpc.SettlementServiceStub(channels[2]),
+        settlement_operator=sgrpc.SettlementServiceStub(channels[2]),
         channels=channels,
     )
 
@@ -143,7 +143,7 @@ def database_calls(c: Callers, world: World, phase: int, deposit_key: str) -> di
         "settlement.ReplayHand": lambda: c.settlement.ReplayHand(
             spb.ReplayHandRequest(hand_id=f"nohand{phase}"), timeout=d
         ),
-        "settlement.RetryDeadLetter": lambda: c.settlement_auditor.RetryDeadLetter(
+        "settlement.RetryDeadLetter": lambda: c.settlement_operator.RetryDeadLetter(
             spb.RetryDeadLetterRequest(hand_id=f"nohand{phase}"), timeout=d
         ),
     }

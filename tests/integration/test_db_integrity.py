@@ -287,6 +287,118 @@ def test_entries_that_break_the_chain_are_refused(funded: str) -> None:
     refused(funded, unanchored, pg_errors.IntegrityConstraintViolation)
 
 
+# --- holds (ledger_0005) ----------------------------------------------------------------------
+
+
+def hold_by_hand(conn: psycopg.Connection, account_id: str, hand_id: str, gold: int) -> None:
+    """A hold written the way the Hold call writes it (its trigger moves held_gold)."""
+    conn.execute(
+        "insert into socai_ledger.holds (account_id, hand_id, amount_gold, status, created_at, updated_at) "
+        "values (%s, %s, %s, 'open', now(), now())",
+        (account_id, hand_id, gold),
+    )
+
+
+def held_gold(conn: psycopg.Connection, account_id: str) -> int:
+    row = conn.execute("select held_gold from socai_ledger.accounts where account_id = %s", (account_id,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.fixture
+def alice_holds_800(funded: str) -> str:
+    with psycopg.connect(funded) as conn:
+        hold_by_hand(conn, "player:alice", "tx-h1", 800)
+        conn.commit()
+    return funded
+
+
+async def test_a_balance_never_falls_below_the_gold_it_holds(alice_holds_800: str) -> None:
+    url = alice_holds_800
+    # The posting path refuses it (and remembers the refusal) …
+    result = await post(url, prepared("spend-held", ("player:alice", -201), ("player:bob", 201)))
+    assert result.outcomes[0].error is not None and result.outcomes[0].error.code == "INSUFFICIENT_FUNDS"
+
+    # … and the database refuses it from anyone who writes it by hand.
+    def attempt(conn: psycopg.Connection) -> None:
+        legs = [("player:alice", -201), ("player:bob", 201)]
+        append_by_hand(conn, legs)
+        move_rows(conn, legs)
+
+    caught = refused(url, attempt, pg_errors.CheckViolation)
+    assert "accounts_holds_covered" in str(caught.value)
+    assert (await post(url, prepared("spend-free", ("player:alice", -200), ("player:bob", 200)))).applied == 1
+
+
+def test_held_gold_moves_only_with_the_holds(alice_holds_800: str, owner_migrated: str) -> None:
+    url = alice_holds_800
+    for who in (url, owner_migrated):  # the service's role has no privilege; the owner a trigger
+        refused(
+            who,
+            lambda conn: conn.execute(
+                "update socai_ledger.accounts set held_gold = 0 where account_id = 'player:alice'"
+            ),
+            pg_errors.Error,
+        )
+    refused(
+        url,
+        lambda conn: conn.execute(
+            "insert into socai_ledger.accounts (account_id, kind, held_gold) values ('player:eve', 'player', 5)"
+        ),
+        pg_errors.Error,
+    )
+    with psycopg.connect(url) as conn:
+        # A hold raised, another opened, one finalized lower, one released: held_gold follows.
+        conn.execute("update socai_ledger.holds set amount_gold = 900 where hand_id = 'tx-h1'")
+        hold_by_hand(conn, "player:alice", "tx-h2", 50)
+        assert held_gold(conn, "player:alice") == 950
+        conn.execute("update socai_ledger.holds set status = 'final', amount_gold = 300 where hand_id = 'tx-h1'")
+        conn.execute(
+            "update socai_ledger.holds set status = 'released', released_at = now(), released_by = 'outcome' "
+            "where hand_id = 'tx-h2'"
+        )
+        assert held_gold(conn, "player:alice") == 300
+        conn.commit()
+    # A hold the balance cannot cover is refused as it is written.
+    caught = refused(url, lambda conn: hold_by_hand(conn, "player:alice", "tx-h3", 701), pg_errors.CheckViolation)
+    assert "accounts_holds_covered" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "update socai_ledger.holds set amount_gold = 799 where hand_id = 'tx-h1'",  # an open hold only grows
+        "update socai_ledger.holds set hand_id = 'tx-h9' where hand_id = 'tx-h1'",
+        "delete from socai_ledger.holds",
+        "truncate socai_ledger.holds",
+    ],
+)
+def test_a_hold_moves_one_way_and_is_kept(alice_holds_800: str, owner_migrated: str, statement: str) -> None:
+    for who in (alice_holds_800, owner_migrated):
+        refused(who, lambda conn: conn.execute(statement), pg_errors.Error)
+    with psycopg.connect(alice_holds_800) as conn:
+        conn.execute("update socai_ledger.holds set status = 'final', amount_gold = 500 where hand_id = 'tx-h1'")
+        conn.commit()
+    # Final: it only shrinks; released: it never changes again.
+    refused(
+        owner_migrated,
+        lambda conn: conn.execute("update socai_ledger.holds set amount_gold = 501 where hand_id = 'tx-h1'"),
+        pg_errors.IntegrityConstraintViolation,
+    )
+    with psycopg.connect(alice_holds_800) as conn:
+        conn.execute(
+            "update socai_ledger.holds set status = 'released', released_at = now(), released_by = 'outcome' "
+            "where hand_id = 'tx-h1'"
+        )
+        conn.commit()
+        assert held_gold(conn, "player:alice") == 0
+    refused(
+        owner_migrated,
+        lambda conn: conn.execute("update socai_ledger.holds set status = 'open' where hand_id = 'tx-h1'"),
+        pg_errors.IntegrityConstraintViolation,
+    )
+
+
 def test_a_committed_transaction_never_gains_a_leg(funded: str) -> None:
     def attempt(conn: psycopg.Connection) -> None:
         (seq,) = conn.execute("select min(journal_seq) from socai_ledger.transactions").fetchone() or (0,)

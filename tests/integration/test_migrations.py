@@ -68,6 +68,7 @@ EXPECTED_GRANTS: dict[tuple[str, str], dict[str, set[str]]] = {
     ("socai_ledger", "outbox_progress"): {LEDGER: {SELECT, UPDATE}},
     ("socai_ledger", "journal_checks"): {},  # the trigger functions only
     ("socai_ledger", "lease_fence"): {LEDGER: {SELECT, INSERT}, AUDITOR_ROLE: {SELECT}},
+    ("socai_ledger", "holds"): {LEDGER: {SELECT, INSERT}, AUDITOR_ROLE: {SELECT}},
     ("socai_ledger", "service_meta"): {},
     ("socai_ledger", "alembic_version"): {AUDITOR_ROLE: {SELECT}},
     ("socai_table", "tables"): {TABLE: {SELECT, INSERT, UPDATE, DELETE}},
@@ -91,6 +92,20 @@ EXPECTED_COLUMN_GRANTS = {
     # A fence's token moves forward (a trigger refuses it going back); its key never changes.
     (LEDGER, "socai_ledger", "lease_fence", "token", UPDATE),
     (LEDGER, "socai_ledger", "lease_fence", "updated_at", UPDATE),
+    # A hold's amount and status move (a trigger says which way; the account's held_gold
+    # follows by the holds' own trigger); who and what a hold is for never change.
+    *(
+        (LEDGER, "socai_ledger", "holds", column, UPDATE)
+        for column in (
+            "amount_gold",
+            "status",
+            "updated_at",
+            "released_at",
+            "released_by",
+            "release_transaction_id",
+            "release_reason",
+        )
+    ),
 }
 
 

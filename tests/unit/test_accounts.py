@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from socai import accounts
 from socai.errors import InvalidArgument
 
-id_parts = st.text(alphabet="abcXYZ019_.-@", min_size=1, max_size=64)
+# Any part but dots alone (test_a_part_of_dots_alone_is_refused).
+id_parts = st.text(alphabet="abcXYZ019_.-@", min_size=1, max_size=64).filter(lambda t: t.strip(".") != "")
 
 
 def test_builders_make_the_ids_of_the_design() -> None:
@@ -131,3 +132,20 @@ def test_an_error_about_a_huge_id_quotes_only_its_start():
     with pytest.raises(InvalidArgument) as caught:
         accounts.kind_of("player:" + "x" * 10_000)
     assert len(caught.value.message) < 200 and "10007 characters" in caught.value.message
+
+
+@pytest.mark.parametrize("part", [".", "..", "...", "." * 64])
+def test_a_part_of_dots_alone_is_refused(part: str) -> None:
+    assert not accounts.is_valid_part(part)
+    for build in (accounts.player, accounts.pot, accounts.guild, lambda p: accounts.escrow(p, "alice")):
+        with pytest.raises(InvalidArgument) as caught:
+            build(part)
+        assert caught.value.code == "BAD_ACCOUNT_ID"
+    for account_id in (f"player:{part}", f"escrow:t1:{part}", f"escrow:{part}:alice", f"guild:{part}"):
+        with pytest.raises(InvalidArgument):
+            accounts.kind_of(account_id)
+
+
+@pytest.mark.parametrize("part", [".a", "a.", "a..b", "..a", "a.b.c"])
+def test_dots_beside_other_characters_are_fine(part: str) -> None:
+    assert accounts.is_valid_part(part) and accounts.kind_of(f"player:{part}") == "player"

@@ -101,3 +101,13 @@ def test_a_service_with_public_secrets_outside_development_mode_refuses_to_start
     done = subprocess.run([sys.executable, "-m", service], env=env, capture_output=True, timeout=60, check=False)
     assert done.returncode == 2
     assert b"SOCAI_TOKENS" in done.stderr and b"SOCAI_DEV_MODE=1" in done.stderr
+
+
+def test_the_metrics_endpoint_listens_on_the_grpc_host_unless_told_otherwise() -> None:
+    assert Settings.from_env({}).metrics_bind_host("127.0.0.1:50051") == "127.0.0.1"
+    listening = Settings.from_env({"SOCAI_LISTEN_ADDR": "0.0.0.0:50051"})
+    assert listening.metrics_bind_host("socai-ledger:50051") == "0.0.0.0"
+    assert Settings.from_env({"SOCAI_LISTEN_ADDR": "[::1]:50051"}).metrics_bind_host("x:1") == "::1"
+    widened = Settings.from_env({"SOCAI_LISTEN_ADDR": "127.0.0.1:50051", "SOCAI_METRICS_HOST": "10.0.0.7"})
+    assert widened.metrics_bind_host("127.0.0.1:50051") == "10.0.0.7"
+    assert Settings.from_env(widened.as_env()).metrics_host == "10.0.0.7"

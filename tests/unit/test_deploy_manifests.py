@@ -88,6 +88,13 @@ EXISTING_METRICS = {
     "socai_ledger_postings_total",
     "socai_ledger_outbox_lag",
     "socai_ledger_trial_balance_gold",
+    # the house bank's capacity (socai_ledger.holds)
+    "socai_ledger_bank_balance_gold",
+    "socai_ledger_bank_held_gold",
+    "socai_ledger_bank_free_gold",
+    "socai_ledger_holds_refused_total",
+    "socai_ledger_holds_open",
+    "socai_ledger_hold_oldest_seconds",
     # settlement's partition leases (socai.infra.leases.LeaseMetrics("socai_settlement"))
     "socai_settlement_partitions_held",
     "socai_settlement_partitions_unheld",

@@ -13,6 +13,7 @@
 | ``SOCAI_TABLE_INSTANCE`` | ``table-0`` | this table-service instance's name; tables are owned by one instance |
 | ``SOCAI_HEARTBEAT_TIMEOUT_S`` | ``10`` | a player who sent heartbeats and then misses them this long is disconnected |
 | ``SOCAI_METRICS_PORT_BASE`` | ``9460`` | Prometheus ports: ledger +0, table +1, settlement +2 |
+| ``SOCAI_METRICS_HOST`` | the host gRPC listens on | where the Prometheus endpoint listens (it has no authentication: by default exactly as exposed as the service's gRPC port, loopback on a laptop, ``0.0.0.0`` in a container) |
 | ``SOCAI_TOKENS`` | dev tokens | ``caller=token,…`` bearer tokens of calling services; ``caller=new|old`` accepts both during a rotation |
 | ``SOCAI_SERVICE_TOKEN`` | dev token of the caller | the token this process presents when it calls others |
 | ``SOCAI_PLAYER_TOKEN_KEY`` | dev key | HMAC key of player tokens (table service; hand seeds are sealed with a key derived from it) |
@@ -152,6 +153,7 @@ class Settings:
     table_instance: str = "table-0"
     heartbeat_timeout_s: float = 10.0
     metrics_port_base: int = 9460
+    metrics_host: str | None = None  # None: the host the service's gRPC listens on
     tokens: Mapping[str, str] = field(default_factory=lambda: dict(DEV_TOKENS))
     service_token: str | None = None
     player_token_key: str = DEV_PLAYER_TOKEN_KEY
@@ -192,6 +194,7 @@ class Settings:
             table_instance=e.get("SOCAI_TABLE_INSTANCE", s.table_instance),
             heartbeat_timeout_s=float(e.get("SOCAI_HEARTBEAT_TIMEOUT_S", s.heartbeat_timeout_s)),
             metrics_port_base=int(e.get("SOCAI_METRICS_PORT_BASE", s.metrics_port_base)),
+            metrics_host=e.get("SOCAI_METRICS_HOST") or None,
             tokens=_parse_tokens(e["SOCAI_TOKENS"]) if e.get("SOCAI_TOKENS") else dict(DEV_TOKENS),
             service_token=e.get("SOCAI_SERVICE_TOKEN") or None,
             player_token_key=e.get("SOCAI_PLAYER_TOKEN_KEY", s.player_token_key),
@@ -300,6 +303,15 @@ class Settings:
         """Where a service listens: SOCAI_LISTEN_ADDR, else the address others dial."""
         return self.listen_addr or own_address
 
+    def metrics_bind_host(self, own_address: str) -> str:
+        """Where a service's Prometheus endpoint listens: SOCAI_METRICS_HOST, else the host its
+        gRPC server listens on (``listen_address``). The endpoint has no authentication, so
+        it is never more exposed than the service itself unless asked to be."""
+        if self.metrics_host:
+            return self.metrics_host
+        host = self.listen_address(own_address).rsplit(":", 1)[0]
+        return host.removeprefix("[").removesuffix("]")  # an IPv6 address is bracketed in host:port
+
     def token_of(self, caller: str) -> str:
         """The token this process presents as ``caller`` (SOCAI_SERVICE_TOKEN wins)."""
         if self.service_token:
@@ -395,6 +407,8 @@ class Settings:
             env["SOCAI_TABLE_SEAL_PUBLIC_KEYS"] = ",".join(self.table_seal_public_keys)
         if self.listen_addr:
             env["SOCAI_LISTEN_ADDR"] = self.listen_addr
+        if self.metrics_host:
+            env["SOCAI_METRICS_HOST"] = self.metrics_host
         if self.nats_url:
             env["SOCAI_NATS_URL"] = self.nats_url
         if self.database_url:

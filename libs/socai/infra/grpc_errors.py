@@ -186,11 +186,16 @@ _ERROR_OF: Final[dict[grpc.StatusCode, type[errors.SocaiError]]] = {
 
 
 def from_rpc_error(err: grpc.RpcError) -> errors.SocaiError:
-    """Turn a failed call back into a domain error (for service-to-service clients)."""
-    reason = error_reason(err)
+    """Turn a failed call back into a domain error (for service-to-service clients), with
+    the ErrorInfo metadata as its details."""
+    info = error_info(err)
+    reason = info.reason if info else ""
+    details = dict(info.metadata) if info else {}
     code = err.code()  # type: ignore[attr-defined]
     message = err.details() or reason or code.name  # type: ignore[attr-defined]
     if code == grpc.StatusCode.FAILED_PRECONDITION and reason == "INSUFFICIENT_FUNDS":
-        return errors.InsufficientFunds(reason, message)
-    cls = _ERROR_OF.get(code, errors.SocaiError)
-    return cls(reason or None, message)
+        exc: errors.SocaiError = errors.InsufficientFunds(reason, message)
+    else:
+        exc = _ERROR_OF.get(code, errors.SocaiError)(reason or None, message)
+    exc.details = details  # set, not passed: a key may be a parameter's name ("code", "message")
+    return exc

@@ -48,7 +48,9 @@ def issue(key: str, player_id: str, ttl_s: int = TTL_DEFAULT_S, now: float | Non
     Raises InvalidArgument for a malformed player id or a ttl outside 1 s … 7 days.
     """
     if not accounts.is_valid_part(player_id):
-        raise errors.InvalidArgument("BAD_PLAYER_ID", f"player id {player_id!r} must be 1-64 of A-Z a-z 0-9 _ . - @")
+        raise errors.InvalidArgument(
+            "BAD_PLAYER_ID", f"player id {player_id!r} must be 1-64 of A-Z a-z 0-9 _ . - @, not dots alone"
+        )
     if not 0 < ttl_s <= TTL_MAX_S:
         raise errors.InvalidArgument("BAD_TTL", f"ttl_s must be 1..{TTL_MAX_S}")
     expires = int((time.time() if now is None else now) + ttl_s)

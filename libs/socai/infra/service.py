@@ -1,7 +1,8 @@
 """The shape every service process shares: ``python -m socai_<name>``.
 
 ``run(name, build)`` reads Settings from the environment, configures JSON logging, serves
-Prometheus metrics on ``metrics_port_base + METRICS_OFFSET[name]``, builds the app with
+Prometheus metrics on ``metrics_port_base + METRICS_OFFSET[name]`` (on the host the service's
+gRPC listens on, or ``SOCAI_METRICS_HOST``: ``Settings.metrics_bind_host``), builds the app with
 ``build(settings)``, starts it (the app starts its gRPC server and background work), waits
 for SIGTERM/SIGINT, then stops the app gracefully (health NOT_SERVING first, in-flight
 calls finish, background work drains). A NATS client that cannot be brought back
@@ -26,6 +27,14 @@ from socai.infra.logging import configure, get_logger
 from socai.infra.nats_liveness import set_process_on_dead
 
 METRICS_OFFSET = {"ledger": 0, "table": 1, "settlement": 2}
+
+
+def own_address(settings: Settings, name: str) -> str:
+    """The address others dial for service ``name`` (its gRPC listens there unless
+    SOCAI_LISTEN_ADDR says otherwise)."""
+    return {"ledger": settings.ledger_addr, "table": settings.table_addr, "settlement": settings.settlement_addr}.get(
+        name, "127.0.0.1:0"
+    )
 
 
 class App(Protocol):
@@ -95,10 +104,11 @@ def run(name: str, build: Callable[[Settings], Awaitable[App]]) -> None:
         log.info("service_stopped", service=name)
 
     port = settings.metrics_port_base + METRICS_OFFSET.get(name, 9)
+    host = settings.metrics_bind_host(own_address(settings, name))
     try:
-        start_http_server(port, addr="0.0.0.0" if settings.listen_addr else "127.0.0.1")
+        start_http_server(port, addr=host)
     except OSError as exc:
-        log.warning("metrics_port_unavailable", port=port, error=str(exc))
+        log.warning("metrics_port_unavailable", host=host, port=port, error=str(exc))
     try:
         asyncio.run(main())
     except errors.SocaiError as exc:

@@ -24,6 +24,7 @@ and may define these hooks (the kit's defaults apply otherwise):
     visible(body, viewer_seat, state) -> Body | None   # default ``visible`` below
     can_play(stack_gold, stake_gold, options) -> bool   # default: any chips at all
     default_fee_bps(options) -> int          # default: SPEC.default_fee_bps
+    house_exposure_gold(state) -> int        # what house:bank may lose; default 0 (``house_exposure``)
 
 The kit (this module, ``betting`` and ``pots``):
 
@@ -848,6 +849,19 @@ def can_play(module: Any, stack_gold: int, stake_gold: int, options: Mapping[str
     return bool(hook(stack_gold, stake_gold, parsed))
 
 
+def house_exposure(module: Any, state: object) -> int:
+    """The most the house bank (``house:bank``) can lose on the bets ``state`` has accepted:
+    the module's ``house_exposure_gold(state)`` hook (Tài Xỉu against the system), else 0 —
+    no other game pays from the house. The table holds this much in the ledger before it
+    accepts an action that raises it."""
+    hook = getattr(module, "house_exposure_gold", None)
+    if hook is None:
+        return 0
+    exposure = hook(state)
+    check(type(exposure) is int and exposure >= 0, f"house exposure {exposure!r}")
+    return int(exposure)
+
+
 def participants(module: Any, stacks: Mapping[int, int], stake_gold: int, options: Mapping[str, str]) -> list[int]:
     """The seats (sorted) whose stacks let them play the next hand (``can_play``)."""
     return sorted(seat for seat, stack in stacks.items() if can_play(module, stack, stake_gold, options))
@@ -1116,6 +1130,7 @@ __all__ = [
     "freeze",
     "full_options",
     "game_state",
+    "house_exposure",
     "is_penalty",
     "match_flows",
     "next_hand_dealer",

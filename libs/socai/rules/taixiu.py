@@ -39,6 +39,15 @@ literal "each accepted bet reserves its maximum possible payout", it is what the
 see as the owner's money going down, and it makes "the banker never pays more than their
 stack" hold without any cap at settlement.
 
+House capacity (system): the bank is ``house:bank``, whose balance the rules do not know, so
+a bet is not refused here; the table asks the ledger to hold the round's worst case against
+``house:bank`` before it accepts a bet (README, "Ledger" / "Holds"), and the worst case is
+this module's to say: ``house_exposure_gold``, the most the bank can lose over every roll of
+the three dice, each roll's payouts net of the stakes it takes on the other bets (a Tài and
+a Xỉu bet of the same size cost the bank nothing but on a triple, where it wins both).
+Unlike TX-7 this nets the bets: the house's bankroll is one account shared by every table,
+and the netted figure is exactly what a settlement can debit it, no more.
+
 Settlement (TX-4): per seat, net = profits of winning bets − stakes of losing bets; one
 ``bet_loss`` transfer (seat → bank, the losing stakes) and one ``bet_win`` transfer (bank →
 seat, the profits) per seat; ``bet_results`` gives the per-bet breakdown. Fees: ``fee_bps``
@@ -51,6 +60,7 @@ in the round total at least ``guild_threshold_gold``; never the banker.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -135,6 +145,9 @@ XIU_TOTALS: Final = range(4, 11)  # 4..10
 TAI_TOTALS: Final = range(11, 18)  # 11..17
 TOTALS_OFFERED: Final = range(4, 18)  # TX-10: exactly the 14 totals 4..17
 PAIRS: Final = tuple(itertools.combinations(range(1, 7), 2))  # the 15 two-number bets
+# The 56 distinct rolls of three dice: every bet is decided by the dice as a multiset
+# (counts, total, triple), so the 216 ordered rolls add nothing to a worst case.
+ROLLS: Final = tuple(itertools.combinations_with_replacement(range(1, DIE_FACES + 1), DICE_COUNT))
 
 # Guild experience (RULES.md 2.1): a member betting at least this much in one round earns
 # the guild this many points; the table owner earns none. Not money; reported only.
@@ -319,6 +332,10 @@ class State(GameState):
     seats: tuple[SeatState, ...]
     bets: tuple[Bet, ...] = ()
     reserved_gold: int = 0  # the accepted bets' largest possible payouts (p2p: from the banker, TX-7)
+    # System mode: what house:bank wins (+) or loses (-) on each of ROLLS with the bets so
+    # far, kept bet by bet (56 additions) so that ``house_exposure_gold`` costs no replay of
+    # the round's bets; empty before the first bet and in p2p.
+    house_net_by_roll: tuple[int, ...] = ()
     phase: str = BETTING
     dice: tuple[int, ...] = ()
     deck_seed: str = ""
@@ -485,6 +502,7 @@ def apply(state: State, body: Body) -> State:
             ),
             bets=(*state.bets, bet),
             reserved_gold=state.reserved_gold + bet.reserve_gold,
+            house_net_by_roll=_house_net_after(state, bet),
         )
     if isinstance(body, TimerExpired):
         return _apply_timer(state, body)
@@ -689,6 +707,42 @@ def banker_available(state: State) -> int | None:
     if state.banker_seat is None:
         return None
     return _seat(state, state.banker_seat).stack_gold - state.reserved_gold
+
+
+def house_exposure_gold(state: State) -> int:
+    """System mode: the most ``house:bank`` can lose on the round's accepted bets, over
+    every roll of the three dice — on each roll the profits it pays net of the stakes it
+    takes from the bets that lose — or 0 when it loses on no roll. Exactly the largest
+    debit of ``house:bank`` that ``settle`` can post for these bets (fees and guild shares
+    are paid by the players). 0 in p2p, where the banker is a seat and TX-7's reservations
+    (``banker_available``) bound what it pays.
+
+    The table holds this much of ``house:bank`` in the ledger before it accepts a bet, so a
+    settlement is never refused for the bank's funds.
+    """
+    if state.banker_seat is not None or not state.house_net_by_roll:
+        return 0
+    return max(0, -min(state.house_net_by_roll))
+
+
+def house_net_per_gold(kind: str, selection: tuple[int, ...], options: Options) -> tuple[int, ...]:
+    """What ``house:bank`` wins or loses per gold of one bet on each of ``ROLLS``: +1 (the
+    stake) when the bet loses, −N when it wins "1:N"."""
+    return _house_net_per_gold(kind, tuple(selection), options)
+
+
+@functools.lru_cache(maxsize=4096)  # (kind, selection) pairs x the options of the tables in play
+def _house_net_per_gold(kind: str, selection: tuple[int, ...], options: Options) -> tuple[int, ...]:
+    return tuple(-odds if (odds := bet_odds(kind, selection, roll, options)) else 1 for roll in ROLLS)
+
+
+def _house_net_after(state: State, bet: Bet) -> tuple[int, ...]:
+    if state.banker_seat is not None:
+        return ()
+    unit = _house_net_per_gold(bet.kind, bet.selection, state.options)
+    amount = bet.amount_gold
+    before = state.house_net_by_roll or (0,) * len(ROLLS)
+    return tuple(net + amount * per_gold for net, per_gold in zip(before, unit, strict=True))
 
 
 def seat_available(state: State, seat: int) -> int:

@@ -38,6 +38,10 @@ REQUESTS: dict[str, Any] = {
     "VerifyJournal": pb.VerifyJournalRequest(),
     "TrialBalance": pb.TrialBalanceRequest(),
     "ListTransactions": pb.ListTransactionsRequest(),
+    "Hold": pb.HoldRequest(account_id="house:bank", hand_id="t1-h1", amount_gold=1),
+    "FinalizeHold": pb.FinalizeHoldRequest(account_id="house:bank", hand_id="t1-h1", amount_gold=0),
+    "ReleaseHold": pb.ReleaseHoldRequest(account_id="house:bank", hand_id="t1-h1", reason="void"),
+    "ListHolds": pb.ListHoldsRequest(account_id="house:bank"),
 }
 
 
@@ -71,6 +75,10 @@ async def test_each_caller_reaches_exactly_the_methods_of_its_allow_list(ledger:
     assert {c for c in CALLERS if outcomes[(c, "Deposit")]} == {"cashier", "operator"}
     assert {c for c in CALLERS if outcomes[(c, "VerifyJournal")]} == {"auditor", "operator", "settlement", "backend"}
     assert all(outcomes[(c, "GetAccount")] for c in CALLERS)
+    # The table holds the house bank for its hands; only an operator releases a hold by hand.
+    assert {c for c in CALLERS if outcomes[(c, "Hold")]} == {"table"}
+    assert {c for c in CALLERS if outcomes[(c, "FinalizeHold")]} == {"table"}
+    assert {c for c in CALLERS if outcomes[(c, "ReleaseHold")]} == {"operator"}
 
 
 @pytest.mark.parametrize("token", [None, "not-a-token"])

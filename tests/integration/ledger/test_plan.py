@@ -87,3 +87,78 @@ def test_the_request_hash_ignores_the_order_of_entries_and_metadata_but_not_thei
     assert hashed([("player:b", 5), ("player:a", -5)], {"y": "2", "x": "1"}) == base
     assert hashed([("player:a", -6), ("player:b", 6)], {"x": "1", "y": "2"}) != base
     assert hashed([("player:a", -5), ("player:b", 5)], {"x": "1", "y": "3"}) != base
+
+
+def held_bank(balance: int, holds: dict[str, int]) -> LockedAccounts:
+    """house:bank with ``balance``, holding ``holds`` (hand id -> gold), and two escrows."""
+    locked = LockedAccounts(
+        [
+            ("house:bank", balance, 1, False, "house"),
+            ("escrow:t1:ann", 1_000, 1, False, "escrow"),
+            ("escrow:t2:bo", 1_000, 1, False, "escrow"),
+        ]
+    )
+    locked.held_gold["house:bank"] = sum(holds.values())
+    for hand_id, gold in holds.items():
+        locked.hold(hand_id, "house:bank", gold)
+    return locked
+
+
+def test_a_held_account_pays_only_its_free_gold_except_to_the_hand_that_holds_it():
+    locked = held_bank(1_000, {"t1-h1": 700, "t2-h1": 200})
+    result = plan(
+        [
+            tx("settle:t2-h5", ("house:bank", -101), ("escrow:t2:bo", 101)),  # holds nothing: 100 free
+            tx("settle:t2-h6", ("house:bank", -100), ("escrow:t2:bo", 100)),
+            tx("settle:t1-h1:retry1", ("house:bank", -700), ("escrow:t1:ann", 700)),  # spends its own hold
+            tx("settle:t1-h1:retry2", ("house:bank", -1), ("escrow:t1:ann", 1)),  # released: nothing held for it now
+        ],
+        locked,
+    )
+    assert [o.status for o in result.outcomes] == [
+        PostStatus.REJECTED,
+        PostStatus.APPLIED,
+        PostStatus.APPLIED,
+        PostStatus.REJECTED,
+    ]
+    assert "of which 900 is held for hands in play" in result.outcomes[0].error.message  # type: ignore[union-attr]
+    assert result.released_holds == [("house:bank", "t1-h1", uuid.UUID(int=3))]
+    assert (locked.balance_gold["house:bank"], locked.held_gold["house:bank"]) == (200, 200)
+    assert set(locked.holds) == {"t2-h1"}
+
+
+def test_a_refused_settlement_releases_nothing():
+    locked = held_bank(500, {"t1-h1": 500})
+    result = plan(
+        [tx("settle:t1-h1", ("house:bank", -300), ("escrow:t1:ann", -1_200), ("escrow:t2:bo", 1_500))], locked
+    )
+    assert result.outcomes[0].status is PostStatus.REJECTED  # escrow:t1:ann holds 1,000 only
+    assert result.released_holds == [] and locked.held_gold["house:bank"] == 500
+
+
+def test_hold_calls_are_decided_in_order_each_against_what_the_ones_before_left():
+    bank = "house:bank"
+    opened = domain.Hold(bank, "t9-h1", 300, domain.HOLD_OPEN, NOW, NOW)
+    calls = [
+        domain.HoldCall(domain.HOLD, bank, "t1-h1", 600),  # 700 free of 1,000: fits
+        domain.HoldCall(domain.HOLD, bank, "t2-h1", 200),  # 100 left
+        domain.HoldCall(domain.FINALIZE, bank, "t9-h1", 50),  # frees 250
+        domain.HoldCall(domain.HOLD, bank, "t3-h1", 300),  # 350 free now
+        domain.HoldCall(domain.RELEASE, bank, "t4-h1", reason="void"),  # holds nothing
+        domain.HoldCall(domain.HOLD, "house:nope", "t5-h1", 1),
+    ]
+    plan = domain.plan_holds(calls, {bank: (1_000, 300)}, {(bank, "t9-h1"): opened}, NOW)
+    codes = [a.error.code if a.error else "" for a in plan.answers]
+    assert codes == ["", "BANKER_CAPACITY", "", "", "HOLD_NOT_FOUND", "ACCOUNT_NOT_FOUND"]
+    assert [(a.balance_gold, a.held_gold) for a in plan.answers[:4]] == [
+        (1_000, 900),
+        (1_000, 900),
+        (1_000, 650),
+        (1_000, 950),
+    ]
+    assert plan.answers[1].error.details["free_gold"] == "100"  # type: ignore[union-attr]
+    assert [(h.hand_id, h.amount_gold, h.status) for h in plan.inserts] == [
+        ("t1-h1", 600, "open"),
+        ("t3-h1", 300, "open"),
+    ]
+    assert [(h.hand_id, h.amount_gold, h.status) for h in plan.updates] == [("t9-h1", 50, "final")]

@@ -129,12 +129,14 @@ async def test_bad_requests_are_invalid_argument_and_unknown_hands_not_found(
     assert (err.code(), error_reason(err)) == (grpc.StatusCode.NOT_FOUND, "DEAD_LETTER_NOT_FOUND")
 
 
-async def test_only_the_operator_and_the_auditor_may_retry_and_a_stranger_nothing(
-    harness: Harness, settled: Simulation
-) -> None:
+async def test_only_the_operator_may_retry_and_a_stranger_nothing(harness: Harness, settled: Simulation) -> None:
     hand_id = settled.hands[0].hand_id
-    err = await rpc_error(harness.api("table").RetryDeadLetter(pb.RetryDeadLetterRequest(hand_id=hand_id)))
-    assert err.code() == grpc.StatusCode.PERMISSION_DENIED
+    # A retry posts money: not for the table, nor for the read-only auditor (issue 27).
+    for caller in ("table", "auditor", "backend"):
+        err = await rpc_error(harness.api(caller).RetryDeadLetter(pb.RetryDeadLetterRequest(hand_id=hand_id)))
+        assert err.code() == grpc.StatusCode.PERMISSION_DENIED, caller
+    reply = await harness.api("operator").RetryDeadLetter(pb.RetryDeadLetterRequest(hand_id=hand_id))
+    assert reply.settled  # the hand was settled already: the operator hears so
     err = await rpc_error(harness.api("cashier").GetSettlement(pb.GetSettlementRequest(hand_id=hand_id)))
     assert err.code() == grpc.StatusCode.PERMISSION_DENIED
     async with channel(harness.settings.settlement_addr, "not-a-token") as ch:

@@ -102,7 +102,7 @@ async def test_a_hand_with_a_wrong_seed_is_dead_lettered_and_stays_so_when_retri
     assert await harness.counts() == (len(rest), 1)
     assert dead_letter_count("BAD_SEED") == before + 1
 
-    api = harness.api("auditor")
+    api = harness.api("operator")  # a retry posts money: the operator's (the auditor reads)
     reply = await api.RetryDeadLetter(pb.RetryDeadLetterRequest(hand_id=first.hand_id))
     assert not reply.settled
     assert reply.dead_letter.reason == "BAD_SEED"

@@ -234,3 +234,42 @@ async def test_a_join_retried_after_its_seating_was_written_but_not_acknowledged
     # Another key is still a second join, refused while seated.
     error = await refused(w.backend.join(table_id, "dora", 500, key="j-other"))
     assert error_reason(error) == "ALREADY_SEATED"
+
+
+async def joins_recorded(w: World, table_id: str) -> int:
+    async with await psycopg.AsyncConnection.connect(libpq_url(w.running.settings.database_url or "")) as conn:
+        row = await (
+            await conn.execute("select count(*) from socai_table.joins where table_id = %s", (table_id,))
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.parametrize("seat", [-2, -7, -(2**31), 6])
+async def test_a_join_to_a_seat_that_is_not_one_is_refused_and_changes_nothing(world: World, seat: int):
+    """Issue 27, item 5: -2 used to mean "any free seat" like -1 (and a seat past the table
+    recorded the join before it was refused)."""
+    w = world
+    table_id = await w.backend.create("holdem", stake_gold=100, seats_max=6)
+    await w.backend.deposit("nina", 1000)
+    error = await refused(w.backend.join(table_id, "nina", 1000, seat=seat, key="nina-1"))
+    assert (error.code(), error_reason(error)) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_SEAT")
+    table = (await w.backend.table.GetTable(pb.GetTableRequest(table_id=table_id))).table
+    assert list(table.seats) == [] and await joins_recorded(w, table_id) == 0
+    assert await w.backend.balance(accounts.player("nina")) == 1000
+    assert await w.backend.balance(accounts.escrow(table_id, "nina")) == 0
+    # -1 is "any free seat"; the same key works, as nothing was recorded under it.
+    assert await w.backend.join(table_id, "nina", 1000, seat=-1, key="nina-1") == 0
+
+
+@pytest.mark.parametrize("player", [".", "..", "..."])
+async def test_a_player_id_of_dots_alone_is_refused(world: World, player: str):
+    """Issue 27, item 5: ``..`` was a player (account ``player:..``)."""
+    w = world
+    error = await refused(w.backend.table.IssuePlayerToken(pb.IssuePlayerTokenRequest(player_id=player)))
+    assert (error.code(), error_reason(error)) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_PLAYER_ID")
+    error = await refused(w.backend.deposit(player, 100))
+    assert (error.code(), error_reason(error)) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_ACCOUNT_ID")
+    assert await w.backend.balance(accounts.EXTERNAL_CASHIER) == 0
+    # Dots beside other characters are a player id as before.
+    await w.backend.table.IssuePlayerToken(pb.IssuePlayerTokenRequest(player_id=f"{player}x"))

@@ -821,3 +821,49 @@ def test_a_system_round_whose_possible_payouts_overflow_int64_is_refused() -> No
     with pytest.raises(RuleViolation) as err:
         taixiu.apply(state, wager(0, "triple", 1, gold=rich // 10))  # may pay 15 × 2**62 > 2**63
     assert err.value.code == "BET_TOO_LARGE"
+
+
+# --- the house's exposure (system mode) ---------------------------------------------------
+
+
+def exposure_after(*bets: WagerPlaced, **options: str) -> int:
+    state = taixiu.initial_state(with_options(started("system"), options))
+    for body in bets:
+        state = taixiu.apply(state, body)
+    return taixiu.house_exposure_gold(state)
+
+
+def test_no_bet_exposes_the_house_to_nothing() -> None:
+    assert exposure_after() == 0
+
+
+def test_a_tai_bet_exposes_the_house_to_its_stake() -> None:
+    assert exposure_after(wager(0, "tai", gold=20_000)) == 20_000
+
+
+def test_tai_and_xiu_of_one_size_cost_the_house_nothing_on_any_roll() -> None:
+    # One of them wins and the other pays for it; on a triple both lose.
+    assert exposure_after(wager(0, "tai", gold=500), wager(1, "xiu", gold=500)) == 0
+
+
+def test_a_triple_bet_exposes_the_house_to_150_times_it() -> None:
+    assert exposure_after(wager(0, "triple", 6, gold=10)) == 1_500
+
+
+def test_the_stakes_the_house_takes_on_a_roll_offset_what_it_pays_on_it() -> None:
+    # 1-1-1 pays the triple 1,500 and three 1s on single 1 (300), and the tai bet loses 400.
+    bets = (wager(0, "triple", 1, gold=10), wager(1, "single", 1, gold=100), wager(2, "tai", gold=400))
+    assert exposure_after(*bets) == 1_500 + 300 - 400
+
+
+def test_a_triple_that_wins_tai_too_exposes_the_house_to_both_payouts() -> None:
+    bets = (wager(0, "any_triple", gold=10), wager(1, "tai", gold=100))
+    # Triples lose Tài (the default): on 5-5-5 the house pays 240 and takes the Tài's 100.
+    assert exposure_after(*bets) == 240 - 100
+    # Without that rule 5-5-5 (total 15) is a Tài too: the house pays 240 + 100.
+    assert exposure_after(*bets, triple_loses_tai_xiu="false") == 240 + 100
+
+
+def test_p2p_rounds_expose_the_house_to_nothing() -> None:
+    state = taixiu.apply(_p2p_state(10_000), wager(1, "triple", 2, gold=10))
+    assert taixiu.house_exposure_gold(state) == 0

@@ -286,3 +286,34 @@ def test_rounds_played_by_bots_balance_and_replay_identically(
         assert settlement.nets[seat] >= -gold
     assert replay(taixiu, bodies) == state
     assert taixiu.settle(replay(taixiu, bodies)) == settlement
+
+
+def betting_done(r: Round) -> taixiu.State:
+    """The round's state once every accepted bet is in, before the dice."""
+    state = taixiu.initial_state(r.started)
+    for body in r.attempts:
+        try:
+            state = taixiu.apply(state, body)
+        except RuleViolation:
+            continue
+    return state
+
+
+@settings(max_examples=200, deadline=None)
+@given(rounds())
+def test_the_house_exposure_is_the_largest_debit_of_house_bank_over_every_roll(r: Round) -> None:
+    betting = betting_done(r)
+    exposure = taixiu.house_exposure_gold(betting)
+    if betting.banker_seat is not None:
+        assert exposure == 0  # p2p: the banker is a seat, bounded by TX-7's reservations
+        return
+    debits = []
+    for dice in ALL_DICE:
+        state = betting
+        if taixiu.pending(state).to_act:
+            state = taixiu.apply(state, TimerExpired(COMMUNITY, "betting"))
+        state = taixiu.apply(taixiu.apply(state, DiceRolled(dice)), HandEnded("00" * 32))
+        debits.append(-taixiu.settle(state).entries().get(accounts.HOUSE_BANK, 0))
+    # Never less than any roll's debit (the hold covers every outcome), and no more than the
+    # worst of them (the hold takes no more of the bank than a settlement can).
+    assert exposure == max(0, *debits)

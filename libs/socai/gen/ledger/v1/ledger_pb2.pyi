@@ -8,6 +8,12 @@ balances is always zero. Errors carry a google.rpc.ErrorInfo reason (domain "soc
 INVALID_ARGUMENT for malformed input; FAILED_PRECONDITION with INSUFFICIENT_FUNDS or
 IDEMPOTENCY_KEY_REUSED, or FENCED (a stale lease holder, see Fence); NOT_FOUND with
 ACCOUNT_NOT_FOUND; ABORTED for a retryable conflict.
+
+Holds: gold of house:bank set aside for a hand in play (a game against the house). An
+account's balance may not fall below the sum of its holds not released (held_gold): the
+table holds a hand's worst case before it accepts a bet (BANKER_CAPACITY when the bank
+cannot cover it), and the hand's settlement releases the hold in its own database
+transaction, so a settlement is never refused for the bank's funds.
 """
 
 from collections import abc as _abc
@@ -52,6 +58,31 @@ POST_STATUS_REJECTED: PostStatus.ValueType  # 3
 """Refused; the refusal is remembered under the key (a retry gets the same answer)."""
 Global___PostStatus: _TypeAlias = PostStatus  # noqa: Y015
 
+class _HoldStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _HoldStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    HOLD_STATUS_UNSPECIFIED: _HoldStatus.ValueType  # 0
+    HOLD_STATUS_OPEN: _HoldStatus.ValueType  # 1
+    """Raised as the hand's bets arrive."""
+    HOLD_STATUS_FINAL: _HoldStatus.ValueType  # 2
+    """The hand's outcome is known: what its settlement will debit; it grows no more."""
+    HOLD_STATUS_RELEASED: _HoldStatus.ValueType  # 3
+    """Released: by the hand's settlement, by its outcome (nothing to debit), or by an operator."""
+
+class HoldStatus(_HoldStatus, metaclass=_HoldStatusEnumTypeWrapper): ...
+
+HOLD_STATUS_UNSPECIFIED: HoldStatus.ValueType  # 0
+HOLD_STATUS_OPEN: HoldStatus.ValueType  # 1
+"""Raised as the hand's bets arrive."""
+HOLD_STATUS_FINAL: HoldStatus.ValueType  # 2
+"""The hand's outcome is known: what its settlement will debit; it grows no more."""
+HOLD_STATUS_RELEASED: HoldStatus.ValueType  # 3
+"""Released: by the hand's settlement, by its outcome (nothing to debit), or by an operator."""
+Global___HoldStatus: _TypeAlias = HoldStatus  # noqa: Y015
+
 @_typing.final
 class Account(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -62,6 +93,7 @@ class Account(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     MAY_GO_NEGATIVE_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    HELD_GOLD_FIELD_NUMBER: _builtins.int
     account_id: _builtins.str
     """player:{id} escrow:{table}:{player} house:fees house:bank pot:{table} guild:{id} external:cashier"""
     kind: _builtins.str
@@ -69,6 +101,8 @@ class Account(_message.Message):
     version: _builtins.int
     """Increments with every entry on the account."""
     may_go_negative: _builtins.bool
+    held_gold: _builtins.int
+    """Gold held for hands in play (holds not released); balance_gold - held_gold is free."""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -80,10 +114,11 @@ class Account(_message.Message):
         version: _builtins.int = ...,
         may_go_negative: _builtins.bool = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        held_gold: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["account_id", b"account_id", "balance_gold", b"balance_gold", "created_at", b"created_at", "kind", b"kind", "may_go_negative", b"may_go_negative", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account_id", b"account_id", "balance_gold", b"balance_gold", "created_at", b"created_at", "held_gold", b"held_gold", "kind", b"kind", "may_go_negative", b"may_go_negative", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1078,3 +1113,258 @@ class ListTransactionsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListTransactionsResponse: _TypeAlias = ListTransactionsResponse  # noqa: Y015
+
+@_typing.final
+class Hold(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_ID_FIELD_NUMBER: _builtins.int
+    HAND_ID_FIELD_NUMBER: _builtins.int
+    AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    RELEASED_AT_FIELD_NUMBER: _builtins.int
+    RELEASED_BY_FIELD_NUMBER: _builtins.int
+    RELEASE_TRANSACTION_ID_FIELD_NUMBER: _builtins.int
+    RELEASE_REASON_FIELD_NUMBER: _builtins.int
+    account_id: _builtins.str
+    hand_id: _builtins.str
+    """{table_id}-h{n}"""
+    amount_gold: _builtins.int
+    """What is held; a released hold keeps what it held until it was released."""
+    status: Global___HoldStatus.ValueType
+    released_by: _builtins.str
+    """settlement, outcome or operator."""
+    release_transaction_id: _builtins.str
+    """The settlement's transaction, when the settlement released the hold."""
+    release_reason: _builtins.str
+    """The operator's reason."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def released_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        account_id: _builtins.str = ...,
+        hand_id: _builtins.str = ...,
+        amount_gold: _builtins.int = ...,
+        status: Global___HoldStatus.ValueType = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+        released_at: _timestamp_pb2.Timestamp | None = ...,
+        released_by: _builtins.str = ...,
+        release_transaction_id: _builtins.str = ...,
+        release_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "released_at", b"released_at", "updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account_id", b"account_id", "amount_gold", b"amount_gold", "created_at", b"created_at", "hand_id", b"hand_id", "release_reason", b"release_reason", "release_transaction_id", b"release_transaction_id", "released_at", b"released_at", "released_by", b"released_by", "status", b"status", "updated_at", b"updated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Hold: _TypeAlias = Hold  # noqa: Y015
+
+@_typing.final
+class HoldRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_ID_FIELD_NUMBER: _builtins.int
+    HAND_ID_FIELD_NUMBER: _builtins.int
+    AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
+    account_id: _builtins.str
+    """house:bank"""
+    hand_id: _builtins.str
+    amount_gold: _builtins.int
+    """The hand's worst case now, > 0."""
+    def __init__(
+        self,
+        *,
+        account_id: _builtins.str = ...,
+        hand_id: _builtins.str = ...,
+        amount_gold: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account_id", b"account_id", "amount_gold", b"amount_gold", "hand_id", b"hand_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HoldRequest: _TypeAlias = HoldRequest  # noqa: Y015
+
+@_typing.final
+class HoldResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOLD_FIELD_NUMBER: _builtins.int
+    FREE_GOLD_FIELD_NUMBER: _builtins.int
+    free_gold: _builtins.int
+    """The account's free gold after the call (balance - held)."""
+    @_builtins.property
+    def hold(self) -> Global___Hold: ...
+    def __init__(
+        self,
+        *,
+        hold: Global___Hold | None = ...,
+        free_gold: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["hold", b"hold"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["free_gold", b"free_gold", "hold", b"hold"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HoldResponse: _TypeAlias = HoldResponse  # noqa: Y015
+
+@_typing.final
+class FinalizeHoldRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_ID_FIELD_NUMBER: _builtins.int
+    HAND_ID_FIELD_NUMBER: _builtins.int
+    AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
+    account_id: _builtins.str
+    hand_id: _builtins.str
+    amount_gold: _builtins.int
+    """What the hand's settlement will debit the account, >= 0."""
+    def __init__(
+        self,
+        *,
+        account_id: _builtins.str = ...,
+        hand_id: _builtins.str = ...,
+        amount_gold: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account_id", b"account_id", "amount_gold", b"amount_gold", "hand_id", b"hand_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FinalizeHoldRequest: _TypeAlias = FinalizeHoldRequest  # noqa: Y015
+
+@_typing.final
+class FinalizeHoldResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOLD_FIELD_NUMBER: _builtins.int
+    FREE_GOLD_FIELD_NUMBER: _builtins.int
+    free_gold: _builtins.int
+    @_builtins.property
+    def hold(self) -> Global___Hold: ...
+    def __init__(
+        self,
+        *,
+        hold: Global___Hold | None = ...,
+        free_gold: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["hold", b"hold"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["free_gold", b"free_gold", "hold", b"hold"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FinalizeHoldResponse: _TypeAlias = FinalizeHoldResponse  # noqa: Y015
+
+@_typing.final
+class ReleaseHoldRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_ID_FIELD_NUMBER: _builtins.int
+    HAND_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    account_id: _builtins.str
+    hand_id: _builtins.str
+    reason: _builtins.str
+    """Why the hand will never settle: 1-200 printable characters."""
+    def __init__(
+        self,
+        *,
+        account_id: _builtins.str = ...,
+        hand_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account_id", b"account_id", "hand_id", b"hand_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReleaseHoldRequest: _TypeAlias = ReleaseHoldRequest  # noqa: Y015
+
+@_typing.final
+class ReleaseHoldResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOLD_FIELD_NUMBER: _builtins.int
+    FREE_GOLD_FIELD_NUMBER: _builtins.int
+    free_gold: _builtins.int
+    @_builtins.property
+    def hold(self) -> Global___Hold: ...
+    def __init__(
+        self,
+        *,
+        hold: Global___Hold | None = ...,
+        free_gold: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["hold", b"hold"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["free_gold", b"free_gold", "hold", b"hold"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReleaseHoldResponse: _TypeAlias = ReleaseHoldResponse  # noqa: Y015
+
+@_typing.final
+class ListHoldsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCOUNT_ID_FIELD_NUMBER: _builtins.int
+    INCLUDE_RELEASED_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    account_id: _builtins.str
+    include_released: _builtins.bool
+    page_size: _builtins.int
+    """At most 1000; 0 means 100."""
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        account_id: _builtins.str = ...,
+        include_released: _builtins.bool = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["account_id", b"account_id", "include_released", b"include_released", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListHoldsRequest: _TypeAlias = ListHoldsRequest  # noqa: Y015
+
+@_typing.final
+class ListHoldsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOLDS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def holds(self) -> _containers.RepeatedCompositeFieldContainer[Global___Hold]: ...
+    def __init__(
+        self,
+        *,
+        holds: _abc.Iterable[Global___Hold] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["holds", b"holds", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListHoldsResponse: _TypeAlias = ListHoldsResponse  # noqa: Y015

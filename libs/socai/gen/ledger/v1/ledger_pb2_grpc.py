@@ -104,6 +104,26 @@ class LedgerServiceStub:
                 request_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ListTransactionsRequest.SerializeToString,
                 response_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ListTransactionsResponse.FromString,
                 _registered_method=True)
+        self.Hold = channel.unary_unary(
+                '/socai.ledger.v1.LedgerService/Hold',
+                request_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.HoldRequest.SerializeToString,
+                response_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.HoldResponse.FromString,
+                _registered_method=True)
+        self.FinalizeHold = channel.unary_unary(
+                '/socai.ledger.v1.LedgerService/FinalizeHold',
+                request_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.FinalizeHoldRequest.SerializeToString,
+                response_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.FinalizeHoldResponse.FromString,
+                _registered_method=True)
+        self.ReleaseHold = channel.unary_unary(
+                '/socai.ledger.v1.LedgerService/ReleaseHold',
+                request_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ReleaseHoldRequest.SerializeToString,
+                response_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ReleaseHoldResponse.FromString,
+                _registered_method=True)
+        self.ListHolds = channel.unary_unary(
+                '/socai.ledger.v1.LedgerService/ListHolds',
+                request_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ListHoldsRequest.SerializeToString,
+                response_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ListHoldsResponse.FromString,
+                _registered_method=True)
 
 
 class LedgerServiceServicer:
@@ -206,6 +226,40 @@ class LedgerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Hold(self, request, context):
+        """Hold at least amount_gold of an account for a hand (the table, before it accepts a bet
+        that raises the hand's worst case). Idempotent: a hold already that large stays as it is.
+        FAILED_PRECONDITION BANKER_CAPACITY when the account's free gold (balance - held) cannot
+        cover the increase (ErrorInfo metadata: account_id, free_gold, needed_gold, held_gold,
+        balance_gold), HOLD_RELEASED when the hand's hold was released, HOLD_FINAL when its
+        outcome fixed it lower. Nothing is written on a refusal.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FinalizeHold(self, request, context):
+        """The hand's outcome is known: its hold becomes what its settlement will debit the account
+        (at most what it holds) and no longer grows; 0 releases it. Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseHold(self, request, context):
+        """Release the hold of a hand that will never settle (the operator). Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListHolds(self, request, context):
+        """An account's holds by hand id, not released ones only unless asked, paginated.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -278,6 +332,26 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.ListTransactions,
                     request_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ListTransactionsRequest.FromString,
                     response_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ListTransactionsResponse.SerializeToString,
+            ),
+            'Hold': grpc.unary_unary_rpc_method_handler(
+                    servicer.Hold,
+                    request_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.HoldRequest.FromString,
+                    response_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.HoldResponse.SerializeToString,
+            ),
+            'FinalizeHold': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinalizeHold,
+                    request_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.FinalizeHoldRequest.FromString,
+                    response_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.FinalizeHoldResponse.SerializeToString,
+            ),
+            'ReleaseHold': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseHold,
+                    request_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ReleaseHoldRequest.FromString,
+                    response_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ReleaseHoldResponse.SerializeToString,
+            ),
+            'ListHolds': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListHolds,
+                    request_deserializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ListHoldsRequest.FromString,
+                    response_serializer=socai_dot_ledger_dot_v1_dot_ledger__pb2.ListHoldsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -658,6 +732,114 @@ class LedgerService:
             '/socai.ledger.v1.LedgerService/ListTransactions',
             socai_dot_ledger_dot_v1_dot_ledger__pb2.ListTransactionsRequest.SerializeToString,
             socai_dot_ledger_dot_v1_dot_ledger__pb2.ListTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Hold(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socai.ledger.v1.LedgerService/Hold',
+            socai_dot_ledger_dot_v1_dot_ledger__pb2.HoldRequest.SerializeToString,
+            socai_dot_ledger_dot_v1_dot_ledger__pb2.HoldResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FinalizeHold(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socai.ledger.v1.LedgerService/FinalizeHold',
+            socai_dot_ledger_dot_v1_dot_ledger__pb2.FinalizeHoldRequest.SerializeToString,
+            socai_dot_ledger_dot_v1_dot_ledger__pb2.FinalizeHoldResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseHold(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socai.ledger.v1.LedgerService/ReleaseHold',
+            socai_dot_ledger_dot_v1_dot_ledger__pb2.ReleaseHoldRequest.SerializeToString,
+            socai_dot_ledger_dot_v1_dot_ledger__pb2.ReleaseHoldResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListHolds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socai.ledger.v1.LedgerService/ListHolds',
+            socai_dot_ledger_dot_v1_dot_ledger__pb2.ListHoldsRequest.SerializeToString,
+            socai_dot_ledger_dot_v1_dot_ledger__pb2.ListHoldsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,6 +8,12 @@ balances is always zero. Errors carry a google.rpc.ErrorInfo reason (domain "soc
 INVALID_ARGUMENT for malformed input; FAILED_PRECONDITION with INSUFFICIENT_FUNDS or
 IDEMPOTENCY_KEY_REUSED, or FENCED (a stale lease holder, see Fence); NOT_FOUND with
 ACCOUNT_NOT_FOUND; ABORTED for a retryable conflict.
+
+Holds: gold of house:bank set aside for a hand in play (a game against the house). An
+account's balance may not fall below the sum of its holds not released (held_gold): the
+table holds a hand's worst case before it accepts a bet (BANKER_CAPACITY when the bank
+cannot cover it), and the hand's settlement releases the hold in its own database
+transaction, so a settlement is never refused for the bank's funds.
 """
 
 from collections import abc as _abc
@@ -66,6 +72,22 @@ class LedgerServiceStub:
     """The journal in commit order (journal_seq ascending), applied transactions with their
     entries, paginated: what `socai ledger export` writes for an offline audit.
     """
+    Hold: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.HoldRequest, _ledger_pb2.HoldResponse]
+    """Hold at least amount_gold of an account for a hand (the table, before it accepts a bet
+    that raises the hand's worst case). Idempotent: a hold already that large stays as it is.
+    FAILED_PRECONDITION BANKER_CAPACITY when the account's free gold (balance - held) cannot
+    cover the increase (ErrorInfo metadata: account_id, free_gold, needed_gold, held_gold,
+    balance_gold), HOLD_RELEASED when the hand's hold was released, HOLD_FINAL when its
+    outcome fixed it lower. Nothing is written on a refusal.
+    """
+    FinalizeHold: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.FinalizeHoldRequest, _ledger_pb2.FinalizeHoldResponse]
+    """The hand's outcome is known: its hold becomes what its settlement will debit the account
+    (at most what it holds) and no longer grows; 0 releases it. Idempotent.
+    """
+    ReleaseHold: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ReleaseHoldRequest, _ledger_pb2.ReleaseHoldResponse]
+    """Release the hold of a hand that will never settle (the operator). Idempotent."""
+    ListHolds: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ListHoldsRequest, _ledger_pb2.ListHoldsResponse]
+    """An account's holds by hand id, not released ones only unless asked, paginated."""
 
 @_typing.type_check_only
 class LedgerServiceAsyncStub(LedgerServiceStub):
@@ -98,6 +120,22 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     """The journal in commit order (journal_seq ascending), applied transactions with their
     entries, paginated: what `socai ledger export` writes for an offline audit.
     """
+    Hold: _aio.UnaryUnaryMultiCallable[_ledger_pb2.HoldRequest, _ledger_pb2.HoldResponse]  # type: ignore[assignment]
+    """Hold at least amount_gold of an account for a hand (the table, before it accepts a bet
+    that raises the hand's worst case). Idempotent: a hold already that large stays as it is.
+    FAILED_PRECONDITION BANKER_CAPACITY when the account's free gold (balance - held) cannot
+    cover the increase (ErrorInfo metadata: account_id, free_gold, needed_gold, held_gold,
+    balance_gold), HOLD_RELEASED when the hand's hold was released, HOLD_FINAL when its
+    outcome fixed it lower. Nothing is written on a refusal.
+    """
+    FinalizeHold: _aio.UnaryUnaryMultiCallable[_ledger_pb2.FinalizeHoldRequest, _ledger_pb2.FinalizeHoldResponse]  # type: ignore[assignment]
+    """The hand's outcome is known: its hold becomes what its settlement will debit the account
+    (at most what it holds) and no longer grows; 0 releases it. Idempotent.
+    """
+    ReleaseHold: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ReleaseHoldRequest, _ledger_pb2.ReleaseHoldResponse]  # type: ignore[assignment]
+    """Release the hold of a hand that will never settle (the operator). Idempotent."""
+    ListHolds: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ListHoldsRequest, _ledger_pb2.ListHoldsResponse]  # type: ignore[assignment]
+    """An account's holds by hand id, not released ones only unless asked, paginated."""
 
 class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -211,5 +249,45 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         """The journal in commit order (journal_seq ascending), applied transactions with their
         entries, paginated: what `socai ledger export` writes for an offline audit.
         """
+
+    @_abc_1.abstractmethod
+    def Hold(
+        self,
+        request: _ledger_pb2.HoldRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ledger_pb2.HoldResponse, _abc.Awaitable[_ledger_pb2.HoldResponse]]:
+        """Hold at least amount_gold of an account for a hand (the table, before it accepts a bet
+        that raises the hand's worst case). Idempotent: a hold already that large stays as it is.
+        FAILED_PRECONDITION BANKER_CAPACITY when the account's free gold (balance - held) cannot
+        cover the increase (ErrorInfo metadata: account_id, free_gold, needed_gold, held_gold,
+        balance_gold), HOLD_RELEASED when the hand's hold was released, HOLD_FINAL when its
+        outcome fixed it lower. Nothing is written on a refusal.
+        """
+
+    @_abc_1.abstractmethod
+    def FinalizeHold(
+        self,
+        request: _ledger_pb2.FinalizeHoldRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ledger_pb2.FinalizeHoldResponse, _abc.Awaitable[_ledger_pb2.FinalizeHoldResponse]]:
+        """The hand's outcome is known: its hold becomes what its settlement will debit the account
+        (at most what it holds) and no longer grows; 0 releases it. Idempotent.
+        """
+
+    @_abc_1.abstractmethod
+    def ReleaseHold(
+        self,
+        request: _ledger_pb2.ReleaseHoldRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ledger_pb2.ReleaseHoldResponse, _abc.Awaitable[_ledger_pb2.ReleaseHoldResponse]]:
+        """Release the hold of a hand that will never settle (the operator). Idempotent."""
+
+    @_abc_1.abstractmethod
+    def ListHolds(
+        self,
+        request: _ledger_pb2.ListHoldsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ledger_pb2.ListHoldsResponse, _abc.Awaitable[_ledger_pb2.ListHoldsResponse]]:
+        """An account's holds by hand id, not released ones only unless asked, paginated."""
 
 def add_LedgerServiceServicer_to_server(servicer: LedgerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
