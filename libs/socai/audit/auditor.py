@@ -29,13 +29,15 @@ headers, so a file audit checks no seals (the report says so).
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from socai import accounts
 from socai.audit.export import RawEvent
-from socai.audit.ledger_source import LedgerSource, LiveLedger
+from socai.audit.journal import JournalFile, check_pages
+from socai.audit.ledger_source import LedgerSource, LiveLedger, hand_of_key
 from socai.audit.report import AuditReport, Mismatch
 from socai.events import seal
 from socai.events.model import subject as canonical_subject
@@ -43,6 +45,7 @@ from socai.rules import base, registry
 from socai.settle.keys import Found, settlement_key
 from socai.settle.replay import (
     MISSING_END,
+    OUT_OF_ORDER,
     OpenHand,
     ReplayError,
     ReplayResult,
@@ -69,6 +72,9 @@ DEALER_MISMATCH: Final = "DEALER_MISMATCH"
 POT_CARRY_MISMATCH: Final = "POT_CARRY_MISMATCH"
 # A message on a sealed hand's subject that is not on its chain (a stranger's).
 NOT_THE_TABLES: Final = "NOT_THE_TABLES"
+# A journal export whose page seals do not prove it whole: a transaction changed, left out or
+# added, a page missing or cut off, a seal by another key (socai.audit.journal.check_pages).
+JOURNAL_SEAL_INVALID: Final = "JOURNAL_SEAL_INVALID"
 
 
 @dataclass(frozen=True)
@@ -124,8 +130,13 @@ def verify(
     audit = Audit(report, complete=complete)
     hands = audit.hands
     last_hand: dict[str, tuple[str, str]] = {}
+    if seals is not None:
+        report.proof.table_key_ids = sorted(seals.verifier.public_keys)
     for raw in raws:
         report.events += 1
+        report.proof.note_stream_seq(raw.stream_seq)
+        if seals is not None and raw.payload:
+            report.proof.hand_seals = "checked"
         if raw.is_table_fact:
             report.table_facts += 1
             _note_fact(audit.facts.setdefault(raw.table_id, TableFacts()), raw)
@@ -226,8 +237,13 @@ def _sealed_chain(
     subject = canonical_subject(table_id, hand_id, seals.prefix)
     verdict = seal.authenticate(subject, messages, seals.verifier, ends)
     if not verdict.ok:
-        report.mismatch(verdict.reason, f"{hand_id}: {verdict.detail}", hand_id=hand_id, table_id=table_id)
+        detail = verdict.detail
+        if verdict.reason == seal.CHAIN_BROKEN:
+            detail = explain_break(subject, items, messages) or detail
+        report.mismatch(verdict.reason, f"{hand_id}: {detail}", hand_id=hand_id, table_id=table_id)
         return None
+    report.proof.hands_sealed[messages[verdict.end].headers.get(seal.SEAL_KEY_HEADER, "")] += 1
+    _check_stream_order(report, key, items, verdict.hand)
     for i, why in verdict.strangers:
         r = items[i]
         what = r.message.event_id if r.message is not None else "undecodable bytes"
@@ -238,6 +254,105 @@ def _sealed_chain(
             table_id=table_id,
         )
     return [items[i] for i in verdict.hand]
+
+
+def _check_stream_order(
+    report: AuditReport, key: tuple[str, str], items: list[RawEvent], path: tuple[int, ...]
+) -> None:
+    """The table appends a hand's events one after another, so on the stream each stands
+    after the one before it: its stream sequence is higher, and an export lists a subject's
+    messages in stream order. A hand whose chain runs against its stream sequences, or a
+    file that lists them out of that order, was rearranged after it was written
+    (``OUT_OF_ORDER``: the chain still gives the hand's true order, which is what is replayed)."""
+    table_id, hand_id = key
+    for before, after in itertools.pairwise(items):
+        if before.stream_seq and after.stream_seq and after.stream_seq <= before.stream_seq:
+            report.mismatch(
+                OUT_OF_ORDER,
+                f"{hand_id}: stream seq {after.stream_seq} ({_what(after)}) is listed after stream seq "
+                f"{before.stream_seq} ({_what(before)}): not the stream's order",
+                hand_id=hand_id,
+                table_id=table_id,
+            )
+            return
+    for a, b in itertools.pairwise(path):
+        if items[b].stream_seq <= items[a].stream_seq:
+            report.mismatch(
+                OUT_OF_ORDER,
+                f"{hand_id}: on the hand's chain {_what(items[b])} follows {_what(items[a])}, but is stored at "
+                f"stream seq {items[b].stream_seq}, before {items[a].stream_seq}",
+                hand_id=hand_id,
+                table_id=table_id,
+            )
+            return
+
+
+def _what(raw: RawEvent) -> str:
+    return raw.message.event_id if raw.message is not None else f"undecodable bytes at stream seq {raw.stream_seq}"
+
+
+def explain_break(subject: str, items: list[RawEvent], messages: list[seal.Message]) -> str:
+    """Where a broken chain was broken, named at the message to blame rather than at the
+    one after it: the chain from the first event forward and the chain from the HandEnded
+    back each stop somewhere. A message on neither had its ``Socai-Prev`` header changed;
+    with none such, the gap between the two is either events missing (their seq is
+    skipped) or the last message of the forward chain changed (its bytes no longer hash to
+    the chain value the next one names). "" when the chain is not broken."""
+    prevs = [seal.prev_of(m.headers) for m in messages]
+    chains = seal.chain_values(subject, messages)
+    by_prev: dict[bytes, int] = {}
+    for i, p in enumerate(prevs):
+        if p is not None:
+            by_prev.setdefault(p, i)
+    by_chain: dict[bytes, int] = {}
+    for i, c in enumerate(chains):
+        if c is not None:
+            by_chain.setdefault(c, i)
+    forward: list[int] = []
+    current: bytes | None = seal.genesis(subject)
+    while current is not None and current in by_prev and len(forward) < len(messages):
+        forward.append(by_prev[current])
+        current = chains[forward[-1]]
+    ends = [i for i, m in enumerate(messages) if seal.SEAL_HEADER in m.headers]
+    backward: list[int] = []
+    if ends:
+        backward.append(ends[-1])
+        while len(backward) < len(messages):
+            p = prevs[backward[-1]]
+            if p is None or p not in by_chain:
+                break
+            backward.append(by_chain[p])
+    on_either = set(forward) | set(backward)
+    if not backward or set(forward) >= set(backward):
+        return ""
+    changed = [i for i in range(len(messages)) if i not in on_either]
+    if changed:
+        i = changed[0]
+        return (
+            f"{seal.CHAIN_BROKEN}: {_what(items[i])} (stream seq {items[i].stream_seq}) was changed after it was "
+            f"written: its {seal.PREV_HEADER} header names no message of the hand, and the next message does not "
+            "follow it"
+        )
+    first_back = items[backward[-1]]
+    if not forward:
+        return (
+            f"{seal.CHAIN_BROKEN}: the hand's first event is missing or changed: {_what(first_back)} (stream seq "
+            f"{first_back.stream_seq}) follows no message here"
+        )
+    last_forward = items[forward[-1]]
+    a = last_forward.message.seq if last_forward.message is not None else 0
+    b = first_back.message.seq if first_back.message is not None else 0
+    if a and b and b > a + 1:
+        missing = ", ".join(f"{subject.rsplit('.', 1)[-1]}/{n}" for n in range(a + 1, min(b, a + 6)))
+        return (
+            f"{seal.CHAIN_BROKEN}: {missing}{' …' if b - a > 6 else ''} missing: {_what(last_forward)} (stream seq "
+            f"{last_forward.stream_seq}) is followed by {_what(first_back)} (stream seq {first_back.stream_seq}), "
+            "which the table chained to another message"
+        )
+    return (
+        f"{seal.CHAIN_BROKEN}: {_what(last_forward)} (stream seq {last_forward.stream_seq}) was changed after it "
+        f"was written: its bytes do not hash to the chain value {_what(first_back)} names as the message before it"
+    )
 
 
 def check_continuity(audit: Audit) -> None:
@@ -366,6 +481,33 @@ async def reconcile(audit: Audit, ledger: LedgerSource | Any, *, ledger_name: st
         await _check_escrows(audit, source)
     for problem in await source.journal_problems():
         report.mismatch(JOURNAL_MISMATCH, problem.detail, hand_id=problem.hand_id)
+
+
+def check_journal_seals(audit: Audit, journal: JournalFile, ledger_keys: Mapping[str, bytes]) -> None:
+    """A journal export's page seals (``socai.audit.journal.check_pages``) with the ledger's
+    public keys: every problem is a ``JOURNAL_SEAL_INVALID`` finding, with its hand when the
+    transaction is a hand's. Without keys the seals are not checked (the proof says so); a
+    journal without seals is a finding only when keys were given."""
+    proven = audit.report.proof
+    txs = journal.transactions
+    if txs:
+        proven.journal_first_seq, proven.journal_last_seq = int(txs[0].journal_seq), int(txs[-1].journal_seq)
+    if not ledger_keys:
+        proven.journal_seals = "not checked" if journal.seals else "none in the file"
+        return
+    proven.ledger_key_ids = sorted(ledger_keys)
+    checked = check_pages(journal, ledger_keys, hand_of_key)
+    proven.journal_seals = "checked" if journal.seals else "none in the file"
+    proven.journal_pages = checked.pages
+    proven.journal_transactions_sealed = checked.transactions
+    proven.ledger_key_ids = checked.key_ids or proven.ledger_key_ids
+    proven.journal_since, proven.journal_until = checked.since, checked.until
+    for detail, hand_id in checked.problems:
+        audit.report.mismatch(JOURNAL_SEAL_INVALID, detail, hand_id=hand_id, table_id=_table_of(hand_id))
+
+
+def _table_of(hand_id: str) -> str:
+    return hand_id.rsplit("-h", 1)[0] if "-h" in hand_id else ""
 
 
 def compare_settlement(result: ReplayResult, found: Found) -> Mismatch | None:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from html import escape
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 from urllib.parse import quote
 
 from socai.audit.auditor import Audit
@@ -104,7 +104,13 @@ def _page(title: str, body: str, *, depth: int = 0, script: str = "") -> str:
     )
 
 
-def write_site(audit: Audit, out_dir: Path, *, dead_letters: Iterable[tuple[str, str, str]] = ()) -> int:
+def write_site(
+    audit: Audit,
+    out_dir: Path,
+    *,
+    dead_letters: Iterable[tuple[str, str, str]] = (),
+    signed_verdict: Mapping[str, Any] | None = None,
+) -> int:
     """Write the site for ``audit`` into ``out_dir`` (created; files of an older site with
     the same names are replaced). ``dead_letters`` are (hand id, reason, detail) from the
     settlement service, when one was asked. Returns how many hand pages were written."""
@@ -121,7 +127,9 @@ def write_site(audit: Audit, out_dir: Path, *, dead_letters: Iterable[tuple[str,
         rows.append(_list_row(view))
         per_day[(view.game, view.started_at[:10])] += 1
     (out_dir / "hands.html").write_text(_hand_list(rows), encoding="utf-8")
-    (out_dir / "index.html").write_text(overview(audit.report, per_day, list(dead_letters)), encoding="utf-8")
+    (out_dir / "index.html").write_text(
+        overview(audit.report, per_day, list(dead_letters), signed_verdict), encoding="utf-8"
+    )
     return written
 
 
@@ -135,13 +143,19 @@ def _hand_link(hand_id: str, depth: int = 0) -> str:
     return f'<a href="{e(href)}">{e(hand_id)}</a>'
 
 
-def overview(report: AuditReport, per_day: Counter[tuple[str, str]], dead_letters: list[tuple[str, str, str]]) -> str:
+def overview(
+    report: AuditReport,
+    per_day: Counter[tuple[str, str]],
+    dead_letters: list[tuple[str, str, str]],
+    signed_verdict: Mapping[str, Any] | None = None,
+) -> str:
     parts = ["<h1>socai audit</h1>"]
     parts.append(
         f'<p class="note">{e(report.source)}; '
         + (f"ledger {e(report.ledger)}" if report.ledger else "no ledger reconciled")
         + "</p>"
     )
+    parts.append(_proof_section(report, signed_verdict))
     if report.ok:
         parts.append('<p id="verdict" class="ok" data-ok="true">Clean: every hand replays and the ledger agrees.</p>')
     else:
@@ -247,6 +261,36 @@ def overview(report: AuditReport, per_day: Counter[tuple[str, str]], dead_letter
         )
     parts.append('</table><p><a href="hands.html">every hand, searchable</a></p>')
     return _page("socai audit: overview", "\n".join(parts))
+
+
+def _proof_section(report: AuditReport, signed: Mapping[str, Any] | None) -> str:
+    """What was proven about the inputs: the seals checked and with which keys, the ranges,
+    and, when the verdict was signed, its signer and the sha256 of each input."""
+    rows = [
+        f"<tr><th>{e(line.split(':', 1)[0])}</th><td>{e(line.split(':', 1)[1].strip())}</td></tr>"
+        for line in report.proof.lines()
+    ]
+    p = report.proof
+    if p.stream_last_seq:
+        rows.append(f"<tr><th>stream seq</th><td>{p.stream_first_seq:,}–{p.stream_last_seq:,}</td></tr>")
+    if p.events_since or p.events_until:
+        rows.append(f"<tr><th>events period</th><td>{e(p.events_since or '…')} – {e(p.events_until or '…')}</td></tr>")
+    if p.journal_since or p.journal_until:
+        rows.append(
+            f"<tr><th>journal period</th><td>{e(p.journal_since or '…')} – {e(p.journal_until or '…')}</td></tr>"
+        )
+    if signed is not None:
+        signer = signed.get("signed_by", {})
+        rows.append(
+            f'<tr><th>signed verdict</th><td id="signed-by" data-key-id="{e(signer.get("key_id", ""))}">signed by '
+            f"auditor key id {e(signer.get('key_id', ''))} at {e(signed.get('audited_at', ''))}</td></tr>"
+        )
+        for item in signed.get("inputs", []):
+            rows.append(
+                f'<tr><th>{e(item.get("role", ""))}</th><td class="mono" data-sha256="{e(item.get("sha256", ""))}">'
+                f"{e(item.get('name', ''))} · {gold(int(item.get('bytes', 0)))} bytes · sha256 {e(item.get('sha256', ''))}</td></tr>"
+            )
+    return '<h2>Proof of the inputs</h2><table id="proof">' + "".join(rows) + "</table>"
 
 
 # --- the hand list --------------------------------------------------------------------------

@@ -140,11 +140,18 @@ def check_journal(transactions: Iterable[ledger_pb2.Transaction]) -> list[Journa
     """What ``VerifyJournal`` checks, on an export: journal_seq runs 1, 2, 3 … with no gap
     or repeat (a removed or duplicated transaction), each transaction has two or more
     entries summing to 0, each account's versions run 1, 2, 3 … and each balance after is
-    the previous one plus the amount (an edited amount or balance)."""
+    the previous one plus the amount (an edited amount or balance).
+
+    An export of a period (``socai ledger export --since``) starts later: journal_seq then
+    runs on from the first transaction's, and each account's first entry in the file gives
+    the version and balance before it (the entries before the period are not in the file)."""
     problems: list[JournalProblem] = []
     last: dict[str, tuple[int, int]] = {}  # account -> (version, balance after)
-    expected_seq = 1
+    expected_seq = 0
     for tx in transactions:
+        if not expected_seq:
+            expected_seq = tx.journal_seq if tx.journal_seq > 1 else 1
+            from_start = expected_seq == 1
         key = tx.idempotency_key
         hand = hand_of_key(key)
         where = f"{key} (journal_seq {tx.journal_seq})"
@@ -156,8 +163,11 @@ def check_journal(transactions: Iterable[ledger_pb2.Transaction]) -> list[Journa
         if len(tx.entries) < 2 or total != 0:
             problems.append(JournalProblem(f"{where}: {len(tx.entries)} entries sum to {total:+d}", hand))
         for e in tx.entries:
-            version, after = last.get(e.account_id, (0, 0))
             amount, stored = int(e.amount_gold), int(e.balance_after_gold)
+            if from_start or e.account_id in last:
+                version, after = last.get(e.account_id, (0, 0))
+            else:
+                version, after = int(e.account_version) - 1, stored - amount  # before the period
             if e.account_version != version + 1:
                 problems.append(
                     JournalProblem(

@@ -180,6 +180,21 @@ class SealVerifier:
             return HAND_SEAL_INVALID
         return None
 
+    def explain(self, subject: str, chain: bytes, headers: Mapping[str, str]) -> str:
+        """Why ``reject_reason`` says what it says, naming the key ids: the one the message
+        names and the ones this verifier holds (an auditor checking a file must see whether
+        the wrong key was given or the seal is forged)."""
+        reason = self.reject_reason(subject, chain, headers)
+        named = headers.get(SEAL_KEY_HEADER, "")
+        if reason is None:
+            return f"sealed with key id {named}"
+        if reason == HAND_UNSEALED:
+            return "carries no seal"
+        held = ", ".join(sorted(self.public_keys)) or "none"
+        if named not in self._keys:
+            return f"sealed with key id {named or '(none named)'}, not one of the keys given ({held})"
+        return f"the seal of key id {named} does not verify over chain value {chain.hex()[:16]}…"
+
 
 # --- reading a subject back ------------------------------------------------------------------
 
@@ -314,7 +329,8 @@ def authenticate(subject: str, messages: Sequence[Message], verifier: SealVerifi
         c = chains[end]
         reason = HAND_UNSEALED if c is None else verifier.reject_reason(subject, c, m.headers)
         if reason is not None:
-            failures.append((end, reason, f"stream seq {m.stream_seq}: {reason}"))
+            why = "carries no Socai-Prev" if c is None else verifier.explain(subject, c, m.headers)
+            failures.append((end, reason, f"stream seq {m.stream_seq}: {reason}: {why}"))
             continue
         walk = walk_back(subject, messages, end, chains, prevs)
         if not walk.ok:
