@@ -32,6 +32,7 @@ import asyncio
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from socai import accounts
@@ -75,6 +76,11 @@ NOT_THE_TABLES: Final = "NOT_THE_TABLES"
 # A journal export whose page seals do not prove it whole: a transaction changed, left out or
 # added, a page missing or cut off, a seal by another key (socai.audit.journal.check_pages).
 JOURNAL_SEAL_INVALID: Final = "JOURNAL_SEAL_INVALID"
+# Completeness: a table's hand or fact that is not in the input though the rest of it says
+# it exists (a gap in hand numbers or the facts' seq; a journal transaction of a hand the
+# events do not hold).
+HAND_MISSING: Final = "HAND_MISSING"
+FACT_MISSING: Final = "FACT_MISSING"
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,8 @@ class TableFacts:
     opened: bool = False
     buy_ins_gold: dict[str, int] = field(default_factory=dict)
     cash_outs_gold: dict[str, int] = field(default_factory=dict)
+    seqs: list[int] = field(default_factory=list)  # the facts' own seq, in input order
+    facts_id: str = ""  # the facts' hand id ({table}-t)
 
 
 @dataclass
@@ -183,6 +191,7 @@ def verify(
         audit.results.append(result)
         report.add_hand(result)
     check_continuity(audit)
+    check_gaps(audit)
     # An open hand is listed open only when nothing about it is wrong, its start included.
     named = {m.hand_id for m in report.mismatches}
     report.open_hands = [hand_id for hand_id in report.open_hands if hand_id not in named]
@@ -355,6 +364,73 @@ def explain_break(subject: str, items: list[RawEvent], messages: list[seal.Messa
     )
 
 
+GAP_NAMES_MAX: Final = 5  # a gap names its first few missing hands or facts, then "…"
+
+
+def hand_number(hand_id: str) -> int:
+    """``n`` of a hand id ``{table}-h{n}`` (the table service's), 0 for another form."""
+    _, sep, number = hand_id.rpartition("-h")
+    return int(number) if sep and number.isdigit() and not number.startswith("0") else 0
+
+
+def _named(prefix: str, numbers: range) -> str:
+    shown = ", ".join(f"{prefix}{n}" for n in list(numbers)[:GAP_NAMES_MAX])
+    return shown + (" …" if len(numbers) > GAP_NAMES_MAX else "")
+
+
+def check_gaps(audit: Audit) -> None:
+    """Each table's hands and facts run without a gap (``HAND_MISSING``, ``FACT_MISSING``):
+
+    - a table's hands are numbered 1, 2, 3 … (``{table}-h{n}``): between two hands of the
+      input every number is there, and when the table's opening (TableOpened) is in the
+      input, so is its first hand and every one up to the first the input holds;
+    - a table's facts have their own seq 1, 2, 3 …: between two facts of the input every
+      seq is there (a removed buy-in leaves its seq out).
+
+    The input may be a period (``--since``/``--until``): what comes before its first hand or
+    fact and after its last is not in it, and is not a gap; the journal, when one is given,
+    tells more at the period's end (``check_journal_hands``)."""
+    report = audit.report
+    numbers: dict[str, list[int]] = {}
+    for table_id, hand_id in audit.hands:
+        n = hand_number(hand_id)
+        if n and hand_id.startswith(f"{table_id}-h"):
+            numbers.setdefault(table_id, []).append(n)
+    for table_id in sorted(set(numbers) | set(audit.facts)):
+        have = sorted(set(numbers.get(table_id, ())))
+        facts = audit.facts.get(table_id)
+        if have and facts is not None and facts.opened and have[0] > 1:
+            report.mismatch(
+                HAND_MISSING,
+                f"{_named(f'{table_id}-h', range(1, have[0]))} missing: the table opens in the input "
+                f"({facts.facts_id}/1), and its first hand in it is {table_id}-h{have[0]}",
+                hand_id=f"{table_id}-h1",
+                table_id=table_id,
+            )
+        for a, b in itertools.pairwise(have):
+            if b > a + 1:
+                report.mismatch(
+                    HAND_MISSING,
+                    f"{_named(f'{table_id}-h', range(a + 1, b))} missing: {table_id}-h{a} is followed by "
+                    f"{table_id}-h{b}",
+                    hand_id=f"{table_id}-h{a + 1}",
+                    table_id=table_id,
+                )
+        if facts is not None and facts.seqs:
+            seqs = sorted(set(facts.seqs))
+            if facts.opened and seqs[0] > 1:
+                seqs.insert(0, 0)  # TableOpened is seq 1 of its facts
+            for a, b in itertools.pairwise(seqs):
+                if b > a + 1:
+                    report.mismatch(
+                        FACT_MISSING,
+                        f"{_named(f'{facts.facts_id}/', range(a + 1, b))} missing: "
+                        + (f"{facts.facts_id}/{a} is followed by " if a else "the facts start at ")
+                        + f"{facts.facts_id}/{b}",
+                        table_id=table_id,
+                    )
+
+
 def check_continuity(audit: Audit) -> None:
     """The facts between hands, for every table: each hand's dealer (or banker, or seat
     dealt first) is the one the rules choose (``base.choose_dealer``: the owner in the
@@ -421,6 +497,8 @@ def check_continuity(audit: Audit) -> None:
 def _note_fact(facts: TableFacts, raw: RawEvent) -> None:
     msg = raw.message
     assert msg is not None
+    facts.seqs.append(int(msg.seq))
+    facts.facts_id = facts.facts_id or msg.hand_id
     which = msg.WhichOneof("body")
     if which == "table_opened":
         facts.opened = True
@@ -457,8 +535,11 @@ async def reconcile(audit: Audit, ledger: LedgerSource | Any, *, ledger_name: st
     replay_totals: dict[str, int] = {}
     for result, found in zip(audit.results, found_all, strict=True):
         audit.found[result.hand_id] = found
-        report.transactions_checked += 1
         want = result.settlement.entries()
+        if found.transaction is None and want and not source.covers(result.events[-1].occurred_at):
+            report.proof.hands_outside_journal += 1  # settled outside the journal's period
+            continue
+        report.transactions_checked += 1
         _add(replay_totals, want)
         if found.transaction is not None:
             _add(ledger_totals, found.entries)
@@ -504,6 +585,61 @@ def check_journal_seals(audit: Audit, journal: JournalFile, ledger_keys: Mapping
     proven.journal_since, proven.journal_until = checked.since, checked.until
     for detail, hand_id in checked.problems:
         audit.report.mismatch(JOURNAL_SEAL_INVALID, detail, hand_id=hand_id, table_id=_table_of(hand_id))
+
+
+@dataclass(frozen=True)
+class Period:
+    """What the events input covers: the whole log (``complete``), or hands started in
+    ``[since, until)`` (either open)."""
+
+    complete: bool = True
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def check_journal_hands(audit: Audit, journal: Iterable[Any], period: Period) -> None:
+    """Every hand the journal settles is in the events, as far as the events' period says it
+    must be (``HAND_MISSING``, named by the journal's transaction).
+
+    A ``settle:`` transaction's hand must be in the events when the events are the whole
+    log; in a period, when its table is in the events and the hand comes after the table's
+    last hand there while its settlement was committed before the period ends (the hand
+    started before it was settled, after a hand of the period started). A hand between two
+    of the period is a gap ``check_gaps`` names already."""
+    report = audit.report
+    present: dict[str, set[int]] = {}
+    for table_id, hand_id in audit.hands:
+        present.setdefault(table_id, set()).add(hand_number(hand_id))
+    for tx in journal:
+        key = tx.idempotency_key
+        hand_id = hand_of_key(key)
+        where = f"{key} (journal_seq {tx.journal_seq})"
+        if hand_id:
+            table_id, n = _table_of(hand_id), hand_number(hand_id)
+            have = present.get(table_id)
+            if not n or (have is not None and n in have):
+                continue
+            facts = audit.facts.get(table_id)
+            if have is not None and (
+                min(have) < n < max(have) or (n < min(have) and facts is not None and facts.opened)
+            ):
+                continue  # a gap check_gaps names
+            at = tx.created_at.ToDatetime(tzinfo=UTC)
+            if period.complete:
+                why = "the events hold no such hand"
+            elif have is not None and n > max(have) and (period.until is None or at < period.until):
+                why = (
+                    f"committed at {at.isoformat()}, inside the period, after {table_id}-h{max(have)}, the table's "
+                    "last hand in the events"
+                )
+            else:
+                continue  # outside the period
+            report.mismatch(
+                HAND_MISSING,
+                f"{hand_id} missing: the journal settles it under {where}, {why}",
+                hand_id=hand_id,
+                table_id=table_id,
+            )
 
 
 def _table_of(hand_id: str) -> str:

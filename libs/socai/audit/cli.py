@@ -40,7 +40,7 @@ from typing import IO, Any
 
 from socai import errors
 from socai.audit import proof
-from socai.audit.auditor import Audit, Seals, check_journal_seals, reconcile, verify
+from socai.audit.auditor import Audit, Period, Seals, check_journal_hands, check_journal_seals, reconcile, verify
 from socai.audit.export import (
     EventFilter,
     ExportHeader,
@@ -395,14 +395,28 @@ def run_audit(
     if args.no_ledger or args.journal:
         ledger_addr = ""
     complete = flt.is_everything and keep is None and (header is None or header.is_everything)
+    period = Period(
+        complete,
+        since=_later(flt.since, _when(header.since) if header is not None and header.since else None),
+        until=_earlier(flt.until, _when(header.until) if header is not None and header.until else None),
+    )
     audit = verify(raws, source=source, allow_open=args.allow_open, complete=complete, seals=seals)
     proven = audit.report.proof
-    proven.events_since = header.since if header is not None else (flt.since.isoformat() if flt.since else "")
-    proven.events_until = header.until if header is not None else (flt.until.isoformat() if flt.until else "")
+    proven.events_since = period.since.isoformat() if period.since else ""
+    proven.events_until = period.until.isoformat() if period.until else ""
     if args.journal:
         journal_file = read_journal_file(args.journal)
-        journal = JournalLedger(journal_file.transactions, f"journal {args.journal}")
+        first = journal_file.seals[0][1] if journal_file.seals else None
+        journal = JournalLedger(
+            journal_file.transactions,
+            f"journal {args.journal}",
+            since=first.since.ToDatetime(tzinfo=UTC) if first is not None and first.HasField("since") else None,
+            until=first.until.ToDatetime(tzinfo=UTC) if first is not None and first.HasField("until") else None,
+        )
+        # An escrow's balance in a journal of a period is not the balance the whole log adds up to.
+        audit.complete = audit.complete and journal.whole
         asyncio.run(reconcile(audit, journal))
+        check_journal_hands(audit, journal.transactions, period)
         ledger_keys = dict(keys.ledger) if keys is not None and keys.ledger else _ledger_keys(settings)
         check_journal_seals(audit, journal_file, ledger_keys)
         if journal_file.seals and not ledger_keys:
@@ -414,6 +428,14 @@ def run_audit(
     elif ledger_addr:
         asyncio.run(_reconcile(audit, ledger_addr, settings))
     return audit
+
+
+def _later(a: datetime | None, b: datetime | None) -> datetime | None:
+    return max(a, b) if a is not None and b is not None else (a or b)
+
+
+def _earlier(a: datetime | None, b: datetime | None) -> datetime | None:
+    return min(a, b) if a is not None and b is not None else (a or b)
 
 
 def _ledger_keys(settings: Settings) -> dict[str, bytes]:

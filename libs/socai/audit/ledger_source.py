@@ -22,6 +22,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from socai import errors
@@ -65,6 +66,13 @@ class LedgerSource(abc.ABC):
     @abc.abstractmethod
     async def journal_problems(self) -> list[JournalProblem]:
         """Every place the journal contradicts itself (empty when it is sound)."""
+
+    def covers(self, at: datetime) -> bool:
+        """Whether a hand that ended at ``at`` must have its transaction here: always for a
+        whole journal; for an export of a period, when ``at`` is inside it (a hand that ended
+        before the period was settled before it, one that ended after it is settled after)."""
+        del at
+        return True
 
 
 class LiveLedger(LedgerSource):
@@ -110,8 +118,16 @@ def _unavailable(method: str, exc: Any) -> errors.Unavailable:
 class JournalLedger(LedgerSource):
     """An exported journal, held in memory: the transactions in file order."""
 
-    def __init__(self, transactions: Iterable[ledger_pb2.Transaction], name: str) -> None:
+    def __init__(
+        self,
+        transactions: Iterable[ledger_pb2.Transaction],
+        name: str,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> None:
         self.name = name
+        self.since, self.until = since, until  # the period the export covers (None: open)
         self.transactions = list(transactions)
         self._by_key: dict[str, ledger_pb2.Transaction] = {}
         self._balances: dict[str, int] = {}
@@ -134,6 +150,18 @@ class JournalLedger(LedgerSource):
 
     async def journal_problems(self) -> list[JournalProblem]:
         return check_journal(self.transactions)[:JOURNAL_PROBLEMS_MAX]
+
+    @property
+    def whole(self) -> bool:
+        """Whether the export is the whole journal: no period, and it starts at journal_seq 1."""
+        starts = not self.transactions or self.transactions[0].journal_seq == 1
+        return starts and self.since is None and self.until is None
+
+    def covers(self, at: datetime) -> bool:
+        since = self.since
+        if since is None and not self.whole and self.transactions:
+            since = self.transactions[0].created_at.ToDatetime(tzinfo=UTC)  # a period export, unsigned
+        return (since is None or at >= since) and (self.until is None or at < self.until)
 
 
 def check_journal(transactions: Iterable[ledger_pb2.Transaction]) -> list[JournalProblem]:

@@ -59,6 +59,7 @@ class Proof:
     journal_transactions_sealed: int = 0
     journal_first_seq: int = 0
     journal_last_seq: int = 0
+    hands_outside_journal: int = 0  # hands whose transaction a journal of a period need not hold
     journal_since: str = ""  # the period the ledger's page seals name ("" open)
     journal_until: str = ""
     events_since: str = ""  # the period the events export names (its header or the flags)
@@ -84,6 +85,7 @@ class Proof:
             "journal_transactions_sealed": self.journal_transactions_sealed,
             "journal_seq": [self.journal_first_seq, self.journal_last_seq],
             "journal_period": [self.journal_since, self.journal_until],
+            "hands_outside_journal": self.hands_outside_journal,
             "events_period": [self.events_since, self.events_until],
             "stream_seq": [self.stream_first_seq, self.stream_last_seq],
         }
@@ -112,6 +114,11 @@ class Proof:
                 + (
                     f"; journal_seq {self.journal_first_seq:,}–{self.journal_last_seq:,}"
                     if self.journal_last_seq
+                    else ""
+                )
+                + (
+                    f"; {self.hands_outside_journal:,} hands ended outside its period (not looked up)"
+                    if self.hands_outside_journal
                     else ""
                 )
             )
