@@ -22,8 +22,14 @@ Read from the stream (``seals`` given), a hand is the table's only as far as its
 keys, and only the messages on the hand chain it covers are replayed. Every other message
 on the hand's subject is a finding (``NOT_THE_TABLES``, naming table, hand, stream sequence
 and why); a hand with no valid seal or chain is one (``HAND_UNSEALED``,
-``HAND_SEAL_INVALID``, ``CHAIN_BROKEN``) and is not replayed. A JSONL export carries no
-headers, so a file audit checks no seals (the report says so).
+``HAND_SEAL_INVALID``, ``CHAIN_BROKEN``) and is not replayed; a broken chain is named at
+the message to blame (``explain_break``). A table's own facts are checked the same way
+against their facts seals (``_sealed_facts``). A JSONL export carries no headers, so a file
+audit checks no seals (the report's ``Proof`` says what was and was not checked).
+
+Completeness (``check_gaps``, ``check_journal_hands``): each table's hands and facts run
+without a gap, and every hand a journal settles is in the events as far as their period
+says it must be (``HAND_MISSING``, ``FACT_MISSING``).
 """
 
 from __future__ import annotations
@@ -76,6 +82,8 @@ NOT_THE_TABLES: Final = "NOT_THE_TABLES"
 # A journal export whose page seals do not prove it whole: a transaction changed, left out or
 # added, a page missing or cut off, a seal by another key (socai.audit.journal.check_pages).
 JOURNAL_SEAL_INVALID: Final = "JOURNAL_SEAL_INVALID"
+# A table's facts whose seals name a key the audit was not given or do not verify.
+FACTS_SEAL_INVALID: Final = "FACTS_SEAL_INVALID"
 # Completeness: a table's hand or fact that is not in the input though the rest of it says
 # it exists (a gap in hand numbers or the facts' seq; a journal transaction of a hand the
 # events do not hold).
@@ -138,6 +146,7 @@ def verify(
     audit = Audit(report, complete=complete)
     hands = audit.hands
     last_hand: dict[str, tuple[str, str]] = {}
+    facts_of: dict[tuple[str, str], list[RawEvent]] = {}
     if seals is not None:
         report.proof.table_key_ids = sorted(seals.verifier.public_keys)
     for raw in raws:
@@ -147,7 +156,7 @@ def verify(
             report.proof.hand_seals = "checked"
         if raw.is_table_fact:
             report.table_facts += 1
-            _note_fact(audit.facts.setdefault(raw.table_id, TableFacts()), raw)
+            facts_of.setdefault(_subject_key(raw) if raw.payload else (raw.table_id, raw.hand_id), []).append(raw)
             continue
         # From the stream, a message belongs to the hand whose subject it is on, whatever
         # it says of itself.
@@ -157,6 +166,10 @@ def verify(
             continue
         hands.setdefault(key, []).append(raw)
         last_hand[key[0]] = key
+    for key, stored_facts in facts_of.items():
+        table_facts = audit.facts.setdefault(key[0], TableFacts())
+        for raw in _sealed_facts(audit, seals, key, stored_facts):
+            _note_fact(table_facts, raw)
     for key, stored in hands.items():
         table_id, hand_id = key
         items = stored
@@ -265,6 +278,88 @@ def _sealed_chain(
     return [items[i] for i in verdict.hand]
 
 
+def _sealed_facts(audit: Audit, seals: Seals | None, key: tuple[str, str], items: list[RawEvent]) -> list[RawEvent]:
+    """The table's own facts among ``items`` (every message of a facts subject, in stream
+    order), as far as their seals say (``socai.events.seal``: every fact seals the chain up
+    to itself). The chain is walked back from the last fact whose seal verifies; it must
+    reach the first fact (in a whole log, the chain's start; in a period, the first fact the
+    input holds), else the break is reported where it is (``CHAIN_BROKEN``), and any fact
+    not on it is a stranger's (``NOT_THE_TABLES``). Facts of a subject that carries no facts
+    seal at all were written before facts were sealed: they are counted unsealed and read
+    as before; so are facts read without seals (a plain export)."""
+    report = audit.report
+    if seals is None or not any(r.payload for r in items):
+        return items
+    table_id, facts_id = key
+    messages = [seal.Message(r.stream_seq, r.payload, dict(r.chain_headers)) for r in items]
+    sealed = [i for i, m in enumerate(messages) if seal.FACTS_SEAL_HEADER in m.headers]
+    if not sealed:
+        report.proof.facts_unsealed += len(items)
+        return items
+    subject = canonical_subject(table_id, facts_id, seals.prefix)
+    verifier = seals.verifier.for_facts()
+    chains = seal.chain_values(subject, messages)
+
+    def valid(i: int) -> bool:
+        chain = chains[i]
+        return chain is not None and verifier.reject_reason(subject, chain, messages[i].headers) is None
+
+    end = next((i for i in reversed(sealed) if valid(i)), None)
+    if end is None:
+        last = sealed[-1]
+        chain = chains[last]
+        why = "carries no Socai-Prev" if chain is None else verifier.explain(subject, chain, messages[last].headers)
+        report.mismatch(
+            FACTS_SEAL_INVALID,
+            f"{facts_id}: stream seq {messages[last].stream_seq} ({_what(items[last])}): {why}",
+            table_id=table_id,
+        )
+        audit.failed_tables.add(table_id)
+        return items
+    path = _walk_tail(messages, chains, end)
+    start = seal.genesis(subject)
+    first_prev = seal.prev_of(messages[path[0]].headers)
+    earlier = [i for i in range(len(items)) if items[i].stream_seq < items[path[0]].stream_seq]
+    whole = first_prev == start or (not audit.complete and not earlier)
+    if not whole:
+        detail = explain_break(subject, items, messages, end=end, start=None if audit.complete else messages[0].headers)
+        report.mismatch(
+            seal.CHAIN_BROKEN,
+            f"{facts_id}: {detail or 'the sealed facts chain does not reach the first fact'}",
+            table_id=table_id,
+        )
+        audit.failed_tables.add(table_id)
+        return items
+    report.proof.facts_sealed += len(path)
+    on_path = set(path)
+    for i, raw in enumerate(items):
+        if i not in on_path:
+            report.mismatch(
+                NOT_THE_TABLES,
+                f"{facts_id}: stream seq {raw.stream_seq} ({_what(raw)}) is not the table's: not on the sealed facts chain",
+                table_id=table_id,
+            )
+    return [items[i] for i in path]
+
+
+def _walk_tail(messages: list[seal.Message], chains: list[bytes | None], end: int) -> list[int]:
+    """The messages linked back from ``end`` by ``Socai-Prev`` (first first), as far as the
+    chain goes among ``messages``."""
+    by_chain: dict[bytes, int] = {}
+    for i, c in enumerate(chains):
+        if c is not None:
+            by_chain.setdefault(c, i)
+    path = [end]
+    while len(path) < len(messages):
+        prev = seal.prev_of(messages[path[-1]].headers)
+        found = by_chain.get(prev) if prev is not None else None
+        if found is None:
+            break
+        path.append(found)
+    path.reverse()
+    return path
+
+
 def _check_stream_order(
     report: AuditReport, key: tuple[str, str], items: list[RawEvent], path: tuple[int, ...]
 ) -> None:
@@ -300,7 +395,14 @@ def _what(raw: RawEvent) -> str:
     return raw.message.event_id if raw.message is not None else f"undecodable bytes at stream seq {raw.stream_seq}"
 
 
-def explain_break(subject: str, items: list[RawEvent], messages: list[seal.Message]) -> str:
+def explain_break(
+    subject: str,
+    items: list[RawEvent],
+    messages: list[seal.Message],
+    *,
+    end: int | None = None,
+    start: Mapping[str, str] | None = None,
+) -> str:
     """Where a broken chain was broken, named at the message to blame rather than at the
     one after it: the chain from the first event forward and the chain from the HandEnded
     back each stop somewhere. A message on neither had its ``Socai-Prev`` header changed;
@@ -318,11 +420,12 @@ def explain_break(subject: str, items: list[RawEvent], messages: list[seal.Messa
         if c is not None:
             by_chain.setdefault(c, i)
     forward: list[int] = []
-    current: bytes | None = seal.genesis(subject)
+    # Forward from the chain's start, or, for a period's facts, from the first one given.
+    current: bytes | None = seal.genesis(subject) if start is None else seal.prev_of(start)
     while current is not None and current in by_prev and len(forward) < len(messages):
         forward.append(by_prev[current])
         current = chains[forward[-1]]
-    ends = [i for i, m in enumerate(messages) if seal.SEAL_HEADER in m.headers]
+    ends = [i for i, m in enumerate(messages) if seal.SEAL_HEADER in m.headers] if end is None else [end]
     backward: list[int] = []
     if ends:
         backward.append(ends[-1])

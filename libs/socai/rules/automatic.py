@@ -5,8 +5,17 @@ A ``TimerExpired`` row says only that time ran out; the game's own timeout rule 
 follows (a Tiến Lên leader plays its lowest combination, a Hold'em seat checks or folds, a
 Mậu Binh hand is arranged for its seat …). A dispute needs that move as a move: the play it
 was (``play 5``, numbered as the settlement's details number plays) and its cards. The
-engine already made it; this module reads it back from the two states, so the desk
-(``socai.audit.handview``), the replay and the table describe it alike. Pure: no I/O.
+engine already made it; this module reads it back from the two states, so the table (which
+records it: ``TimerExpired.automatic``), the replay (which derives it again and compares)
+and the desk (``socai.audit.handview``) tell it alike. Pure: no I/O.
+
+The recorded form is a short stable code — ``play 3s 3c``, ``pass``, ``declare no_sam``,
+``check``, ``fold``, ``discard Kd``, ``lay 8s 8c 8d|…``, ``take Kd``, ``draw``, ``declare u``,
+``arrange``, ``arrange 1,3`` (the seats a closed window arranged), ``flip``, ``no_bet``,
+``close``, ``timeout`` — naming a card only where the move puts it in view of everyone (a
+play, a discard, a meld laid, a take), never one the move keeps face down (a drawn card,
+an arrangement). ``AutomaticMove.text`` says it in words; the code never changes for a
+recorded hand, the words may.
 """
 
 from __future__ import annotations
@@ -21,10 +30,11 @@ from socai.events.model import COMMUNITY, TimerExpired
 
 @dataclass(frozen=True, slots=True)
 class AutomaticMove:
-    """What the engine did for the seat: ``text`` in words (``played 3♠ 3♣``, ``passed``,
-    ``checked``, ``folded`` …), ``play`` the hand's play number when it was a play (Tiến
+    """What the engine did for the seat: ``code`` (the recorded form, the module
+    docstring), ``text`` in words, ``play`` the hand's play number when it was a play (Tiến
     Lên, Sâm Lốc: numbered from 1 as settlement details cite them), ``cards`` its cards."""
 
+    code: str
     text: str
     play: int = 0
     cards: tuple[Card, ...] = ()
@@ -40,26 +50,32 @@ def automatic_move(before: Any, after: Any, body: TimerExpired) -> AutomaticMove
     if hasattr(after, "plays_made"):  # Tiến Lên, Sâm Lốc (socai.rules.shedding_play)
         if after.plays_made > before.plays_made:
             played = tuple(after.played_cards[len(before.played_cards) :])
-            return AutomaticMove(f"played {_cards(played)} (the lowest lead)", after.plays_made, played)
+            shown = _cards(played)
+            return AutomaticMove(f"play {shown}", f"played {shown} (the lowest lead)", after.plays_made, played)
         if dict(after.declarations) != dict(before.declarations):
-            return AutomaticMove(f"declared {after.declarations.get(seat, '')}")
-        return AutomaticMove("passed")
+            answer = after.declarations.get(seat, "")
+            return AutomaticMove(f"declare {answer}", f"declared {answer}")
+        return AutomaticMove("pass", "passed")
     if hasattr(after, "laid") and hasattr(after, "discards"):  # Phỏm
         return _phom(before, after, seat)
-    if hasattr(after, "arranged"):  # Mậu Binh
+    if hasattr(after, "arranged"):  # Mậu Binh: the arrangement stays face down until compared
         seats = [s for s in after.arranged if s not in before.arranged]
-        if not seats:
-            return AutomaticMove("nothing left to arrange")
-        named = "" if seat != COMMUNITY else "for seats " + ", ".join(map(str, seats)) + ": "
-        return AutomaticMove(f"arranged {named}by the rules (MB-20)" if named else "arranged by the rules (MB-20)")
+        if seat == COMMUNITY:
+            named = ",".join(map(str, seats))
+            return AutomaticMove(f"arrange {named}".strip(), f"arranged seats {named or '-'} by the rules (MB-20)")
+        return AutomaticMove("arrange", "arranged by the rules (MB-20)")
     folded_before, folded_after = _folded(before), _folded(after)
     if folded_before is not None and folded_after is not None:
-        return AutomaticMove("folded" if folded_after > folded_before else "checked")
+        if folded_after > folded_before:
+            return AutomaticMove("fold", "folded")
+        return AutomaticMove("check", "checked")
     if body.timer == "flip":
-        return AutomaticMove("flipped its cards")
+        return AutomaticMove("flip", "flipped its cards")
     if body.timer == "betting":
-        return AutomaticMove("closed the betting window" if seat == COMMUNITY else "placed no (more) bet")
-    return AutomaticMove("acted for the seat (GEN-5)")
+        if seat == COMMUNITY:
+            return AutomaticMove("close", "closed the betting window")
+        return AutomaticMove("no_bet", "placed no (more) bet")
+    return AutomaticMove("timeout", "acted for the seat (GEN-5)")
 
 
 def _folded(state: Any) -> int | None:
@@ -74,14 +90,16 @@ def _folded(state: Any) -> int | None:
 def _phom(before: Any, after: Any, seat: int) -> AutomaticMove:
     if len(after.discards) > len(before.discards):
         card = after.discards[-1].card
-        return AutomaticMove(f"discarded {card}", cards=(card,))
+        return AutomaticMove(f"discard {card}", f"discarded {card}", cards=(card,))
     laid: Mapping[int, Sequence[Sequence[Card]]] = after.laid
     if tuple(laid.get(seat, ())) != tuple(before.laid.get(seat, ())):
-        melds = " | ".join(_cards(m) for m in laid.get(seat, ()))
-        return AutomaticMove(f"laid {melds or 'no meld'}")
+        melds = "|".join(_cards(m) for m in laid.get(seat, ()))
+        return AutomaticMove(f"lay {melds}".strip(), f"laid {melds.replace('|', ' | ') or 'no meld'}")
     if after.taken.get(seat) != before.taken.get(seat):
-        new = sorted(set(after.taken[seat]) - set(before.taken.get(seat, ())), key=str)
-        return AutomaticMove(f"took {_cards(new)}", cards=tuple(new))
+        new = tuple(sorted(set(after.taken[seat]) - set(before.taken.get(seat, ())), key=str))
+        return AutomaticMove(f"take {_cards(new)}", f"took {_cards(new)}", cards=new)
     if getattr(after, "phase", "") != getattr(before, "phase", ""):
-        return AutomaticMove("drew from the stock" if "draw" in str(getattr(after, "phase", "")) else "declared Ù")
-    return AutomaticMove("acted for the seat (GEN-5)")
+        if "draw" in str(getattr(after, "phase", "")):
+            return AutomaticMove("draw", "drew from the stock")
+        return AutomaticMove("declare u", "declared Ù")
+    return AutomaticMove("timeout", "acted for the seat (GEN-5)")
