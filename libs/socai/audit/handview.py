@@ -376,6 +376,8 @@ def _annotations(result: ReplayResult) -> dict[int, _Note]:
         return {}
     events = result.events
     out: dict[int, _Note] = {}
+    if not hasattr(result.state, "plays_made") and not any(type(e.body) is TimerExpired for e in events):
+        return out  # no play to number and no timer's move to tell: nothing to fold again
     try:
         state = module.initial_state(events[0].body)
         trick = 0

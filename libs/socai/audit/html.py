@@ -32,6 +32,7 @@ valid id, else a digest of it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections import Counter
@@ -125,6 +126,7 @@ def player_page_name(player_id: str) -> str:
 SUITS: Final = {"s": "♠", "c": "♣", "d": "♦", "h": "♥"}
 
 
+@functools.lru_cache(maxsize=4096)  # a deck's cards, face up or down, to a few seats: a small set
 def card_html(text: str, *, face_up: bool = True, title: str = "") -> str:
     """A card with its suit symbol and colour: ``As`` → A♠ (dark), ``Td`` → 10♦ (red);
     ``??`` (not known yet) as it is."""
