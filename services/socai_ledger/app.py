@@ -17,6 +17,7 @@ from typing import Any, Final
 from prometheus_client import Gauge
 
 from socai import accounts
+from socai.audit.journal import JournalSigner
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
 from socai.infra.db_pool import Pool
@@ -157,7 +158,10 @@ async def build_app(
         if backlog is not None:
             outbox.report_to(backlog.observe)
     hold_writer = holds.HoldWriter(pool)
-    servicer = LedgerServicer(pool, batcher, hold_writer)
+    journal_key = settings.journal_seal_private_key()
+    servicer = LedgerServicer(
+        pool, batcher, hold_writer, JournalSigner(journal_key) if journal_key is not None else None
+    )
     grpc_server = build_server(
         service="ledger",
         address=settings.listen_address(settings.ledger_addr),

@@ -6,7 +6,8 @@
     socai ledger trial-balance          exit 1 when the balances do not sum to 0
     socai ledger deposit 42 5000 --key ticket-981 [--reference "bank transfer 981"]
     socai ledger deposit house:bank 1000000 --key fund-2026-11   (a transfer from external:cashier)
-    socai ledger export [--out journal.jsonl] [--format jsonl|csv]   the journal in commit order
+    socai ledger export [--out journal.jsonl] [--format jsonl|csv] [--since ISO] [--until ISO]
+                                        the journal (or a period of it) in commit order
     socai ledger holds [--all]          house:bank's holds for hands in play (--all: released ones too)
     socai ledger release-hold HAND_ID --reason TEXT   release the hold of a hand that will never settle
 
@@ -23,14 +24,14 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 import grpc
 from google.protobuf import json_format
 
-from socai import accounts
+from socai import accounts, errors
 from socai.audit import journal
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
@@ -71,6 +72,8 @@ def add_commands(sub: Any, command: Any) -> None:
     p = cmds.add_parser("export", help="the journal in commit order, for an offline audit (socai audit --journal)")
     p.add_argument("--out", default="-", help="output file (default: standard output)")
     p.add_argument("--format", choices=journal.FORMATS, default="jsonl", help="jsonl (one transaction a line) or csv")
+    p.add_argument("--since", type=_when, default=None, help="transactions committed at or after (ISO 8601, UTC)")
+    p.add_argument("--until", type=_when, default=None, help="transactions committed before (ISO 8601, UTC)")
 
     p = cmds.add_parser("holds", help="house:bank's holds for hands in play, oldest hand id first")
     p.add_argument("--all", action="store_true", help="released holds too")
@@ -81,6 +84,14 @@ def add_commands(sub: Any, command: Any) -> None:
     p.add_argument("hand_id")
     p.add_argument("--reason", required=True, help="why the hand will never settle (kept with the hold)")
     command("ledger")(cmd_ledger)
+
+
+def _when(text: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from exc
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def cmd_ledger(args: argparse.Namespace, settings: Settings) -> int:
@@ -234,32 +245,52 @@ async def _deposit(stub: Any, args: argparse.Namespace) -> int:
 
 
 async def _export(stub: Any, args: argparse.Namespace) -> int:
+    if args.since is not None and args.until is not None and args.until <= args.since:
+        raise errors.InvalidArgument("BAD_PERIOD", "--until must be after --since")
+    period = (args.since, args.until)
     if args.out == "-":
-        count = await _write_journal(stub, args.format, sys.stdout)
+        count, sealed = await _write_journal(stub, args.format, sys.stdout, period)
     else:
         # Written next to the target and renamed at the end: an interrupted export never
         # leaves a file that looks like a whole journal.
         target = Path(args.out)
         partial = target.with_name(target.name + ".partial")
         with partial.open("w", encoding="utf-8", newline="") as out:
-            count = await _write_journal(stub, args.format, out)
+            count, sealed = await _write_journal(stub, args.format, out, period)
         partial.replace(target)
-    print(f"exported {count} transactions", file=sys.stderr)
+    note = (
+        f", {sealed} page seals"
+        if sealed
+        else (", unsigned (the ledger has no journal seal key)" if args.format == "jsonl" else "")
+    )
+    print(f"exported {count} transactions{note}", file=sys.stderr)
     return 0
 
 
-async def _write_journal(stub: Any, fmt: str, out: IO[str]) -> int:
-    """Every page of ``ListTransactions`` in order, written as it arrives (memory stays one page)."""
+async def _write_journal(
+    stub: Any, fmt: str, out: IO[str], period: tuple[datetime | None, datetime | None]
+) -> tuple[int, int]:
+    """Every page of ``ListTransactions`` in order (of the period, when one is given), written
+    as it arrives (memory stays one page), each followed by the ledger's page seal in JSONL
+    (a CSV row has no place for it); returns (transactions, page seals) written."""
     csv_out = journal.CsvWriter(out) if fmt == "csv" else None
-    count, token = 0, ""
+    count, sealed, token = 0, 0, ""
+    since, until = period
     while True:
-        reply = await stub.ListTransactions(
-            pb.ListTransactionsRequest(page_size=EXPORT_PAGE_SIZE, page_token=token), timeout=RPC_TIMEOUT_S
-        )
-        count += csv_out.write(reply.transactions) if csv_out else journal.write_jsonl(reply.transactions, out)
+        request = pb.ListTransactionsRequest(page_size=EXPORT_PAGE_SIZE, page_token=token)
+        if since is not None:
+            request.since.FromDatetime(since)
+        if until is not None:
+            request.until.FromDatetime(until)
+        reply = await stub.ListTransactions(request, timeout=RPC_TIMEOUT_S)
+        if csv_out:
+            count += csv_out.write(reply.transactions)
+        else:
+            count += journal.write_jsonl(reply.transactions, out, reply.seal if reply.HasField("seal") else None)
+            sealed += bool(reply.seal.signature)
         token = reply.next_page_token
         if not token:
-            return count
+            return count, sealed
 
 
 _HANDLERS: dict[str, Callable[[Any, argparse.Namespace], Awaitable[int]]] = {

@@ -14,6 +14,7 @@ per-account reads of ``queries.py``.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Final
 
 from socai import errors
@@ -26,9 +27,16 @@ from socai_ledger.domain import Entry, Transaction
 # here is refused as BAD_PAGE_TOKEN rather than read as a position.
 TOKEN_TAG: Final = "journal"
 
+# A period is the transactions committed in [since, until): the batch's commit time only
+# grows with journal_seq (one writer holds the journal's lock), so it is a run of
+# consecutive journal_seq and paging by journal_seq inside it skips nothing.
 _PAGE_SQL = f"""
 select journal_seq, transaction_id, idempotency_key, kind, reference, metadata, created_at
-from {SCHEMA}.transactions where journal_seq > %s order by journal_seq limit %s
+from {SCHEMA}.transactions
+where journal_seq > %(after)s
+  and (%(since)s::timestamptz is null or created_at >= %(since)s)
+  and (%(until)s::timestamptz is null or created_at < %(until)s)
+order by journal_seq limit %(limit)s
 """
 _ENTRIES_SQL = f"""
 select journal_seq, account_id, amount_gold, balance_after_gold, account_version
@@ -51,12 +59,21 @@ def decode_page_token(token: str) -> int:
 
 
 @db_pool.retried_read
-async def list_transactions(pool: db_pool.Pool, *, after_seq: int, limit: int) -> tuple[list[Transaction], bool]:
-    """Up to ``limit`` applied transactions after ``after_seq`` in journal order, and
-    whether more follow. ``limit`` is at most ``domain.PAGE_SIZE_MAX``."""
+async def list_transactions(
+    pool: db_pool.Pool,
+    *,
+    after_seq: int,
+    limit: int,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> tuple[list[Transaction], bool]:
+    """Up to ``limit`` applied transactions after ``after_seq`` in journal order, committed
+    in ``[since, until)`` when those are given, and whether more follow. ``limit`` is at
+    most ``domain.PAGE_SIZE_MAX``."""
     errors.check(0 < limit <= domain.PAGE_SIZE_MAX, "a journal page is bounded")
+    params = {"after": after_seq, "since": since, "until": until, "limit": limit + 1}
     async with pool.connection() as conn:
-        heads = await (await conn.execute(_PAGE_SQL, (after_seq, limit + 1))).fetchall()
+        heads = await (await conn.execute(_PAGE_SQL, params)).fetchall()
         page = heads[:limit]
         if not page:
             return [], False

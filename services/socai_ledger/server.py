@@ -42,9 +42,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from datetime import UTC
 from typing import Any, Final
 
 from socai import accounts, errors
+from socai.audit.journal import JournalSigner
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.grpc_server import ANY_CALLER, AccessPolicy, current_caller
@@ -97,10 +99,17 @@ def access_policy(tokens: Mapping[str, str]) -> AccessPolicy:
 
 
 class LedgerServicer(pb_grpc.LedgerServiceServicer):
-    def __init__(self, pool: Any, batcher: WriteBatcher, hold_writer: holds.HoldWriter) -> None:
+    def __init__(
+        self,
+        pool: Any,
+        batcher: WriteBatcher,
+        hold_writer: holds.HoldWriter,
+        journal_signer: JournalSigner | None = None,
+    ) -> None:
         self.pool = pool
         self.batcher = batcher
         self.hold_writer = hold_writer
+        self.journal_signer = journal_signer  # signs each page of ListTransactions (socai.audit.journal)
         self._times = convert.TimestampCache()
 
     # --- accounts ---------------------------------------------------------------------------
@@ -359,13 +368,32 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
     async def ListTransactions(self, request: pb.ListTransactionsRequest, context: Any) -> pb.ListTransactionsResponse:
         limit = domain.check_page_size(request.page_size)
         after = journal_export.decode_page_token(request.page_token)
-        found, more = await journal_export.list_transactions(self.pool, after_seq=after, limit=limit)
+        since = request.since.ToDatetime(tzinfo=UTC) if request.HasField("since") else None
+        until = request.until.ToDatetime(tzinfo=UTC) if request.HasField("until") else None
+        if since is not None and until is not None and until <= since:
+            raise errors.InvalidArgument("BAD_PERIOD", "until must be after since")
+        found, more = await journal_export.list_transactions(
+            self.pool, after_seq=after, limit=limit, since=since, until=until
+        )
         response = pb.ListTransactionsResponse()
         times = convert.TimestampCache()
         for tx in found:
             convert.transaction(tx, response.transactions.add(), times)
         if more and found:
             response.next_page_token = journal_export.encode_page_token(found[-1].journal_seq)
+        if self.journal_signer is not None:
+            # The page as sent, signed: an export that keeps it proves the page whole offline.
+            response.seal.CopyFrom(
+                self.journal_signer.seal(
+                    response.transactions,
+                    since=since,
+                    until=until,
+                    first=not request.page_token,
+                    # A period's first page starts where the period does, not after 0.
+                    after_seq=after if request.page_token or not found else found[0].journal_seq - 1,
+                    more=bool(response.next_page_token),
+                )
+            )
         return response
 
     # --- holds ------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ STAKE_MAX_GOLD = INT64_MAX // 1000
 OPTIONS_MAX = 32
 OPTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 OPTION_VALUE_MAX_CHARS = 64
+TURN_TIMER_OPTION = "turn_timeout_s"  # the games' turn-timer option, which the table's override sets
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,19 @@ class TableConfig:
             raise errors.InvalidArgument(
                 "BAD_SEATS", f"{self.game} seats {spec.players_min}..{spec.players_max} players, not {seats_max}"
             )
-        parsed = parse_options(module.Options, self.options)
+        if not 0 <= self.turn_timeout_s <= TURN_TIMEOUT_MAX_S:
+            raise errors.InvalidArgument("BAD_TIMEOUT", f"turn_timeout_s must be 0..{TURN_TIMEOUT_MAX_S}")
+        options = self.options
+        if self.turn_timeout_s and TURN_TIMER_OPTION in {f.name for f in fields(module.Options)}:
+            # The table's turn timer is the game's turn timer: written into the options, so
+            # every HandStarted records the timer actually in force (RULES.md GEN-5).
+            given = options.get(TURN_TIMER_OPTION)
+            if given is not None and given != str(self.turn_timeout_s):
+                raise errors.InvalidArgument(
+                    "BAD_TIMEOUT", f"turn_timeout_s {self.turn_timeout_s} and options.turn_timeout_s {given} differ"
+                )
+            options = {**options, TURN_TIMER_OPTION: str(self.turn_timeout_s)}
+        parsed = parse_options(module.Options, options)
         for f in fields(parsed):
             value = getattr(parsed, f.name)
             if type(value) is int and not -INT64_MAX <= value <= INT64_MAX:
@@ -101,8 +114,6 @@ class TableConfig:
             raise errors.InvalidArgument("BAD_BUY_IN", "the buy-in range must fit in int64")
         if buy_in_min > buy_in_max:
             raise errors.InvalidArgument("BAD_BUY_IN", "buy_in_min_gold exceeds buy_in_max_gold")
-        if not 0 <= self.turn_timeout_s <= TURN_TIMEOUT_MAX_S:
-            raise errors.InvalidArgument("BAD_TIMEOUT", f"turn_timeout_s must be 0..{TURN_TIMEOUT_MAX_S}")
         if not 0 <= self.auto_start_players <= seats_max:
             raise errors.InvalidArgument("BAD_AUTO_START", "auto_start_players exceeds the seats")
         if not 0 <= self.between_hands_ms <= 60_000:
@@ -112,7 +123,7 @@ class TableConfig:
             stake_gold=self.stake_gold,
             fee_bps=fee_bps,
             seats_max=seats_max,
-            options=dict(sorted(self.options.items())),
+            options=dict(sorted(options.items())),
             buy_in_min_gold=buy_in_min,
             buy_in_max_gold=buy_in_max,
             auto_start_players=self.auto_start_players,

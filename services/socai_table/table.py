@@ -219,7 +219,7 @@ class Table:
         protos: ProtoCache | None = None,
         stored: Event | None = None,
     ) -> int:
-        """Append ``event``, signed and chained (HandEnded sealed: ``socai.events.seal``);
+        """Append ``event``, signed and chained (HandEnded and every fact sealed: ``socai.events.seal``);
         returns its stream sequence. ``stored`` is what the log holds of it when that
         differs (a face-down card by position); the signature, the chain and the seal cover
         those stored bytes. With ``protos`` (its hand's ``Hand.protos``) the event's whole
@@ -240,6 +240,8 @@ class Table:
         ended = isinstance(event.body, HandEnded)
         if ended:
             headers.update(self.deps.hand_signer.headers(subject, chain))
+        elif event.hand_id == self.facts_id:
+            headers.update(self.deps.hand_signer.facts_headers(subject, chain))  # every fact sealed
         try:
             seq = await self.deps.log.append(
                 event, expected, headers, payload=payload, msg_id=f"{event.event_id}:{signature}"
@@ -916,7 +918,7 @@ class Table:
                             break  # an expiry moved the hand on to something else
                         if seat not in now.to_act:
                             continue
-                        body = TimerExpired(seat, pending.timer)
+                        body: TimerExpired = HandTimer.expired(self.module, hand.state, seat, pending.timer)
                         await self._hand_event(body, self.module.apply(hand.state, body))
                     metrics.TIMEOUTS.labels(self.config.game, pending.timer or "turn").inc()
                     await self._advance()

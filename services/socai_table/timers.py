@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
+from socai.events.model import TimerExpired
+from socai.rules.automatic import automatic_move
 from socai.rules.base import Pending
 from socai_table.model import TURN_TIMEOUT_DEFAULT_S, Seat, TableConfig
 
@@ -34,6 +37,14 @@ class HandTimer:
     hands its generation to the callback, which must check ``is_current`` under the
     table's lock (a command may have moved the hand on while the timer waited for it).
     """
+
+    @staticmethod
+    def expired(module: Any, state: Any, seat: int, timer: str) -> TimerExpired:
+        """The ``TimerExpired`` the table writes for ``seat`` when this timer runs out: with
+        the move the rules make for it (``socai.rules.automatic``), so the log records what
+        the timeout did and the replay checks it."""
+        body = TimerExpired(seat, timer)
+        return TimerExpired(seat, timer, automatic_move(state, module.apply(state, body), body).code)
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None

@@ -11,6 +11,12 @@
   runs on the production setting.
 - ``audit.replay`` (hands/s): the offline auditor (``read_jsonl`` + ``verify``: commitment,
   every card and die, the rules engine) on a JSONL export of the same hands, no ledger.
+- ``audit.offline_verify_hands_per_s`` (hands/s): the same hands as a ``stored`` export,
+  every message chained and every HandEnded sealed as the table service writes them; the
+  offline audit reads the file and checks every hand's chain and seal, then replays it
+  (``verify`` with the table's key). Peers in the same run: ``audit.replay`` (no seal, no
+  chain) and ``seals_only`` (read the file, group by subject, ``seal.authenticate`` each
+  hand: the checks alone).
 - ``settlement.publish_to_ledger_p99_ms`` / ``…_p50_ms`` (ms, lower is better): 100
   simulated tables publish their hands at a steady pace through ``EventLog`` (as the table
   service does); the latency of a hand is the ledger transaction's ``created_at`` minus its
@@ -67,11 +73,12 @@ from nats.aio.client import Client as NatsClient
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
-from socai.audit.auditor import verify
-from socai.audit.export import read_jsonl, write_jsonl
+from socai.audit.auditor import Seals, verify
+from socai.audit.export import _decode, read_jsonl, write_jsonl, write_stored_jsonl
 from socai.events import seal
 from socai.events.log import EventLog
 from socai.events.model import HandEnded
+from socai.events.model import subject as canonical_subject
 from socai.gen.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
@@ -116,6 +123,7 @@ def run(ctx: BenchContext) -> list[Result]:
     hands = DRAIN_HANDS_QUICK if ctx.quick else DRAIN_HANDS
     sim = simulate(hands, registry.available(), seed=2026)
     audit = audit_replay(ctx, sim)
+    offline = audit_offline_verify(ctx, sim, audit.value)
     single, series = asyncio.run(_services(ctx, sim))
     drain_2, scaled, graceful_default_ttl_ms = asyncio.run(_two_instances(ctx, sim))
     series |= scaled
@@ -123,7 +131,7 @@ def run(ctx: BenchContext) -> list[Result]:
     plot = ctx.workdir.parent / "settlement_latency.png"  # beside report.json
     plot_latency(series, plot, f"settlement, publish → ledger ({os.cpu_count()} cores shared by every process)")
     drain, *publish_to_ledger = single
-    return [audit, drain, drain_2, *publish_to_ledger, *handovers, latency_result(series, plot)]
+    return [audit, offline, drain, drain_2, *publish_to_ledger, *handovers, latency_result(series, plot)]
 
 
 # --- audit.replay ---------------------------------------------------------------------------
@@ -144,6 +152,48 @@ def audit_replay(ctx: BenchContext, sim: Simulation) -> Result:
         rate(once, rounds=1 if ctx.quick else 3),
         "hands/s",
         params={"hands": len(sim.hands), "games": list(registry.available()), "source": "jsonl"},
+    )
+
+
+def audit_offline_verify(ctx: BenchContext, sim: Simulation, replay_rate: float) -> Result:
+    export = ctx.workdir / "export.stored.jsonl"
+    chains: dict[str, bytes] = {}
+    raws = []
+    for event in sim.events():
+        subject = canonical_subject(event.table_id, event.hand_id, "socai.events")
+        payload, headers = sealed(subject, event, chains)
+        raws.append(_decode(len(raws) + 1, subject, payload, tuple(headers.items())))
+    with export.open("w", encoding="utf-8") as out:
+        write_stored_jsonl(raws, out)
+    keys = {DEV_SIGNER.key_id: DEV_SIGNER.public_key}
+    seals = Seals(seal.SealVerifier(keys))
+
+    def once() -> int:
+        audit = verify(read_jsonl(export), source="bench", seals=seals)
+        assert audit.report.ok and audit.report.proof.hand_seals == "checked", audit.report.render()
+        return sum(audit.report.proof.hands_sealed.values())
+
+    def seals_only() -> int:
+        by_subject: dict[str, list[seal.Message]] = {}
+        ends: dict[str, list[int]] = {}
+        for raw in read_jsonl(export):
+            if raw.is_table_fact:
+                continue
+            messages = by_subject.setdefault(raw.subject, [])
+            if seal.SEAL_HEADER in dict(raw.chain_headers):
+                ends.setdefault(raw.subject, []).append(len(messages))
+            messages.append(seal.Message(raw.stream_seq, raw.payload, dict(raw.chain_headers)))
+        verifier = seal.SealVerifier(keys)
+        for subject, messages in by_subject.items():
+            assert seal.authenticate(subject, messages, verifier, ends[subject]).ok
+        return len(by_subject)
+
+    return Result(
+        "audit.offline_verify_hands_per_s",
+        rate(once, rounds=1 if ctx.quick else 3),
+        "hands/s",
+        peers={"audit.replay": replay_rate, "seals_only": rate(seals_only, rounds=1 if ctx.quick else 3)},
+        params={"hands": len(sim.hands), "games": list(registry.available()), "source": "stored (sealed)"},
     )
 
 

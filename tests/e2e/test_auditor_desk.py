@@ -5,6 +5,7 @@ are named with the hand and the reason."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from collections.abc import AsyncIterator
@@ -196,3 +197,52 @@ async def test_audit_hand_prints_the_same_hand_live_and_from_the_exports(
 
     missing = await socai(h.settings, "audit", "hand", "t9999-h1", "--events", str(events), "--journal", str(journal))
     assert missing.returncode == 2 and "HAND_NOT_FOUND" in missing.stderr
+
+
+async def test_a_stored_export_and_a_sealed_period_of_the_journal_prove_themselves_offline(
+    settled: tuple[Harness, Simulation], tmp_path: Path
+) -> None:
+    """The whole chain an outside auditor follows: the deployment's keys file, a stored
+    events export, the journal of a period with the ledger's page seals, an offline audit
+    that checks every seal and a signed verdict that holds only for those very files."""
+    h, _ = settled
+    keys, events = tmp_path / "keys.json", tmp_path / "events.stored.jsonl.gz"
+    whole, period = tmp_path / "journal.jsonl", tmp_path / "period.jsonl"
+    assert (await socai(h.settings, "audit", "keys", "--out", str(keys))).returncode == 0
+    done = await socai(h.settings, "events", "export", "--format", "stored", "--out", str(tmp_path / "e.jsonl"))
+    assert done.returncode == 0, done.stderr
+    events.write_bytes(gzip.compress((tmp_path / "e.jsonl").read_bytes()))
+    assert (await socai(h.settings, "ledger", "export", "--out", str(whole))).returncode == 0
+    txs = list(read_journal(whole))
+    middle = txs[len(txs) // 2].created_at.ToJsonString()
+    done = await socai(h.settings, "ledger", "export", "--since", middle, "--out", str(period))
+    assert done.returncode == 0 and "page seals" in done.stderr, done.stderr
+    part = list(read_journal(period))
+    assert part and part[0].journal_seq > 1 and part == [t for t in txs if t.journal_seq >= part[0].journal_seq]
+
+    key = tmp_path / "auditor.key"
+    made = await socai(h.settings, "audit", "keygen", "--out", str(key))
+    public = made.stdout.split()[-1]
+    verdict = tmp_path / "verdict.json"
+    args = ["--events", str(events), "--journal", str(period), "--keys", str(keys)]
+    audited = await socai(h.settings, "audit", *args, "--sign", str(key), "--verdict", str(verdict))
+    assert audited.returncode == 0, audited.stdout + audited.stderr
+    assert "hand seals: checked" in audited.stdout and "journal page seals: checked" in audited.stdout
+    signed = json.loads(verdict.read_text())
+    assert signed["proof"]["journal_seals"] == "checked" and signed["proof"]["hand_seals"] == "checked"
+    check = [str(verdict), "--public-key", public, "--events", str(events), "--journal", str(period)]
+    held = await socai(h.settings, "audit", "verify-verdict", *check)
+    assert held.returncode == 0, held.stdout + held.stderr
+    # The journal with one transaction's metadata changed: the ledger's seal names it, and the
+    # verdict no longer belongs to the file.
+    lines = period.read_text().splitlines()
+    at = next(i for i, x in enumerate(lines) if '"idempotency_key":"settle:' in x)
+    tx = json.loads(lines[at])
+    tx["metadata"]["reasons"] = "none"
+    lines[at] = json.dumps(tx, separators=(",", ":"))
+    period.write_text("\n".join(lines) + "\n")
+    caught = await socai(h.settings, "audit", *args)
+    assert caught.returncode == 1
+    assert (tx["reference"], "JOURNAL_SEAL_INVALID") in {(hand, reason) for hand, reason, _ in findings(caught.stdout)}
+    refused = await socai(h.settings, "audit", "verify-verdict", *check)
+    assert refused.returncode == 1 and "not the file that was audited" in refused.stdout

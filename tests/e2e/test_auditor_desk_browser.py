@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -177,3 +178,89 @@ async def test_the_site_of_an_export_shows_the_ledgers_numbers_and_finds_a_playe
     assert attr(listing, "count", "data-shown") == str(len(theirs))
     await asyncio.to_thread(browse, chromium, found_url, f"--screenshot={SHOTS / 'search.png'}")
     assert all((SHOTS / name).stat().st_size > 0 for name in ("overview.png", "hand.png", "search.png"))
+
+
+async def test_a_dispute_walk_through_on_a_recorded_tien_len_table(chromium: str, tmp_path: Path) -> None:
+    """A dispute officer's path through the desk, on hands the real table service played
+    (the golden corpus's Tiến Lên recording, audited offline from its two files with the
+    deployment's keys): open the player's page, find the hand, read why they paid — every
+    line's rule, what they owed against what they paid under GEN-4, their cards at the end,
+    the plays the details cite."""
+    import json
+
+    from socai.audit import proof
+    from tests.golden import corpus
+
+    batch = next((b for b in corpus.batches() if b.kind == "table" and b.manifest["games"] == ["tienlen"]), None)
+    assert batch is not None and batch.journal_path is not None, "the golden corpus has a Tiến Lên table batch"
+    keys, site = tmp_path / "keys.json", tmp_path / "site"
+    keys.write_text(json.dumps(proof.keys_document(batch.public_keys().values(), [])))
+    built = await asyncio.to_thread(
+        subprocess.run,
+        [
+            sys.executable,
+            "-m",
+            "socai_cli.main",
+            "audit",
+            "--events",
+            str(batch.events_path),
+            "--journal",
+            str(batch.journal_path),
+            "--keys",
+            str(keys),
+            "--html",
+            str(site),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=PAGE_TIMEOUT_S,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-2000:]
+    assert "hand seals: checked" in built.stdout
+    short = next(line for line in batch.expected() if line["shortfalls"])
+    seat, _, _, reason = short["shortfalls"][0]
+    player = next(p for s, p, _, _ in short["seats"] if s == seat)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+
+    # 1. The player's page lists the hand with its net.
+    player_url = (site / "players" / f"{player}.html").as_uri()
+    player_dom = await asyncio.to_thread(browse, chromium, player_url, "--dump-dom")
+    row = re.search(rf'<tr data-hand="{re.escape(short["hand_id"])}" data-net="(-?\d+)">(.*?)</tr>', player_dom, re.S)
+    assert row, f"{short['hand_id']} is on {player}'s page"
+    net = next(n for s, _, _, n in short["seats"] if s == seat)
+    assert int(row.group(1)) == net
+    link = re.search(r'href="(\.\./hands/[^"]+)"', row.group(2))
+    assert link
+    await asyncio.to_thread(browse, chromium, player_url, f"--screenshot={SHOTS / 'player.png'}")
+
+    # 2. The hand: why they paid. Every line names its rule; owed against paid shows the shortfall.
+    hand_url = (site / "players" / link.group(1)).resolve().as_uri()
+    hand_dom = await asyncio.to_thread(browse, chromium, hand_url, "--dump-dom")
+    owed_row = re.search(
+        rf'<tr data-seat="{seat}" data-reason="{re.escape(reason)}" data-owed="(\d+)" data-paid="(\d+)">', hand_dom
+    )
+    assert owed_row, "the owed-against-paid table has the short obligation"
+    shorts = [sf for sf in short["shortfalls"] if sf[0] == seat and sf[3] == reason]
+    assert int(owed_row.group(1)) - int(owed_row.group(2)) == sum(o - p for _, o, p, _ in shorts)
+    lines = re.findall(r'<tr data-reason="([a-z_0-9]+)"><td class="mono">', hand_dom)
+    assert sorted(lines) == sorted(t[3] for t in short["transfers"])
+    assert "RULES.md ?" not in hand_dom
+    # The settlement comes before the timeline, and the seat's cards at the end are shown.
+    assert hand_dom.index('id="settlement"') < hand_dom.index('id="timeline"')
+    end_cards = re.search(rf'<tr data-player="{re.escape(player)}">.*?<td class="end-cards">(.*?)</td>', hand_dom, re.S)
+    assert end_cards and 'data-suit="' in end_cards.group(1)
+    await asyncio.to_thread(browse, chromium, hand_url, f"--screenshot={SHOTS / 'dispute-hand.png'}")
+
+    # 3. Searching by the reason finds exactly the hands that paid it; the overview links there.
+    paying = {line["hand_id"] for line in batch.expected() if any(t[3] == reason for t in line["transfers"])}
+    search_url = (site / "hands.html").as_uri() + f"?q={reason}"
+    listing = await asyncio.to_thread(browse, chromium, search_url, "--dump-dom")
+    rows = re.findall(r'<tr( class="bad")? data-hand="([^"]+)"[^>]*?( hidden="")?>', listing)
+    visible = {hand_id for _, hand_id, hidden in rows if not hidden}
+    assert visible == paying, (len(visible), len(paying))
+    overview = await asyncio.to_thread(browse, chromium, (site / "index.html").as_uri(), "--dump-dom")
+    assert 'id="money-chart"' in overview and 'class="hands-of"' in overview
+    await asyncio.to_thread(
+        browse, chromium, (site / "index.html").as_uri(), f"--screenshot={SHOTS / 'overview-chart.png'}"
+    )
+    assert all((SHOTS / n).stat().st_size > 0 for n in ("player.png", "dispute-hand.png", "overview-chart.png"))

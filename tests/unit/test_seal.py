@@ -283,3 +283,28 @@ def test_header_values_reads_a_table_message_s_chain_headers() -> None:
         seal.SEAL_HEADER: signature,
         seal.SEAL_KEY_HEADER: TABLE.key_id,
     }
+
+
+def test_the_ledgers_journal_seal_key_is_its_own_and_optional_outside_development_mode() -> None:
+    # Development: derived, and its public key is what the auditor's development settings hold.
+    dev = Settings()
+    private = dev.journal_seal_private_key()
+    assert private is not None and private != dev.hand_seal_private_key()
+    assert list(dev.journal_seal_public_keys().values()) == [seal.public_key_of(private)]
+    # Outside development mode without a key the ledger lists its journal unsigned.
+    external = Settings.from_env(EXTERNAL)
+    assert external.journal_seal_private_key() is None and external.journal_seal_public_keys() == {}
+    own = Settings.from_env({**EXTERNAL, "SOCAI_LEDGER_SEAL_KEY": "22" * 32})
+    assert own.journal_seal_private_key() == bytes.fromhex("22" * 32)
+    assert Settings.from_env(own.as_env()).journal_seal_private_key() == own.journal_seal_private_key()
+    # The public development key is refused as a deployment's.
+    public_dev = Settings.from_env(
+        {
+            **EXTERNAL,
+            "SOCAI_LEDGER_SEAL_KEY": private.hex(),
+            "SOCAI_LEDGER_SEAL_PUBLIC_KEYS": seal.public_key_of(private).hex(),
+        }
+    )
+    assert {"SOCAI_LEDGER_SEAL_KEY", "SOCAI_LEDGER_SEAL_PUBLIC_KEYS"} <= set(public_dev.public_dev_values())
+    with pytest.raises(errors.PreconditionFailed):
+        public_dev.check_secrets()

@@ -2,9 +2,12 @@
 
     socai events export [--out FILE] [--format jsonl|stored|phh] [--table T]... [--game G]... [--since ISO] [--until ISO]
     socai audit [--events FILE] [--journal FILE | --ledger ADDR | --no-ledger] [--table T]... [--game G]...
-                [--since ISO] [--until ISO] [--allow-open] [--seal-public-key HEX]... [--json REPORT]
-                [--verdict FILE] [--html DIR]
+                [--since ISO] [--until ISO] [--allow-open] [--keys FILE] [--seal-public-key HEX]...
+                [--json REPORT] [--verdict FILE [--sign KEY_FILE]] [--html DIR]
     socai audit hand HAND_ID [the same input flags]
+    socai audit verify-verdict FILE [--public-key HEX]... [--events FILE] [--journal FILE]
+    socai audit keygen --out KEY_FILE
+    socai audit keys [--out FILE]
 
 ``audit`` reads the stream (default) or an export (``--events``, also ``--file``; either form
 of ``socai.audit.export``, gzip-compressed when it ends in ``.gz``),
@@ -15,9 +18,12 @@ and exits 1 on any mismatch, 0 when clean, 2 when it cannot run (NATS or the led
 unreachable, a missing or unreadable file, bad flags, no seal public key). Reading the stream
 or a ``stored`` export, only what the table service sealed is its hands
 (``socai.audit.auditor``): the table's public keys come from ``--seal-public-key`` or
-``SOCAI_TABLE_SEAL_PUBLIC_KEYS`` (for a file, one of the two must name them). ``--html`` also writes the
-auditor's site (``socai.audit.html``); ``audit hand`` prints one hand
-(``socai.audit.handview``) and exits 1 when anything about it does not add up.
+``SOCAI_TABLE_SEAL_PUBLIC_KEYS`` or a keys file (``--keys``; for a file, one of them must
+name them); a journal export's page seals are checked with the ledger's keys from a keys
+file or ``SOCAI_LEDGER_SEAL_PUBLIC_KEYS`` (``socai.audit.proof``, ``socai.audit.journal``).
+``--sign`` writes the verdict signed with the auditor's key; ``verify-verdict`` checks one.
+``--html`` also writes the auditor's site (``socai.audit.html``); ``audit hand`` prints one
+hand (``socai.audit.handview``) and exits 1 when anything about it does not add up.
 """
 
 from __future__ import annotations
@@ -33,17 +39,20 @@ from pathlib import Path
 from typing import IO, Any
 
 from socai import errors
-from socai.audit.auditor import Audit, Seals, reconcile, verify
+from socai.audit import proof
+from socai.audit.auditor import Audit, Period, Seals, check_journal_hands, check_journal_seals, reconcile, verify
 from socai.audit.export import (
     EventFilter,
+    ExportHeader,
     RawEvent,
     has_stored,
+    read_header,
     read_jsonl,
     read_stream,
     write_jsonl,
     write_stored_jsonl,
 )
-from socai.audit.journal import read_journal
+from socai.audit.journal import read_journal_file
 from socai.audit.ledger_source import JournalLedger
 from socai.infra.config import Settings
 
@@ -75,14 +84,35 @@ def add_commands(subparsers: Any, command: Callable[[str], Callable[[Handler], H
     audit.add_argument(
         "--verdict", dest="verdict_out", help="also write the verdict (the JSON report without its inputs' names)"
     )
+    audit.add_argument(
+        "--sign",
+        metavar="KEY_FILE",
+        help="with --verdict: write the verdict signed with this auditor key (socai audit keygen), naming the "
+        "sha256 of every input and what was proven about them",
+    )
     audit.add_argument("--html", dest="html_dir", help="also write the auditor's site (static HTML) to this folder")
     audit.add_argument(
         "--settlement", help="with --html: list this settlement service's dead letters on the overview (gRPC address)"
     )
-    audit_sub = audit.add_subparsers(dest="audit_command", metavar="{hand}")
+    audit_sub = audit.add_subparsers(dest="audit_command", metavar="{hand,verify-verdict,keygen,keys}")
     hand = audit_sub.add_parser("hand", help="one hand: timeline, seed, settlement and ledger, for a terminal")
     hand.add_argument("hand_id")
     _inputs(hand, suppress=True)
+    check = audit_sub.add_parser(
+        "verify-verdict", help="check a signed verdict (and that the files are the audited ones)"
+    )
+    check.add_argument("verdict_file")
+    check.add_argument(
+        "--public-key", action="append", default=[], help="the auditor's public key, 64 hex digits (repeatable)"
+    )
+    check.add_argument(
+        "--events", dest="check_events", help="the events export the verdict names: its sha256 must match"
+    )
+    check.add_argument("--journal", dest="check_journal", help="the journal export the verdict names")
+    keygen = audit_sub.add_parser("keygen", help="a new auditor signing key (for --sign)")
+    keygen.add_argument("--out", required=True, help="the private key file to create (never overwritten)")
+    keys = audit_sub.add_parser("keys", help="write this deployment's public keys as a keys file (for --keys)")
+    keys.add_argument("--out", default="-", help="output file (default: standard output)")
     command("audit")(cmd_audit)
 
 
@@ -114,6 +144,12 @@ def _inputs(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
         default=argparse.SUPPRESS if suppress else [],
         help="the table service's hand-seal public key, 64 hex digits (repeatable during a rotation; "
         "default: SOCAI_TABLE_SEAL_PUBLIC_KEYS)",
+    )
+    parser.add_argument(
+        "--keys",
+        default=default(None),
+        help="a keys file (socai audit keys) naming the table's hand-seal and the ledger's journal-seal "
+        "public keys, or the table's keys as hex separated by commas",
     )
     parser.add_argument(
         "--allow-open",
@@ -167,9 +203,19 @@ async def _open_log(args: argparse.Namespace, settings: Settings) -> Any:
 
 
 def cmd_events(args: argparse.Namespace, settings: Settings) -> int:
-    raws = asyncio.run(_read_stream(args, settings, _filter(args)))
-    writer = {"phh": _write_phh, "stored": write_stored_jsonl}.get(args.format, write_jsonl)
-    write: Callable[[IO[str]], int] = functools.partial(writer, raws)
+    flt = _filter(args)
+    raws = asyncio.run(_read_stream(args, settings, flt))
+    write: Callable[[IO[str]], int]
+    if args.format == "stored":
+        header = ExportHeader.of(
+            flt,
+            stream=args.stream or settings.events_stream,
+            prefix=args.prefix or settings.events_prefix,
+            exported_at=datetime.now(UTC),
+        )
+        write = functools.partial(write_stored_jsonl, raws, header=header)
+    else:
+        write = functools.partial(_write_phh if args.format == "phh" else write_jsonl, raws)
     if args.out == "-":
         count = write(sys.stdout)
     else:
@@ -205,21 +251,95 @@ async def _read_stream(args: argparse.Namespace, settings: Settings, flt: EventF
 
 
 def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
-    if getattr(args, "audit_command", None) == "hand":
+    sub = getattr(args, "audit_command", None)
+    if sub == "hand":
         return cmd_audit_hand(args, settings)
+    if sub == "verify-verdict":
+        return cmd_verify_verdict(args)
+    if sub == "keygen":
+        return cmd_keygen(args)
+    if sub == "keys":
+        return cmd_keys(args, settings)
+    if args.sign and not args.verdict_out:
+        raise errors.InvalidArgument("BAD_FLAGS", "--sign writes the signed verdict to --verdict FILE: give both")
+    signing_key = proof.read_private_key(args.sign) if args.sign else None  # before the work: a bad key stops it
     audit = run_audit(args, settings, _filter(args))
     sys.stdout.write(audit.report.render())
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(audit.report.as_json(), indent=2) + "\n", encoding="utf-8")
+    signed: dict[str, Any] | None = None
     if args.verdict_out:
-        Path(args.verdict_out).write_text(audit.report.verdict_text(), encoding="utf-8")
+        if signing_key is not None:
+            inputs = [proof.file_input("events", args.file)] if args.file else []
+            inputs += [proof.file_input("journal", args.journal)] if args.journal else []
+            audited_at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            signed = proof.signed_verdict(audit.report, inputs, signing_key, audited_at=audited_at)
+            Path(args.verdict_out).write_text(proof.verdict_json(signed), encoding="utf-8")
+            print(f"signed the verdict with key id {signed['signed_by']['key_id']}", file=sys.stderr)
+        else:
+            Path(args.verdict_out).write_text(audit.report.verdict_text(), encoding="utf-8")
     if args.html_dir:
         import socai.audit.html as html
 
         dead = asyncio.run(_dead_letters(args.settlement, settings)) if args.settlement else []
-        pages = html.write_site(audit, Path(args.html_dir), dead_letters=dead)
+        pages = html.write_site(audit, Path(args.html_dir), dead_letters=dead, signed_verdict=signed)
         print(f"wrote {pages} hand pages and the overview to {args.html_dir}/index.html", file=sys.stderr)
     return 0 if audit.report.ok else 1
+
+
+def cmd_verify_verdict(args: argparse.Namespace) -> int:
+    """Exit 0 when the signed verdict holds (signature, signer, inputs), 1 when it does not;
+    the verdict's own finding (clean or not) is printed, not the exit status."""
+    from socai.events import seal
+
+    doc = proof.read_verdict(args.verdict_file)
+    try:
+        trusted = seal.parse_public_keys(args.public_key) if args.public_key else None
+    except ValueError as exc:
+        raise errors.InvalidArgument("BAD_SEAL_KEY", f"--public-key: {exc}") from exc
+    inputs = [proof.file_input("events", args.check_events)] if args.check_events else []
+    inputs += [proof.file_input("journal", args.check_journal)] if args.check_journal else []
+    for path in (args.check_events, args.check_journal):
+        if path and not Path(path).is_file():
+            raise errors.InvalidArgument("BAD_FILE", f"cannot read {path}: no such file")
+    check = proof.verify_verdict(doc, trusted=trusted, inputs=inputs)
+    for note in check.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not check.ok:
+        print(f"the verdict does NOT hold: {len(check.problems)} problem(s)")
+        for problem in check.problems:
+            print(f"  {problem}")
+        return 1
+    state = "clean" if check.ok_verdict else "NOT clean (it lists mismatches)"
+    print(f"the verdict holds: signed by key id {check.key_id}; the audit it records is {state}")
+    for item in doc.get("inputs", []):
+        print(f"  {item.get('role')}: {item.get('name')} sha256 {item.get('sha256')}")
+    return 0
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from socai.events import seal
+
+    target = Path(args.out)
+    if target.exists():
+        raise errors.Conflict("FILE_EXISTS", f"{target} exists: a signing key is never overwritten")
+    private = proof.new_private_key()
+    proof.write_private_key(target, private)
+    public = proof.public_key_of(private)
+    print(f"auditor public key {public.hex()}")
+    print(f"# key id {seal.key_id(public)}; the private key is in {target} (mode 600)", file=sys.stderr)
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
+    table = list(settings.hand_seal_public_keys().values())
+    ledger = list(settings.journal_seal_public_keys().values())
+    text = json.dumps(proof.keys_document(table, ledger), indent=2) + "\n"
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.out).write_text(text, encoding="utf-8")
+    return 0
 
 
 def cmd_audit_hand(args: argparse.Namespace, settings: Settings) -> int:
@@ -246,7 +366,10 @@ def run_audit(
     if args.journal and (args.ledger or args.no_ledger):
         raise errors.InvalidArgument("BAD_FLAGS", "give --journal or --ledger / --no-ledger, not both")
     seals: Seals | None = None
+    keys = proof.read_keys(args.keys) if getattr(args, "keys", None) else None
+    header: ExportHeader | None = None
     if args.file:
+        header = read_header(args.file)
         raws = [r for r in read_jsonl(args.file) if flt.keep_raw(r)]
         source = f"file {args.file}"
         ledger_addr = args.ledger or ""
@@ -254,7 +377,7 @@ def run_audit(
             # Messages as stored carry their chain and seal headers: checked as on the stream,
             # with keys the auditor names (never the development key by default: a file may
             # come from any deployment).
-            seals = _seals(args, settings, explicit=True)
+            seals = _seals(args, settings, explicit=True, keys=keys)
         else:
             print(
                 "note: this export (--format jsonl) carries no hand seals; export with --format stored, "
@@ -262,7 +385,7 @@ def run_audit(
                 file=sys.stderr,
             )
     else:
-        seals = _seals(args, settings)
+        seals = _seals(args, settings, keys=keys)
         raws = asyncio.run(_read_stream(args, settings, flt))
         stream = args.stream or settings.events_stream
         source = f"stream {stream} ({args.prefix or settings.events_prefix}.>)"
@@ -271,40 +394,87 @@ def run_audit(
         raws = [r for r in raws if keep(r)]
     if args.no_ledger or args.journal:
         ledger_addr = ""
-    audit = verify(
-        raws, source=source, allow_open=args.allow_open, complete=flt.is_everything and keep is None, seals=seals
+    complete = flt.is_everything and keep is None and (header is None or header.is_everything)
+    period = Period(
+        complete,
+        since=_later(flt.since, _when(header.since) if header is not None and header.since else None),
+        until=_earlier(flt.until, _when(header.until) if header is not None and header.until else None),
     )
+    audit = verify(raws, source=source, allow_open=args.allow_open, complete=complete, seals=seals)
+    proven = audit.report.proof
+    proven.events_since = period.since.isoformat() if period.since else ""
+    proven.events_until = period.until.isoformat() if period.until else ""
     if args.journal:
-        journal = JournalLedger(read_journal(args.journal), f"journal {args.journal}")
+        journal_file = read_journal_file(args.journal)
+        first = journal_file.seals[0][1] if journal_file.seals else None
+        journal = JournalLedger(
+            journal_file.transactions,
+            f"journal {args.journal}",
+            since=first.since.ToDatetime(tzinfo=UTC) if first is not None and first.HasField("since") else None,
+            until=first.until.ToDatetime(tzinfo=UTC) if first is not None and first.HasField("until") else None,
+        )
+        # An escrow's balance in a journal of a period is not the balance the whole log adds up to.
+        audit.complete = audit.complete and journal.whole
         asyncio.run(reconcile(audit, journal))
+        check_journal_hands(audit, journal.transactions, period)
+        ledger_keys = dict(keys.ledger) if keys is not None and keys.ledger else _ledger_keys(settings)
+        check_journal_seals(audit, journal_file, ledger_keys)
+        if journal_file.seals and not ledger_keys:
+            print(
+                "note: the journal's page seals were not checked: name the ledger's public key with --keys "
+                "(a keys file) or SOCAI_LEDGER_SEAL_PUBLIC_KEYS",
+                file=sys.stderr,
+            )
     elif ledger_addr:
         asyncio.run(_reconcile(audit, ledger_addr, settings))
     return audit
 
 
-def _seals(args: argparse.Namespace, settings: Settings, *, explicit: bool = False) -> Seals:
-    """The table's hand-seal public keys: ``--seal-public-key``, else the settings'. Raises
-    InvalidArgument("BAD_SEAL_KEY") for a malformed key, PreconditionFailed("SEAL_KEYS_MISSING")
-    outside development mode without any, and, with ``explicit`` (a stored file), whenever
-    neither names a key."""
+def _later(a: datetime | None, b: datetime | None) -> datetime | None:
+    return max(a, b) if a is not None and b is not None else (a or b)
+
+
+def _earlier(a: datetime | None, b: datetime | None) -> datetime | None:
+    return min(a, b) if a is not None and b is not None else (a or b)
+
+
+def _ledger_keys(settings: Settings) -> dict[str, bytes]:
+    """The ledger's journal-seal public keys named in the environment (never the development
+    one derived for a file: a file may come from any deployment)."""
+    if not settings.ledger_seal_public_keys:
+        return {}
+    return settings.journal_seal_public_keys()
+
+
+def _seals(
+    args: argparse.Namespace, settings: Settings, *, explicit: bool = False, keys: proof.Keys | None = None
+) -> Seals:
+    """The table's hand-seal public keys: ``--seal-public-key`` and ``--keys``, else the
+    settings'. Raises InvalidArgument("BAD_SEAL_KEY") for a malformed key,
+    PreconditionFailed("SEAL_KEYS_MISSING") outside development mode without any, and, with
+    ``explicit`` (a stored file), whenever none is named."""
     from socai.events import seal
 
     given = getattr(args, "seal_public_key", None) or []
+    named = dict(keys.table) if keys is not None else {}
+    if named and not given:
+        prefix = args.prefix or settings.events_prefix
+        return Seals(seal.SealVerifier(named), prefix, settings.seal_legacy_before_seq)
     if given:
         try:
-            keys = seal.parse_public_keys(given)
+            table_keys = seal.parse_public_keys(given) | named
         except ValueError as exc:
             raise errors.InvalidArgument("BAD_SEAL_KEY", f"--seal-public-key: {exc}") from exc
     elif explicit and not settings.table_seal_public_keys:
         raise errors.PreconditionFailed(
             "SEAL_KEYS_MISSING",
-            "the file holds sealed hands: name the table's hand-seal public key(s) with --seal-public-key "
+            "the file holds sealed hands: name the table's hand-seal public key(s) with --keys, --seal-public-key "
             "or SOCAI_TABLE_SEAL_PUBLIC_KEYS",
         )
     else:
-        keys = settings.hand_seal_public_keys()
+        table_keys = settings.hand_seal_public_keys()
     prefix = args.prefix or settings.events_prefix
-    return Seals(seal.SealVerifier(keys), prefix, settings.seal_legacy_before_seq)
+    return Seals(seal.SealVerifier(table_keys), prefix, settings.seal_legacy_before_seq)
 
 
 DEAD_LETTERS_MAX = 10_000  # the overview lists them; more than this is a different problem

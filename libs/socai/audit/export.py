@@ -11,7 +11,13 @@
   the payload>"}`` with the hand-chain headers only (``socai.events.seal.CHAIN_HEADERS``).
   An audit of it checks every hand's chain and seal offline, as it does on the stream: the
   file proves which messages the table wrote. The golden corpus (tests/golden) is kept in
-  this form.
+  this form. Its first line is a header, ``{"format": "socai.events.stored", "version": 1,
+  "stream": …, "prefix": …, "exported_at": …, "tables": […], "games": […], "since": …,
+  "until": …}``: which version of this format the lines follow and what the export
+  selected, so an audit knows a period's export from the whole log (a file without a
+  header is version 1 of the whole log, as exports written before headers were). The
+  lines follow ``schemas/events-stored.v1.schema.json``; a reader refuses a version it
+  does not know.
 
 Filters apply to
 whole hands, so an export never cuts a hand in half: a hand is in when its first event
@@ -43,6 +49,8 @@ from socai.events.model import TABLE_BODY_TYPES, Event
 from socai.gen.events.v1 import events_pb2
 
 TABLE_BODY_FIELDS: Final = frozenset(codec.BODY_FIELD[t] for t in TABLE_BODY_TYPES)
+STORED_FORMAT: Final = "socai.events.stored"
+STORED_VERSION: Final = 1  # of the stored form's lines (schemas/events-stored.v1.schema.json)
 JSONL_LINE_MAX_CHARS: Final = 2 * 1024 * 1024  # the stream's max message (1 MiB) in base64, with room
 STORED_KEYS: Final = frozenset({"stream_seq", "subject", "headers", "data"})  # a ``stored`` line
 
@@ -201,10 +209,92 @@ def write_jsonl(events: Iterable[RawEvent | Event | events_pb2.Event], out: IO[s
     return count
 
 
-def write_stored_jsonl(raws: Iterable[RawEvent], out: IO[str]) -> int:
-    """Write messages one a line in the ``stored`` form (the module docstring): the payload
-    as stored, base64, with its stream sequence, subject and hand-chain headers; returns how
-    many. A message that did not decode is kept as it was stored, like any other."""
+@dataclass(frozen=True)
+class ExportHeader:
+    """The first line of a ``stored`` export: the format's version and what was selected
+    (times as RFC 3339 text, "" when open)."""
+
+    version: int = STORED_VERSION
+    stream: str = ""
+    prefix: str = ""
+    exported_at: str = ""
+    tables: tuple[str, ...] = ()
+    games: tuple[str, ...] = ()
+    since: str = ""
+    until: str = ""
+
+    @property
+    def is_everything(self) -> bool:
+        return not (self.tables or self.games or self.since or self.until)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "format": STORED_FORMAT,
+            "version": self.version,
+            "stream": self.stream,
+            "prefix": self.prefix,
+            "exported_at": self.exported_at,
+            "tables": list(self.tables),
+            "games": list(self.games),
+            "since": self.since or None,
+            "until": self.until or None,
+        }
+
+    @classmethod
+    def of(cls, flt: EventFilter, *, stream: str, prefix: str, exported_at: datetime) -> ExportHeader:
+        return cls(
+            STORED_VERSION,
+            stream,
+            prefix,
+            _rfc3339(exported_at),
+            tuple(sorted(flt.tables)),
+            tuple(sorted(flt.games)),
+            _rfc3339(flt.since) if flt.since else "",
+            _rfc3339(flt.until) if flt.until else "",
+        )
+
+    @classmethod
+    def parse(cls, obj: Mapping[str, Any], where: str) -> ExportHeader:
+        """Raises InvalidArgument("BAD_FILE") for another format or a version this reader does not know."""
+        if obj.get("format") != STORED_FORMAT:
+            raise errors.InvalidArgument("BAD_FILE", f"{where}: not a socai events export ({obj.get('format')!r})")
+        version = obj.get("version")
+        if type(version) is not int or not 1 <= version <= STORED_VERSION:
+            raise errors.InvalidArgument(
+                "BAD_FILE", f"{where}: format version {version!r}; this socai reads versions 1 to {STORED_VERSION}"
+            )
+
+        def text(key: str) -> str:
+            value = obj.get(key)
+            return value if isinstance(value, str) else ""
+
+        def names(key: str) -> tuple[str, ...]:
+            value = obj.get(key)
+            return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+        return cls(
+            version,
+            text("stream"),
+            text("prefix"),
+            text("exported_at"),
+            names("tables"),
+            names("games"),
+            text("since"),
+            text("until"),
+        )
+
+
+def _rfc3339(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def write_stored_jsonl(raws: Iterable[RawEvent], out: IO[str], header: ExportHeader | None = None) -> int:
+    """Write messages one a line in the ``stored`` form (the module docstring), after the
+    ``header`` line when one is given: the payload as stored, base64, with its stream
+    sequence, subject and hand-chain headers; returns how many messages. A message that did
+    not decode is kept as it was stored, like any other."""
+    if header is not None:
+        out.write(json.dumps(header.as_json(), separators=(",", ":"), ensure_ascii=False) + "\n")
     count = 0
     for raw in raws:
         line = {
@@ -254,6 +344,9 @@ def read_jsonl(path: Path | str) -> Iterator[RawEvent]:
             if not text:
                 continue
             where = f"line {number}"
+            if number == 1 and text.startswith('{"format"'):
+                ExportHeader.parse(json.loads(text), f"{path} {where}")  # refuses a version it cannot read
+                continue
             if len(text) > JSONL_LINE_MAX_CHARS:
                 yield RawEvent(0, where, None, f"{where}: longer than {JSONL_LINE_MAX_CHARS} characters")
                 continue
@@ -284,6 +377,24 @@ def read_jsonl(path: Path | str) -> Iterator[RawEvent]:
                 )
                 continue
             yield RawEvent(0, where, msg)
+
+
+def read_header(path: Path | str) -> ExportHeader | None:
+    """The header of an export (its first line), or None for a file without one (a ``jsonl``
+    export, or a ``stored`` one written before headers). Raises InvalidArgument("BAD_FILE")
+    as ``read_jsonl`` does."""
+    source = Path(path)
+    if not source.is_file():
+        raise errors.InvalidArgument("BAD_FILE", f"cannot read {path}: no such file")
+    with _open_text(source) as handle:
+        first = handle.readline(JSONL_LINE_MAX_CHARS).strip()
+    if not first.startswith('{"format"'):
+        return None
+    try:
+        obj = json.loads(first)
+    except json.JSONDecodeError as exc:
+        raise errors.InvalidArgument("BAD_FILE", f"{path} line 1: not JSON: {exc.msg}") from exc
+    return ExportHeader.parse(obj, f"{path} line 1")
 
 
 def _open_text(source: Path) -> IO[str]:

@@ -25,17 +25,20 @@ from socai import cards, fairness
 from socai.audit.auditor import Audit
 from socai.audit.report import Mismatch
 from socai.cards import Card
-from socai.errors import InvalidArgument, NotFound
+from socai.errors import InvalidArgument, NotFound, RuleViolation
 from socai.events import codec, hidden
 from socai.events.model import (
     COMMUNITY,
     HIDDEN_CARD,
     CardsDealt,
+    CardSent,
     Event,
     HandEnded,
     HandStarted,
+    TimerExpired,
 )
 from socai.rules import base, registry
+from socai.rules.automatic import automatic_move
 from socai.settle.keys import Found
 from socai.settle.replay import ReplayResult, describe, gold_moved
 
@@ -63,6 +66,12 @@ class TimelineRow:
     player_id: str
     text: str
     cards: tuple[ShownCard, ...] = ()
+    # Shedding games (Tiến Lên, Sâm Lốc): the hand's play number, as settlement details cite
+    # plays ("TL-6; plays 4, 5"), and the trick (round) the event belongs to; 0 otherwise.
+    play: int = 0
+    trick: int = 0
+    automatic: str = ""  # for TimerExpired: the move the rules made for the seat (GEN-5)
+    played: tuple[str, ...] = ()  # the cards of a play (an automatic one's too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +81,51 @@ class SeatRow:
     stack_gold: int
     net_gold: int | None  # None when the hand did not replay
     account: str
+    start_cards: tuple[str, ...] = ()  # dealt to the seat in the hand's first deal
+    end_cards: tuple[str, ...] = ()  # what the seat holds when the hand ends (the rules' state)
+
+
+@dataclass(frozen=True, slots=True)
+class OwedLine:
+    """An obligation the rules put on a seat (a penalty, a chop …) against what it paid:
+    GEN-4 caps what a seat pays at its chips, and shares a shortfall pro rata."""
+
+    seat: int
+    player_id: str
+    reason: str
+    rule: str
+    owed_gold: int
+    paid_gold: int
+    stack_gold: int  # the seat's chips at the start of the hand
+
+    @property
+    def short_gold(self) -> int:
+        return self.owed_gold - self.paid_gold
+
+
+@dataclass(frozen=True, slots=True)
+class Chi:
+    """Mậu Binh: one seat's arrangement, back (chi đầu), middle and front (chi cuối)."""
+
+    seat: int
+    player_id: str
+    back: tuple[str, ...]
+    middle: tuple[str, ...]
+    front: tuple[str, ...]
+    categories: tuple[str, str, str]  # back, middle, front
+    automatic: bool  # arranged by the rules (MB-20), not by the player
+
+
+@dataclass(frozen=True, slots=True)
+class PhomSeat:
+    """Phỏm: one seat's melds laid, cards it took, cards it sent (to whose meld) and left."""
+
+    seat: int
+    player_id: str
+    melds: tuple[tuple[str, ...], ...]
+    taken: tuple[str, ...]
+    sent: tuple[tuple[str, int, int], ...]  # (card, to seat, meld index)
+    left: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +178,10 @@ class HandView:
     ledger_lines: tuple[LedgerLine, ...] = ()
     ledger_checked: bool = False  # a ledger (live or exported) was reconciled
     findings: tuple[Mismatch, ...] = ()
+    owed: tuple[OwedLine, ...] = ()
+    chi: tuple[Chi, ...] = ()
+    phom: tuple[PhomSeat, ...] = ()
+    tricks: int = 0  # Tiến Lên, Sâm Lốc: how many tricks (rounds) were played
 
     @property
     def ok(self) -> bool:
@@ -207,11 +265,12 @@ def build(
     ended = next((e for e in events if isinstance(e.body, HandEnded)), None)
     game = started.game if started else (events[0].game if events else "")
     players = {s.seat: s.player_id for s in started.seats} if started else {}
+    notes = _annotations(result) if result is not None else {}
     view: dict[str, Any] = {
         "hand_id": hand_id,
         "table_id": table_id,
         "game": game,
-        "timeline": tuple(_row(e, players) for e in events),
+        "timeline": tuple(_row(e, players, notes.get(i)) for i, e in enumerate(events)),
         "findings": tuple(findings),
         "ledger_checked": ledger_checked,
     }
@@ -229,7 +288,12 @@ def build(
             "commitment": started.deck_commitment,
             "seats": tuple(
                 SeatRow(
-                    s.seat, s.player_id, s.stack_gold, nets.get(s.seat) if result else None, accounts.get(s.seat, "")
+                    s.seat,
+                    s.player_id,
+                    s.stack_gold,
+                    nets.get(s.seat) if result else None,
+                    accounts.get(s.seat, ""),
+                    *_seat_cards(events, s.seat, result.state if result else None),
                 )
                 for s in started.seats
             ),
@@ -259,6 +323,10 @@ def build(
             "fees_gold": s.fees_gold(),
             "moved_gold": gold_moved(s),
             "entries": s.entries(),
+            "owed": _owed(result, reasons),
+            "chi": _chi(result, players),
+            "phom": _phom(result, players),
+            "tricks": max((n.trick for n in notes.values()), default=0),
         }
     if found is not None and found.transaction is not None:
         tx = found.transaction
@@ -290,7 +358,154 @@ def _seed(seed_hex: str, commitment: str) -> dict[str, Any]:
     }
 
 
-def _row(e: Event, players: Mapping[int, str]) -> TimelineRow:
+@dataclass(frozen=True, slots=True)
+class _Note:
+    play: int = 0
+    trick: int = 0
+    automatic: str = ""
+    played: tuple[str, ...] = ()
+
+
+def _annotations(result: ReplayResult) -> dict[int, _Note]:
+    """Event index → what the rules engine made of it, folded again from the replay's
+    events: each TimerExpired's automatic move (``socai.rules.automatic``), and in the
+    shedding games each play's number and every event's trick."""
+    try:
+        module = registry.get(result.game)
+    except (InvalidArgument, NotFound):
+        return {}
+    events = result.events
+    out: dict[int, _Note] = {}
+    if not hasattr(result.state, "plays_made") and not any(type(e.body) is TimerExpired for e in events):
+        return out  # no play to number and no timer's move to tell: nothing to fold again
+    try:
+        state = module.initial_state(events[0].body)
+        trick = 0
+        for i, e in enumerate(events[1:], start=1):
+            after = module.apply(state, e.body)
+            play, automatic = 0, ""
+            played: tuple[str, ...] = ()
+            if isinstance(e.body, TimerExpired):
+                move = automatic_move(state, after, e.body)
+                automatic, play, played = move.text, move.play, tuple(str(c) for c in move.cards)
+            elif hasattr(after, "plays_made") and after.plays_made > state.plays_made:
+                play = after.plays_made
+                played = tuple(str(c) for c in after.played_cards[len(state.played_cards) :])
+            if play and hasattr(after, "round_plays") and len(after.round_plays) == 1:
+                trick += 1  # a lead opens a trick
+            if play or automatic or (trick and hasattr(after, "plays_made")):
+                out[i] = _Note(play, trick if hasattr(after, "plays_made") else 0, automatic, played)
+            state = after
+    except (RuleViolation, AssertionError):
+        return out  # the replay folded these events; a view never fails where it did not
+    return out
+
+
+def _dealt_to(events: Sequence[Event], seat: int, *, first_deal_only: bool) -> tuple[str, ...]:
+    out: list[str] = []
+    for e in events[1:]:
+        if isinstance(e.body, CardsDealt):
+            out += [_card_text(d.card) for d in e.body.cards if d.seat == seat]
+        elif first_deal_only and out:
+            break
+    return tuple(out)
+
+
+def _seat_cards(events: Sequence[Event], seat: int, state: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The seat's cards at the start (its first deal) and at the end: what the rules'
+    state says it holds (``hands``: the cards left in a shedding game, Phỏm's hand after
+    its melds, a three-card hand), else every card it was dealt (Hold'em's hole cards)."""
+    start = _dealt_to(events, seat, first_deal_only=True)
+    held = getattr(state, "hands", None)
+    if isinstance(held, Mapping) and seat in held:
+        end = tuple(_card_text(getattr(c, "card", c)) for c in held[seat])
+    else:
+        end = _dealt_to(events, seat, first_deal_only=False)
+    return start, end
+
+
+def _owed(result: ReplayResult, reasons: Mapping[str, Any]) -> tuple[OwedLine, ...]:
+    """Per seat and reason of an obligation (a penalty, or one the seat fell short of):
+    what the rules said it owes against what it paid (RULES.md GEN-4: a seat pays at most
+    its chips; when short, the payees share what it has pro rata)."""
+    s = result.settlement
+    by_account = {account: seat for seat, account in s.seat_accounts.items()}
+    paid: dict[tuple[int, str], int] = {}
+    for t in s.transfers:
+        seat = by_account.get(t.from_account)
+        penalty = t.reason in reasons and reasons[t.reason].penalty
+        if seat is not None and (penalty or any(sf.seat == seat and sf.reason == t.reason for sf in s.shortfalls)):
+            paid[(seat, t.reason)] = paid.get((seat, t.reason), 0) + t.amount_gold
+    short: dict[tuple[int, str], int] = {}
+    for sf in s.shortfalls:
+        short[(sf.seat, sf.reason)] = short.get((sf.seat, sf.reason), 0) + sf.owed_gold - sf.paid_gold
+        paid.setdefault((sf.seat, sf.reason), 0)
+    players = {info.seat: (info.player_id, info.stack_gold) for info in result.started.seats}
+    return tuple(
+        OwedLine(
+            seat,
+            players.get(seat, ("", 0))[0],
+            reason,
+            reasons[reason].rule if reason in reasons else "",
+            amount + short.get((seat, reason), 0),
+            amount,
+            players.get(seat, ("", 0))[1],
+        )
+        for (seat, reason), amount in sorted(paid.items())
+    )
+
+
+def _chi(result: ReplayResult, players: Mapping[int, str]) -> tuple[Chi, ...]:
+    arranged = getattr(result.state, "arranged", None)
+    if result.game != "maubinh" or not isinstance(arranged, Mapping):
+        return ()
+    from socai.rules import maubinh
+
+    def category(cards: Sequence[Card]) -> str:
+        try:
+            return str(maubinh.hand_value(cards).category)
+        except RuleViolation:
+            return "?"
+
+    out = []
+    for seat in sorted(arranged):
+        a = arranged[seat].arrangement
+        out.append(
+            Chi(
+                seat,
+                players.get(seat, ""),
+                tuple(map(str, a.back)),
+                tuple(map(str, a.middle)),
+                tuple(map(str, a.front)),
+                (category(a.back), category(a.middle), category(a.front)),
+                bool(arranged[seat].automatic),
+            )
+        )
+    return tuple(out)
+
+
+def _phom(result: ReplayResult, players: Mapping[int, str]) -> tuple[PhomSeat, ...]:
+    state = result.state
+    if result.game != "phom" or not hasattr(state, "laid"):
+        return ()
+    sent: dict[int, list[tuple[str, int, int]]] = {}
+    for e in result.events:
+        if isinstance(e.body, CardSent):
+            sent.setdefault(e.body.seat, []).append((str(e.body.card), e.body.to_seat, e.body.meld_index))
+    return tuple(
+        PhomSeat(
+            seat,
+            players.get(seat, ""),
+            tuple(tuple(map(str, meld)) for meld in state.laid.get(seat, ())),
+            tuple(sorted(map(str, state.taken.get(seat, ())))),
+            tuple(sent.get(seat, ())),
+            tuple(map(str, state.hands.get(seat, ()))),
+        )
+        for seat in state.order
+    )
+
+
+def _row(e: Event, players: Mapping[int, str], note: _Note | None = None) -> TimelineRow:
     body = e.body
     seat = getattr(body, "seat", None)
     seat = seat if isinstance(seat, int) and seat != COMMUNITY else None
@@ -314,6 +529,11 @@ def _row(e: Event, players: Mapping[int, str]) -> TimelineRow:
         extra = _fields(body)
         if extra:
             text = f"{text}: {extra}"
+    note = note or _Note()
+    if note.automatic:
+        text = f"{text}: the rules {note.automatic}" + (f" (play {note.play})" if note.play else "")
+    elif note.play:
+        text = f"play {note.play}: {text}"
     return TimelineRow(
         e.seq,
         _time(e.occurred_at),
@@ -322,6 +542,10 @@ def _row(e: Event, players: Mapping[int, str]) -> TimelineRow:
         players.get(seat, "") if seat is not None else "",
         text,
         shown,
+        note.play,
+        note.trick,
+        note.automatic,
+        note.played,
     )
 
 
@@ -376,6 +600,10 @@ def render_text(view: HandView) -> str:
     for s in view.seats:
         net = f"{s.net_gold:+,}" if s.net_gold is not None else "?"
         out.append(f"  seat {s.seat:<2} {s.player_id:<24} stack {s.stack_gold:>12,}  net {net:>10}  {s.account}")
+        if s.start_cards or s.end_cards:
+            out.append(
+                f"          cards at the start {' '.join(s.start_cards) or '-'}; at the end {' '.join(s.end_cards) or '-'}"
+            )
     out += [
         "",
         f"timeline (UTC; (Xx) = dealt face down, seen only by its seat until the seed was revealed; "
@@ -402,6 +630,14 @@ def render_text(view: HandView) -> str:
         )
     if view.replayed:
         out.append(f"  gold moved {view.moved_gold:,}, fees {view.fees_gold:,}")
+    if view.owed:
+        out += ["", "owed against paid (RULES.md GEN-4: a seat pays at most its chips; a shortfall is shared pro rata)"]
+        for o in view.owed:
+            short = f", short {o.short_gold:,}" if o.short_gold else ""
+            out.append(
+                f"  seat {o.seat} {o.player_id:<20} {o.reason:<22} owed {o.owed_gold:>10,}  paid {o.paid_gold:>10,}{short}"
+                f"  (stack {o.stack_gold:,}; RULES.md {o.rule or '?'})"
+            )
     out += ["", "ledger"]
     if not view.ledger_checked:
         out.append("  not reconciled (no ledger given)")

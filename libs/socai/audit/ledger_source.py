@@ -22,6 +22,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from socai import errors
@@ -65,6 +66,13 @@ class LedgerSource(abc.ABC):
     @abc.abstractmethod
     async def journal_problems(self) -> list[JournalProblem]:
         """Every place the journal contradicts itself (empty when it is sound)."""
+
+    def covers(self, at: datetime) -> bool:
+        """Whether a hand that ended at ``at`` must have its transaction here: always for a
+        whole journal; for an export of a period, when ``at`` is inside it (a hand that ended
+        before the period was settled before it, one that ended after it is settled after)."""
+        del at
+        return True
 
 
 class LiveLedger(LedgerSource):
@@ -110,8 +118,16 @@ def _unavailable(method: str, exc: Any) -> errors.Unavailable:
 class JournalLedger(LedgerSource):
     """An exported journal, held in memory: the transactions in file order."""
 
-    def __init__(self, transactions: Iterable[ledger_pb2.Transaction], name: str) -> None:
+    def __init__(
+        self,
+        transactions: Iterable[ledger_pb2.Transaction],
+        name: str,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> None:
         self.name = name
+        self.since, self.until = since, until  # the period the export covers (None: open)
         self.transactions = list(transactions)
         self._by_key: dict[str, ledger_pb2.Transaction] = {}
         self._balances: dict[str, int] = {}
@@ -135,16 +151,35 @@ class JournalLedger(LedgerSource):
     async def journal_problems(self) -> list[JournalProblem]:
         return check_journal(self.transactions)[:JOURNAL_PROBLEMS_MAX]
 
+    @property
+    def whole(self) -> bool:
+        """Whether the export is the whole journal: no period, and it starts at journal_seq 1."""
+        starts = not self.transactions or self.transactions[0].journal_seq == 1
+        return starts and self.since is None and self.until is None
+
+    def covers(self, at: datetime) -> bool:
+        since = self.since
+        if since is None and not self.whole and self.transactions:
+            since = self.transactions[0].created_at.ToDatetime(tzinfo=UTC)  # a period export, unsigned
+        return (since is None or at >= since) and (self.until is None or at < self.until)
+
 
 def check_journal(transactions: Iterable[ledger_pb2.Transaction]) -> list[JournalProblem]:
     """What ``VerifyJournal`` checks, on an export: journal_seq runs 1, 2, 3 … with no gap
     or repeat (a removed or duplicated transaction), each transaction has two or more
     entries summing to 0, each account's versions run 1, 2, 3 … and each balance after is
-    the previous one plus the amount (an edited amount or balance)."""
+    the previous one plus the amount (an edited amount or balance).
+
+    An export of a period (``socai ledger export --since``) starts later: journal_seq then
+    runs on from the first transaction's, and each account's first entry in the file gives
+    the version and balance before it (the entries before the period are not in the file)."""
     problems: list[JournalProblem] = []
     last: dict[str, tuple[int, int]] = {}  # account -> (version, balance after)
-    expected_seq = 1
+    expected_seq = 0
     for tx in transactions:
+        if not expected_seq:
+            expected_seq = tx.journal_seq if tx.journal_seq > 1 else 1
+            from_start = expected_seq == 1
         key = tx.idempotency_key
         hand = hand_of_key(key)
         where = f"{key} (journal_seq {tx.journal_seq})"
@@ -156,8 +191,11 @@ def check_journal(transactions: Iterable[ledger_pb2.Transaction]) -> list[Journa
         if len(tx.entries) < 2 or total != 0:
             problems.append(JournalProblem(f"{where}: {len(tx.entries)} entries sum to {total:+d}", hand))
         for e in tx.entries:
-            version, after = last.get(e.account_id, (0, 0))
             amount, stored = int(e.amount_gold), int(e.balance_after_gold)
+            if from_start or e.account_id in last:
+                version, after = last.get(e.account_id, (0, 0))
+            else:
+                version, after = int(e.account_version) - 1, stored - amount  # before the period
             if e.account_version != version + 1:
                 problems.append(
                     JournalProblem(

@@ -40,6 +40,92 @@ class Mismatch:
 
 
 @dataclass
+class Proof:
+    """What the audit could prove about its inputs being genuine, beside what it found in
+    them: whether the hand seals were checked and with which keys, how many hands and table
+    facts a seal covers, whether the journal's page seals were checked, and the periods the
+    inputs cover. Not part of ``AuditReport.verdict`` (the verdict an audit of the stream
+    and one of a plain export must agree on byte for byte); the signed verdict carries it
+    (``socai.audit.proof``)."""
+
+    hand_seals: str = "not checked"  # "checked" | "not checked" (a plain JSONL export carries none)
+    table_key_ids: list[str] = field(default_factory=list)  # the table's keys the audit was given
+    hands_sealed: Counter[str] = field(default_factory=Counter)  # key id -> hands whose seal verified
+    facts_sealed: int = 0  # table facts on a chain a valid facts seal covers
+    facts_unsealed: int = 0  # table facts no seal covers (written before facts were sealed)
+    journal_seals: str = "no journal"  # "checked" | "not checked" | "none in the file" | "no journal"
+    ledger_key_ids: list[str] = field(default_factory=list)
+    journal_pages: int = 0
+    journal_transactions_sealed: int = 0
+    journal_first_seq: int = 0
+    journal_last_seq: int = 0
+    hands_outside_journal: int = 0  # hands whose transaction a journal of a period need not hold
+    journal_since: str = ""  # the period the ledger's page seals name ("" open)
+    journal_until: str = ""
+    events_since: str = ""  # the period the events export names (its header or the flags)
+    events_until: str = ""
+    stream_first_seq: int = 0  # the stream sequences of the messages read (0: a plain export)
+    stream_last_seq: int = 0
+
+    def note_stream_seq(self, seq: int) -> None:
+        if seq:
+            self.stream_first_seq = min(self.stream_first_seq or seq, seq)
+            self.stream_last_seq = max(self.stream_last_seq, seq)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "hand_seals": self.hand_seals,
+            "table_key_ids": sorted(self.table_key_ids),
+            "hands_sealed": dict(sorted(self.hands_sealed.items())),
+            "facts_sealed": self.facts_sealed,
+            "facts_unsealed": self.facts_unsealed,
+            "journal_seals": self.journal_seals,
+            "ledger_key_ids": sorted(self.ledger_key_ids),
+            "journal_pages": self.journal_pages,
+            "journal_transactions_sealed": self.journal_transactions_sealed,
+            "journal_seq": [self.journal_first_seq, self.journal_last_seq],
+            "journal_period": [self.journal_since, self.journal_until],
+            "hands_outside_journal": self.hands_outside_journal,
+            "events_period": [self.events_since, self.events_until],
+            "stream_seq": [self.stream_first_seq, self.stream_last_seq],
+        }
+
+    def lines(self) -> list[str]:
+        sealed = sum(self.hands_sealed.values())
+        keys = ", ".join(f"{k} ({n:,} hands)" for k, n in sorted(self.hands_sealed.items())) or "-"
+        out = [
+            f"hand seals: {self.hand_seals}"
+            + (f"; {sealed:,} hands sealed, by key id {keys}" if self.hand_seals == "checked" else "")
+            + (
+                f"; table facts: {self.facts_sealed:,} sealed, {self.facts_unsealed:,} unsealed"
+                if self.facts_sealed or self.facts_unsealed
+                else ""
+            )
+        ]
+        if self.journal_seals != "no journal":
+            out.append(
+                f"journal page seals: {self.journal_seals}"
+                + (
+                    f"; {self.journal_pages:,} pages, {self.journal_transactions_sealed:,} transactions, key id "
+                    f"{', '.join(self.ledger_key_ids) or '-'}"
+                    if self.journal_seals == "checked"
+                    else ""
+                )
+                + (
+                    f"; journal_seq {self.journal_first_seq:,}–{self.journal_last_seq:,}"
+                    if self.journal_last_seq
+                    else ""
+                )
+                + (
+                    f"; {self.hands_outside_journal:,} hands ended outside its period (not looked up)"
+                    if self.hands_outside_journal
+                    else ""
+                )
+            )
+        return out
+
+
+@dataclass
 class AuditReport:
     source: str
     ledger: str = ""  # the ledger reconciled against, "" when none
@@ -57,6 +143,7 @@ class AuditReport:
     hands_without_transaction: int = 0
     accounts_checked: int = 0
     escrows_checked: int = 0
+    proof: Proof = field(default_factory=Proof)
 
     @property
     def ok(self) -> bool:
@@ -110,6 +197,7 @@ class AuditReport:
             )
         else:
             lines.append("ledger: not reconciled (no ledger given)")
+        lines += self.proof.lines()
         hidden = set(self.open_hands_hidden)
         clear = [h for h in self.open_hands if h not in hidden]
         if clear:
@@ -158,14 +246,16 @@ class AuditReport:
                 {"hand_id": m.hand_id, "table_id": m.table_id, "reason": m.reason, "detail": m.detail}
                 for m in self.mismatches
             ],
+            "proof": self.proof.as_json(),
         }
 
     def verdict(self) -> dict[str, Any]:
-        """The report without the names of its inputs (``source``, ``ledger``): what an
-        audit of the stream and the live ledger and one of their exports must agree on,
-        byte for byte once written with ``verdict_text``."""
+        """The report without the names of its inputs (``source``, ``ledger``) and what it
+        could prove about them (``proof``): what an audit of the stream and the live ledger
+        and one of their exports must agree on, byte for byte once written with
+        ``verdict_text`` (the golden corpus keeps every recorded one)."""
         out = self.as_json()
-        del out["source"], out["ledger"]
+        del out["source"], out["ledger"], out["proof"]
         return out
 
     def verdict_text(self) -> str:

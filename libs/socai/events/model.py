@@ -160,6 +160,9 @@ class TimerExpired:
 
     seat: int
     timer: str
+    # The move the rules made for the seat (``socai.rules.automatic``), recorded by the table
+    # and checked by the replay; "" in hands written before it was recorded.
+    automatic: str = ""
 
 
 @dataclass(frozen=True, slots=True)

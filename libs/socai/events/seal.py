@@ -15,6 +15,13 @@ whole hand paying themselves) that settlement replays and posts. So:
   ``"socai/hand-seal/v1" NUL subject NUL c_n`` (``c_n`` the HandEnded's own chain value), and
   ``Socai-Seal-Key``: the key id, the first 16 hex digits of sha256 of the raw public key.
   One signature per hand at the table, one verification per hand where it is read.
+- **Facts seal.** A table's own facts (``{table}-t``: opened, seated, stood up, closed) are
+  chained the same way on their subject, and every fact carries ``Socai-Facts-Seal``: an
+  Ed25519 signature by the same key over ``"socai/facts-seal/v1" NUL subject NUL c``, its
+  own chain value (and ``Socai-Seal-Key``). The facts never end, so each one seals the
+  chain up to itself: the last fact's seal covers every fact before it, and a removed or
+  changed fact breaks the walk back from it. Facts written before facts were sealed carry
+  no seal; a subject with none is read as before (``socai.audit.auditor``).
 - **Walk back.** Given every message of a subject and a HandEnded whose seal verifies,
   index the messages by their *computed* chain value (never a header's claim about itself)
   and follow ``Socai-Prev`` from ``c_n`` back to ``c_0``. Exactly the messages on that path
@@ -45,11 +52,14 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 PREV_HEADER: Final = "Socai-Prev"
 SEAL_HEADER: Final = "Socai-Hand-Seal"
+FACTS_SEAL_HEADER: Final = "Socai-Facts-Seal"
 SEAL_KEY_HEADER: Final = "Socai-Seal-Key"
-CHAIN_HEADERS: Final = (PREV_HEADER, SEAL_HEADER, SEAL_KEY_HEADER)  # what a reader keeps of a message's headers
+# What a reader keeps of a message's headers.
+CHAIN_HEADERS: Final = (PREV_HEADER, SEAL_HEADER, FACTS_SEAL_HEADER, SEAL_KEY_HEADER)
 
 _GENESIS_LABEL: Final = b"socai/hand-chain/v1"
 _SEAL_LABEL: Final = b"socai/hand-seal/v1"
+_FACTS_SEAL_LABEL: Final = b"socai/facts-seal/v1"
 _DERIVE_LABEL: Final = b"socai/hand-seal-key/v1"
 CHAIN_BYTES: Final = 32
 KEY_ID_HEX_CHARS: Final = 16
@@ -99,6 +109,11 @@ def chain_value(subject: str, payload: bytes, headers: Mapping[str, str]) -> byt
 def seal_message(subject: str, chain: bytes) -> bytes:
     """What a seal signs: the label, the subject and the hand's last chain value."""
     return _SEAL_LABEL + b"\x00" + subject.encode() + b"\x00" + chain
+
+
+def facts_seal_message(subject: str, chain: bytes) -> bytes:
+    """What a facts seal signs: its label, the facts' subject and the fact's chain value."""
+    return _FACTS_SEAL_LABEL + b"\x00" + subject.encode() + b"\x00" + chain
 
 
 def key_id(public_key: bytes) -> str:
@@ -153,32 +168,61 @@ class HandSigner:
     def headers(self, subject: str, chain: bytes) -> dict[str, str]:
         return {SEAL_HEADER: self.seal(subject, chain), SEAL_KEY_HEADER: self.key_id}
 
+    def facts_headers(self, subject: str, chain: bytes) -> dict[str, str]:
+        """``Socai-Facts-Seal`` and ``Socai-Seal-Key`` of a table fact with chain value ``chain``."""
+        return {
+            FACTS_SEAL_HEADER: self._key.sign(facts_seal_message(subject, chain)).hex(),
+            SEAL_KEY_HEADER: self.key_id,
+        }
+
 
 def public_key_of(private_key: bytes) -> bytes:
     return HandSigner(private_key).public_key
 
 
 class SealVerifier:
-    """Checks seals with the table's public keys (key id → key; several during a rotation)."""
+    """Checks seals with the table's public keys (key id → key; several during a rotation):
+    hand seals, or with ``facts=True`` the seals of a table's facts."""
 
-    def __init__(self, public_keys: Mapping[str, bytes]) -> None:
+    def __init__(self, public_keys: Mapping[str, bytes], *, facts: bool = False) -> None:
         self.public_keys = dict(public_keys)
         self._keys = {kid: Ed25519PublicKey.from_public_bytes(raw) for kid, raw in public_keys.items()}
+        self._header = FACTS_SEAL_HEADER if facts else SEAL_HEADER
+        self._message = facts_seal_message if facts else seal_message
+
+    def for_facts(self) -> SealVerifier:
+        """The same keys, checking facts seals."""
+        return SealVerifier(self.public_keys, facts=True)
 
     def reject_reason(self, subject: str, chain: bytes, headers: Mapping[str, str]) -> str | None:
         """None when the message's seal is the table's over ``chain``; else HAND_UNSEALED or
         HAND_SEAL_INVALID."""
-        text = headers.get(SEAL_HEADER)
+        text = headers.get(self._header)
         if not text:
             return HAND_UNSEALED
         key = self._keys.get(headers.get(SEAL_KEY_HEADER, ""))
         if key is None:
             return HAND_SEAL_INVALID
         try:
-            key.verify(bytes.fromhex(text), seal_message(subject, chain))
+            key.verify(bytes.fromhex(text), self._message(subject, chain))
         except (InvalidSignature, ValueError):
             return HAND_SEAL_INVALID
         return None
+
+    def explain(self, subject: str, chain: bytes, headers: Mapping[str, str]) -> str:
+        """Why ``reject_reason`` says what it says, naming the key ids: the one the message
+        names and the ones this verifier holds (an auditor checking a file must see whether
+        the wrong key was given or the seal is forged)."""
+        reason = self.reject_reason(subject, chain, headers)
+        named = headers.get(SEAL_KEY_HEADER, "")
+        if reason is None:
+            return f"sealed with key id {named}"
+        if reason == HAND_UNSEALED:
+            return "carries no seal"
+        held = ", ".join(sorted(self.public_keys)) or "none"
+        if named not in self._keys:
+            return f"sealed with key id {named or '(none named)'}, not one of the keys given ({held})"
+        return f"the seal of key id {named} does not verify over chain value {chain.hex()[:16]}…"
 
 
 # --- reading a subject back ------------------------------------------------------------------
@@ -314,7 +358,8 @@ def authenticate(subject: str, messages: Sequence[Message], verifier: SealVerifi
         c = chains[end]
         reason = HAND_UNSEALED if c is None else verifier.reject_reason(subject, c, m.headers)
         if reason is not None:
-            failures.append((end, reason, f"stream seq {m.stream_seq}: {reason}"))
+            why = "carries no Socai-Prev" if c is None else verifier.explain(subject, c, m.headers)
+            failures.append((end, reason, f"stream seq {m.stream_seq}: {reason}: {why}"))
             continue
         walk = walk_back(subject, messages, end, chains, prevs)
         if not walk.ok:

@@ -19,6 +19,8 @@
 | ``SOCAI_PLAYER_TOKEN_KEY`` | dev key | HMAC key of player tokens (table service; hand seeds are sealed with a key derived from it) |
 | ``SOCAI_TABLE_SEAL_KEY`` | dev: derived from the player-token key | the table service's Ed25519 hand-seal key, 64 hex digits (``socai.events.seal``; ``python -m socai.events.seal`` makes a pair); required outside development mode |
 | ``SOCAI_TABLE_SEAL_PUBLIC_KEYS`` | dev: the public key of the table's seal key | ``hex,hex``: the public keys whose hand seals settlement and the auditor accept (two during a rotation); required outside development mode |
+| ``SOCAI_LEDGER_SEAL_KEY`` | dev: derived from the player-token key | the ledger's Ed25519 key that signs each page of the journal it lists (``socai.audit.journal``), 64 hex digits; unset outside development mode: pages are listed unsigned |
+| ``SOCAI_LEDGER_SEAL_PUBLIC_KEYS`` | dev: the public key of the ledger's seal key | ``hex,hex``: the public keys the auditor checks a journal export's page seals with |
 | ``SOCAI_SEAL_LEGACY_BEFORE_SEQ`` | ``0`` | a hand whose first message is below this stream sequence and carries no ``Socai-Prev`` (written before hand seals) is settled and audited unsealed; 0: none is |
 | ``SOCAI_DEV_MODE`` | on with the embedded servers | ``1`` allows the public development tokens and key; off, a service that still has them refuses to start |
 | ``SOCAI_EVENTS_STREAM`` | ``SOCAI_EVENTS`` | JetStream stream name |
@@ -72,6 +74,7 @@ DEV_TOKENS: dict[str, str] = {
     "operator": "dev-operator-token",
 }
 DEV_PLAYER_TOKEN_KEY = "dev-player-token-key"
+JOURNAL_SEAL_DERIVE_LABEL = b"socai/journal-seal-key/v1"  # the ledger's development journal seal key
 
 
 def _parse_tokens(text: str) -> dict[str, str]:
@@ -160,6 +163,8 @@ class Settings:
     table_seal_key: str = ""  # empty: derived from player_token_key, in development mode only
     table_seal_public_keys: tuple[str, ...] = ()  # empty: the table seal key's, in development mode only
     seal_legacy_before_seq: int = 0
+    ledger_seal_key: str = ""  # empty: derived from player_token_key in development mode, else none
+    ledger_seal_public_keys: tuple[str, ...] = ()  # empty: the ledger seal key's, in development mode only
     events_stream: str = "SOCAI_EVENTS"
     events_prefix: str = "socai.events"
     ledger_stream: str = "SOCAI_LEDGER"
@@ -203,6 +208,10 @@ class Settings:
                 k.strip() for k in e.get("SOCAI_TABLE_SEAL_PUBLIC_KEYS", "").split(",") if k.strip()
             ),
             seal_legacy_before_seq=int(e.get("SOCAI_SEAL_LEGACY_BEFORE_SEQ", s.seal_legacy_before_seq)),
+            ledger_seal_key=e.get("SOCAI_LEDGER_SEAL_KEY", s.ledger_seal_key).strip(),
+            ledger_seal_public_keys=tuple(
+                k.strip() for k in e.get("SOCAI_LEDGER_SEAL_PUBLIC_KEYS", "").split(",") if k.strip()
+            ),
             events_stream=e.get("SOCAI_EVENTS_STREAM", s.events_stream),
             events_prefix=e.get("SOCAI_EVENTS_PREFIX", s.events_prefix),
             ledger_stream=e.get("SOCAI_LEDGER_STREAM", s.ledger_stream),
@@ -236,6 +245,17 @@ class Settings:
                 found.append("SOCAI_TABLE_SEAL_KEY")
             if seal.public_key_of(dev_private).hex() in {k.lower() for k in self.table_seal_public_keys}:
                 found.append("SOCAI_TABLE_SEAL_PUBLIC_KEYS")
+        if self.ledger_seal_key or self.ledger_seal_public_keys:
+            import hashlib
+            import hmac
+
+            from socai.events import seal
+
+            dev_journal = hmac.new(DEV_PLAYER_TOKEN_KEY.encode(), JOURNAL_SEAL_DERIVE_LABEL, hashlib.sha256).digest()
+            if self.ledger_seal_key and self.ledger_seal_key.lower() == dev_journal.hex():
+                found.append("SOCAI_LEDGER_SEAL_KEY")
+            if seal.public_key_of(dev_journal).hex() in {k.lower() for k in self.ledger_seal_public_keys}:
+                found.append("SOCAI_LEDGER_SEAL_PUBLIC_KEYS")
         return found
 
     def hand_seal_private_key(self) -> bytes:
@@ -281,6 +301,44 @@ class Settings:
                 "SEAL_KEYS_MISSING", "set SOCAI_TABLE_SEAL_PUBLIC_KEYS to the table service's hand-seal public key(s)"
             )
         public = seal.public_key_of(self.hand_seal_private_key())
+        return {seal.key_id(public): public}
+
+    def journal_seal_private_key(self) -> bytes | None:
+        """The ledger's journal seal key (``socai.audit.journal``): SOCAI_LEDGER_SEAL_KEY, else,
+        in development mode, one derived from the player-token key; None outside development
+        mode without one (the journal is then listed unsigned). Raises
+        InvalidArgument("BAD_SEAL_KEY") when it is not 64 hex digits."""
+        import hashlib
+        import hmac
+
+        from socai import errors
+        from socai.events import seal
+
+        if self.ledger_seal_key:
+            try:
+                return seal.parse_private_key(self.ledger_seal_key)
+            except ValueError as exc:
+                raise errors.InvalidArgument("BAD_SEAL_KEY", f"SOCAI_LEDGER_SEAL_KEY: {exc}") from exc
+        if not self.dev_mode:
+            return None
+        return hmac.new(self.player_token_key.encode(), JOURNAL_SEAL_DERIVE_LABEL, hashlib.sha256).digest()
+
+    def journal_seal_public_keys(self) -> dict[str, bytes]:
+        """Key id → public key of the ledger's journal seals: SOCAI_LEDGER_SEAL_PUBLIC_KEYS, else,
+        in development mode, the public key of ``journal_seal_private_key``; else none.
+        Raises InvalidArgument("BAD_SEAL_KEY") for a key that is not 64 hex digits."""
+        from socai import errors
+        from socai.events import seal
+
+        if self.ledger_seal_public_keys:
+            try:
+                return seal.parse_public_keys(self.ledger_seal_public_keys)
+            except ValueError as exc:
+                raise errors.InvalidArgument("BAD_SEAL_KEY", f"SOCAI_LEDGER_SEAL_PUBLIC_KEYS: {exc}") from exc
+        private = self.journal_seal_private_key()
+        if private is None:
+            return {}
+        public = seal.public_key_of(private)
         return {seal.key_id(public): public}
 
     def check_secrets(self) -> None:
@@ -405,6 +463,10 @@ class Settings:
             env["SOCAI_TABLE_SEAL_KEY"] = self.table_seal_key
         if self.table_seal_public_keys:
             env["SOCAI_TABLE_SEAL_PUBLIC_KEYS"] = ",".join(self.table_seal_public_keys)
+        if self.ledger_seal_key:
+            env["SOCAI_LEDGER_SEAL_KEY"] = self.ledger_seal_key
+        if self.ledger_seal_public_keys:
+            env["SOCAI_LEDGER_SEAL_PUBLIC_KEYS"] = ",".join(self.ledger_seal_public_keys)
         if self.listen_addr:
             env["SOCAI_LISTEN_ADDR"] = self.listen_addr
         if self.metrics_host:

@@ -21,7 +21,10 @@
 6. every dealt card is the next card of ``fairness.shuffle(seed, cards.deck(game))``
    (``DEAL_MISMATCH``), every roll is ``fairness.roll_dice(seed)`` (``DICE_MISMATCH``);
 7. the events fold through the game's rules module and settle (``ILLEGAL_EVENT`` with the
-   engine's own code in the message; ``ENGINE_INVARIANT`` if the engine reports a bug).
+   engine's own code in the message; ``ENGINE_INVARIANT`` if the engine reports a bug); a
+   ``TimerExpired`` that records the move the table made for the seat must record the one
+   the rules make (``AUTOMATIC_MISMATCH``; ``socai.rules.automatic``), one written before
+   moves were recorded replays as it always did.
 
 ``replay_open(events)`` verifies a hand that has not ended yet as far as it goes (``socai
 audit --allow-open``): checks 1 and 2 without requiring the end, the form of 5, of 4 and 6
@@ -63,10 +66,12 @@ from socai.events.model import (
     Event,
     HandEnded,
     HandStarted,
+    TimerExpired,
     WagerPlaced,
 )
 from socai.gen.events.v1 import events_pb2
 from socai.rules import registry
+from socai.rules.automatic import automatic_move
 from socai.rules.base import Settlement, played_rules_version, version_defaults
 
 # Stable reason codes (dead letters, audit reports and gRPC ErrorInfo reasons).
@@ -84,6 +89,7 @@ DICE_MISMATCH: Final = "DICE_MISMATCH"
 ILLEGAL_EVENT: Final = "ILLEGAL_EVENT"
 ENGINE_INVARIANT: Final = "ENGINE_INVARIANT"
 UNKNOWN_RULES_VERSION: Final = "UNKNOWN_RULES_VERSION"
+AUTOMATIC_MISMATCH: Final = "AUTOMATIC_MISMATCH"
 CARD_IN_CLEAR: Final = hidden.CARD_IN_CLEAR
 CARD_FORMAT: Final = hidden.CARD_FORMAT
 REASONS: Final = (
@@ -103,6 +109,7 @@ REASONS: Final = (
     UNKNOWN_RULES_VERSION,
     CARD_IN_CLEAR,
     CARD_FORMAT,
+    AUTOMATIC_MISMATCH,
 )
 EVENTS_PER_HAND_MAX: Final = 10_000  # the same bound as autoplay.MAX_STEPS: a limit on everything
 
@@ -583,7 +590,9 @@ def _fold(
     try:
         state = module.initial_state(current.body)
         for current in evs[1:]:
-            state = module.apply(state, current.body)
+            before, state = state, module.apply(state, current.body)
+            if type(current.body) is TimerExpired and current.body.automatic:
+                _check_automatic(before, state, current, hand_id)
         if settle:
             if not module.is_finished(state):
                 raise RuleViolation("HAND_NOT_OVER", "the rules say the hand is not over")
@@ -603,6 +612,22 @@ def _fold(
             event_id=current.event_id,
         ) from exc
     return state, settlement
+
+
+def _check_automatic(before: Any, after: Any, event: Event, hand_id: str) -> None:
+    """A ``TimerExpired`` that records the move the table made for the seat must record the
+    move the rules make (``socai.rules.automatic``): else the log says one thing happened
+    and the hand was settled on another (``AUTOMATIC_MISMATCH``)."""
+    body = event.body
+    assert isinstance(body, TimerExpired)
+    derived = automatic_move(before, after, body).code
+    if derived != body.automatic:
+        raise ReplayError(
+            AUTOMATIC_MISMATCH,
+            f"{event.event_id}: the timer's move is recorded as {body.automatic!r}; the rules make {derived!r}",
+            hand_id=hand_id,
+            event_id=event.event_id,
+        )
 
 
 CLOSING_RULE: Final = "closing_pot_settlement"  # the game module's hook for a closing hand

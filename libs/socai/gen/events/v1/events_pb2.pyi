@@ -464,17 +464,25 @@ class TimerExpired(_message.Message):
 
     SEAT_FIELD_NUMBER: _builtins.int
     TIMER_FIELD_NUMBER: _builtins.int
+    AUTOMATIC_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     timer: _builtins.str
+    automatic: _builtins.str
+    """The move the rules made for the seat when the timer ran out, as the table derived it
+    (socai.rules.automatic: "play 3s 3c", "pass", "check", "fold", "discard Kd" …); the
+    replay derives it again and refuses a hand where they differ. Empty in hands written
+    before it was recorded, which replay as they always did.
+    """
     def __init__(
         self,
         *,
         seat: _builtins.int = ...,
         timer: _builtins.str = ...,
+        automatic: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["seat", b"seat", "timer", b"timer"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["automatic", b"automatic", "seat", b"seat", "timer", b"timer"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1070,19 +1070,35 @@ class ListTransactionsRequest(_message.Message):
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
     """At most 1000; 0 means 100."""
     page_token: _builtins.str
-    """next_page_token of the previous page; empty for the first transaction of the journal."""
+    """next_page_token of the previous page; empty for the first transaction of the journal
+    (or of the period).
+    """
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """A period: only the transactions committed at or after `since` and before `until`
+        (either may be unset). Commit times only grow with journal_seq (one writer holds the
+        journal), so a period is a run of consecutive journal_seq. Send the same period with
+        every page of one listing.
+        """
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "since", b"since", "until", b"until"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1094,25 +1110,99 @@ class ListTransactionsResponse(_message.Message):
 
     TRANSACTIONS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    SEAL_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
-    """Empty when the page reaches the end of the journal as it was when it was read."""
+    """Empty when the page reaches the end of the journal (or of the period) as it was when
+    it was read.
+    """
     @_builtins.property
     def transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Transaction]:
         """In journal order, each with every entry (balance after, account version)."""
+
+    @_builtins.property
+    def seal(self) -> Global___JournalPageSeal:
+        """The ledger's signature over this page, when the ledger has a journal seal key
+        (SOCAI_LEDGER_SEAL_KEY): an export that keeps it proves, without the ledger, that no
+        transaction of the page was changed or left out and that no page is missing.
+        """
 
     def __init__(
         self,
         *,
         transactions: _abc.Iterable[Global___Transaction] | None = ...,
         next_page_token: _builtins.str = ...,
+        seal: Global___JournalPageSeal | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["seal", b"seal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "transactions", b"transactions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "seal", b"seal", "transactions", b"transactions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListTransactionsResponse: _TypeAlias = ListTransactionsResponse  # noqa: Y015
+
+@_typing.final
+class JournalPageSeal(_message.Message):
+    """What the ledger signs for one page of ListTransactions (socai.audit.journal)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    FIRST_FIELD_NUMBER: _builtins.int
+    AFTER_SEQ_FIELD_NUMBER: _builtins.int
+    LAST_SEQ_FIELD_NUMBER: _builtins.int
+    MORE_FIELD_NUMBER: _builtins.int
+    TRANSACTION_DIGESTS_FIELD_NUMBER: _builtins.int
+    KEY_ID_FIELD_NUMBER: _builtins.int
+    SIGNATURE_FIELD_NUMBER: _builtins.int
+    first: _builtins.bool
+    """True for the first page of a listing (no page_token): nothing of the period precedes it."""
+    after_seq: _builtins.int
+    """The journal_seq the page continues after (0 on a first page) and its last one (equal
+    to after_seq for an empty page).
+    """
+    last_seq: _builtins.int
+    more: _builtins.bool
+    """False when nothing of the period follows this page (the listing is complete)."""
+    key_id: _builtins.str
+    """The first 16 hex digits of sha256 of the ledger's Ed25519 public key."""
+    signature: _builtins.bytes
+    """Ed25519 over "socai/journal-page/v1" NUL and this message serialized deterministically
+    with `signature` empty.
+    """
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """The period asked for (unset: open)."""
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def transaction_digests(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """For each transaction of the page in order (journal_seq after_seq + 1 … last_seq): the
+        sha256 of its deterministic protobuf serialization, so a reader names the one changed.
+        """
+
+    def __init__(
+        self,
+        *,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+        first: _builtins.bool = ...,
+        after_seq: _builtins.int = ...,
+        last_seq: _builtins.int = ...,
+        more: _builtins.bool = ...,
+        transaction_digests: _abc.Iterable[_builtins.bytes] | None = ...,
+        key_id: _builtins.str = ...,
+        signature: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_seq", b"after_seq", "first", b"first", "key_id", b"key_id", "last_seq", b"last_seq", "more", b"more", "signature", b"signature", "since", b"since", "transaction_digests", b"transaction_digests", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JournalPageSeal: _TypeAlias = JournalPageSeal  # noqa: Y015
 
 @_typing.final
 class Hold(_message.Message):
