@@ -54,9 +54,11 @@ from socai.rules import threecard
 from socai.rules import threecard_play as play
 from socai.rules.base import (
     COUNTERCLOCKWISE,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
+    MoveSet,
     Obligation,
     Pending,
     Reason,
@@ -386,6 +388,35 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
         else:
             out.append(Declared(seat, play.FLIP))
     return out
+
+
+def held(state: State, seat: int) -> tuple[Card, ...]:
+    """The three cards dealt to ``seat``."""
+    return play.held(state, seat)
+
+
+def facing(state: State, seat: int) -> Facing:
+    """``wager`` while ``seat`` may still bet against the banker (one bet of
+    ``amount_gold`` to ``max_gold``), then ``flip`` while it has still to flip."""
+    if seat in still_to_bet(state):
+        low, high = _bet_limits(state, seat)
+        return Facing("wager", seat=state.banker, amount_gold=low, max_gold=high, text="bet against the banker")
+    return play.flip_facing(state, seat)
+
+
+def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
+    """One bet against the banker of any amount from the least to the most allowed (CH-2:
+    the bet limits and what the banker can still cover twice over), or the flip."""
+    out: list[MoveSet] = []
+    for action in legal_actions(state, seat):
+        if action.kind == "wager":
+            low, high = action.min_gold, action.max_gold
+            examples = tuple(c for c in candidate_actions(state, seat) if isinstance(c, WagerPlaced))
+            text = f"bet against the banker (kind bet, no selection): any amount from {low} to {high} (CH-2)"
+            out.append(MoveSet("wager", text, examples, False, low, high))
+        else:
+            out.append(MoveSet(action.kind, "turn your three cards face up", (Declared(seat, play.FLIP),)))
+    return tuple(out)
 
 
 def is_finished(state: State) -> bool:

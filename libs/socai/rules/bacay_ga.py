@@ -54,6 +54,7 @@ from socai.rules import threecard
 from socai.rules import threecard_play as play
 from socai.rules.base import (
     COUNTERCLOCKWISE,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
@@ -263,6 +264,16 @@ def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
 def candidate_actions(state: State, seat: int) -> list[Body]:
     """The flip, when ``seat`` may flip."""
     return [Declared(seat, play.FLIP)] if legal_actions(state, seat) else []
+
+
+def held(state: State, seat: int) -> tuple[Card, ...]:
+    """The three cards dealt to ``seat``."""
+    return play.held(state, seat)
+
+
+def facing(state: State, seat: int) -> Facing:
+    """``flip`` while ``seat`` has still to flip."""
+    return play.flip_facing(state, seat)
 
 
 def is_finished(state: State) -> bool:

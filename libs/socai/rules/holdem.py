@@ -84,6 +84,7 @@ from socai.rules.base import (
     LEGACY_RULES_VERSION,
     POT_REASONS,
     DealSlot,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
@@ -91,6 +92,7 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    bet_facing,
     game_state,
     next_hand_dealer,
     parse_options,
@@ -621,6 +623,17 @@ def legal_actions(state: HoldemState, seat: int) -> tuple[LegalAction, ...]:
     if _all_in_allowed(state, max_add, call, may_raise):
         out.append(LegalAction(ActionKind.ALL_IN, max_add, max_add))
     return tuple(out)
+
+
+def held(state: HoldemState, seat: int) -> tuple[Card, ...]:
+    """``seat``'s two hole cards once dealt (the board is in the events, face up)."""
+    return state.hole_cards(seat) if seat in state.hand.pos_of else ()
+
+
+def facing(state: HoldemState, seat: int) -> Facing:
+    """The bet ``seat`` must match on this street when it is its turn: ``amount_gold`` is
+    what calling adds (0: it may check)."""
+    return bet_facing(legal_actions(state, seat))
 
 
 def _all_in_allowed(state: HoldemState, max_add: int, call: int, may_raise: bool) -> bool:

@@ -42,7 +42,7 @@ from socai.errors import RuleViolation
 from socai.events.model import Body, HandStarted
 from socai.rules import threecard
 from socai.rules import threecard_play as play
-from socai.rules.base import COUNTERCLOCKWISE, GameSpec, LegalAction, Pending, Reason, Settlement
+from socai.rules.base import COUNTERCLOCKWISE, Facing, GameSpec, LegalAction, Pending, Reason, Settlement
 from socai.rules.threecard import LiengValue
 from socai.rules.threecard_play import LiengState
 
@@ -137,6 +137,16 @@ def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
 def candidate_actions(state: State, seat: int) -> list[Body]:
     """A small finite set of legal moves for ``seat`` (bots, property tests)."""
     return play.lieng_candidate_actions(state, seat)
+
+
+def held(state: State, seat: int) -> tuple[Card, ...]:
+    """The three cards dealt to ``seat``."""
+    return play.held(state, seat)
+
+
+def facing(state: State, seat: int) -> Facing:
+    """The bet ``seat`` must match when it is its turn."""
+    return play.lieng_facing(state, seat)
 
 
 def is_finished(state: State) -> bool:

@@ -99,9 +99,11 @@ from socai.rules.base import (
     COUNTERCLOCKWISE,
     LEGACY_RULES_VERSION,
     DealSlot,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
+    MoveSet,
     Pending,
     Reason,
     Settlement,
@@ -394,6 +396,32 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
         seen.add(shape)
         out.append(Arranged(seat, a.back, a.middle, a.front))
     return out
+
+
+def held(state: State, seat: int) -> tuple[Card, ...]:
+    """The 13 cards dealt to ``seat`` (an arrangement only orders them)."""
+    return state.hands.get(seat, ())
+
+
+def facing(state: State, seat: int) -> Facing:
+    """``arrange`` while the window is open and ``seat`` has still to arrange."""
+    if _may_arrange(state, seat):
+        return Facing("arrange", text="arrange your 13 cards: back 5, middle 5, front 3 (11.1)")
+    return Facing()
+
+
+def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
+    """One arrangement, described: any split of the seat's 13 cards into back (5),
+    middle (5) and front (3) with back ≥ middle ≥ front (MB-5; with ``accept_fouled`` a
+    fouled one too), sent once. The examples are ``candidate_actions``: the suggestion
+    first."""
+    if not _may_arrange(state, seat):
+        return ()
+    if state.options.accept_fouled:
+        text = "arrange your 13 cards as back (5), middle (5) and front (3); a fouled one is accepted and loses (MB-5)"
+    else:
+        text = "arrange your 13 cards as back (5), middle (5) and front (3) with back >= middle >= front (MB-5)"
+    return (MoveSet(ARRANGE, text + "; one arrangement only", tuple(candidate_actions(state, seat)), complete=False),)
 
 
 def is_finished(state: State) -> bool:

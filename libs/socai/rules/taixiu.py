@@ -74,9 +74,11 @@ from socai.events.model import (
 from socai.money import fee, is_gold
 from socai.rules.base import (
     CLOCKWISE,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
+    MoveSet,
     Pending,
     Reason,
     Settlement,
@@ -612,6 +614,47 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
             continue
         out.append(body)
     return out
+
+
+# Every bet of the table, as (kind, selection): 50 cells (RULES.md 2.2, TX-10).
+CELLS: Final = (
+    (XIU, ()),
+    (TAI, ()),
+    *((SINGLE, (face,)) for face in range(1, DIE_FACES + 1)),
+    *((PAIR, pair) for pair in PAIRS),
+    *((TOTAL, (total,)) for total in TOTALS_OFFERED),
+    *((DOUBLE, (face,)) for face in range(1, DIE_FACES + 1)),
+    *((TRIPLE, (face,)) for face in range(1, DIE_FACES + 1)),
+    (ANY_TRIPLE, ()),
+)
+
+
+def facing(state: State, seat: int) -> Facing:
+    """``wager`` while ``seat`` may still bet: one bet is ``bet_min_gold`` to what its
+    unreserved stack (and the table maximum) allows."""
+    if seat not in betting_seats(state):
+        return Facing()
+    high = max_bet_gold(state, seat, TAI, ())
+    return Facing("wager", amount_gold=state.bet_min_gold, max_gold=high, text="the betting window is open")
+
+
+def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
+    """One ``wager`` set per cell ``seat`` may bet on now (kind and selection): any amount
+    from ``bet_min_gold`` to the cell's own maximum (``max_bet_gold``: the seat's
+    unreserved stack, the table maximum, and against a player-banker the banker's capacity
+    over the cell's odds, TX-7); the example is the cell at the minimum."""
+    if seat not in betting_seats(state):
+        return ()
+    out = []
+    low = state.bet_min_gold
+    for kind, selection in CELLS:
+        high = max_bet_gold(state, seat, kind, selection)
+        if high < low:
+            continue
+        chosen = f" {' '.join(map(str, selection))}" if selection else ""
+        text = f"bet on {kind}{chosen}: any amount from {low} to {high}"
+        out.append(MoveSet(WAGER, text, (WagerPlaced(seat, kind, selection, low),), False, low, high))
+    return tuple(out)
 
 
 def is_finished(state: State) -> bool:

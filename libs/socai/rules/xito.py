@@ -72,6 +72,7 @@ from socai.rules.base import (
     COUNTERCLOCKWISE,
     POT_REASONS,
     DealSlot,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
@@ -79,6 +80,7 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    bet_facing,
     check_settlement,
     common_event,
     freeze,
@@ -481,6 +483,16 @@ def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
             actions.append(LegalAction(ActionKind.ALL_IN.value, due, due))
         return (*actions, fold)
     return betting.legal_actions(_sizing(state), _to_call(state, seat), remaining)
+
+
+def held(state: State, seat: int) -> tuple[Card, ...]:
+    """Every card dealt to ``seat``, face down and face up, in the order dealt."""
+    return tuple(d.card for d in state.hands.get(seat, ()))
+
+
+def facing(state: State, seat: int) -> Facing:
+    """The bet ``seat`` must match when it is its turn (round 1: the forced bet)."""
+    return bet_facing(legal_actions(state, seat))
 
 
 def candidate_actions(state: State, seat: int) -> list[Body]:
