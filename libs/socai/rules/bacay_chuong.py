@@ -79,6 +79,8 @@ from socai.rules.base import (
 from socai.rules.threecard import BaCayValue
 
 SPEC: Final = GameSpec("bacay_chuong", "Ba Cây Chương", 2, 9, "bacay", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "8.5, CH-4, CH-5, GEN-6: takes no further part; a player loses its bet to the banker, a banker pays every player's bet (x 2 for a 10)"
 RULES_VERSION: Final = 1
 DECK: Final[frozenset[Card]] = frozenset(canonical_deck("bacay_chuong"))
 FLIP_TIMER: Final = play.FLIP_TIMER
@@ -393,6 +395,11 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
 def held(state: State, seat: int) -> tuple[Card, ...]:
     """The three cards dealt to ``seat``."""
     return play.held(state, seat)
+
+
+def committed_gold(state: State, seat: int) -> int:
+    """The bet ``seat`` placed against the banker this hand."""
+    return state.bets_gold.get(seat, 0)
 
 
 def facing(state: State, seat: int) -> Facing:

@@ -77,6 +77,8 @@ from socai.rules.base import (
 from socai.rules.threecard import BaCayValue
 
 SPEC: Final = GameSpec("bacay_ga", "3 Cây Gà", 2, 9, "bacay", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "7.5, GA-4, GEN-6: takes no further part; its hand bet goes to the hand's winner, its Gà contribution stays in the Gà pot"
 RULES_VERSION: Final = 1
 DECK: Final[frozenset[Card]] = frozenset(canonical_deck("bacay_ga"))
 FLIP_TIMER: Final = play.FLIP_TIMER

@@ -522,6 +522,109 @@ RULE_CODES: Final[Mapping[str, str]] = MappingProxyType(
 )
 
 
+# Where RULES.md has each game's rules: its chapter (``holdem`` is §1 …). A refusal cites the
+# chapter's section its code belongs to (``RULE_SECTIONS``), or a game's own rule where the
+# game names one (its module's ``REFUSAL_RULES``): ``refusal_rule``.
+RULES_CHAPTERS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "holdem": "1",
+        "taixiu": "2",
+        "xito": "3",
+        "samloc": "4",
+        "lieng": "5",
+        "phom": "6",
+        "bacay_ga": "7",
+        "bacay_chuong": "8",
+        "tienlen": "9",
+        "maubinh": "11",
+        "lieng_sanh": "12",
+    }
+)
+
+# The section of a game's chapter (1 deck, players, deal and order; 2 combinations and
+# ranking; 3 betting; 5 disconnect and leaving) or the general rule (GEN-n, §0) each code
+# of ``RULE_CODES`` refuses by.
+RULE_SECTIONS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        **dict.fromkeys(
+            (
+                "WRONG_GAME",
+                "BAD_SEAT_COUNT",
+                "BAD_SEATS",
+                "BAD_STACK",
+                "BAD_STAKE",
+                "BAD_DEALER",
+                "BAD_OWNER",
+                "UNEXPECTED_EVENT",
+                "HAND_FINISHED",
+                "HAND_NOT_OVER",
+                "UNKNOWN_SEAT",
+                "NOT_YOUR_TURN",
+                "ALREADY_ACTED",
+                "WRONG_DEAL",
+                "BAD_CARD",
+                "DUPLICATE_CARD",
+                "NOT_HOLDING",
+                "DICE_NOT_ROLLED",
+                "DICE_ALREADY_ROLLED",
+                "BAD_DICE",
+                "ILLEGAL_MOVE",
+                "CANNOT_PASS",
+                "BAD_ARRANGEMENT",
+            ),
+            ".1",
+        ),
+        **dict.fromkeys(("BAD_COMBINATION", "CANNOT_BEAT", "BAD_MELD", "BAD_HAND", "NO_WINNER"), ".2"),
+        **dict.fromkeys(
+            (
+                "BAD_BET_KIND",
+                "BAD_AMOUNT",
+                "CANNOT_CHECK",
+                "NOTHING_TO_CALL",
+                "WRONG_CALL_AMOUNT",
+                "BET_TOO_SMALL",
+                "BET_TOO_LARGE",
+                "RAISE_TOO_SMALL",
+                "RAISE_TOO_LARGE",
+                "RAISE_NOT_ALLOWED",
+                "ALL_IN_NOT_ALLOWED",
+                "BET_ABOVE_STACK",
+                "ABOVE_MAX_COMMITMENT",
+                "BETTING_CLOSED",
+                "BETTING_OPEN",
+                "SEAT_NOT_BETTING",
+                "BANKER_CANNOT_BET",
+                "BANKER_CAPACITY",
+                "TOO_MANY_BETS",
+                "BAD_SELECTION",
+                "SEAT_FOLDED",
+                "BAD_DECLARATION",
+            ),
+            ".3",
+        ),
+        "SEAT_LEFT": ".5",
+        "WRONG_TIMER": "GEN-5",
+        "BAD_FEE": "GEN-1",
+        "BAD_OPTION": ".7",
+        "UNKNOWN_RULES_VERSION": "0.7",
+    }
+)
+
+
+def refusal_rule(module: Any, code: str) -> str:
+    """The RULES.md rule a refusal of ``code`` by the game of ``module`` cites: the game's
+    own (``REFUSAL_RULES``) where it names one, else its chapter's section for the code
+    (``RULE_SECTIONS``: §9.2 for a Tiến Lên play that does not beat), else a general rule."""
+    own: Mapping[str, str] = getattr(module, "REFUSAL_RULES", {})
+    if code in own:
+        return own[code]
+    section = RULE_SECTIONS.get(code, "")
+    if section.startswith("."):
+        chapter = RULES_CHAPTERS.get(module.SPEC.game_id, "")
+        return f"{chapter}{section}" if chapter else ""
+    return section
+
+
 # --- one state style ----------------------------------------------------------------------
 
 _KEEP: Final = object()
@@ -1112,6 +1215,24 @@ def amount_moves(seat: int, legal: Iterable[LegalAction], candidates: Sequence[B
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Forfeit:
+    """What leaving a hand in play costs ``seat`` by its game's rule: the chips it has
+    already put in (``committed_gold``: lost with the hand where the leaver forfeits what
+    it put in) and the rule (the module's ``LEAVE_RULE``)."""
+
+    committed_gold: int
+    rule: str
+
+
+def forfeit(module: Any, state: object, seat: int) -> Forfeit:
+    """``Forfeit`` of ``seat`` leaving now: the module's ``committed_gold(state, seat)``
+    hook (0 without one) and its ``LEAVE_RULE``."""
+    hook = getattr(module, "committed_gold", None)
+    committed = int(hook(state, seat)) if hook is not None else 0
+    return Forfeit(committed, str(getattr(module, "LEAVE_RULE", "GEN-6")))
+
+
 def refusal(module: Any, state: object, body: Body) -> RuleViolation | None:
     """Whether the rules would accept ``body`` now, without playing it: None when they
     would, else the RuleViolation ``apply`` raises (its code and message). ``apply`` never
@@ -1294,9 +1415,12 @@ __all__ = [
     "LEGACY_RULES_VERSION",
     "MOVE_KINDS",
     "POT_REASONS",
+    "RULES_CHAPTERS",
     "RULE_CODES",
+    "RULE_SECTIONS",
     "DealSlot",
     "Facing",
+    "Forfeit",
     "GameRules",
     "GameSpec",
     "GameState",
@@ -1316,6 +1440,7 @@ __all__ = [
     "common_event",
     "default_fee_bps",
     "facing",
+    "forfeit",
     "freeze",
     "full_options",
     "game_state",
@@ -1332,6 +1457,7 @@ __all__ = [
     "participants",
     "pay_obligations",
     "refusal",
+    "refusal_rule",
     "resolve_options",
     "rules_version",
     "seats_after",

@@ -124,6 +124,8 @@ __all__ = [
 ]
 
 SPEC: Final = GameSpec("holdem", "Texas Hold'em", 2, 9, "standard", direction=CLOCKWISE, default_fee_bps=0)
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "HE-10, GEN-6: leaving is a fold; the chips already in the pot stay there"
 
 # Bump when a rule or an Options default changes; OPTION_DEFAULTS keeps every version's
 # defaults so that old hands replay under the rules they were played with.
@@ -628,6 +630,12 @@ def legal_actions(state: HoldemState, seat: int) -> tuple[LegalAction, ...]:
 def held(state: HoldemState, seat: int) -> tuple[Card, ...]:
     """``seat``'s two hole cards once dealt (the board is in the events, face up)."""
     return state.hole_cards(seat) if seat in state.hand.pos_of else ()
+
+
+def committed_gold(state: HoldemState, seat: int) -> int:
+    """The chips ``seat`` has put into the pot this hand (blinds included)."""
+    pos = state.hand.pos_of.get(seat)
+    return state.committed[pos] if pos is not None else 0
 
 
 def facing(state: HoldemState, seat: int) -> Facing:

@@ -49,6 +49,8 @@ from socai.rules.threecard_play import LiengState
 State = LiengState
 
 SPEC: Final = GameSpec("lieng_sanh", "Liêng Sảnh", 2, 9, "standard", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "12.5, GEN-6: declared the loser; the gold already bet goes to the showdown winner"
 # Version 2: a leaver forfeits all it put in to the showdown winner, even what no player
 # still in matched and what lies above an all-in winner's stack (LI-5;
 # ``threecard_play.LEAVER_FORFEITS_ALL_FROM``). OPTION_DEFAULTS keeps every version's defaults.
@@ -146,6 +148,11 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
 def held(state: State, seat: int) -> tuple[Card, ...]:
     """The three cards dealt to ``seat``."""
     return play.held(state, seat)
+
+
+def committed_gold(state: State, seat: int) -> int:
+    """The chips ``seat`` has put into the pot this hand, ante included."""
+    return state.put_in_gold.get(seat, 0)
 
 
 def facing(state: State, seat: int) -> Facing:

@@ -174,6 +174,10 @@ SPEC: Final = GameSpec(
     direction=COUNTERCLOCKWISE,  # no turn order (11.1); only the deal and odd chips use it
     default_fee_bps=500,  # MB-17 / RULES.md 0.6: the winner's 5 % commission
 )
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = (
+    "MB-20, GEN-6: the leaver's 13 cards are arranged for it (the suggested arrangement) and compared as any other"
+)
 
 # Bump when a rule, an Options default or the automatic arranger changes (OPTION_DEFAULTS
 # keeps every version's defaults). Version 2: GEN-4's cap shares the amount paid pro rata,

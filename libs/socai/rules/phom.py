@@ -117,6 +117,8 @@ from socai.rules.phom_melds import (
 )
 
 SPEC: Final = GameSpec("phom", "Phỏm", 2, 4, "standard", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "6.5, PH-14, GEN-6: the loser at once: pays 5 x S to each player left (its whole settlement), besides what its taken cards already cost"
 
 DECK: Final[frozenset[Card]] = frozenset(canonical_deck("phom"))
 CARDS_EACH: Final = 9  # PH-1: 9 each, 10 to the first player

@@ -51,6 +51,10 @@ from socai.rules.shedding_play import (
 )
 
 SPEC: Final = GameSpec("samloc", "Sâm Lốc", 2, 5, "standard", direction=COUNTERCLOCKWISE)
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = (
+    "4.5, SL-12: rời bàn, 10 lá x S to each other player (25 lá each after declaring Sâm: đền báo), then out of play"
+)
 RULES_VERSION: Final = 1
 RULES: Final = shedding.SAMLOC
 

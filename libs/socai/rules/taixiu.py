@@ -100,6 +100,8 @@ SPEC: Final = GameSpec(
     direction=CLOCKWISE,  # no turn order; only used to order seats deterministically
     default_fee_bps=500,
 )
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "TX-9, GEN-6: the bets already placed stand and are settled with the dice; no more bets"
 
 SYSTEM: Final = "system"
 P2P: Final = "p2p"
@@ -627,6 +629,11 @@ CELLS: Final = (
     *((TRIPLE, (face,)) for face in range(1, DIE_FACES + 1)),
     (ANY_TRIPLE, ()),
 )
+
+
+def committed_gold(state: State, seat: int) -> int:
+    """What ``seat``'s bets of the round stake."""
+    return next((s.staked_gold for s in state.seats if s.seat == seat), 0)
 
 
 def facing(state: State, seat: int) -> Facing:

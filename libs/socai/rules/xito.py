@@ -95,6 +95,8 @@ from socai.rules.base import (
 )
 
 SPEC: Final = GameSpec("xito", "Xì Tố", 2, 5, "xito", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "XT-14, GEN-6: leaving is a fold; the chips already in the pot are forfeited"
 
 # Xì Tố's own suit strength, ♥ > ♦ > ♣ > ♠ (RULES.md 0.5 and XT-1). Never share it with
 # another game: Liêng and Ba Cây put ♦ first.
@@ -488,6 +490,11 @@ def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
 def held(state: State, seat: int) -> tuple[Card, ...]:
     """Every card dealt to ``seat``, face down and face up, in the order dealt."""
     return tuple(d.card for d in state.hands.get(seat, ()))
+
+
+def committed_gold(state: State, seat: int) -> int:
+    """The chips ``seat`` has put into the pot this hand."""
+    return state.put_in_gold.get(seat, 0)
 
 
 def facing(state: State, seat: int) -> Facing:

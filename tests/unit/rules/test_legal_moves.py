@@ -23,8 +23,8 @@ from socai.events.model import (
     ActionKind,
     BetAction,
     Body,
-    CardSent,
     CardsDealt,
+    CardSent,
     CardsPlayed,
     CardTaken,
     Declared,
@@ -110,7 +110,7 @@ def test_every_candidate_move_is_in_the_legal_moves(game: str, hands: dict[str, 
 def test_a_seat_with_no_decision_has_no_legal_moves(game: str, hands: dict[str, Any]) -> None:
     module = registry.get(game)
     started = started_of(hands[game])
-    for state, seat in decisions(module, hands[game], limit=200):
+    for state, _ in decisions(module, hands[game], limit=200):
         to_act = set(module.pending(state).to_act)
         for other in dealt_seats(state, started):
             if other not in to_act:
@@ -231,10 +231,10 @@ def test_amount_ranges_are_exact_at_their_bounds(game: str, hands: dict[str, Any
             example = move_set.moves[0]
             if isinstance(example, BetAction):
                 kind = ActionKind(move_set.kind)
-                _bounds_hold(module, state, move_set, lambda amount, k=kind: BetAction(seat, k, amount))
+                _bounds_hold(module, state, move_set, lambda amount, k=kind, s=seat: BetAction(s, k, amount))
             elif isinstance(example, WagerPlaced):
                 e = example
-                _bounds_hold(module, state, move_set, lambda a, e=e: WagerPlaced(seat, e.kind, e.selection, a))
+                _bounds_hold(module, state, move_set, lambda a, e=e: WagerPlaced(e.seat, e.kind, e.selection, a))
             ranges += 1
     assert ranges > 0
 
