@@ -33,10 +33,13 @@ from typing import Any
 from socai.events import codec
 from socai.events.model import COMMUNITY, Event
 from socai.gen.events.v1 import events_pb2
+from socai.infra.logging import get_logger
 from socai.rules import base as kit
 from socai.rules.base import Facing, LegalAction, MoveSet
 from socai_table.hand import Hand
 from socai_table.model import Seat
+
+log = get_logger("socai.table")
 
 WATCH_QUEUE_MAX = 2000
 NOTHING_FACED = Facing()
@@ -141,12 +144,13 @@ def view_at(module: ModuleType, moment: Moment, viewer: int, deadline: float, fi
     facing = NOTHING_FACED
     legal: tuple[MoveSet, ...] = ()
     if state is not None and not hand.closing:  # a closing hand has no rules state
-        if viewer >= 0:
+        dealt = viewer in hand.dealt_seats  # a seat taken after the deal has no part in the hand
+        if dealt:
             cards = kit.held_cards(module, state, viewer)
         if not moment.over:
             pending = module.pending(state)
             to_act, timer = tuple(pending.to_act), pending.timer
-            if viewer >= 0:
+            if dealt:
                 facing = kit.facing(module, state, viewer)
                 if final and viewer in to_act:
                     legal = kit.legal_moves(module, state, viewer)
@@ -326,8 +330,24 @@ class Watchers:
                 key = (id(out.moment), out.viewer, final)
                 view = views.get(key)
                 if view is None:
-                    view = views[key] = view_at(self.module, out.moment, out.viewer, deadline, final)
+                    view = views[key] = self._view(out, deadline, final)
                 self._send(watcher, WatchItem(out.event, view, out.cash_out))
+
+    def _view(self, out: _Out, deadline: float, final: bool) -> View:
+        """``view_at``; should a game's hook fail, the message still goes out with the
+        view's position only (a stream never loses an event), and the failure is logged."""
+        try:
+            return view_at(self.module, out.moment, out.viewer, deadline, final)
+        except Exception as exc:
+            log.error("view_failed", game=self.module.SPEC.game_id, error=repr(exc)[:300], exc_info=exc)
+            hand = out.moment.hand
+            return View(
+                out.moment.log_seq,
+                hand.hand_id if hand is not None else "",
+                out.moment.seq,
+                viewer_seat=out.viewer if out.viewer >= 0 else -1,
+                more_follows=not final,
+            )
 
     def _track(self, watcher: Watcher, event: Event, hand: Hand, viewer: int, hand_over: bool, moment: Moment) -> None:
         if hand_over or watcher.hand_id != hand.hand_id:

@@ -9,7 +9,6 @@ names the seat, the hand and the rule it cites. ``TableError`` is that, as an ex
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Final
 
 import grpc
@@ -21,17 +20,20 @@ from grpc_status import rpc_status
 RETRYABLE_STATUSES: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
-@dataclass(frozen=True)
 class TableError(Exception):
     """A call the service refused or could not serve: ``status`` (gRPC), ``reason`` (the
     ErrorInfo code, e.g. ``CANNOT_BEAT``), ``message`` and ``metadata`` (``seat``,
     ``hand_id``, ``rule`` for a rules refusal; ``retry_after_ms`` where the service says
     when to try again)."""
 
-    status: grpc.StatusCode
-    reason: str
-    message: str
-    metadata: Mapping[str, str] = field(default_factory=dict)
+    def __init__(
+        self, status: grpc.StatusCode, reason: str, message: str, metadata: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(status, reason, message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.metadata: Mapping[str, str] = dict(metadata or {})
 
     def __str__(self) -> str:
         return f"{self.status.name} {self.reason}: {self.message}"
