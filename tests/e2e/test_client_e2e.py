@@ -149,7 +149,9 @@ async def test_a_backend_on_the_client_plays_every_game_leaves_and_reconciles_to
         try:
             results = await asyncio.wait_for(plays, PLAY_S)
         except TimeoutError:
-            stuck = [(p.game, sorted(p.hands), sorted(p.ended), sorted(p.seated), sorted(p.cash_outs)) for p in progress]
+            stuck = [
+                (p.game, sorted(p.hands), sorted(p.ended), sorted(p.seated), sorted(p.cash_outs)) for p in progress
+            ]
             raise AssertionError(f"not done after {PLAY_S} s: {stuck}") from None
         assert tables.calls["GetTableState"] == len(games)  # one look per table, before play
         for played in results:
@@ -163,5 +165,7 @@ async def test_a_backend_on_the_client_plays_every_game_leaves_and_reconciles_to
             for player_id, buy_in in played.buy_ins.items():
                 cash_out = played.cash_outs[player_id]
                 assert cash_out.amount_gold == buy_in + nets[player_id], (played.game, player_id)
-                assert await stack.backend.balance(accounts.player(player_id)) == DEPOSIT - buy_in + cash_out.amount_gold
+                assert (
+                    await stack.backend.balance(accounts.player(player_id)) == DEPOSIT - buy_in + cash_out.amount_gold
+                )
                 assert await stack.backend.balance(accounts.escrow(played.table_id, player_id)) == 0

@@ -79,6 +79,12 @@ from socai.rules.base import (
 from socai.rules.threecard import BaCayValue
 
 SPEC: Final = GameSpec("bacay_chuong", "Ba Cây Chương", 2, 9, "bacay", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("wager", "declare:flip")
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("betting", "flip")
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"BANKER_CAPACITY": "CH-2", "BET_TOO_SMALL": "CH-2", "BET_TOO_LARGE": "CH-2"}
 # What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
 LEAVE_RULE: Final = "8.5, CH-4, CH-5, GEN-6: takes no further part; a player loses its bet to the banker, a banker pays every player's bet (x 2 for a 10)"
 RULES_VERSION: Final = 1

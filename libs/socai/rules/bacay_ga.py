@@ -77,6 +77,10 @@ from socai.rules.base import (
 from socai.rules.threecard import BaCayValue
 
 SPEC: Final = GameSpec("bacay_ga", "3 Cây Gà", 2, 9, "bacay", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("declare:flip",)
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("flip",)
 # What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
 LEAVE_RULE: Final = "7.5, GA-4, GEN-6: takes no further part; its hand bet goes to the hand's winner, its Gà contribution stays in the Gà pot"
 RULES_VERSION: Final = 1

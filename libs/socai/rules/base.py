@@ -1056,7 +1056,10 @@ MOVE_KINDS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType(
         "send": ("send", "CardSent: add a card to another seat's laid Phỏm (Phỏm, after laying down)"),
         "declare:draw": ("declare", "Declared draw: draw a card from the stock (Phỏm)"),
         "declare:u": ("declare", "Declared u: Ù, every card in Phỏm (Phỏm)"),
-        "declare:u_khan": ("declare", "Declared u_khan: Ù khan, no Phỏm and no pair at all (Phỏm, PH-16 option)"),
+        "declare:u_khan": (
+            "declare",
+            "Declared u_khan: Ù khan, a dealt hand where no two cards could share a Phỏm (Phỏm, PH-16 option)",
+        ),
         "declare:sam": ("declare", "Declared sam: báo Sâm, the seat will go out first (Sâm Lốc, SL-9)"),
         "declare:no_sam": ("declare", "Declared no_sam: no báo Sâm this hand (Sâm Lốc, SL-9)"),
         "declare:flip": ("declare", "Declared flip: turn the seat's three cards face up (3 Cây Gà, Ba Cây Chương)"),

@@ -124,6 +124,12 @@ __all__ = [
 ]
 
 SPEC: Final = GameSpec("holdem", "Texas Hold'em", 2, 9, "standard", direction=CLOCKWISE, default_fee_bps=0)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("check", "call", "bet", "raise", "fold", "all_in")
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("turn",)
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"ABOVE_MAX_COMMITMENT": "HE-3", "RAISE_TOO_SMALL": "1.3, HE-2", "BET_TOO_SMALL": "1.3, HE-2"}
 # What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
 LEAVE_RULE: Final = "HE-10, GEN-6: leaving is a fold; the chips already in the pot stay there"
 

@@ -50,6 +50,12 @@ from socai.rules.threecard_play import LiengState
 State = LiengState
 
 SPEC: Final = GameSpec("lieng", "Liêng", 2, 9, "standard", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("check", "call", "bet", "raise", "fold", "all_in")
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("turn",)
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"RAISE_TOO_LARGE": "LI-4", "BET_TOO_LARGE": "LI-4", "BAD_AMOUNT": "LI-4"}
 # What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
 LEAVE_RULE: Final = "LI-5, 5.5, GEN-6: folded at once; everything already in the pot goes to the showdown winner"
 # Version 2: a leaver forfeits all it put in to the showdown winner, even what no player

@@ -174,6 +174,12 @@ SPEC: Final = GameSpec(
     direction=COUNTERCLOCKWISE,  # no turn order (11.1); only the deal and odd chips use it
     default_fee_bps=500,  # MB-17 / RULES.md 0.6: the winner's 5 % commission
 )
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("arrange",)
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("arrange",)
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"BAD_ARRANGEMENT": "11.1, MB-5", "ALREADY_ACTED": "MB-5"}
 # What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
 LEAVE_RULE: Final = (
     "MB-20, GEN-6: the leaver's 13 cards are arranged for it (the suggested arrangement) and compared as any other"

@@ -117,6 +117,12 @@ from socai.rules.phom_melds import (
 )
 
 SPEC: Final = GameSpec("phom", "Phỏm", 2, 4, "standard", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("take", "declare:draw", "play", "lay", "send", "declare:u", "declare:u_khan")
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("turn",)
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"BAD_MELD": "6.2, PH-13"}
 # What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
 LEAVE_RULE: Final = "6.5, PH-14, GEN-6: the loser at once: pays 5 x S to each player left (its whole settlement), besides what its taken cards already cost"
 

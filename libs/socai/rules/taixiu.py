@@ -100,6 +100,12 @@ SPEC: Final = GameSpec(
     direction=CLOCKWISE,  # no turn order; only used to order seats deterministically
     default_fee_bps=500,
 )
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("wager",)
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("betting",)
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"BANKER_CAPACITY": "TX-7", "BAD_SELECTION": "2.2, TX-10", "BETTING_CLOSED": "TX-8"}
 # What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
 LEAVE_RULE: Final = "TX-9, GEN-6: the bets already placed stand and are settled with the dice; no more bets"
 

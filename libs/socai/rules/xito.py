@@ -95,6 +95,12 @@ from socai.rules.base import (
 )
 
 SPEC: Final = GameSpec("xito", "Xì Tố", 2, 5, "xito", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("check", "call", "bet", "raise", "fold", "all_in")
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("turn",)
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"ALL_IN_NOT_ALLOWED": "XT-10", "BET_TOO_LARGE": "XT-8", "RAISE_TOO_LARGE": "XT-8"}
 # What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
 LEAVE_RULE: Final = "XT-14, GEN-6: leaving is a fold; the chips already in the pot are forfeited"
 

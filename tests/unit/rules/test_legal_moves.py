@@ -265,3 +265,27 @@ def test_a_trick_is_faced_with_its_cards_kind_and_player(hands: dict[str, Any]) 
                 assert over.combination.kind in play_set.text
             return
     raise AssertionError("no trick was faced in the hands played")
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_every_kind_a_game_offers_is_among_the_kinds_it_declares(game: str, hands: dict[str, Any]) -> None:
+    """``MOVES`` (the API guide's page of the game lists them) covers what self-play offers."""
+    module = registry.get(game)
+    assert set(module.MOVES) <= set(MOVE_KINDS)
+    offered = {
+        m.kind for state, seat in decisions(module, hands[game], 600) for m in base.legal_moves(module, state, seat)
+    }
+    assert offered and offered <= set(module.MOVES), offered - set(module.MOVES)
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_every_timer_a_game_runs_is_among_the_timers_it_declares(game: str, hands: dict[str, Any]) -> None:
+    module = registry.get(game)
+    timers = set()
+    for hand in hands[game][:8]:
+        bodies = [e.body for e in hand.events]
+        state = module.initial_state(bodies[0])
+        for body in bodies[1:]:
+            timers.add(module.pending(state).timer)
+            state = module.apply(state, body)
+    assert timers - {""} <= set(module.TIMERS), timers
