@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import grpc
 import pytest
 
 from socai import errors, reason_codes
@@ -26,21 +27,7 @@ def test_every_code_raised_has_a_meaning_and_a_status(raised: list[apidocs.Raise
     assert len(codes) > 150
     for code in codes:
         assert code.meaning and code.statuses, code
-        assert all(
-            s
-            in (
-                "INVALID_ARGUMENT",
-                "FAILED_PRECONDITION",
-                "NOT_FOUND",
-                "ALREADY_EXISTS",
-                "ABORTED",
-                "UNAVAILABLE",
-                "UNAUTHENTICATED",
-                "PERMISSION_DENIED",
-                "INTERNAL",
-            )
-            for s in code.statuses
-        )
+        assert all(s in grpc.StatusCode.__members__ for s in code.statuses), code
     by_code = {c.code: c for c in codes}
     assert by_code["CANNOT_BEAT"].statuses == ("FAILED_PRECONDITION",)
     assert by_code["SEAT_MISMATCH"].statuses == ("INVALID_ARGUMENT",)
