@@ -658,10 +658,20 @@ def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
     over the cell's odds, TX-7); the example is the cell at the minimum."""
     if seat not in betting_seats(state):
         return ()
-    out = []
     low = state.bet_min_gold
+    # ``max_bet_gold`` for every cell, with the seat's own checks made once: the cells differ
+    # only in their odds, hence in what the banker can cover (a view of a 200-seat table
+    # computes this for every seat still betting, at every bet).
+    tai = max_bet_gold(state, seat, TAI, ())
+    if tai < low:
+        return ()  # the seat may not bet now, or not even the 1:1 bet fits the banker
+    seat_high = seat_available(state, seat)
+    if state.options.bet_max_gold:
+        seat_high = min(seat_high, state.options.bet_max_gold)
+    banker = banker_available(state)
+    out = []
     for kind, selection in CELLS:
-        high = max_bet_gold(state, seat, kind, selection)
+        high = seat_high if banker is None else min(seat_high, banker // max_odds(kind, selection, state.options))
         if high < low:
             continue
         chosen = f" {' '.join(map(str, selection))}" if selection else ""
