@@ -36,6 +36,7 @@ pytestmark = pytest.mark.integration
 
 BUY_IN = 1_000
 WAIT_S = 60.0
+SLOW_ARRANGING = {"arrange_timeout_s": "120"}  # the players arrange; no window runs out under load
 
 
 def client_of(w: World) -> TableClient:
@@ -46,14 +47,15 @@ def client_of(w: World) -> TableClient:
 async def seat_players(
     w: World, tables: TableClient, game: str, players: int, *, auto_start: int | None = None, **config: Any
 ) -> tuple[str, list[Seat]]:
-    options = options_for(game, 1 if game == "taixiu" else 0)  # Tài Xỉu between players: the owner banks
+    # Tài Xỉu between players: the owner banks.
+    options = config.pop("options", options_for(game, 1 if game == "taixiu" else 0))
     owner = f"{game}-p0"
     table = await tables.create_table(
         game=game,
         stake_gold=10,
         seats_max=config.pop("seats_max", players),
         auto_start_players=players if auto_start is None else auto_start,
-        turn_timeout_s=2,
+        turn_timeout_s=config.pop("turn_timeout_s", 2),
         between_hands_ms=50,
         owner_player_id=owner,
         options=options,
@@ -146,7 +148,7 @@ async def arrange(seat: Seat, key: str | None = None) -> tuple[pb.ActResponse, p
 async def test_a_lost_answer_to_a_hands_last_move_is_retried_and_returns_its_first_result(world: World):
     w = world
     async with client_of(w) as tables:
-        table_id, (first, last) = await seat_players(w, tables, "maubinh", 2)
+        table_id, (first, last) = await seat_players(w, tables, "maubinh", 2, options=SLOW_ARRANGING)
         real_act = tables.stub.Act
         lost: list[pb.ActResponse] = []
 
@@ -193,7 +195,7 @@ async def test_a_lost_answer_to_a_hands_last_move_is_retried_and_returns_its_fir
 async def test_get_hand_shows_an_ended_hand_with_every_card_and_its_settlement(world: World):
     w = world
     async with client_of(w) as tables:
-        table_id, seats = await seat_players(w, tables, "maubinh", 2)
+        table_id, seats = await seat_players(w, tables, "maubinh", 2, options=SLOW_ARRANGING)
         await asyncio.gather(*(arrange(s) for s in seats))
         hand_id = f"{table_id}-h1"
         spectator = await tables.hand(table_id, hand_id)
@@ -226,7 +228,7 @@ async def test_get_hand_shows_an_ended_hand_with_every_card_and_its_settlement(w
 async def test_validate_action_answers_without_playing_and_refusals_name_seat_hand_and_rule(world: World):
     w = world
     async with client_of(w) as tables:
-        table_id, seats = await seat_players(w, tables, "tienlen", 2)
+        table_id, seats = await seat_players(w, tables, "tienlen", 2, turn_timeout_s=120)
         turns = {s.player_id: s.turns() for s in seats}
         first = await asyncio.wait_for(_first_turn_of(seats, turns), WAIT_S)
         seat, turn = first
@@ -270,13 +272,11 @@ async def _first_turn_of(seats: list[Seat], turns: dict[str, Any]) -> tuple[Seat
 async def test_leaving_after_the_hand_plays_it_out_and_leaving_now_forfeits_it(world: World):
     w = world
     async with client_of(w) as tables:
-        table_id, seats = await seat_players(w, tables, "tienlen", 4, auto_start=2)
+        # A turn timer longer than the test: the hand moves only when its players act.
+        # Hands started by hand, so that all four are dealt into the first.
+        table_id, seats = await seat_players(w, tables, "tienlen", 4, auto_start=0, turn_timeout_s=120)
         stayer, after, now, other = seats
-        hand_id = f"{table_id}-h1"
-        for _ in range(100):
-            if (await tables.table(table_id)).hand_id == hand_id:
-                break
-            await asyncio.sleep(0.05)
+        hand_id = await tables.start_hand(table_id)
 
         leaving = await after.leave(LEAVE_AFTER_HAND)
         assert leaving.response.outcome == pb.LEAVE_OUTCOME_AFTER_HAND
@@ -322,12 +322,8 @@ async def test_leaving_after_the_hand_plays_it_out_and_leaving_now_forfeits_it(w
         waiting = await after.cash_out()
         assert waiting.status == pb.CASH_OUT_STATUS_WAITING_FOR_SETTLEMENT  # no settlement service here
         assert waiting.after_hand_id == hand_id and waiting.amount_gold >= 0
-        for _ in range(100):
-            second = await w.log.read_hand(table_id, f"{table_id}-h2")
-            if second:
-                break
-            await asyncio.sleep(0.05)
-        started = second[0].event.body
+        second = await tables.start_hand(table_id)
+        started = (await w.log.read_hand(table_id, second))[0].event.body
         assert isinstance(started, HandStarted)
         assert {i.player_id for i in started.seats} == {stayer.player_id, other.player_id}
 
@@ -337,7 +333,7 @@ async def test_a_player_seated_after_the_deal_sees_the_hand_without_a_part_in_it
     and nothing to answer (and never fail on a seat the hand does not know)."""
     w = world
     async with client_of(w) as tables:
-        table_id, seats = await seat_players(w, tables, "phom", 2, seats_max=3)
+        table_id, seats = await seat_players(w, tables, "phom", 2, seats_max=3, turn_timeout_s=120)
         for _ in range(100):
             if (await tables.table(table_id)).hand_id:
                 break
