@@ -11,7 +11,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 
-.PHONY: run up test test-fast lint typecheck proto proto-check bench chaos nemesis soak golden golden-record lock install install-dev clean clean-var
+.PHONY: run up test test-fast lint typecheck contract proto proto-check bench chaos nemesis soak golden golden-record lock install install-dev clean clean-var
 
 run: $(STAMP_RUN)            ## bring up the whole stack, play, settle and audit hands, print a summary
 	$(BIN)/socai demo
@@ -41,12 +41,20 @@ test: $(STAMP_DEV) lint      ## linters, then every test suite on real NATS and 
 test-fast: $(STAMP_DEV)      ## unit tests only
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-lint: $(STAMP_DEV)           ## ruff, the import layers, mypy on all code, buf lint on proto/
+lint: $(STAMP_DEV)           ## ruff, the import layers, mypy on all code, buf lint and buf breaking on proto/
 	$(BIN)/ruff check apps libs services tests
 	$(BIN)/ruff format --check apps libs services tests
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 	cd proto && ../$(BIN)/buf lint
+	cd proto && ../$(BIN)/buf breaking --against contract.binpb
+
+# The last landed contract (proto/contract.binpb, committed; CI may clone shallow, so not git
+# history): `buf breaking` in make lint fails any change that would break a client against it.
+# Record it again when a contract change lands: a deliberate break, or new fields and RPCs
+# that from then on must not break either.
+contract: $(STAMP_DEV)       ## record proto/ as the contract buf breaking checks against
+	cd proto && ../$(BIN)/buf build -o contract.binpb
 
 typecheck: $(STAMP_DEV)      ## mypy (strict) on apps/, libs/ and services/
 	$(BIN)/mypy

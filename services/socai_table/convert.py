@@ -11,14 +11,18 @@ from socai import errors
 from socai.events import codec, hidden
 from socai.events.model import Arranged, Body
 from socai.gen.events.v1 import events_pb2
+from socai.gen.settlement.v1 import settlement_pb2 as spb
 from socai.gen.table.v1 import table_pb2 as pb
-from socai.rules.base import LegalAction
+from socai.rules.base import Facing, LegalAction, MoveSet
+from socai.settle.replay import ReplayResult, penalties
 from socai_table.model import TableConfig
-from socai_table.store import ClosedTable
-from socai_table.table import Table
+from socai_table.store import CashoutRow, ClosedTable
+from socai_table.table import AFTER_HAND, FORFEITED, STOOD_UP, CashOutDone, LeaveResult, Table
+from socai_table.views import View, WatchItem
 
-# PlayerAction oneof field -> the event body it carries.
-ACTION_FIELDS = ("bet", "wager", "play", "pass", "declare", "arrange", "take", "lay", "send")
+# PlayerAction oneof field -> the event body it carries ("pass" and "pass_turn" are one move:
+# "pass" is a keyword in Python, so the new field carries it under another name).
+ACTION_FIELDS = ("bet", "wager", "play", "pass", "declare", "arrange", "take", "lay", "send", "pass_turn")
 _ACTION_OF_BODY = {
     "BetAction": "bet",
     "WagerPlaced": "wager",
@@ -135,14 +139,173 @@ def action_from_proto(msg: pb.PlayerAction) -> Body:
     return body
 
 
-def action_to_proto(body: Any) -> pb.PlayerAction:
+def action_to_proto(body: Any, pass_field: str = "pass") -> pb.PlayerAction:
+    """``body`` as a PlayerAction; a pass in ``pass_field`` (``pass`` for the old
+    ``candidate_actions``, ``pass_turn`` in the views' legal moves)."""
     msg = pb.PlayerAction()
-    getattr(msg, _ACTION_OF_BODY[type(body).__name__]).CopyFrom(codec.body_to_proto(body))
+    name = _ACTION_OF_BODY[type(body).__name__]
+    getattr(msg, pass_field if name == "pass" else name).CopyFrom(codec.body_to_proto(body))
     return msg
 
 
 def legal_to_proto(action: LegalAction) -> pb.LegalAction:
-    return pb.LegalAction(kind=action.kind, min_gold=action.min_gold, max_gold=action.max_gold)
+    return pb.LegalAction(
+        kind=action.kind, min_gold=action.min_gold, max_gold=action.max_gold, step_gold=action.step_gold
+    )
+
+
+def move_set_to_proto(moves: MoveSet) -> pb.LegalMove:
+    return pb.LegalMove(
+        kind=moves.kind,
+        text=moves.text,
+        complete=moves.complete,
+        actions=[action_to_proto(b, "pass_turn") for b in moves.moves],
+        min_gold=moves.min_gold,
+        max_gold=moves.max_gold,
+        step_gold=moves.step_gold,
+    )
+
+
+def facing_to_proto(facing: Facing) -> pb.Facing:
+    return pb.Facing(
+        kind=facing.kind,
+        seat=facing.seat,
+        cards=[str(c) for c in facing.cards],
+        combination=facing.combination,
+        amount_gold=facing.amount_gold,
+        max_gold=facing.max_gold,
+        takeable=facing.takeable,
+        text=facing.text,
+    )
+
+
+def view_to_proto(view: View) -> pb.TableView:
+    msg = pb.TableView(
+        log_seq=view.log_seq,
+        hand_id=view.hand_id,
+        seq=view.seq,
+        hand_over=view.hand_over,
+        to_act=view.to_act,
+        timer=view.timer,
+        viewer_seat=view.viewer_seat,
+        cards=[str(c) for c in view.cards],
+        facing=facing_to_proto(view.facing),
+        legal_moves=[move_set_to_proto(m) for m in view.legal_moves],
+        more_follows=view.more_follows,
+    )
+    if view.deadline:
+        msg.deadline.CopyFrom(timestamp(view.deadline))
+    return msg
+
+
+def cash_out_done_to_proto(done: CashOutDone) -> pb.CashOut:
+    return pb.CashOut(
+        table_id=done.table_id,
+        player_id=done.player_id,
+        status=pb.CASH_OUT_STATUS_DONE,
+        amount_gold=done.amount_gold,
+        after_hand_id=done.after_hand_id,
+        ledger_transaction_id=done.ledger_transaction_id,
+        completed_at=timestamp(done.completed_s),
+    )
+
+
+def watch_item_to_proto(item: WatchItem) -> pb.WatchTableResponse:
+    msg = pb.WatchTableResponse(view=view_to_proto(item.view))
+    if item.event is not None:
+        msg.event.CopyFrom(item.event)
+    if item.cash_out is not None:
+        msg.cash_out.CopyFrom(cash_out_done_to_proto(item.cash_out))
+    return msg
+
+
+_CASH_OUT_STATUS = {
+    "pending": pb.CASH_OUT_STATUS_WAITING_FOR_SETTLEMENT,
+    "done": pb.CASH_OUT_STATUS_DONE,
+    "alarm": pb.CASH_OUT_STATUS_ALARM,
+}
+
+
+def cash_out_to_proto(table_id: str, player_id: str, row: CashoutRow | None, seated: bool) -> pb.CashOut:
+    """The player's cash-out now: none, waiting for their hand (still seated, leaving),
+    waiting for settlement, done or held (alarm)."""
+    if row is None:
+        return pb.CashOut(table_id=table_id, player_id=player_id, status=pb.CASH_OUT_STATUS_NONE)
+    c = row.cashout
+    status = _CASH_OUT_STATUS.get(c.status, pb.CASH_OUT_STATUS_UNSPECIFIED)
+    waiting_for_hand = seated and c.status == "pending"
+    msg = pb.CashOut(
+        table_id=c.table_id,
+        player_id=c.player_id,
+        status=pb.CASH_OUT_STATUS_WAITING_FOR_HAND if waiting_for_hand else status,
+        amount_gold=0 if waiting_for_hand else c.amount_gold,
+        after_hand_id=c.last_hand_id,
+        ledger_transaction_id=row.ledger_transaction_id,
+    )
+    if row.done_s:
+        msg.completed_at.CopyFrom(timestamp(row.done_s))
+    return msg
+
+
+_OUTCOME = {
+    STOOD_UP: pb.LEAVE_OUTCOME_STOOD_UP,
+    FORFEITED: pb.LEAVE_OUTCOME_FORFEITED,
+    AFTER_HAND: pb.LEAVE_OUTCOME_AFTER_HAND,
+}
+
+
+def leave_to_proto(result: LeaveResult, cashed_out: bool, cash_out: pb.CashOut) -> pb.LeaveTableResponse:
+    msg = pb.LeaveTableResponse(
+        cashed_out=cashed_out,
+        cash_out_gold=result.cash_out_gold,
+        outcome=_OUTCOME[result.outcome],
+        hand_id=result.hand_id,
+        cash_out=cash_out,
+    )
+    if result.outcome != STOOD_UP:
+        forfeit = result.forfeit
+        msg.forfeit.CopyFrom(
+            pb.Forfeit(
+                committed_gold=forfeit.committed_gold if forfeit is not None else 0,
+                at_most_gold=result.at_most_gold,
+                rule=forfeit.rule if forfeit is not None else "",
+            )
+        )
+    return msg
+
+
+def settlement_to_proto(result: ReplayResult) -> spb.Settlement:
+    """An ended hand's settlement as the rules engine computes it (``GetHand``)."""
+    s = result.settlement
+    players = {info.seat: info.player_id for info in result.started.seats}
+    return spb.Settlement(
+        hand_id=s.hand_id,
+        table_id=s.table_id,
+        game=s.game,
+        seats=[
+            spb.SeatResult(
+                seat=seat, player_id=players.get(seat, ""), account_id=s.seat_accounts.get(seat, ""), net_gold=net
+            )
+            for seat, net in sorted(s.nets.items())
+        ],
+        transfers=[
+            spb.SettlementTransfer(
+                from_account_id=t.from_account,
+                to_account_id=t.to_account,
+                amount_gold=t.amount_gold,
+                reason=t.reason,
+                detail=t.detail,
+            )
+            for t in s.transfers
+        ],
+        fees_gold=s.fees_gold(),
+        penalties_gold=penalties(s),
+        shortfalls=[
+            spb.Shortfall(seat=x.seat, owed_gold=x.owed_gold, paid_gold=x.paid_gold, reason=x.reason)
+            for x in s.shortfalls
+        ],
+        pot_carry_gold=s.pot_carry_gold,
+    )
 
 
 def state_to_proto(table: Table, view: dict[str, Any]) -> pb.TableState:
@@ -157,6 +320,7 @@ def state_to_proto(table: Table, view: dict[str, Any]) -> pb.TableState:
         legal_actions=[legal_to_proto(a) for a in view["legal_actions"]],
         candidate_actions=[action_to_proto(b) for b in view["candidate_actions"]],
         viewer_seat=view["viewer_seat"],
+        view=view_to_proto(view["view"]),
     )
     if view["deadline"]:
         state.deadline.CopyFrom(timestamp(view["deadline"]))

@@ -9,8 +9,11 @@ from socai.cards import Card
 from socai.events.model import Event, HandStarted
 
 # Act keys are kept in the event's headers, so that a restarted table still answers a retry
-# with the first result. The player header scopes a key by player (and hand): one player's
-# key can neither replay nor block another player's action.
+# with the first result, and so does the table long after the hand ended (``history``). The
+# player header scopes a key by player (and hand): one player's key can neither replay nor
+# block another player's action. Headers rather than a field of the event: a key is the
+# player's own business, which every reader of the hand's events would otherwise see, and
+# the events' bytes (what settles and what is sealed) stay as they are.
 IDEMPOTENCY_HEADER = "Socai-Idempotency-Key"
 PLAYER_HEADER = "Socai-Player-Id"
 
@@ -19,6 +22,7 @@ PLAYER_HEADER = "Socai-Player-Id"
 class ActResult:
     seq: int
     event_id: str
+    log_seq: int = 0  # the event's stream sequence in the log
 
 
 @dataclass
@@ -33,6 +37,7 @@ class Hand:
     state: Any
     events: list[Event] = field(default_factory=list)
     subject_seq: int = 0  # stream sequence of the hand's last event
+    log_seqs: list[int] = field(default_factory=list)  # each event's stream sequence, in order
     started_stream_seq: int = 0
     next_card: int = 0
     ended: bool = False

@@ -34,7 +34,7 @@ from socai_table import metrics
 from socai_table.model import TABLE_ID, TableConfig, facts_id_of
 from socai_table.ownership import RETRY_AFTER_MS
 from socai_table.store import Cashout, ClosedTable
-from socai_table.table import Deps, Table, table_opened
+from socai_table.table import CashOutDone, Deps, Table, table_opened
 
 log = get_logger("socai.table.manager")
 
@@ -624,6 +624,12 @@ class TableManager:
         await self.deps.store.finish_cashout(cashout.cashout_id, "done", tx)
         self._first_seen.pop(cashout.cashout_id, None)
         log.info("cashed_out", table_id=cashout.table_id, player_id=cashout.player_id, amount=cashout.amount_gold)
+        table = self.tables.get(cashout.table_id)
+        if table is not None:
+            done = CashOutDone(
+                cashout.table_id, cashout.player_id, cashout.amount_gold, cashout.last_hand_id, tx, time.time()
+            )
+            await table.cashed_out(done)
         return True
 
     async def wait_cashout(self, table_id: str, player_id: str, timeout_s: float) -> bool:

@@ -89,6 +89,7 @@ class LogReader:
                     hand = Hand(hand_id, number, body, seed, [], None)
                     hand.started_stream_seq = raw.stream_seq
                     hand.events.append(event)
+                    hand.log_seqs.append(raw.stream_seq)
                     reader.accepted(subject, raw.data)
                     continue
                 deck = fairness.shuffle(seed, canonical_deck(self.game)) if self.module.SPEC.deck else []
@@ -96,6 +97,7 @@ class LogReader:
                 hand = Hand(hand_id, number, body, seed, deck, self.module.initial_state(body))
                 hand.started_stream_seq = raw.stream_seq
                 hand.events.append(event)
+                hand.log_seqs.append(raw.stream_seq)
                 reader.accepted(subject, raw.data)
                 continue
             if hand.closing:
@@ -104,6 +106,7 @@ class LogReader:
                     continue
                 hand.ended = True
                 hand.events.append(event)
+                hand.log_seqs.append(raw.stream_seq)
                 reader.accepted(subject, raw.data)
                 continue
             assert cards is not None
@@ -122,11 +125,12 @@ class LogReader:
             if isinstance(body, CardsDealt):
                 hand.next_card += len(body.cards)
             hand.events.append(event)
+            hand.log_seqs.append(raw.stream_seq)
             reader.accepted(subject, raw.data)
             key = raw.headers.get(IDEMPOTENCY_HEADER)
             if key:
                 player = raw.headers.get(PLAYER_HEADER, "")
-                hand.act_keys[(player, key)] = (ActResult(event.seq, event.event_id), body)
+                hand.act_keys[(player, key)] = (ActResult(event.seq, event.event_id, raw.stream_seq), body)
         if hand is not None:
             hand.subject_seq = last_stream_seq
             self.chains[subject] = reader.chain or b""

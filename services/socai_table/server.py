@@ -28,6 +28,7 @@ from socai_table.forward import Forwarder, forwarded_by
 from socai_table.manager import TableManager
 from socai_table.model import TABLE_ID
 from socai_table.views import MEMORY_FULL, WATCH_QUEUE_MAX, WATCH_QUEUED_SETTING, WatchBudget, Watcher
+from socai_table.table import LEAVE_AFTER_HAND, LEAVE_NOW, STOOD_UP, Table
 
 KEY_MAX_CHARS = 200
 REASON_MAX_CHARS = 200
@@ -46,6 +47,9 @@ ALLOW = {
     "LeaveTable": frozenset({"backend", "operator"}),
     "StartHand": frozenset({"backend", "operator"}),
     "Act": frozenset({"backend", "operator"}),
+    "ValidateAction": frozenset({"backend", "operator"}),
+    "GetHand": frozenset({"*"}),
+    "GetCashOut": frozenset({"backend", "operator"}),
     "Heartbeat": frozenset({"backend", "operator"}),
     "Reconnect": frozenset({"backend", "operator"}),
     "IssuePlayerToken": frozenset({"backend", "operator"}),
@@ -276,11 +280,30 @@ class TableServicer(pb_grpc.TableServiceServicer):
         if self._elsewhere(request.table_id, context):
             return await self._forward("LeaveTable", request.table_id, request, context)  # type: ignore[no-any-return]
         player = self._player(request.player_token)
+        when = LEAVE_AFTER_HAND if request.when == pb.LEAVE_WHEN_AFTER_HAND else LEAVE_NOW
         table = await self.manager.get(request.table_id)
         with bound(table_id=table.table_id):
-            now, amount = await table.leave(player)
-        cashed = now and await self.manager.wait_cashout(table.table_id, player, LEAVE_WAIT_S)
-        return pb.LeaveTableResponse(cashed_out=cashed, cash_out_gold=amount)
+            result = await table.leave(player, when)
+        cashed = result.outcome == STOOD_UP and await self.manager.wait_cashout(table.table_id, player, LEAVE_WAIT_S)
+        cash_out = await self._cash_out(table, player)
+        return convert.leave_to_proto(result, cashed, cash_out)
+
+    async def _cash_out(self, table: Table, player: str) -> pb.CashOut:
+        row = await self.manager.deps.store.last_cashout(table.table_id, player)
+        return convert.cash_out_to_proto(table.table_id, player, row, table.seat_of(player) is not None)
+
+    async def GetCashOut(self, request: pb.GetCashOutRequest, context: Any) -> pb.GetCashOutResponse:
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("GetCashOut", request.table_id, request, context)  # type: ignore[no-any-return]
+        player = self._player(request.player_token)
+        try:
+            table = await self.manager.get(request.table_id)
+        except errors.PreconditionFailed as exc:
+            if exc.code != "TABLE_CLOSED":
+                raise
+            row = await self.manager.deps.store.last_cashout(request.table_id, player)
+            return pb.GetCashOutResponse(cash_out=convert.cash_out_to_proto(request.table_id, player, row, False))
+        return pb.GetCashOutResponse(cash_out=await self._cash_out(table, player))
 
     async def StartHand(self, request: pb.StartHandRequest, context: Any) -> pb.StartHandResponse:
         if self._elsewhere(request.table_id, context):
@@ -297,8 +320,35 @@ class TableServicer(pb_grpc.TableServiceServicer):
         key = _key(request.idempotency_key)
         body = convert.action_from_proto(request.action)
         table = await self.manager.get(request.table_id)
-        result = await table.act(player, request.hand_id, request.seat, body, key)
-        return pb.ActResponse(seq=result.seq, event_id=result.event_id)
+        result, replayed = await table.act(player, request.hand_id, request.seat, body, key)
+        return pb.ActResponse(seq=result.seq, event_id=result.event_id, replayed=replayed, log_seq=result.log_seq)
+
+    async def ValidateAction(self, request: pb.ValidateActionRequest, context: Any) -> pb.ValidateActionResponse:
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("ValidateAction", request.table_id, request, context)  # type: ignore[no-any-return]
+        player = self._player(request.player_token)
+        table = await self.manager.get(request.table_id)
+        try:
+            body = convert.action_from_proto(request.action)
+            refused = await table.validate(player, request.hand_id, request.seat, body)
+        except errors.InvalidArgument as exc:  # a malformed action is refused like Act refuses it
+            refused = exc
+        if refused is None:
+            return pb.ValidateActionResponse(accepted=True)
+        return pb.ValidateActionResponse(
+            accepted=False, reason=refused.code, message=refused.message, rule=refused.details.get("rule", "")
+        )
+
+    async def GetHand(self, request: pb.GetHandRequest, context: Any) -> pb.GetHandResponse:
+        if self._elsewhere(request.table_id, context):
+            return await self._forward("GetHand", request.table_id, request, context)  # type: ignore[no-any-return]
+        viewer = self._viewer(request.player_token)
+        table = await self.manager.get(request.table_id)
+        events, record = await table.hand_events(viewer, request.hand_id)
+        reply = pb.GetHandResponse(hand_id=request.hand_id, ended=record is not None, events=events)
+        if record is not None and record.replayed is not None:
+            reply.settlement.CopyFrom(convert.settlement_to_proto(record.replayed))
+        return reply
 
     async def GetTableState(self, request: pb.GetTableStateRequest, context: Any) -> pb.GetTableStateResponse:
         if self._elsewhere(request.table_id, context):
@@ -322,12 +372,11 @@ class TableServicer(pb_grpc.TableServiceServicer):
     async def _watch(self, request: pb.WatchTableRequest, viewer: str | None) -> AsyncIterator[pb.WatchTableResponse]:
         table = await self.manager.get(request.table_id)
         budget = self.limits.watch_budget
-        watcher, snapshot = await table.watch(viewer)
+        watcher, snapshot = await table.watch(viewer, request.from_seq)
         budget.add(watcher)  # before the next await: no event is queued for it unbudgeted
         try:
-            for event in snapshot:
-                if event.seq >= request.from_seq:
-                    yield pb.WatchTableResponse(event=event)
+            for first in snapshot:
+                yield convert.watch_item_to_proto(first)
             while True:
                 item = await watcher.next()
                 if item is None:
@@ -342,7 +391,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
                             "TABLE_MOVED", f"{table.table_id} moved to another instance; watch again"
                         )
                     return
-                yield pb.WatchTableResponse(event=item)
+                yield convert.watch_item_to_proto(item)
         finally:
             table.unwatch(watcher)
             budget.remove(watcher)

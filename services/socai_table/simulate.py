@@ -1,18 +1,21 @@
-"""Bots that play random legal moves through the table service's gRPC API.
+"""Bots that play random legal moves through the table service, as a game backend would.
 
 ``socai simulate --tables N --hands M --games LIST|all`` creates N tables (games taken in
 turn from LIST), funds bot wallets through the ledger (cashier token), seats the bots, and
-lets each table play M hands: every bot watches its table and, when it is to act, picks
-one of the candidate moves the server offers it — or, now and then, lets its timer run
-out or leaves mid-hand, so timeouts and forfeits are exercised too. Used by ``make run``,
-the end-to-end tests and the benchmarks.
+lets each table play M hands. The bots are clients of the table service like any other:
+``socai.client`` (the typed client a backend builds on), each bot reading its own
+``WatchTable`` stream, whose every message says whose turn it is and, on its turn, its
+legal moves; a bot picks one of them (``socai.client.bots.random_action``) — or, now and
+then, lets its timer run out, leaves mid-hand or goes silent, so timeouts, forfeits and
+disconnects are exercised too. No bot asks for the table's state: the stream is enough.
+Used by ``make run``, the end-to-end tests, the benchmarks and the golden corpus.
 
-The bots outlive a table-service restart: a call answered UNAVAILABLE or not at all
-(DEADLINE_EXCEEDED) is tried again with back-off (the calls are idempotent: tables by
-their id, joins, deposits and actions by their keys), and a broken ``WatchTable`` stream
-is opened again. What they do not hide is a table that stopped: a table with enough
-players where no hand started for ``frozen_after_s`` is left and reported as frozen,
-with the reason (``SimResult.problems``; ``socai simulate`` then exits 1).
+The bots outlive a table-service restart: the client tries a call answered UNAVAILABLE or
+not at all (DEADLINE_EXCEEDED) again with back-off under the same idempotency key (tables
+by their id, joins, deposits and actions by their keys), and opens a broken stream again.
+What they do not hide is a table that stopped: a table with enough players where no hand
+started for ``frozen_after_s`` is left and reported as frozen, with the reason
+(``SimResult.problems``; ``socai simulate`` then exits 1).
 """
 
 from __future__ import annotations
@@ -25,19 +28,18 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
 from socai import accounts
+from socai.client import Seat, TableClient, TableError, Update
+from socai.client.bots import random_action
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
 from socai.gen.table.v1 import table_pb2 as pb
-from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
-from socai.infra.grpc_errors import error_reason
 from socai.infra.logging import get_logger
 from socai.rules import registry
 from socai.rules.base import default_fee_bps
@@ -54,7 +56,6 @@ LEAVE_DEADLINE_S = 5.0
 SETUP_LIMIT_S = 120.0  # opening a table gives up after retrying this long
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 2.0
-QUIET_POLL_S = 2.0  # no event for this long: look at the table anyway (one may be missed across a reconnect)
 WATCHDOG_PERIOD_S = 1.0
 # The service is restarting or stalled: the same call is tried again. Anything else is an
 # answer (a refused move, a bug) and is not retried.
@@ -183,12 +184,24 @@ class Simulator:
         self.rng = random.Random(config.seed)
         self.on_hand = on_hand or (lambda game: None)
         self.run_id = uuid.uuid4().hex[:8]
-        self._table_ch = channel(settings.table_addr, settings.token_of("backend"))
+        # The bots' table client shares one channel; each table gets a client of its own
+        # over it (``_client``), so that its calls and retries are counted per table.
+        self._table_ch = grpc.aio.insecure_channel(
+            settings.table_addr, options=[("grpc.lb_policy_name", "round_robin"), ("grpc.enable_retries", 1)]
+        )
         self._ledger_ch = channel(settings.ledger_addr, settings.tokens.get("cashier", settings.token_of("backend")))
         self._backend_ledger_ch = channel(settings.ledger_addr, settings.token_of("backend"))
-        self.tables = pb_grpc.TableServiceStub(self._table_ch)
         self.cashier = lgrpc.LedgerServiceStub(self._ledger_ch)
         self.ledger = lgrpc.LedgerServiceStub(self._backend_ledger_ch)
+
+    def _client(self) -> TableClient:
+        return TableClient(
+            self.settings.table_addr,
+            self.settings.token_of("backend"),
+            channel=self._table_ch,
+            rpc_timeout_s=RPC_DEADLINE_S,
+            retry_for_s=SETUP_LIMIT_S,
+        )
 
     async def close(self) -> None:
         for ch in (self._table_ch, self._ledger_ch, self._backend_ledger_ch):
@@ -201,8 +214,8 @@ class Simulator:
         return SimResult(list(results), time.perf_counter() - start)
 
     async def _retrying(self, call: Callable[[], Awaitable[T]], result: TableResult, limit_s: float | None = None) -> T:
-        """``call()`` until the service answers it: UNAVAILABLE and DEADLINE_EXCEEDED (a
-        restart, a stall) are tried again with back-off, for ``limit_s`` (None: until the
+        """``call()`` (a ledger call) until the service answers it: UNAVAILABLE and
+        DEADLINE_EXCEEDED are tried again with back-off, for ``limit_s`` (None: until the
         table's watchdog gives up on it). Raises any other error, and the last one after
         ``limit_s``."""
         delay = BACKOFF_FIRST_S
@@ -242,16 +255,18 @@ class Simulator:
         # The table's id is chosen here, not by the service: CreateTable is idempotent for
         # the same id and config, so a retry after a lost answer opens no second table.
         result = TableResult(f"s{self.run_id}x{index}", game)
+        tables = self._client()
         try:
-            bots = await self._open(index, game, result)
-        except grpc.aio.AioRpcError as exc:
-            result.failed = f"could not open the table: {exc.code().name}: {exc.details()}"
+            bots = await self._open(tables, index, game, result)
+        except (grpc.aio.AioRpcError, TableError) as exc:
+            result.failed = f"could not open the table: {_why(exc)}"
             return result
-        await self._drive(result.table_id, bots, result)
+        await self._drive(tables, bots, result)
+        result.retries += tables.retries
         return result
 
-    async def _open(self, index: int, game: str, result: TableResult) -> dict[int, str]:
-        """Create the table, fund the bots and seat them; returns seat -> player token."""
+    async def _open(self, tables: TableClient, index: int, game: str, result: TableResult) -> dict[int, Seat]:
+        """Create the table, fund the bots and seat them; returns seat -> the bot's seat."""
         c = self.config
         plan = c.plans[index] if index < len(c.plans) else TablePlan()
         n = players_for(game, plan.players or c.players)
@@ -276,247 +291,205 @@ class Simulator:
         )
         if game == "taixiu":
             config.seats_max = n
-        create = pb.CreateTableRequest(config=config, table_id=result.table_id)
-        await self._retrying(lambda: self.tables.CreateTable(create, timeout=RPC_DEADLINE_S), result, SETUP_LIMIT_S)
-        table_id = result.table_id
+        table = await tables.create_table(config, table_id=result.table_id)
         if game == "taixiu" and options.get("mode") == "system":
-            await self._fund_house_bank(table_id, c.stake_gold * 100_000, result)
-        bots: dict[int, str] = {}
+            await self._fund_house_bank(table.table_id, c.stake_gold * 100_000, result)
+        bots: dict[int, Seat] = {}
         for k in range(n):
             player = f"bot{self.run_id}x{index}x{k}"
-            issue = pb.IssuePlayerTokenRequest(player_id=player)
-            issued = await self._retrying(
-                partial(self.tables.IssuePlayerToken, issue, timeout=RPC_DEADLINE_S), result, SETUP_LIMIT_S
-            )
             stake = buy_in * (5 if game == "taixiu" and k == 0 else 1)  # the banker brings more
             await self._fund(player, stake * WALLET_MULTIPLE, result)
-            join = pb.JoinTableRequest(
-                table_id=table_id,
-                player_token=issued.player_token,
-                buy_in_gold=stake,
-                seat=k,
-                idempotency_key=f"join-{player}",
-            )
-            joined = await self._retrying(
-                partial(self.tables.JoinTable, join, timeout=RPC_DEADLINE_S), result, SETUP_LIMIT_S
-            )
-            bots[joined.seat] = issued.player_token
+            seat = await tables.join(table.table_id, player, stake, seat=k, key=f"join-{player}")
+            bots[seat.seat] = seat
         return bots
 
-    async def _drive(self, table_id: str, bots: dict[int, str], result: TableResult) -> None:
+    async def _drive(self, tables: TableClient, bots: dict[int, Seat], result: TableResult) -> None:
         """Play the table until its hands are done, its bots are too few to go on, or it
         freezes: a watchdog (a supervisor of the play, which may be waiting on a service
         that does not answer) ends it when no hand has started for ``frozen_after_s``."""
         silent: dict[int, float] = {}  # seat -> monotonic time it reconnects
-        heartbeats = asyncio.get_running_loop().create_task(self._heartbeats(table_id, bots, silent, result))
+        loop = asyncio.get_running_loop()
+        heartbeats = loop.create_task(self._heartbeats(bots, silent, result))
         result.last_hand_at = time.monotonic()
-        play = asyncio.get_running_loop().create_task(self._play(table_id, bots, result, silent))
+        play = _TablePlay(self, tables, bots, silent, result)
+        players = [loop.create_task(play.bot(seat)) for seat in list(bots.values())]
+        finished = loop.create_task(play.done.wait())
         limit_s = self.config.frozen_after_s
         try:
-            while not play.done():
-                await asyncio.wait({play}, timeout=WATCHDOG_PERIOD_S)
+            while not play.done.is_set() and not all(p.done() for p in players):
+                await asyncio.wait({finished, *players}, timeout=WATCHDOG_PERIOD_S, return_when=asyncio.FIRST_COMPLETED)
+                failed = next((p for p in players if p.done() and not p.cancelled() and p.exception()), None)
+                if failed is not None:
+                    failed.result()  # what ended the bot: an error is the table's failure
                 idle_s = time.monotonic() - result.last_hand_at
-                if not play.done() and idle_s > limit_s:
+                if not play.done.is_set() and idle_s > limit_s:
                     error = f"; last error {result.last_error}" if result.last_error else ""
                     result.frozen = (
                         f"no hand started for {limit_s:g} s (after {result.hands} hands ended, "
                         f"{len(bots)} bots seated){error}"
                     )
-                    log.warning("table_frozen", table_id=table_id, reason=result.frozen)
+                    log.warning("table_frozen", table_id=result.table_id, reason=result.frozen)
                     break  # the play is cancelled below, mid-call if it waits on the service
-            if not result.frozen:
-                play.result()  # what ended the play: an error is the table's failure
-        except grpc.aio.AioRpcError as exc:
-            result.failed = f"{exc.code().name}: {exc.details()}"
+        except (grpc.aio.AioRpcError, TableError) as exc:
+            result.failed = _why(exc)
         finally:
-            for task in (play, heartbeats):
+            for task in (*players, heartbeats, finished):
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError, TableError):
                     await task
-        await self._leave_all(table_id, bots)
+        result.streams_reopened += sum(max(0, seat.streams_opened - 1) for seat in play.seats)
+        await self._leave_all(list(bots.values()))
 
-    async def _play(self, table_id: str, bots: dict[int, str], result: TableResult, silent: dict[int, float]) -> None:
-        """Watch the table and act when due, opening the stream again whenever it breaks
-        (the table service went away) until the table's hands are done."""
-        acted: set[tuple[str, int]] = set()
-        per_hand: Counter[tuple[str, int]] = Counter()
-        minimum = result.players_min
-        # A stream opened again starts with the hand in play (or the last one) from its
-        # first event: hands are counted by id, so none is counted twice.
-        started: set[str] = set()
-        ended: set[str] = set()
-        delay = BACKOFF_FIRST_S
-        opened = 0
-        while True:
-            stream = self.tables.WatchTable(pb.WatchTableRequest(table_id=table_id))
-            result.streams_reopened += 1 if opened else 0
-            opened += 1
-            messages = stream.__aiter__()
-            pending: asyncio.Future[pb.WatchTableResponse] | None = None
-            try:
-                while True:
-                    if pending is None:
-                        pending = asyncio.ensure_future(messages.__anext__())
-                    # Waiting without cancelling the read: a cancelled read would end the call.
-                    done, _ = await asyncio.wait({pending}, timeout=QUIET_POLL_S)
-                    if not done:
-                        view = await self._act_if_due(table_id, bots, result, acted, per_hand, silent)
-                        if self._too_few_left(view, bots, minimum):
-                            result.ended_early = True
-                            return
-                        continue
-                    message, pending = pending.result(), None
-                    delay = BACKOFF_FIRST_S
-                    event = message.event
-                    body = event.WhichOneof("body")
-                    if body == "hand_started" and event.hand_id not in started:
-                        started.add(event.hand_id)
-                        result.last_hand_at = time.monotonic()
-                    if body == "hand_ended" and event.hand_id not in ended:
-                        ended.add(event.hand_id)
-                        result.hands += 1
-                        self.on_hand(result.game)
-                        if result.hands >= self.config.hands:
-                            return
-                    if body == "player_stood_up":
-                        bots.pop(event.player_stood_up.seat, None)
-                        if len(bots) < minimum:
-                            result.ended_early = True  # the others went broke: the table cannot go on
-                            return
-                    if body in ("hand_ended", "player_stood_up", "table_opened", "player_seated"):
-                        continue
-                    view = await self._act_if_due(table_id, bots, result, acted, per_hand, silent)
-                    if self._too_few_left(view, bots, minimum):
-                        result.ended_early = True
-                        return
-            except StopAsyncIteration:
-                pass  # the service ended the stream (it is stopping): open it again
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() not in RETRYABLE:
-                    raise
-                result.last_error = f"{exc.code().name}: {exc.details()}"[:200]
-            finally:
-                if pending is not None:
-                    pending.cancel()
-                stream.cancel()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, BACKOFF_MAX_S)
-
-    async def _heartbeats(
-        self, table_id: str, bots: dict[int, str], silent: dict[int, float], result: TableResult
-    ) -> None:
+    async def _heartbeats(self, bots: dict[int, Seat], silent: dict[int, float], result: TableResult) -> None:
         """Every bot that is not silent says it is here; a silent bot whose time is up
         reconnects. A bot that never sent a heartbeat is never disconnected by the table,
         so every bot sends them. A failed heartbeat is not retried: the next one follows."""
         period = max(0.1, self.settings.heartbeat_timeout_s / 3)
         while True:
             now = time.monotonic()
-            for seat, token in list(bots.items()):
-                back_at = silent.get(seat)
+            for number, seat in list(bots.items()):
+                back_at = silent.get(number)
                 if back_at is not None and now < back_at:
                     continue
-                if back_at is not None:
-                    del silent[seat]
-                    reconnect = pb.ReconnectRequest(table_id=table_id, player_token=token)
-                    if await self._call(result, partial(self.tables.Reconnect, reconnect, timeout=RPC_DEADLINE_S)):
+                try:
+                    if back_at is not None:
+                        del silent[number]
+                        await seat.reconnect()
                         result.reconnects += 1
-                    continue
-                heartbeat = pb.HeartbeatRequest(table_id=table_id, player_token=token)
-                await self._call(result, partial(self.tables.Heartbeat, heartbeat, timeout=RPC_DEADLINE_S), retry=False)
+                    else:
+                        await seat.heartbeat()
+                except TableError as exc:
+                    result.rejected[exc.reason or exc.status.name] += 1
             await asyncio.sleep(period)
 
-    @staticmethod
-    def _too_few_left(view: pb.TableState, bots: dict[int, str], minimum: int) -> bool:
-        """Forget the bots the table no longer seats; True when too few are left to play.
-
-        A reopened stream shows the hand, not the table's facts: a bot that stood up
-        (went broke) while the stream was down is known only from the table's seats.
-        """
-        seated = {s.seat for s in view.table.seats if s.player_id}
-        for seat in [seat for seat in bots if seat not in seated]:
-            del bots[seat]
-        return len(bots) < minimum
-
-    async def _act_if_due(
-        self,
-        table_id: str,
-        bots: dict[int, str],
-        result: TableResult,
-        acted: set[tuple[str, int]],
-        per_hand: Counter[tuple[str, int]],
-        silent: dict[int, float],
-    ) -> pb.TableState:
-        """Look at the table and let each bot due to act decide; returns the spectator's view."""
-        spectator = pb.GetTableStateRequest(table_id=table_id)
-        answer: pb.GetTableStateResponse = await self._retrying(
-            lambda: self.tables.GetTableState(spectator, timeout=RPC_DEADLINE_S), result
-        )
-        view = answer.state
-        for seat in view.to_act:
-            token = bots.get(seat)
-            if token is None or seat in silent:
-                continue
-            own = pb.GetTableStateRequest(table_id=table_id, player_token=token)
-            mine = (await self._retrying(partial(self.tables.GetTableState, own, timeout=RPC_DEADLINE_S), result)).state
-            if not mine.candidate_actions or mine.hand_id != view.hand_id:
-                continue
-            marker = (mine.hand_id, int(mine.last_seq) * 1000 + seat)
-            if marker in acted:
-                continue
-            acted.add(marker)
-            if len(view.to_act) > 1 and per_hand[(mine.hand_id, seat)] >= SIMULTANEOUS_ACTIONS_MAX:
-                continue  # betting at once (Tài Xỉu): a few wagers each, then let the window close
-            per_hand[(mine.hand_id, seat)] += 1
-            roll = self.rng.random()
-            if roll < self.config.disconnect_rate:
-                # Silent for twice the heartbeat timeout: the table disconnects it first.
-                silent[seat] = time.monotonic() + 2 * self.settings.heartbeat_timeout_s
-                result.silences += 1
-                continue
-            roll -= self.config.disconnect_rate
-            if roll < self.config.timeout_rate:
-                continue  # let the timer run out
-            if roll < self.config.timeout_rate + self.config.leave_rate:
-                leave = pb.LeaveTableRequest(table_id=table_id, player_token=token)
-                await self._call(result, partial(self.tables.LeaveTable, leave, timeout=RPC_DEADLINE_S))
-                continue
-            act = pb.ActRequest(
-                table_id=table_id,
-                hand_id=mine.hand_id,
-                seat=seat,
-                action=self.rng.choice(list(mine.candidate_actions)),
-                # One key for every try of this decision: a retry after a lost answer is
-                # answered with the first result instead of acting twice.
-                idempotency_key=uuid.uuid4().hex,
-                player_token=token,
-            )
-            start = time.perf_counter()
-            ok = await self._call(result, partial(self.tables.Act, act, timeout=RPC_DEADLINE_S))
-            if ok:
-                result.actions += 1
-                result.act_latency_ms.append((time.perf_counter() - start) * 1000)
-        return view
-
-    async def _call(self, result: TableResult, call: Callable[[], Awaitable[object]], retry: bool = True) -> bool:
-        """Make ``call`` (retried as ``_retrying`` does, unless ``retry`` is False); a refusal
-        is counted by its reason and answers False."""
-        try:
-            if retry:
-                await self._retrying(call, result)
-            else:
-                await call()
-        except grpc.aio.AioRpcError as exc:
-            result.rejected[error_reason(exc) or exc.code().name] += 1
-            return False
-        return True
-
-    async def _leave_all(self, table_id: str, bots: dict[int, str]) -> None:
-        async def leave(token: str) -> None:
+    async def _leave_all(self, bots: list[Seat]) -> None:
+        async def leave(seat: Seat) -> None:
             try:
-                request = pb.LeaveTableRequest(table_id=table_id, player_token=token)
-                await self.tables.LeaveTable(request, timeout=LEAVE_DEADLINE_S)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.NOT_FOUND:
-                    log.warning("leave_failed", table_id=table_id, reason=error_reason(exc) or exc.code().name)
+                await asyncio.wait_for(seat.leave(), LEAVE_DEADLINE_S)
+            except TableError as exc:
+                if exc.status != grpc.StatusCode.NOT_FOUND:
+                    log.warning("leave_failed", table_id=seat.table_id, reason=exc.reason or exc.status.name)
+            except TimeoutError:
+                log.warning("leave_failed", table_id=seat.table_id, reason="DEADLINE_EXCEEDED")
 
-        await asyncio.gather(*(leave(token) for token in bots.values()))
+        await asyncio.gather(*(leave(seat) for seat in bots))
+
+
+class _TablePlay:
+    """The bots of one table at play: each reads its own stream and acts on its turns;
+    they share the count of hands and who is still seated."""
+
+    def __init__(
+        self,
+        sim: Simulator,
+        tables: TableClient,
+        bots: dict[int, Seat],
+        silent: dict[int, float],
+        result: TableResult,
+    ) -> None:
+        self.sim = sim
+        self.tables = tables
+        self.bots = bots
+        self.seats = list(bots.values())
+        self.silent = silent
+        self.result = result
+        self.done = asyncio.Event()
+        self.started: set[str] = set()
+        self.ended: set[str] = set()
+        self.per_hand: Counter[tuple[str, int]] = Counter()
+
+    async def bot(self, seat: Seat) -> None:
+        """Read ``seat``'s stream until the table's hands are done or the bot stood up,
+        counting hands and acting on each turn."""
+        opened = 0
+        async for update in seat.updates():
+            if seat.streams_opened != opened:
+                opened = seat.streams_opened
+                if opened > 1:
+                    await self._who_is_seated()  # facts may have been missed while the stream was down
+            self._count(update)
+            if self.done.is_set() or seat.stood_up(update):
+                return
+            turn = seat.turn_of(update)
+            if turn is not None:
+                await self._decide(seat, turn)
+
+    def _count(self, update: Update) -> None:
+        r = self.result
+        kind = update.kind
+        event = update.event
+        if event is None:
+            return
+        if kind == "hand_started" and event.hand_id not in self.started:
+            self.started.add(event.hand_id)
+            r.last_hand_at = time.monotonic()
+        elif kind == "hand_ended" and event.hand_id not in self.ended:
+            self.ended.add(event.hand_id)
+            r.hands += 1
+            self.sim.on_hand(r.game)
+            if r.hands >= self.sim.config.hands:
+                self.done.set()
+        elif kind == "player_stood_up":
+            self.bots.pop(event.player_stood_up.seat, None)
+            if len(self.bots) < r.players_min:
+                r.ended_early = True  # the others went broke: the table cannot go on
+                self.done.set()
+
+    async def _who_is_seated(self) -> None:
+        """Forget the bots the table no longer seats (a stream opened again shows the hand,
+        not the table's facts)."""
+        table = await self.tables.table(self.result.table_id)
+        seated = {s.seat for s in table.seats if s.player_id}
+        for number in [n for n in self.bots if n not in seated]:
+            del self.bots[number]
+        if len(self.bots) < self.result.players_min:
+            self.result.ended_early = True
+            self.done.set()
+
+    async def _decide(self, seat: Seat, turn: Any) -> None:
+        c = self.sim.config
+        r = self.result
+        number = turn.view.viewer_seat
+        if number in self.silent:
+            return
+        if len(turn.view.to_act) > 1:
+            if self.per_hand[(turn.hand_id, number)] >= SIMULTANEOUS_ACTIONS_MAX:
+                return  # betting at once (Tài Xỉu): a few wagers each, then let the window close
+            self.per_hand[(turn.hand_id, number)] += 1
+        rng = self.sim.rng
+        roll = rng.random()
+        if roll < c.disconnect_rate:
+            # Silent for twice the heartbeat timeout: the table disconnects it first.
+            self.silent[number] = time.monotonic() + 2 * self.sim.settings.heartbeat_timeout_s
+            r.silences += 1
+            return
+        roll -= c.disconnect_rate
+        if roll < c.timeout_rate:
+            return  # let the timer run out
+        if roll < c.timeout_rate + c.leave_rate:
+            try:
+                await seat.leave()
+            except TableError as exc:
+                r.rejected[exc.reason or exc.status.name] += 1
+            return
+        action = random_action(turn, rng)
+        if action is None:
+            return
+        start = time.perf_counter()
+        try:
+            await turn.act(action)
+        except TableError as exc:
+            r.rejected[exc.reason or exc.status.name] += 1
+            if exc.retryable:
+                r.last_error = str(exc)[:200]
+            return
+        r.actions += 1
+        r.act_latency_ms.append((time.perf_counter() - start) * 1000)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details()}"
+    if isinstance(exc, TableError):
+        return f"{exc.status.name}: {exc.message}"
+    return str(exc)

@@ -43,6 +43,16 @@ class Cashout:
 
 
 @dataclass(frozen=True)
+class CashoutRow:
+    """A cash-out as its row keeps it: the cash-out, the ledger transaction that paid it
+    and when (epoch seconds; 0 while pending)."""
+
+    cashout: Cashout
+    ledger_transaction_id: str
+    done_s: float
+
+
+@dataclass(frozen=True)
 class ClosedTable:
     """A closed table as its row keeps it (closed tables are not in any instance's memory)."""
 
@@ -315,6 +325,25 @@ class TableStore:
             read=True,
         )
         return [Cashout(**r) for r in rows]
+
+    async def last_cashout(self, table_id: str, player_id: str) -> CashoutRow | None:
+        """The player's latest cash-out at the table (any status), or None."""
+        rows = await self._exec(
+            f"select cashout_id, table_id, player_id, amount_gold, last_hand_id, status, ledger_transaction_id, "
+            f"done_at from {SCHEMA}.cashouts where table_id = %s and player_id = %s "
+            f"order by created_at desc, cashout_id desc limit 1",
+            (table_id, player_id),
+            read=True,
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        done_s = r["done_at"].timestamp() if r["done_at"] is not None else 0.0
+        return CashoutRow(
+            Cashout(r["cashout_id"], r["table_id"], r["player_id"], r["amount_gold"], r["last_hand_id"], r["status"]),
+            r["ledger_transaction_id"],
+            done_s,
+        )
 
     async def has_pending_cashout(self, table_id: str, player_id: str) -> bool:
         rows = await self._exec(

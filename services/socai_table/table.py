@@ -25,7 +25,9 @@ TableClosed, each a fact a rebuild reads back, so a close is resumed, never repe
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -56,15 +58,29 @@ from socai.rules import base as kit
 from socai.rules import registry
 from socai.rules.base import Pending, Settlement
 from socai.settle.replay import closing_settlement, has_closing_rule
-from socai_table import metrics, seeds, signing
+from socai_table import history, metrics, seeds, signing
 from socai_table.hand import IDEMPOTENCY_HEADER, PLAYER_HEADER, ActResult, Hand
+from socai_table.history import HandRecord
 from socai_table.ledger_client import Money, buy_in_key, join_key
 from socai_table.model import Seat, TableConfig, facts_id_of, hand_id_of
 from socai_table.ownership import RETRY_AFTER_MS, WRITER_HEADER
 from socai_table.rebuild import LogReader
 from socai_table.store import Cashout, TableStore
 from socai_table.timers import HEARTBEAT_TIMEOUT_S, AutoStart, HandTimer, missed_heartbeats, timeout_s_for
-from socai_table.views import FULL_VIEW, ProtoCache, Watcher, Watchers, hand_view, viewer_seat
+from socai_table.views import (
+    FULL_VIEW,
+    Moment,
+    ProtoCache,
+    View,
+    Watcher,
+    Watchers,
+    WatchItem,
+    hand_view,
+    moment_now,
+    view_at,
+    viewer_seat,
+)
+from socai_table.views import redact as views_redact
 
 T = TypeVar("T")
 
@@ -72,6 +88,68 @@ log = get_logger("socai.table")
 
 ACT_KEY_MAX_CHARS = 200
 ANY_SEAT = -1  # JoinTable's seat for "any free seat"
+ENDED_HANDS_KEPT = 16  # ended hands read back from the log, kept for retries and GetHand
+
+
+LEAVE_NOW = "now"
+LEAVE_AFTER_HAND = "after_hand"
+STOOD_UP, FORFEITED, AFTER_HAND = "stood_up", "forfeited", "after_hand"
+
+
+@dataclass(frozen=True)
+class LeaveResult:
+    """What ``Table.leave`` did: ``outcome`` STOOD_UP (no hand of the player's in play: the
+    cash-out of ``cash_out_gold`` follows), FORFEITED (left ``hand_id`` by the game's rule,
+    ``forfeit``; stands up when it ends) or AFTER_HAND (plays ``hand_id`` out first); the
+    most the hand can cost (``at_most_gold``: the stack brought into it, GEN-4)."""
+
+    outcome: str
+    hand_id: str = ""
+    cash_out_gold: int = 0
+    forfeit: kit.Forfeit | None = None
+    at_most_gold: int = 0
+
+
+@dataclass(frozen=True)
+class CashOutDone:
+    """A completed cash-out, for the player's streams."""
+
+    table_id: str
+    player_id: str
+    amount_gold: int
+    after_hand_id: str
+    ledger_transaction_id: str
+    completed_s: float
+
+
+def _for_seat(body: Body, seat: int) -> Body:
+    """``body`` acting for ``seat``: a seat of 0 in the action means "mine"; another seat
+    than the caller's is SEAT_MISMATCH."""
+    named = getattr(body, "seat", None)
+    if named is None or named == seat:
+        return body
+    if named != 0:
+        raise errors.InvalidArgument("SEAT_MISMATCH", f"the action is for seat {named}, the caller's seat is {seat}")
+    changed: Body = dataclasses.replace(body, seat=seat)  # type: ignore[arg-type, type-var]
+    return changed
+
+
+def _retried(previous: tuple[ActResult, Any], body: Body) -> ActResult:
+    """The first result of a retried decision; IDEMPOTENCY_KEY_REUSED when ``body`` is not
+    that decision (its seat of 0 read as the decision's)."""
+    result, first = previous
+    seat = getattr(first, "seat", None)
+    again = _for_seat(body, seat) if seat is not None and getattr(body, "seat", seat) in (0, seat) else body
+    if again != first:
+        raise errors.PreconditionFailed("IDEMPOTENCY_KEY_REUSED", "this key was used for another action")
+    return result
+
+
+def _is_hand_of(table_id: str, hand_id: str, hands_played: int) -> bool:
+    """Whether ``hand_id`` is one of the table's first ``hands_played`` hands."""
+    prefix = f"{table_id}-h"
+    number = hand_id.removeprefix(prefix)
+    return hand_id.startswith(prefix) and number.isdigit() and 1 <= int(number) <= max(hands_played, 1)
 
 
 @dataclass
@@ -125,6 +203,24 @@ def _abandoned(task: asyncio.Future[Any], what: str, table_id: str) -> None:
         log.error("command_failed_after_caller_left", command=what, table_id=table_id, exc_info=exc)
 
 
+class CommandLock(asyncio.Lock):
+    """The table's lock. Releasing it ends a command, and first sends the watchers what the
+    command wrote (``Watchers.flush``): a stream never shows a moment halfway through a
+    command, and a view taken under the lock (``GetTableState``) is never ahead of it."""
+
+    def __init__(self, on_release: Callable[[], None]) -> None:
+        super().__init__()
+        self._on_release = on_release
+
+    def release(self) -> None:
+        try:
+            self._on_release()
+        except Exception as exc:  # a watcher's view must never keep the table locked
+            log.error("watch_flush_failed", error=str(exc)[:500], exc_info=exc)
+        finally:
+            super().release()
+
+
 def table_opened(table_id: str, c: TableConfig) -> TableOpened:
     """The TableOpened fact of a table with config ``c`` (the table's first event)."""
     return TableOpened(
@@ -148,8 +244,12 @@ class Table:
         # A game that may pay from house:bank (its hands hold it: ``_hold_for``).
         self._pays_from_house = getattr(self.module, "house_exposure_gold", None) is not None
         self.deps = deps
-        self._lock = asyncio.Lock()
+        self._lock = CommandLock(self._flush)
         self.seats: dict[int, Seat] = {}
+        # The stream sequence of the last event of the table applied here (a hand event or a
+        # fact): the position every view carries (``TableView.log_seq``).
+        self.log_seq = 0
+        self._ended: OrderedDict[str, HandRecord] = OrderedDict()  # ``ended_hand``
         self.facts_seq = 0
         self.facts_subject_seq = 0
         self.seated_at: dict[int, int] = {}  # seat -> stream seq of its PlayerSeated
@@ -188,6 +288,7 @@ class Table:
         stream_seq = await self._append(event, self.facts_subject_seq)
         self.facts_seq = event.seq
         self.facts_subject_seq = stream_seq
+        self.log_seq = max(self.log_seq, stream_seq)
         self._apply_fact(event.body, stream_seq)
         self._broadcast(event)
         return event
@@ -204,7 +305,9 @@ class Table:
         headers = {IDEMPOTENCY_HEADER: key, PLAYER_HEADER: player_id} if key else None
         stream_seq = await self._append(event, hand.subject_seq, headers, hand.protos, stored)
         hand.events.append(event)
+        hand.log_seqs.append(stream_seq)
         hand.subject_seq = stream_seq
+        self.log_seq = max(self.log_seq, stream_seq)
         hand.state = new_state
         if isinstance(body, CardsDealt):
             hand.next_card += len(body.cards)
@@ -315,7 +418,18 @@ class Table:
 
     def _broadcast(self, event: Event) -> None:
         hand_over = isinstance(event.body, HandEnded) or event.hand_id == self.facts_id
-        self.watchers.broadcast(event, self.hand, self.viewer_seat, hand_over)
+        hand = self.hand
+        if hand is not None and event.hand_id == hand.hand_id:
+            moment = Moment(hand, hand.state, isinstance(event.body, HandEnded) or hand.ended, self.log_seq, event.seq)
+        else:
+            moment = moment_now(self.hand or self.last_hand, self.log_seq)
+        self.watchers.broadcast(event, self.hand, self.viewer_seat, hand_over, moment)
+        if not self._lock.locked():
+            self._flush()  # not part of a command (none writes without the lock): now
+
+    def _flush(self) -> None:
+        """Send the watchers what the command that ends now wrote (``CommandLock``)."""
+        self.watchers.flush(self.timer.deadline)
 
     def _apply_fact(self, body: Any, stream_seq: int) -> None:
         if isinstance(body, PlayerSeated):
@@ -407,6 +521,7 @@ class Table:
                 hand.hold_known = False
                 break
         self.chains = reader.chains  # the Socai-Prev of the next event on each subject read
+        self.log_seq = max(self.log_seq, self.facts_subject_seq, hand.subject_seq if hand is not None else 0)
         self.dirty = False
         if hand is None:
             for leaver in sorted(self.seats.values(), key=lambda s: s.seat):
@@ -560,15 +675,19 @@ class Table:
                 await self.deps.store.finish_join(key, "refunded", refund, "seat not taken before a restart")
                 log.warning("join_refunded", table_id=self.table_id, player_id=row["player_id"], key=key)
 
-    async def leave(self, player_id: str) -> tuple[bool, int]:
+    async def leave(self, player_id: str, when: str = LEAVE_NOW) -> LeaveResult:
         """``_leave``, finished even when the caller stops waiting (``run_to_end``)."""
-        return await run_to_end(self._leave(player_id), "leave", self.table_id)
+        return await run_to_end(self._leave(player_id, when), "leave", self.table_id)
 
-    async def _leave(self, player_id: str) -> tuple[bool, int]:
-        """Stand up now, or at the end of the hand the player is in.
+    async def _leave(self, player_id: str, when: str) -> LeaveResult:
+        """Stand up now, or leave the hand in play now (``LEAVE_NOW``: the game's leaving
+        rule, ``PlayerLeft``) or at its end (``LEAVE_AFTER_HAND``), and stand up then.
 
-        Returns (stood up now, chips to cash out). The cash-out itself (escrow → wallet)
-        happens once the player's last hand is settled.
+        The cash-out itself (escrow → wallet) happens once the player's last hand is
+        settled. Leaving after the hand is recorded as the cash-out's pending row, which a
+        rebuild reads back (the player is dealt into no further hand). Asking again answers
+        what was done; leaving now after asking to leave after the hand forfeits the hand.
+        Raises NotFound("NOT_SEATED").
         """
         async with self._lock:
             await self._ensure_synced()
@@ -577,16 +696,48 @@ class Table:
                 raise errors.NotFound("NOT_SEATED", f"{player_id} is not seated at {self.table_id}")
             hand = self.hand
             if hand is not None and not hand.ended and seat.seat in hand.dealt_seats:
-                if not seat.leaving:
+                brought = next(info.stack_gold for info in hand.started.seats if info.seat == seat.seat)
+                left = any(isinstance(e.body, PlayerLeft) and e.body.seat == seat.seat for e in hand.events)
+                if when == LEAVE_AFTER_HAND and not left:
+                    if not seat.leaving:
+                        await self._mark_leaving(seat)
+                    return LeaveResult(AFTER_HAND, hand.hand_id, at_most_gold=brought)
+                forfeit = kit.forfeit(self.module, hand.state, seat.seat)
+                if not left:
                     body = PlayerLeft(seat.seat)
                     new_state = self.module.apply(hand.state, body)
                     seat.leaving = True
                     await self._hand_event(body, new_state)
                     await self._advance()
-                return False, seat.stack_gold
+                return LeaveResult(FORFEITED, hand.hand_id, forfeit=forfeit, at_most_gold=brought)
             amount = seat.stack_gold
             await self._stand_up(seat)
-            return True, amount
+            return LeaveResult(STOOD_UP, cash_out_gold=amount)
+
+    async def _mark_leaving(self, seat: Seat) -> None:
+        """``seat`` stands up when its hand ends: its cash-out's row, pending, says so to a
+        rebuild (``_rebuild_from_log`` marks such a player leaving), and ``_stand_up`` takes
+        the row over with the stack the hand leaves."""
+        self.deps.fence(self.table_id)
+        if not await self.deps.store.has_pending_cashout(self.table_id, seat.player_id):
+            await self.deps.store.add_cashout(
+                Cashout(
+                    cashout_id=f"{self.table_id}:{seat.player_id}:{self.facts_seq + 1}",
+                    table_id=self.table_id,
+                    player_id=seat.player_id,
+                    amount_gold=seat.stack_gold,
+                    last_hand_id=seat.last_hand_id,
+                    status="pending",
+                )
+            )
+        seat.leaving = True
+        log.info("player_leaving_after_hand", table_id=self.table_id, player_id=seat.player_id)
+
+    async def cashed_out(self, done: CashOutDone) -> None:
+        """Tell ``done.player_id``'s streams that their cash-out completed."""
+        async with self._lock:
+            moment = moment_now(self.hand or self.last_hand, self.log_seq)
+            self.watchers.cash_out(done.player_id, done, moment, self.viewer_seat)
 
     async def _stand_up(self, seat: Seat) -> None:
         self.deps.fence(self.table_id)  # a table that may not write leaves the cash-out rows alone
@@ -737,7 +888,9 @@ class Table:
             self.hand = None
             raise
         hand.events.append(event)
+        hand.log_seqs.append(stream_seq)
         hand.subject_seq = hand.started_stream_seq = stream_seq
+        self.log_seq = max(self.log_seq, stream_seq)
         self.hands_played = hand.number
         for s in seats:
             self.seats[s].last_hand_id = hand.hand_id
@@ -789,41 +942,121 @@ class Table:
             await self._advance()
         return hand_id
 
-    async def act(self, player_id: str, hand_id: str, seat_no: int, body: Body, key: str) -> ActResult:
+    async def act(self, player_id: str, hand_id: str, seat_no: int, body: Body, key: str) -> tuple[ActResult, bool]:
         """``_act``, finished even when the caller stops waiting (``run_to_end``)."""
         return await run_to_end(self._act(player_id, hand_id, seat_no, body, key), "act", self.table_id)
 
-    async def _act(self, player_id: str, hand_id: str, seat_no: int, body: Body, key: str) -> ActResult:
-        """Apply one player decision. Raises PermissionDenied("NOT_YOUR_SEAT") when the
-        seat is not the caller's, RuleViolation (code from the rules engine) when the move
-        is illegal; in both cases nothing is written."""
+    async def _act(self, player_id: str, hand_id: str, seat_no: int, body: Body, key: str) -> tuple[ActResult, bool]:
+        """Apply one player decision; returns (its result, whether it answers a retry).
+
+        A key names one decision of one player in one hand: a retry with it (the same
+        action) is answered with the first result whatever happened since: the hand in
+        play's from memory, an ended hand's from the log (``ended_hand``), and no event is
+        written. Raises PermissionDenied("NOT_YOUR_SEAT") when the seat is not the caller's,
+        InvalidArgument("SEAT_MISMATCH") when the action names another seat,
+        PreconditionFailed NO_HAND_IN_PLAY / STALE_HAND for a hand not in play (and no retry
+        of it), IDEMPOTENCY_KEY_REUSED for a key used for another action, RuleViolation
+        (the engine's code, with ErrorInfo metadata seat, hand_id and rule) when the move
+        is illegal; nothing is written then."""
         if not key or len(key) > ACT_KEY_MAX_CHARS:
             raise errors.InvalidArgument("BAD_IDEMPOTENCY_KEY", f"idempotency_key must be 1..{ACT_KEY_MAX_CHARS} chars")
         async with self._lock:
             await self._ensure_synced()
             hand = self.hand
+            if hand is not None and not hand.ended and hand_id == hand.hand_id:
+                previous = hand.act_keys.get((player_id, key))
+                if previous is not None:
+                    return _retried(previous, body), True
+                seat, body = self._acting(player_id, seat_no, body)
+                with bound(table_id=self.table_id, hand_id=hand.hand_id):
+                    try:
+                        new_state = self.module.apply(hand.state, body)
+                    except errors.RuleViolation as exc:
+                        raise self._refused(exc, seat.seat, hand.hand_id) from None
+                    event = await self._hand_event(body, new_state, key, player_id)
+                    result = ActResult(event.seq, event.event_id, hand.log_seqs[-1])
+                    hand.act_keys[(player_id, key)] = (result, body)
+                    metrics.ACTIONS.labels(self.config.game).inc()
+                    await self._advance()
+                return result, False
+            last = self.last_hand
+            if last is not None and last.hand_id == hand_id and (player_id, key) in last.act_keys:
+                return _retried(last.act_keys[(player_id, key)], body), True
+            refusal: errors.SocaiError
             if hand is None or hand.ended:
-                raise errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {self.table_id}")
+                refusal = errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {self.table_id}")
+            else:
+                refusal = errors.PreconditionFailed("STALE_HAND", f"{hand_id} is not the hand in play ({hand.hand_id})")
+        # Not the hand in play: a retry of a decision in a hand that is over? Read outside
+        # the lock: an ended hand never changes.
+        record = await self.ended_hand(hand_id)
+        if record is not None and (player_id, key) in record.act_keys:
+            return _retried(record.act_keys[(player_id, key)], body), True
+        raise refusal
+
+    def _acting(self, player_id: str, seat_no: int, body: Body) -> tuple[Seat, Body]:
+        """The caller's seat and ``body`` for it. ``seat_no`` and the action's own seat may
+        each be 0 ("mine"); any other value must be the caller's seat."""
+        seat = self.seat_of(player_id)
+        if seat is None or seat_no not in (0, seat.seat):
+            raise errors.PermissionDenied("NOT_YOUR_SEAT", f"seat {seat_no} is not {player_id}'s")
+        return seat, _for_seat(body, seat.seat)
+
+    def _refused(self, exc: errors.RuleViolation, seat: int, hand_id: str) -> errors.RuleViolation:
+        """``exc`` with the ErrorInfo metadata of every rules refusal: the seat, the hand and
+        the RULES.md rule it cites (``kit.refusal_rule``)."""
+        details = {**exc.details, "seat": seat, "hand_id": hand_id, "rule": kit.refusal_rule(self.module, exc.code)}
+        return errors.RuleViolation(exc.code, exc.message, **details)
+
+    async def validate(self, player_id: str, hand_id: str, seat_no: int, body: Body) -> errors.SocaiError | None:
+        """Whether ``act`` would accept ``body`` now, without playing it: None, or the error
+        ``act`` would raise (the hand, the seat, the rules; a retry's key aside)."""
+        async with self._lock:
+            await self._ensure_synced()
+            hand = self.hand
+            if hand is None or hand.ended:
+                return errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {self.table_id}")
             if hand_id != hand.hand_id:
-                raise errors.PreconditionFailed("STALE_HAND", f"{hand_id} is not the hand in play ({hand.hand_id})")
-            if (player_id, key) in hand.act_keys:
-                previous, previous_body = hand.act_keys[(player_id, key)]
-                if previous_body != body:
-                    raise errors.PreconditionFailed("IDEMPOTENCY_KEY_REUSED", "this key was used for another action")
-                return previous
-            seat = self.seats.get(seat_no)
-            if seat is None or seat.player_id != player_id:
-                raise errors.PermissionDenied("NOT_YOUR_SEAT", f"seat {seat_no} is not {player_id}'s")
-            if getattr(body, "seat", seat_no) != seat_no:
-                raise errors.InvalidArgument("SEAT_MISMATCH", "the action's seat differs from the request's seat")
-            with bound(table_id=self.table_id, hand_id=hand.hand_id):
-                new_state = self.module.apply(hand.state, body)
-                event = await self._hand_event(body, new_state, key, player_id)
-                result = ActResult(event.seq, event.event_id)
-                hand.act_keys[(player_id, key)] = (result, body)
-                metrics.ACTIONS.labels(self.config.game).inc()
-                await self._advance()
-            return result
+                return errors.PreconditionFailed("STALE_HAND", f"{hand_id} is not the hand in play ({hand.hand_id})")
+            try:
+                seat, body = self._acting(player_id, seat_no, body)
+            except errors.SocaiError as exc:
+                return exc
+            refused = kit.refusal(self.module, hand.state, body)
+            return self._refused(refused, seat.seat, hand.hand_id) if refused is not None else None
+
+    async def ended_hand(self, hand_id: str) -> HandRecord | None:
+        """An ended hand of this table as its log holds it (``history.read_hand``), or None
+        when ``hand_id`` names none (or the hand is still in play). The last
+        ``ENDED_HANDS_KEPT`` are kept: a hand that ended never changes."""
+        known = self._ended.get(hand_id)
+        if known is not None:
+            self._ended.move_to_end(hand_id)
+            return known
+        if not _is_hand_of(self.table_id, hand_id, self.hands_played):
+            return None
+        record = await history.read_hand(self.deps.log, self.table_id, hand_id, self.deps.writer_key)
+        if record is None or not record.ended:
+            return None
+        self._ended[hand_id] = record
+        while len(self._ended) > ENDED_HANDS_KEPT:
+            self._ended.popitem(last=False)
+        return record
+
+    async def hand_events(
+        self, player_id: str | None, hand_id: str
+    ) -> tuple[list[events_pb2.Event], HandRecord | None]:
+        """``GetHand``: the hand's events as ``player_id`` may see them, and its record once
+        it has ended (every card shown, the replay's settlement). Raises NotFound
+        ("HAND_NOT_FOUND") for a hand this table never played."""
+        async with self._lock:
+            hand = self.hand
+            if hand is not None and not hand.ended and hand.hand_id == hand_id:
+                return list(self.view(player_id)["events"]), None
+        record = await self.ended_hand(hand_id)
+        if record is None:
+            raise errors.NotFound("HAND_NOT_FOUND", f"{self.table_id} has no ended hand {hand_id}")
+        return [codec.to_proto(e) for e in record.events], record
 
     async def _advance(self) -> None:
         """Drive the hand through everything that needs no player, then arm its timer."""
@@ -1044,7 +1277,9 @@ class Table:
     def view(self, player_id: str | None) -> dict[str, Any]:
         """What ``player_id`` (None: a spectator) may see of the table right now (in the
         middle of a command, too: ``view_now`` waits for the command to finish)."""
-        return hand_view(self.module, self.hand or self.last_hand, self.viewer_seat(player_id), self.timer.deadline)
+        return hand_view(
+            self.module, self.hand or self.last_hand, self.viewer_seat(player_id), self.timer.deadline, self.log_seq
+        )
 
     async def view_now(self, player_id: str | None) -> dict[str, Any]:
         """``view`` taken between commands, never halfway through one (a hand whose first
@@ -1059,12 +1294,31 @@ class Table:
         await self.heartbeat(player_id)
         return await self.view_now(player_id)
 
-    async def watch(self, player_id: str | None) -> tuple[Watcher, list[events_pb2.Event]]:
-        """Open a WatchTable stream: the watcher and the events it may see so far, taken
-        together between commands so that no event slips between the two."""
+    async def watch(self, player_id: str | None, from_seq: int = 0) -> tuple[Watcher, list[WatchItem]]:
+        """Open a WatchTable stream: the watcher and its first messages (the events of the
+        hand in play, or else the last one, from ``from_seq``, as the viewer may see them),
+        taken together between commands so that no event slips between the two. The last
+        of them carries the viewer's view now; the earlier ones only their own position.
+        With no event to send, one message brings the view."""
         async with self._lock:
             viewer = self.viewer_seat(player_id)
-            snapshot: list[events_pb2.Event] = self.view(player_id)["events"]
+            hand = self.hand or self.last_hand
+            now = view_at(self.module, moment_now(hand, self.log_seq), viewer, self.timer.deadline, True)
+            snapshot: list[WatchItem] = []
+            if hand is not None:
+                shown = viewer if viewer >= 0 else -1
+                for event in hand.events:
+                    if event.seq < from_seq:
+                        continue
+                    seen = views_redact(self.module, event, viewer, hand.state, hand.ended, hand.protos)
+                    if seen is not None:
+                        position = hand.log_seqs[event.seq - 1] if event.seq <= len(hand.log_seqs) else self.log_seq
+                        light = View(position, hand.hand_id, event.seq, viewer_seat=shown, more_follows=True)
+                        snapshot.append(WatchItem(seen, light))
+            if snapshot:
+                snapshot[-1] = WatchItem(snapshot[-1].event, now)
+            else:
+                snapshot.append(WatchItem(None, now))
             return self.watchers.add(player_id, self.hand, viewer), snapshot
 
     def unwatch(self, watcher: Watcher) -> None:

@@ -9,6 +9,16 @@ A game with its own hook may show more of an earlier event as the hand moves on 
 flip, Mậu Binh's comparison). A live watcher is then sent that earlier event again, as it
 may see it now: same ``seq`` and ``event_id``, more cards. A client keeps the latest copy
 of each ``seq``; ``GetTableState`` always shows the latest.
+
+Every message also carries the viewer's ``View`` right after its event: whose decision the
+hand waits for and until when, the viewer's own cards (from the hand in memory, never from
+the log), what they must beat or answer, and their legal moves when it is their turn. A
+command (a call, a timer) may write several events; the watchers get them when the command
+ends (``Watchers.flush``, run as the table's lock is released), so the last message of a
+command carries the view ``GetTableState`` would show at that moment, deadline and legal
+moves included, with the same ``log_seq``: the stream and the state never disagree. The
+earlier messages of the command carry the view right after their own event, without the
+legal moves and the deadline (``more_follows``).
 """
 
 from __future__ import annotations
@@ -25,12 +35,16 @@ from socai.events import codec
 from socai.events.model import COMMUNITY, Event
 from socai.gen.events.v1 import events_pb2
 from socai.infra import limits
+from socai.infra.logging import get_logger
 from socai.rules import base as kit
-from socai.rules.base import LegalAction
+from socai.rules.base import Facing, LegalAction, MoveSet
 from socai_table.hand import Hand
 from socai_table.model import Seat
 
+log = get_logger("socai.table")
+
 WATCH_QUEUE_MAX = 2000
+NOTHING_FACED = Facing()
 SPECTATOR_SEAT = COMMUNITY - 1  # no seat: sees no hidden card
 FULL_VIEW = COMMUNITY - 2  # the key of an event's whole message in ``Hand.protos``
 
@@ -86,9 +100,89 @@ def viewer_seat(seats: Mapping[int, Seat], player_id: str | None) -> int:
     return SPECTATOR_SEAT
 
 
-def hand_view(module: ModuleType, hand: Hand | None, viewer: int, deadline: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class View:
+    """One viewer's situation at one moment of the table (``TableView`` at the edge)."""
+
+    log_seq: int
+    hand_id: str = ""
+    seq: int = 0
+    hand_over: bool = False
+    to_act: tuple[int, ...] = ()
+    timer: str = ""
+    deadline: float = 0.0  # wall-clock seconds; 0 = none
+    viewer_seat: int = -1
+    cards: tuple[Any, ...] = ()
+    facing: Facing = NOTHING_FACED
+    legal_moves: tuple[MoveSet, ...] = ()
+    more_follows: bool = False
+
+
+@dataclass(frozen=True)
+class Moment:
+    """The table right after one event (or now): the hand shown (the hand in play, else
+    the last one) and its rules state then (states are never changed, so keeping one is
+    keeping that moment), whether the hand was over, and the log position."""
+
+    hand: Hand | None
+    state: Any
+    over: bool
+    log_seq: int
+    seq: int
+
+
+def view_at(module: ModuleType, moment: Moment, viewer: int, deadline: float, final: bool) -> View:
+    """What ``viewer`` (a seat, or ``SPECTATOR_SEAT``) sees at ``moment``. Only a ``final``
+    view (the last of a command, or a view taken now) has the deadline and the legal moves:
+    computing legal moves is the costly part, and only the last view is acted on."""
+    shown_seat = viewer if viewer >= 0 else -1
+    hand = moment.hand
+    if hand is None:
+        return View(moment.log_seq, viewer_seat=shown_seat, more_follows=not final)
+    state = moment.state
+    cards: tuple[Any, ...] = ()
+    to_act: tuple[int, ...] = ()
+    timer = ""
+    facing = NOTHING_FACED
+    legal: tuple[MoveSet, ...] = ()
+    if state is not None and not hand.closing:  # a closing hand has no rules state
+        dealt = viewer in hand.dealt_seats  # a seat taken after the deal has no part in the hand
+        if dealt:
+            cards = kit.held_cards(module, state, viewer)
+        if not moment.over:
+            pending = module.pending(state)
+            to_act, timer = tuple(pending.to_act), pending.timer
+            if dealt:
+                facing = kit.facing(module, state, viewer)
+                if final and viewer in to_act:
+                    legal = kit.legal_moves(module, state, viewer)
+    return View(
+        moment.log_seq,
+        hand.hand_id,
+        moment.seq,
+        moment.over,
+        to_act,
+        timer,
+        deadline if final and to_act else 0.0,
+        shown_seat,
+        cards,
+        facing,
+        legal,
+        not final,
+    )
+
+
+def moment_now(hand: Hand | None, log_seq: int) -> Moment:
+    """The table's moment now: ``hand`` is the hand in play, else the last one."""
+    if hand is None:
+        return Moment(None, None, False, log_seq, 0)
+    return Moment(hand, hand.state, hand.ended, log_seq, hand.seq)
+
+
+def hand_view(module: ModuleType, hand: Hand | None, viewer: int, deadline: float, log_seq: int = 0) -> dict[str, Any]:
     """What ``viewer`` may see of ``hand`` (the hand in play, or else the last one) now:
-    its events, whose decision it is and until when, and the viewer's own legal moves."""
+    its events, whose decision it is and until when, the viewer's own legal moves, and the
+    whole ``View`` (``view``)."""
     result: dict[str, Any] = {
         "viewer_seat": viewer if viewer >= 0 else -1,
         "hand_id": "",
@@ -99,6 +193,7 @@ def hand_view(module: ModuleType, hand: Hand | None, viewer: int, deadline: floa
         "deadline": 0.0,
         "legal_actions": [],
         "candidate_actions": [],
+        "view": view_at(module, moment_now(hand, log_seq), viewer, deadline, True),
     }
     if hand is None:
         return result
@@ -125,6 +220,27 @@ MEMORY_FULL = "WATCH_MEMORY_FULL"  # every stream's queue together reached the i
 WATCH_QUEUED_SETTING = "SOCAI_LIMIT_WATCH_QUEUED_EVENTS"
 
 
+@dataclass(frozen=True)
+class WatchItem:
+    """One WatchTable message: the event as its viewer may see it (None: the message only
+    brings the view, or a cash-out), the viewer's view right after it, and a completed
+    cash-out of the viewer's (``CashOutDone``)."""
+
+    event: events_pb2.Event | None
+    view: View
+    cash_out: Any = None
+
+
+@dataclass(frozen=True)
+class _Out:
+    """A message of the command in progress, sent when it ends (``Watchers.flush``)."""
+
+    event: events_pb2.Event | None
+    moment: Moment
+    viewer: int
+    cash_out: Any = None
+
+
 @dataclass(eq=False)  # identity semantics: watchers live in a set
 class Watcher:
     """One open WatchTable stream. It remembers who watches, not which seat: what the
@@ -137,11 +253,13 @@ class Watcher:
     holes in it."""
 
     player_id: str | None
-    queue: asyncio.Queue[events_pb2.Event | None]
+    queue: asyncio.Queue[WatchItem | None]
     ended_by: str = ""  # QUEUE_FULL | MEMORY_FULL; "" while it keeps up
     waiting: int = 0  # events in ``queue`` (the end marker not counted)
     # The instance's bound on every stream's queued events together (set by the server).
     budget: WatchBudget | None = None
+    # This command's messages, sent when it ends (``Watchers.flush``).
+    outbox: list[_Out] = field(default_factory=list)
     # The events of ``hand_id`` (the hand in play) this watcher has seen only in part, or
     # not at all: seq -> the copy it was sent (None: none). Only these can show more later.
     hand_id: str = ""
@@ -151,7 +269,7 @@ class Watcher:
     def overflowed(self) -> bool:
         return bool(self.ended_by)
 
-    def offer(self, message: events_pb2.Event) -> None:
+    def offer(self, message: WatchItem) -> None:
         """Queue ``message`` for the stream, or end the stream when it is too far behind."""
         if self.ended_by:
             return
@@ -178,7 +296,7 @@ class Watcher:
         self.waiting = 0
         self.queue.put_nowait(None)
 
-    async def next(self) -> events_pb2.Event | None:
+    async def next(self) -> WatchItem | None:
         """The next event to send; None when the stream is over."""
         item = await self.queue.get()
         if item is not None:
@@ -248,6 +366,7 @@ class Watchers:
     def __init__(self, module: ModuleType) -> None:
         self.module = module
         self._watchers: set[Watcher] = set()
+        self._waiting: list[Watcher] = []  # the watchers with messages in their outbox
         # The kit's default visibility depends on the event alone; only a game's own hook
         # looks at the state, so only such a game can show more of an event later.
         self._reveals_later = getattr(module, "visible", None) is not None
@@ -268,10 +387,15 @@ class Watchers:
     def discard(self, watcher: Watcher) -> None:
         self._watchers.discard(watcher)
 
-    def broadcast(self, event: Event, hand: Hand | None, seat_of: Callable[[str | None], int], hand_over: bool) -> None:
-        """Send ``event`` to every watcher as its viewer may see it, followed by any earlier
-        event of the hand that the viewer now sees more of. ``hand`` is the hand in play
-        with ``event`` already applied (None, or another hand, for a table fact)."""
+    def broadcast(
+        self, event: Event, hand: Hand | None, seat_of: Callable[[str | None], int], hand_over: bool, moment: Moment
+    ) -> None:
+        """Queue ``event`` for every watcher as its viewer may see it, followed by any
+        earlier event of the hand that the viewer now sees more of; ``flush`` sends them.
+        ``hand`` is the hand in play with ``event`` already applied (None, or another hand,
+        for a table fact); ``moment`` the table right after it. A watcher that may not see
+        the event still gets the moment, so that its last message of a command carries the
+        view of the command's end."""
         if not self._watchers:
             return
         in_hand = hand is not None and event.hand_id == hand.hand_id
@@ -284,13 +408,58 @@ class Watchers:
             viewer = seat_of(watcher.player_id)
             if viewer not in protos:
                 protos[viewer] = redact(self.module, event, viewer, state, hand_over, cache)
-            seen = protos[viewer]
-            if seen is not None:
-                self._send(watcher, seen)
+            self._queue(watcher, _Out(protos[viewer], moment, viewer))
             if self._reveals_later and hand is not None and in_hand:
-                self._track(watcher, event, hand, viewer, hand_over)
+                self._track(watcher, event, hand, viewer, hand_over, moment)
 
-    def _track(self, watcher: Watcher, event: Event, hand: Hand, viewer: int, hand_over: bool) -> None:
+    def cash_out(self, player_id: str, done: Any, moment: Moment, seat_of: Callable[[str | None], int]) -> None:
+        """Queue ``done`` (a completed cash-out) for ``player_id``'s streams."""
+        for watcher in list(self._watchers):
+            if watcher.player_id == player_id and not watcher.overflowed:
+                self._queue(watcher, _Out(None, moment, seat_of(player_id), done))
+
+    def _queue(self, watcher: Watcher, out: _Out) -> None:
+        if not watcher.outbox:
+            self._waiting.append(watcher)
+        watcher.outbox.append(out)
+
+    def flush(self, deadline: float) -> None:
+        """Send every watcher what the command that ends now queued for it: each event
+        with the view right after it, the last message with the final view (``deadline``
+        the hand's timer now, and the legal moves). A message that carries neither an event
+        the viewer may see nor a cash-out is sent only when it is the last (its view)."""
+        waiting, self._waiting = self._waiting, []
+        views: dict[tuple[int, int, bool], View] = {}  # (moment, viewer, final): computed once
+        for watcher in waiting:
+            outbox, watcher.outbox = watcher.outbox, []
+            last = len(outbox) - 1
+            for i, out in enumerate(outbox):
+                final = i == last
+                if out.event is None and out.cash_out is None and not final:
+                    continue
+                key = (id(out.moment), out.viewer, final)
+                view = views.get(key)
+                if view is None:
+                    view = views[key] = self._view(out, deadline, final)
+                self._send(watcher, WatchItem(out.event, view, out.cash_out))
+
+    def _view(self, out: _Out, deadline: float, final: bool) -> View:
+        """``view_at``; should a game's hook fail, the message still goes out with the
+        view's position only (a stream never loses an event), and the failure is logged."""
+        try:
+            return view_at(self.module, out.moment, out.viewer, deadline, final)
+        except Exception as exc:
+            log.error("view_failed", game=self.module.SPEC.game_id, error=repr(exc)[:300], exc_info=exc)
+            hand = out.moment.hand
+            return View(
+                out.moment.log_seq,
+                hand.hand_id if hand is not None else "",
+                out.moment.seq,
+                viewer_seat=out.viewer if out.viewer >= 0 else -1,
+                more_follows=not final,
+            )
+
+    def _track(self, watcher: Watcher, event: Event, hand: Hand, viewer: int, hand_over: bool, moment: Moment) -> None:
         if hand_over or watcher.hand_id != hand.hand_id:
             # A new hand (or its end, when HandEnded's seed reveals every card): what was
             # partly seen of the hand before no longer matters.
@@ -308,16 +477,18 @@ class Watchers:
             else:
                 watcher.partial[seq] = now
             if now is not None:
-                self._send(watcher, codec.to_proto(now))
+                self._queue(watcher, _Out(codec.to_proto(now), moment, viewer))
         seen = kit.visible_event(self.module, event, viewer, hand.state, False)
         if seen is not event:
             watcher.partial[event.seq] = seen
 
     @staticmethod
-    def _send(watcher: Watcher, message: events_pb2.Event) -> None:
+    def _send(watcher: Watcher, message: WatchItem) -> None:
         watcher.offer(message)
 
-    def close(self) -> None:
-        """End every stream (the service is stopping)."""
+    def close(self, deadline: float = 0.0) -> None:
+        """End every stream (the service is stopping, the table closed or moved), after
+        what the command in progress queued for it."""
+        self.flush(deadline)
         for watcher in list(self._watchers):
             watcher.close()

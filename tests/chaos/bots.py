@@ -1,12 +1,13 @@
 """Bots that keep playing through faults: the load of the chaos suite and the soak.
 
 They play as ``socai simulate`` does (``socai_table.simulate``: one table per game in turn,
-its table configurations, players per game and fees; candidate moves and timeouts) with
-three differences a fault run needs:
+its table configurations, players per game and fees; each bot a client of the table service
+through ``socai.client``, acting on its own stream's turns with random legal moves, now and
+then letting its timer run out) with three differences a fault run needs:
 
 - they never give up: a failed call or a broken ``WatchTable`` stream (a service killed, NATS
-  or PostgreSQL restarting) is retried with back-off, and the table is polled when the stream
-  is quiet, so a bot acts again as soon as the stack does;
+  or PostgreSQL restarting) is retried with back-off (the client's, then the bot's own for
+  as long as it plays), so a bot acts again as soon as the stack does;
 - they play until told to stop, not a number of hands, and a bot that went broke buys in
   again (new deposit, new join key), so every table keeps two or more players;
 - they count what they saw per table (the latest hand number, seated players, errors by
@@ -28,14 +29,16 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 
 from socai import accounts
+from socai.client import Seat, TableClient, TableError
+from socai.client.bots import random_action
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
 from socai.gen.table.v1 import table_pb2 as pb
-from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
 from socai.infra.grpc_errors import error_reason
@@ -43,7 +46,7 @@ from socai.rules import registry
 from socai_table.simulate import SIMULTANEOUS_ACTIONS_MAX, fee_for, options_for, players_for
 
 RPC_DEADLINE_S = 5.0
-QUIET_POLL_S = 1.0  # no event on the stream for this long: look at the table anyway
+RETRY_FOR_S = 30.0  # the client's retries of one call; the bot goes on trying after that
 BACKOFF_MAX_S = 2.0
 REBUY_INTERVAL_S = 2.0
 LEAVE_TRIES = 60  # a LeaveTable is asked again this many times at most (about 2 minutes of back-off)
@@ -61,8 +64,11 @@ class TableLoad:
     table_id: str
     game: str
     players: dict[str, str] = field(default_factory=dict)  # player id -> token
+    seats: dict[str, Seat] = field(default_factory=dict)  # player id -> its seat (its stream, its moves)
     hand: int = 0  # the latest hand number seen
     seated: int = 0  # players seated at the last look
+    facts_seen: set[str] = field(default_factory=set)  # the seatings and stand-ups seen
+    recount: bool = False  # a seating or stand-up since ``seated`` was counted
     hands_ended: int = 0
     actions: int = 0
     rebuys: int = 0
@@ -71,10 +77,8 @@ class TableLoad:
     # When the table last moved at all (a new event of its hand): a long Tiến Lên or Sâm Lốc
     # hand under load can outlast any "no new hand for N s" limit while it plays on.
     last_event: float = field(default_factory=time.monotonic)
-    last_seq: int = 0
-    # What Simulator._act_if_due remembers between calls (the current hand only).
-    acted: set[tuple[str, int]] = field(default_factory=set)
-    per_hand: Counter[tuple[str, int]] = field(default_factory=Counter)
+    last_seq: int = 0  # the table's log position at the last look
+    per_hand: Counter[tuple[str, int]] = field(default_factory=Counter)  # (hand, seat) -> decisions
     buy_ins: Counter[str] = field(default_factory=Counter)  # player -> buy-ins that seated them
     join_attempts: Counter[str] = field(default_factory=Counter)  # player -> join keys used up
     next_rebuy: dict[str, float] = field(default_factory=dict)  # player -> earliest next try
@@ -100,16 +104,18 @@ class Bots:
         self.seed = seed
         self.run_id = uuid.uuid4().hex[:8]
         self._channels = [
-            channel(settings.table_addr, settings.token_of("backend")),
             channel(settings.ledger_addr, settings.tokens.get("cashier", settings.token_of("backend"))),
         ]
-        self.tables = pb_grpc.TableServiceStub(self._channels[0])
-        self.cashier = lgrpc.LedgerServiceStub(self._channels[1])
+        self.tables = TableClient(
+            settings.table_addr, settings.token_of("backend"), rpc_timeout_s=RPC_DEADLINE_S, retry_for_s=RETRY_FOR_S
+        )
+        self.cashier = lgrpc.LedgerServiceStub(self._channels[0])
         self.loads: dict[str, TableLoad] = {}
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
     async def close(self) -> None:
+        await self.tables.close()
         for ch in self._channels:
             await ch.close()
 
@@ -124,8 +130,9 @@ class Bots:
         return [load.table_id for load in loads]
 
     def start(self) -> None:
-        for table_id in self.loads:
-            self._tasks.append(asyncio.create_task(self._play(table_id), name=f"bots-{table_id}"))
+        for load in self.loads.values():
+            for player in load.players:
+                self._tasks.append(asyncio.create_task(self._bot(load, player), name=f"bot-{player}"))
 
     async def stop(self, leave: bool = True) -> None:
         self.stopping.set()
@@ -143,10 +150,11 @@ class Bots:
         for _ in range(60):
             try:
                 return await call()  # type: ignore[operator]
-            except grpc.aio.AioRpcError as exc:
+            except (grpc.aio.AioRpcError, TableError) as exc:
+                status, reason = _status(exc)
                 if load is not None:
-                    load.errors[f"{what}:{error_reason(exc) or exc.code().name}"] += 1
-                if exc.code() not in (
+                    load.errors[f"{what}:{reason or status.name}"] += 1
+                if status not in (
                     grpc.StatusCode.UNAVAILABLE,
                     grpc.StatusCode.DEADLINE_EXCEEDED,
                     grpc.StatusCode.ABORTED,
@@ -178,13 +186,8 @@ class Bots:
             between_hands_ms=c.between_hands_ms,
         )
         table_id = f"c{self.run_id}x{index}"
-        created = await self._retry(
-            "CreateTable",
-            lambda: self.tables.CreateTable(
-                pb.CreateTableRequest(config=config, table_id=table_id), timeout=RPC_DEADLINE_S
-            ),
-        )
-        load = TableLoad(created.table.table_id, game)  # type: ignore[attr-defined]
+        created = await self._retry("CreateTable", lambda: self.tables.create_table(config, table_id=table_id))
+        load = TableLoad(created.table_id, game)  # type: ignore[attr-defined]
         load.rng = random.Random(f"{self.seed}/{index}") if self.seed is not None else random.Random()
         if game == "taixiu" and options.get("mode") == "system":
             await self._retry(
@@ -204,15 +207,10 @@ class Bots:
             )
         for k in range(n):
             player = f"bot{self.run_id}x{index}x{k}"
-            token = await self._retry(
-                "IssuePlayerToken",
-                lambda p=player: self.tables.IssuePlayerToken(
-                    pb.IssuePlayerTokenRequest(player_id=p), timeout=RPC_DEADLINE_S
-                ),
-                load,
-            )
-            load.players[player] = token.player_token  # type: ignore[attr-defined]
+            token = await self._retry("IssuePlayerToken", lambda p=player: self.tables.issue_player_token(p), load)
+            load.players[player] = str(token)
             await self._buy_in(load, player, seat=k)
+        await self._count_seated(load)
         return load
 
     def _stake_of(self, load: TableLoad, player: str) -> int:
@@ -240,24 +238,25 @@ class Bots:
             load,
         )
         try:
-            await self._retry(
+            joined = await self._retry(
                 "JoinTable",
-                lambda: self.tables.JoinTable(
-                    pb.JoinTableRequest(
-                        table_id=load.table_id,
-                        player_token=load.players[player],
-                        buy_in_gold=stake,
-                        seat=seat,
-                        idempotency_key=f"join-{player}-{join_attempt}",
-                    ),
-                    timeout=RPC_DEADLINE_S,
+                lambda: self.tables.join(
+                    load.table_id,
+                    player,
+                    stake,
+                    player_token=load.players[player],
+                    seat=seat,
+                    key=f"join-{player}-{join_attempt}",
                 ),
                 load,
             )
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS):
+            assert isinstance(joined, Seat)
+            load.seats[player] = joined
+        except (grpc.aio.AioRpcError, TableError) as exc:
+            status, reason = _status(exc)
+            if status in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS):
                 load.join_attempts[player] += 1  # the key is used up: the next try takes a new one
-            if error_reason(exc) in ("ALREADY_SEATED", "INSUFFICIENT_FUNDS"):
+            if reason in ("ALREADY_SEATED", "INSUFFICIENT_FUNDS"):
                 # An earlier join whose answer was lost seated them with this deposit: the
                 # next buy-in needs a deposit of its own.
                 load.buy_ins[player] += 1
@@ -267,112 +266,99 @@ class Bots:
 
     # ---- play ------------------------------------------------------------------------
 
-    async def _play(self, table_id: str) -> None:
-        load = self.loads[table_id]
+    async def _bot(self, load: TableLoad, player: str) -> None:
+        """One bot for as long as the bots play: it reads its own stream (opened again
+        whenever it breaks), notes the table's progress, acts on its turns and, when it went
+        broke and stood up, buys in again."""
         delay = 0.1
         while not self.stopping.is_set():
-            stream = self.tables.WatchTable(pb.WatchTableRequest(table_id=table_id))
-            messages = stream.__aiter__()
+            seat = load.seats.get(player) or self.tables.seat(load.table_id, player, load.players[player], -1)
+            opened = seat.streams_opened
             try:
-                await self._tick(load)
-                while not self.stopping.is_set():
-                    try:
-                        message = await asyncio.wait_for(messages.__anext__(), QUIET_POLL_S)
-                    except TimeoutError:
-                        await self._tick(load)
-                        continue
-                    except StopAsyncIteration:
-                        break
-                    body = message.event.WhichOneof("body")
-                    if body == "hand_ended":
-                        load.hands_ended += 1
-                    if body in ("table_opened", "player_seated"):
-                        continue
-                    await self._tick(load)
+                async for update in seat.updates():
                     delay = 0.1
-            except grpc.aio.AioRpcError as exc:
-                load.errors[f"watch:{error_reason(exc) or exc.code().name}"] += 1
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BACKOFF_MAX_S)
+                    if seat.streams_opened != opened:
+                        opened = seat.streams_opened
+                        if opened > 1:
+                            await self._count_seated(load)  # facts may have passed while the stream was down
+                    self._note(load, update)
+                    if load.recount:
+                        load.recount = False
+                        await self._count_seated(load)
+                    if seat.stood_up(update):
+                        break  # broke: buy in again below
+                    turn = seat.turn_of(update)
+                    if turn is not None:
+                        await self._decide(load, turn)
+                    if self.stopping.is_set():
+                        return
+                await self._rebuy(load, player)
             except asyncio.CancelledError:
                 raise
+            except (grpc.aio.AioRpcError, TableError) as exc:
+                status, reason = _status(exc)
+                load.errors[f"watch:{reason or status.name}"] += 1
             except Exception as exc:  # a bot must outlive anything the stack does to it
                 load.errors[f"bot:{type(exc).__name__}: {str(exc)[:120]}"] += 1
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BACKOFF_MAX_S)
-            finally:
-                stream.cancel()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_MAX_S)
 
-    async def _tick(self, load: TableLoad) -> None:
-        """Look at the table: note its hand, buy broke bots back in, act where due."""
-        view = (
-            await self.tables.GetTableState(pb.GetTableStateRequest(table_id=load.table_id), timeout=RPC_DEADLINE_S)
-        ).state
+    def _note(self, load: TableLoad, update: Any) -> None:
+        """The table's progress as one of its bots sees it (every bot of a table sees it)."""
+        view = update.view
         number = hand_number(view.hand_id)
-        if number > load.hand or view.last_seq != load.last_seq:
+        if number > load.hand or view.log_seq > load.last_seq:
             load.last_event = time.monotonic()
-            load.last_seq = view.last_seq
+            load.last_seq = max(load.last_seq, int(view.log_seq))
         if number > load.hand:
             load.hand = number
             load.last_progress = time.monotonic()
-            load.acted.clear()
             load.per_hand.clear()
-        seated = {s.player_id for s in view.table.seats if s.player_id}
-        load.seated = len(seated)
-        missing = [p for p in load.players if p not in seated]
-        now = time.monotonic()
-        for player in missing:
-            if self.stopping.is_set() or load.next_rebuy.get(player, 0.0) > now:
-                continue
-            load.next_rebuy[player] = now + REBUY_INTERVAL_S  # a cash-out must finish first
+        kind = update.kind
+        if kind == "hand_ended":
+            load.hands_ended += 1
+        elif kind in ("player_seated", "player_stood_up") and update.event.event_id not in load.facts_seen:
+            load.facts_seen.add(update.event.event_id)  # every bot of the table sees each fact: one look
+            load.recount = True
+
+    async def _rebuy(self, load: TableLoad, player: str) -> None:
+        """Buy ``player`` in again once its cash-out is done (a pending one refuses the join:
+        it is tried again every ``REBUY_INTERVAL_S``), and note who is seated."""
+        while not self.stopping.is_set():
+            await asyncio.sleep(REBUY_INTERVAL_S)
             try:
                 await self._buy_in(load, player)
                 load.rebuys += 1
-            except grpc.aio.AioRpcError as exc:
-                load.errors[f"rebuy:{error_reason(exc) or exc.code().name}"] += 1
+                await self._count_seated(load)
+                return
+            except (grpc.aio.AioRpcError, TableError) as exc:
+                status, reason = _status(exc)
+                load.errors[f"rebuy:{reason or status.name}"] += 1
             except RuntimeError:
                 load.errors["rebuy:RETRIES"] += 1
-        bots = {s.seat: load.players[s.player_id] for s in view.table.seats if s.player_id in load.players}
-        await self._act_if_due(load, view, bots)
 
-    async def _act_if_due(self, load: TableLoad, view: pb.TableState, bots: dict[int, str]) -> None:
-        """As ``socai simulate``'s bots: each seat to act picks one of the candidate moves
-        the server offers it, or now and then lets its timer run out."""
-        for seat in view.to_act:
-            token = bots.get(seat)
-            if token is None:
-                continue
-            mine = (
-                await self.tables.GetTableState(
-                    pb.GetTableStateRequest(table_id=load.table_id, player_token=token), timeout=RPC_DEADLINE_S
-                )
-            ).state
-            if not mine.candidate_actions or mine.hand_id != view.hand_id:
-                continue
-            marker = (mine.hand_id, int(mine.last_seq) * 1000 + seat)
-            if marker in load.acted:
-                continue
-            load.acted.add(marker)
-            if len(view.to_act) > 1 and load.per_hand[(mine.hand_id, seat)] >= SIMULTANEOUS_ACTIONS_MAX:
-                continue  # betting at once (Tài Xỉu): a few wagers each, then let the window close
-            load.per_hand[(mine.hand_id, seat)] += 1
-            if load.rng.random() < self.config.timeout_rate:
-                continue  # let the timer run out
-            try:
-                await self.tables.Act(
-                    pb.ActRequest(
-                        table_id=load.table_id,
-                        hand_id=mine.hand_id,
-                        seat=seat,
-                        action=load.rng.choice(list(mine.candidate_actions)),
-                        idempotency_key=uuid.uuid4().hex,
-                        player_token=token,
-                    ),
-                    timeout=RPC_DEADLINE_S,
-                )
-                load.actions += 1
-            except grpc.aio.AioRpcError as exc:
-                load.errors[error_reason(exc) or exc.code().name] += 1
+    async def _count_seated(self, load: TableLoad) -> None:
+        table = await self.tables.table(load.table_id)
+        load.seated = sum(1 for s in table.seats if s.player_id)
+
+    async def _decide(self, load: TableLoad, turn: Any) -> None:
+        """As ``socai simulate``'s bots: one of the turn's legal moves at random, or now and
+        then the timer left to run out."""
+        seat = turn.view.viewer_seat
+        if len(turn.view.to_act) > 1:
+            if load.per_hand[(turn.hand_id, seat)] >= SIMULTANEOUS_ACTIONS_MAX:
+                return  # betting at once (Tài Xỉu): a few wagers each, then let the window close
+            load.per_hand[(turn.hand_id, seat)] += 1
+        if load.rng.random() < self.config.timeout_rate:
+            return  # let the timer run out
+        action = random_action(turn, load.rng)
+        if action is None:
+            return
+        try:
+            await turn.act(action)
+            load.actions += 1
+        except TableError as exc:
+            load.errors[exc.reason or exc.status.name] += 1
 
     async def _leave(self, load: TableLoad) -> None:
         """Every bot of the table asks to leave, as a client must: an UNAVAILABLE answer (a
@@ -380,21 +366,20 @@ class Bots:
         again, with back-off, until the table answers; NOT_FOUND ``NOT_SEATED`` means the
         bot is not seated (broke, or an earlier try that stood it up lost its answer)."""
         for player, token in load.players.items():
+            seat = self.tables.seat(load.table_id, player, token, -1)
             delay = 0.1
             for _ in range(LEAVE_TRIES):
                 try:
-                    await self.tables.LeaveTable(
-                        pb.LeaveTableRequest(table_id=load.table_id, player_token=token), timeout=RPC_DEADLINE_S
-                    )
+                    await seat.leave()
                     load.left.add(player)
                     break
-                except grpc.aio.AioRpcError as exc:
-                    reason = error_reason(exc) or exc.code().name
+                except TableError as exc:
+                    reason = exc.reason or exc.status.name
                     load.errors[f"leave:{reason}"] += 1
-                    if exc.code() == grpc.StatusCode.NOT_FOUND:
+                    if exc.status == grpc.StatusCode.NOT_FOUND:
                         load.left.add(player)
                         break
-                    if exc.code() not in LEAVE_RETRYABLE:
+                    if exc.status not in LEAVE_RETRYABLE:
                         load.leave_refused[player] = reason
                         break
                     await asyncio.sleep(delay)
@@ -413,3 +398,11 @@ class Bots:
             "rebuys": sum(load.rebuys for load in self.loads.values()),
             "errors": dict(errors.most_common()),
         }
+
+
+def _status(exc: BaseException) -> tuple[grpc.StatusCode, str]:
+    """The status and reason of a failed call, from the client's error or grpc's."""
+    if isinstance(exc, TableError):
+        return exc.status, exc.reason
+    assert isinstance(exc, grpc.aio.AioRpcError)
+    return exc.code(), error_reason(exc)

@@ -24,14 +24,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import grpc
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, NotFoundError
 
 from socai.events.log import EventLog
+from socai.client import TableError
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
-from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.grpc_client import channel
 from socai.infra.nats import connect
 from socai.infra.nats_auth import TEST_HARNESS
@@ -531,11 +530,11 @@ async def leave_problems(stack: ProcessStack, bots: Bots) -> list[str]:
     seated: list[str] = []
     for table_id, load in bots.loads.items():
         try:
-            state = await bots.tables.GetTableState(pb.GetTableStateRequest(table_id=table_id), timeout=10)
-        except grpc.aio.AioRpcError as exc:
-            problems.append(f"{table_id}: GetTableState failed after the bots left: {exc.code().name}")
+            table = await bots.tables.table(table_id)
+        except TableError as exc:
+            problems.append(f"{table_id}: GetTable failed after the bots left: {exc.status.name}")
             continue
-        seated += [f"{table_id}/{s.player_id}" for s in state.state.table.seats if s.player_id in load.players]
+        seated += [f"{table_id}/{s.player_id}" for s in table.seats if s.player_id in load.players]
     if seated:
         problems.append(f"{len(seated)} bots still seated after they asked to leave: {seated[:5]}")
     async with channel(stack.settings.ledger_addr, stack.settings.token_of("auditor")) as ch:

@@ -54,9 +54,11 @@ from socai.rules import threecard
 from socai.rules import threecard_play as play
 from socai.rules.base import (
     COUNTERCLOCKWISE,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
+    MoveSet,
     Obligation,
     Pending,
     Reason,
@@ -77,6 +79,14 @@ from socai.rules.base import (
 from socai.rules.threecard import BaCayValue
 
 SPEC: Final = GameSpec("bacay_chuong", "Ba Cây Chương", 2, 9, "bacay", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("wager", "declare:flip")
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("betting", "flip")
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"BANKER_CAPACITY": "CH-2", "BET_TOO_SMALL": "CH-2", "BET_TOO_LARGE": "CH-2"}
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "8.5, CH-4, CH-5, GEN-6: takes no further part; a player loses its bet to the banker, a banker pays every player's bet (x 2 for a 10)"
 RULES_VERSION: Final = 1
 DECK: Final[frozenset[Card]] = frozenset(canonical_deck("bacay_chuong"))
 FLIP_TIMER: Final = play.FLIP_TIMER
@@ -386,6 +396,40 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
         else:
             out.append(Declared(seat, play.FLIP))
     return out
+
+
+def held(state: State, seat: int) -> tuple[Card, ...]:
+    """The three cards dealt to ``seat``."""
+    return play.held(state, seat)
+
+
+def committed_gold(state: State, seat: int) -> int:
+    """The bet ``seat`` placed against the banker this hand."""
+    return state.bets_gold.get(seat, 0)
+
+
+def facing(state: State, seat: int) -> Facing:
+    """``wager`` while ``seat`` may still bet against the banker (one bet of
+    ``amount_gold`` to ``max_gold``), then ``flip`` while it has still to flip."""
+    if seat in still_to_bet(state):
+        low, high = _bet_limits(state, seat)
+        return Facing("wager", seat=state.banker, amount_gold=low, max_gold=high, text="bet against the banker")
+    return play.flip_facing(state, seat)
+
+
+def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
+    """One bet against the banker of any amount from the least to the most allowed (CH-2:
+    the bet limits and what the banker can still cover twice over), or the flip."""
+    out: list[MoveSet] = []
+    for action in legal_actions(state, seat):
+        if action.kind == "wager":
+            low, high = action.min_gold, action.max_gold
+            examples = tuple(c for c in candidate_actions(state, seat) if isinstance(c, WagerPlaced))
+            text = f"bet against the banker (kind bet, no selection): any amount from {low} to {high} (CH-2)"
+            out.append(MoveSet("wager", text, examples, False, low, high))
+        else:
+            out.append(MoveSet(action.kind, "turn your three cards face up", (Declared(seat, play.FLIP),)))
+    return tuple(out)
 
 
 def is_finished(state: State) -> bool:

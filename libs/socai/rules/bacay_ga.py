@@ -54,6 +54,7 @@ from socai.rules import threecard
 from socai.rules import threecard_play as play
 from socai.rules.base import (
     COUNTERCLOCKWISE,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
@@ -76,6 +77,12 @@ from socai.rules.base import (
 from socai.rules.threecard import BaCayValue
 
 SPEC: Final = GameSpec("bacay_ga", "3 Cây Gà", 2, 9, "bacay", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("declare:flip",)
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("flip",)
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "7.5, GA-4, GEN-6: takes no further part; its hand bet goes to the hand's winner, its Gà contribution stays in the Gà pot"
 RULES_VERSION: Final = 1
 DECK: Final[frozenset[Card]] = frozenset(canonical_deck("bacay_ga"))
 FLIP_TIMER: Final = play.FLIP_TIMER
@@ -263,6 +270,16 @@ def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
 def candidate_actions(state: State, seat: int) -> list[Body]:
     """The flip, when ``seat`` may flip."""
     return [Declared(seat, play.FLIP)] if legal_actions(state, seat) else []
+
+
+def held(state: State, seat: int) -> tuple[Card, ...]:
+    """The three cards dealt to ``seat``."""
+    return play.held(state, seat)
+
+
+def facing(state: State, seat: int) -> Facing:
+    """``flip`` while ``seat`` has still to flip."""
+    return play.flip_facing(state, seat)
 
 
 def is_finished(state: State) -> bool:

@@ -72,16 +72,26 @@ from socai import accounts, fairness
 from socai.errors import RuleViolation, check
 from socai.events.model import (
     HIDDEN_CARD,
+    ActionKind,
+    Arranged,
+    BetAction,
     Body,
     CardsDealt,
+    CardSent,
+    CardsPlayed,
+    CardTaken,
     DealtCard,
+    Declared,
     DiceRolled,
     Event,
     HandEnded,
     HandStarted,
+    MeldsLaid,
+    Passed,
     PlayerDisconnected,
     PlayerLeft,
     PlayerReconnected,
+    WagerPlaced,
 )
 from socai.money import INT64_MAX, TABLE_FEE_BPS_MAX, fee, is_gold, pro_rata
 
@@ -147,6 +157,9 @@ class LegalAction:
     kind: str
     min_gold: int = 0
     max_gold: int = 0
+    # A bet or raise of more than ``min_gold`` is ``min_gold`` plus a multiple of this, or
+    # exactly ``max_gold`` (an all-in above the last step); 0 or 1: any amount in between.
+    step_gold: int = 0
 
 
 # --- options ----------------------------------------------------------------------------
@@ -509,6 +522,109 @@ RULE_CODES: Final[Mapping[str, str]] = MappingProxyType(
         "NO_WINNER": "the result shows no winner",
     }
 )
+
+
+# Where RULES.md has each game's rules: its chapter (``holdem`` is §1 …). A refusal cites the
+# chapter's section its code belongs to (``RULE_SECTIONS``), or a game's own rule where the
+# game names one (its module's ``REFUSAL_RULES``): ``refusal_rule``.
+RULES_CHAPTERS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "holdem": "1",
+        "taixiu": "2",
+        "xito": "3",
+        "samloc": "4",
+        "lieng": "5",
+        "phom": "6",
+        "bacay_ga": "7",
+        "bacay_chuong": "8",
+        "tienlen": "9",
+        "maubinh": "11",
+        "lieng_sanh": "12",
+    }
+)
+
+# The section of a game's chapter (1 deck, players, deal and order; 2 combinations and
+# ranking; 3 betting; 5 disconnect and leaving) or the general rule (GEN-n, §0) each code
+# of ``RULE_CODES`` refuses by.
+RULE_SECTIONS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        **dict.fromkeys(
+            (
+                "WRONG_GAME",
+                "BAD_SEAT_COUNT",
+                "BAD_SEATS",
+                "BAD_STACK",
+                "BAD_STAKE",
+                "BAD_DEALER",
+                "BAD_OWNER",
+                "UNEXPECTED_EVENT",
+                "HAND_FINISHED",
+                "HAND_NOT_OVER",
+                "UNKNOWN_SEAT",
+                "NOT_YOUR_TURN",
+                "ALREADY_ACTED",
+                "WRONG_DEAL",
+                "BAD_CARD",
+                "DUPLICATE_CARD",
+                "NOT_HOLDING",
+                "DICE_NOT_ROLLED",
+                "DICE_ALREADY_ROLLED",
+                "BAD_DICE",
+                "ILLEGAL_MOVE",
+                "CANNOT_PASS",
+                "BAD_ARRANGEMENT",
+            ),
+            ".1",
+        ),
+        **dict.fromkeys(("BAD_COMBINATION", "CANNOT_BEAT", "BAD_MELD", "BAD_HAND", "NO_WINNER"), ".2"),
+        **dict.fromkeys(
+            (
+                "BAD_BET_KIND",
+                "BAD_AMOUNT",
+                "CANNOT_CHECK",
+                "NOTHING_TO_CALL",
+                "WRONG_CALL_AMOUNT",
+                "BET_TOO_SMALL",
+                "BET_TOO_LARGE",
+                "RAISE_TOO_SMALL",
+                "RAISE_TOO_LARGE",
+                "RAISE_NOT_ALLOWED",
+                "ALL_IN_NOT_ALLOWED",
+                "BET_ABOVE_STACK",
+                "ABOVE_MAX_COMMITMENT",
+                "BETTING_CLOSED",
+                "BETTING_OPEN",
+                "SEAT_NOT_BETTING",
+                "BANKER_CANNOT_BET",
+                "BANKER_CAPACITY",
+                "TOO_MANY_BETS",
+                "BAD_SELECTION",
+                "SEAT_FOLDED",
+                "BAD_DECLARATION",
+            ),
+            ".3",
+        ),
+        "SEAT_LEFT": ".5",
+        "WRONG_TIMER": "GEN-5",
+        "BAD_FEE": "GEN-1",
+        "BAD_OPTION": ".7",
+        "UNKNOWN_RULES_VERSION": "0.7",
+    }
+)
+
+
+def refusal_rule(module: Any, code: str) -> str:
+    """The RULES.md rule a refusal of ``code`` by the game of ``module`` cites: the game's
+    own (``REFUSAL_RULES``) where it names one, else its chapter's section for the code
+    (``RULE_SECTIONS``: §9.2 for a Tiến Lên play that does not beat), else a general rule."""
+    own: Mapping[str, str] = getattr(module, "REFUSAL_RULES", {})
+    if code in own:
+        return own[code]
+    section = RULE_SECTIONS.get(code, "")
+    if section.startswith("."):
+        chapter = RULES_CHAPTERS.get(module.SPEC.game_id, "")
+        return f"{chapter}{section}" if chapter else ""
+    return section
 
 
 # --- one state style ----------------------------------------------------------------------
@@ -940,6 +1056,219 @@ def visible_event(module: Any, event: Event, viewer_seat: int, state: object, ha
     return event if body is event.body else dataclasses.replace(event, body=body)
 
 
+# --- what a seat holds, faces and may do now (the client API) -----------------------------
+
+# Every kind of move a seat can make, the PlayerAction field that carries it (the table's
+# proto) and what it is. ``LegalAction.kind`` and ``MoveSet.kind`` use only these; a test
+# checks every game against this list, so a client's vocabulary is written here, once.
+MOVE_KINDS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType(
+    {
+        "check": ("bet", "BetAction CHECK: add nothing (only when nothing is owed)"),
+        "call": ("bet", "BetAction CALL: add exactly what is owed (or everything left when that is less)"),
+        "bet": ("bet", "BetAction BET: the first chips of a round; amount_gold is what the seat adds"),
+        "raise": ("bet", "BetAction RAISE: the call plus more; amount_gold is what the seat adds, the call included"),
+        "fold": ("bet", "BetAction FOLD: give up the hand; what is in the pot stays there"),
+        "all_in": ("bet", "BetAction ALL_IN: everything the seat has left"),
+        "wager": ("wager", "WagerPlaced: a bet on an outcome (Tài Xỉu) or against the banker (Ba Cây Chương)"),
+        "play": ("play", "CardsPlayed: play a combination (shedding games) or discard one card (Phỏm)"),
+        "pass": ("pass_turn", "Passed: do not play this round (shedding games)"),
+        "arrange": ("arrange", "Arranged: the seat's 13 cards as back (5), middle (5) and front (3) chi (Mậu Binh)"),
+        "take": ("take", "CardTaken: take the previous discard into a Phỏm (Phỏm)"),
+        "lay": ("lay", "MeldsLaid: lay down the seat's Phỏm (Phỏm, final turn)"),
+        "send": ("send", "CardSent: add a card to another seat's laid Phỏm (Phỏm, after laying down)"),
+        "declare:draw": ("declare", "Declared draw: draw a card from the stock (Phỏm)"),
+        "declare:u": ("declare", "Declared u: Ù, every card in Phỏm (Phỏm)"),
+        "declare:u_khan": (
+            "declare",
+            "Declared u_khan: Ù khan, a dealt hand where no two cards could share a Phỏm (Phỏm, PH-16 option)",
+        ),
+        "declare:sam": ("declare", "Declared sam: báo Sâm, the seat will go out first (Sâm Lốc, SL-9)"),
+        "declare:no_sam": ("declare", "Declared no_sam: no báo Sâm this hand (Sâm Lốc, SL-9)"),
+        "declare:flip": ("declare", "Declared flip: turn the seat's three cards face up (3 Cây Gà, Ba Cây Chương)"),
+    }
+)
+
+# What ``Facing.kind`` can be: what a seat must beat or answer now.
+FACING_KINDS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "": "nothing to beat or answer",
+        "bet": "chips to match: amount_gold is what calling adds (0: nothing owed, checking is free)",
+        "lead": "the seat starts a new round: any combination it holds (shedding games)",
+        "trick": "the combination to beat: cards, its combination kind, and the seat that played it",
+        "discard": "the previous discard (cards) and its seat; takeable says whether this seat may take it (Phỏm)",
+        "arrange": "the arrangement window is open: the seat arranges its 13 cards (Mậu Binh)",
+        "flip": "the flip window is open (3 Cây Gà, Ba Cây Chương)",
+        "wager": "the betting window is open; amount_gold..max_gold is what one bet may be",
+        "declare": "a declaration window is open (Sâm Lốc's báo Sâm)",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Facing:
+    """What a seat must beat or answer now, so that a client need not fold it out of the
+    events: the trick on the table, the discard that may be taken, the bet to call, a
+    window that is open (``FACING_KINDS``). ``seat`` is who put it there (-1: nobody, the
+    table); ``cards`` its cards; ``combination`` a trick's combination kind (``single``,
+    ``pair`` …); ``amount_gold`` (and ``max_gold``) the chips it is about."""
+
+    kind: str = ""
+    seat: int = -1
+    cards: tuple[Any, ...] = ()
+    combination: str = ""
+    amount_gold: int = 0
+    max_gold: int = 0
+    takeable: bool = False
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MoveSet:
+    """The legal moves of one kind (``MOVE_KINDS``) a seat may make now.
+
+    ``complete``: ``moves`` lists every legal move of the kind, ready to send. Otherwise
+    there are too many to list (any bet in a range, any 3/5/5 arrangement): ``text`` says
+    exactly which are legal, ``moves`` holds a few of them, and for amounts ``min_gold``,
+    ``max_gold`` and ``step_gold`` (as ``LegalAction``'s) bound them. ``refusal`` tells
+    whether any other move would be accepted, without playing it."""
+
+    kind: str
+    text: str
+    moves: tuple[Body, ...] = ()
+    complete: bool = True
+    min_gold: int = 0
+    max_gold: int = 0
+    step_gold: int = 0
+
+
+def move_kind(body: Body) -> str:
+    """The ``MOVE_KINDS`` kind of a player's move (``""`` for a body no player sends)."""
+    if isinstance(body, BetAction):
+        return ActionKind(body.kind).value
+    if isinstance(body, Declared):
+        return f"declare:{body.declaration}"
+    return _KIND_OF_BODY.get(type(body), "")
+
+
+_KIND_OF_BODY: Final[Mapping[type, str]] = MappingProxyType(
+    {
+        WagerPlaced: "wager",
+        CardsPlayed: "play",
+        Passed: "pass",
+        Arranged: "arrange",
+        CardTaken: "take",
+        MeldsLaid: "lay",
+        CardSent: "send",
+    }
+)
+
+
+def bet_facing(legal: Iterable[LegalAction]) -> Facing:
+    """A betting game's ``Facing`` from the seat's ``legal_actions``: the call it owes
+    (``bet`` with ``amount_gold``), or ``bet`` 0 when it may check; nothing off its turn."""
+    kinds = {str(a.kind): a for a in legal}
+    call = kinds.get("call")
+    if call is not None:
+        return Facing("bet", amount_gold=call.min_gold, text=f"call {call.min_gold}")
+    if "check" in kinds:
+        return Facing("bet", text="nothing to call")
+    return Facing()
+
+
+def held_cards(module: Any, state: object, seat: int) -> tuple[Any, ...]:
+    """The cards ``seat`` holds now, face up or down (the module's ``held`` hook; none in a
+    game without cards or for a seat not dealt in). The table shows a player only their
+    own: they come from the hand in memory, never from the log."""
+    hook = getattr(module, "held", None)
+    if hook is None:
+        return ()
+    return tuple(hook(state, seat))
+
+
+def facing(module: Any, state: object, seat: int) -> Facing:
+    """What ``seat`` must beat or answer now (the module's ``facing`` hook; nothing by
+    default)."""
+    hook = getattr(module, "facing", None)
+    result: Facing = hook(state, seat) if hook is not None else Facing()
+    return result
+
+
+def legal_moves(module: Any, state: object, seat: int) -> tuple[MoveSet, ...]:
+    """Every legal move of ``seat`` now, by kind: listed where they can be listed, else
+    described exactly (``MoveSet``). Empty when the seat has no decision to make.
+
+    The module's ``legal_moves`` hook where it has one (the games whose moves are cards),
+    else one ``MoveSet`` per ``legal_actions`` entry: a check, call, fold or all-in is one
+    move; a bet or raise in a range is described by its bounds; a declaration or a pass is
+    one move."""
+    hook = getattr(module, "legal_moves", None)
+    if hook is not None:
+        return tuple(hook(state, seat))
+    return tuple(amount_moves(seat, module.legal_actions(state, seat), module.candidate_actions(state, seat)))
+
+
+def amount_moves(seat: int, legal: Iterable[LegalAction], candidates: Sequence[Body]) -> list[MoveSet]:
+    """``legal_moves``'s default: a ``MoveSet`` for each of ``legal``, with ``candidates``
+    (the game's sample) as the examples of a kind that cannot be listed."""
+    out = []
+    for action in legal:
+        kind = str(action.kind)  # an ActionKind (a StrEnum) or the game's own move name
+        low, high = action.min_gold, action.max_gold
+        if kind in ("check", "fold"):
+            out.append(MoveSet(kind, f"{kind}: add nothing", (BetAction(seat, ActionKind(kind), 0),)))
+        elif kind in ("call", "all_in") or (kind in ("bet", "raise") and low == high):
+            words = {"call": "call", "all_in": "all-in", "bet": "bet", "raise": "raise"}[kind]
+            move = BetAction(seat, ActionKind(kind), low)
+            out.append(MoveSet(kind, f"{words}: add {low}", (move,), True, low, high))
+        elif kind in ("bet", "raise"):
+            step = action.step_gold if action.step_gold > 1 else 1
+            text = f"{kind}: add any amount from {low} to {high}"
+            if step > 1:
+                text = f"{kind}: add {low} plus any multiple of {step} up to {high}, or exactly {high}"
+            examples = tuple(c for c in candidates if move_kind(c) == kind)
+            out.append(MoveSet(kind, text, examples, False, low, high, step))
+        elif kind.startswith("declare:"):
+            declaration = kind.removeprefix("declare:")
+            text = MOVE_KINDS[kind][1] if kind in MOVE_KINDS else f"declare {declaration}"
+            out.append(MoveSet(kind, text, (Declared(seat, declaration),)))
+        elif kind == "pass":
+            out.append(MoveSet(kind, "pass: play nothing this round", (Passed(seat),)))
+        else:
+            examples = tuple(c for c in candidates if move_kind(c) == kind)
+            text = MOVE_KINDS[kind][1] if kind in MOVE_KINDS else kind
+            out.append(MoveSet(kind, text, examples, False, low, high, action.step_gold))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Forfeit:
+    """What leaving a hand in play costs ``seat`` by its game's rule: the chips it has
+    already put in (``committed_gold``: lost with the hand where the leaver forfeits what
+    it put in) and the rule (the module's ``LEAVE_RULE``)."""
+
+    committed_gold: int
+    rule: str
+
+
+def forfeit(module: Any, state: object, seat: int) -> Forfeit:
+    """``Forfeit`` of ``seat`` leaving now: the module's ``committed_gold(state, seat)``
+    hook (0 without one) and its ``LEAVE_RULE``."""
+    hook = getattr(module, "committed_gold", None)
+    committed = int(hook(state, seat)) if hook is not None else 0
+    return Forfeit(committed, str(getattr(module, "LEAVE_RULE", "GEN-6")))
+
+
+def refusal(module: Any, state: object, body: Body) -> RuleViolation | None:
+    """Whether the rules would accept ``body`` now, without playing it: None when they
+    would, else the RuleViolation ``apply`` raises (its code and message). ``apply`` never
+    changes ``state``, so this is the very check the table makes before it writes."""
+    try:
+        module.apply(state, body)
+    except RuleViolation as exc:
+        return exc
+    return None
+
+
 # --- events every game handles alike ------------------------------------------------------
 
 
@@ -1108,14 +1437,21 @@ POT_REASONS: Final[Mapping[str, Reason]] = MappingProxyType(
 __all__ = [
     "CLOCKWISE",
     "COUNTERCLOCKWISE",
+    "FACING_KINDS",
     "LEGACY_RULES_VERSION",
+    "MOVE_KINDS",
     "POT_REASONS",
+    "RULES_CHAPTERS",
     "RULE_CODES",
+    "RULE_SECTIONS",
     "DealSlot",
+    "Facing",
+    "Forfeit",
     "GameRules",
     "GameSpec",
     "GameState",
     "LegalAction",
+    "MoveSet",
     "Obligation",
     "Pending",
     "Reason",
@@ -1123,16 +1459,23 @@ __all__ = [
     "SettlementBuilder",
     "Shortfall",
     "Transfer",
+    "amount_moves",
+    "bet_facing",
     "can_play",
     "choose_dealer",
     "common_event",
     "default_fee_bps",
+    "facing",
+    "forfeit",
     "freeze",
     "full_options",
     "game_state",
     "house_exposure",
+    "held_cards",
     "is_penalty",
+    "legal_moves",
     "match_flows",
+    "move_kind",
     "next_hand_dealer",
     "next_system_event",
     "option_defaults",
@@ -1141,6 +1484,8 @@ __all__ = [
     "participants",
     "pay_obligations",
     "played_rules_version",
+    "refusal",
+    "refusal_rule",
     "resolve_options",
     "rules_version",
     "seats_after",

@@ -177,7 +177,8 @@ def legal_actions(sizing: Sizing | None, owed: int, remaining: int) -> tuple[Leg
         actions.append(LegalAction(CALL.value, call, call))
     bounds = wager_bounds(sizing, owed, remaining)
     if bounds is not None:
-        actions.append(LegalAction((BET if owed == 0 else RAISE).value, bounds[0], bounds[1]))
+        step = sizing.step_gold if sizing is not None else 0
+        actions.append(LegalAction((BET if owed == 0 else RAISE).value, bounds[0], bounds[1], step))
     if remaining <= owed or (sizing is not None and sizing.all_in and remaining > owed):
         actions.append(LegalAction(ALL_IN.value, remaining, remaining))
     actions.append(LegalAction(FOLD.value))

@@ -84,6 +84,7 @@ from socai.rules.base import (
     LEGACY_RULES_VERSION,
     POT_REASONS,
     DealSlot,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
@@ -91,6 +92,7 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    bet_facing,
     game_state,
     next_hand_dealer,
     parse_options,
@@ -122,6 +124,14 @@ __all__ = [
 ]
 
 SPEC: Final = GameSpec("holdem", "Texas Hold'em", 2, 9, "standard", direction=CLOCKWISE, default_fee_bps=0)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("check", "call", "bet", "raise", "fold", "all_in")
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("turn",)
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"ABOVE_MAX_COMMITMENT": "HE-3", "RAISE_TOO_SMALL": "1.3, HE-2", "BET_TOO_SMALL": "1.3, HE-2"}
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "HE-10, GEN-6: leaving is a fold; the chips already in the pot stay there"
 
 # Bump when a rule or an Options default changes; OPTION_DEFAULTS keeps every version's
 # defaults so that old hands replay under the rules they were played with.
@@ -621,6 +631,23 @@ def legal_actions(state: HoldemState, seat: int) -> tuple[LegalAction, ...]:
     if _all_in_allowed(state, max_add, call, may_raise):
         out.append(LegalAction(ActionKind.ALL_IN, max_add, max_add))
     return tuple(out)
+
+
+def held(state: HoldemState, seat: int) -> tuple[Card, ...]:
+    """``seat``'s two hole cards once dealt (the board is in the events, face up)."""
+    return state.hole_cards(seat) if seat in state.hand.pos_of else ()
+
+
+def committed_gold(state: HoldemState, seat: int) -> int:
+    """The chips ``seat`` has put into the pot this hand (blinds included)."""
+    pos = state.hand.pos_of.get(seat)
+    return state.committed[pos] if pos is not None else 0
+
+
+def facing(state: HoldemState, seat: int) -> Facing:
+    """The bet ``seat`` must match on this street when it is its turn: ``amount_gold`` is
+    what calling adds (0: it may check)."""
+    return bet_facing(legal_actions(state, seat))
 
 
 def _all_in_allowed(state: HoldemState, max_add: int, call: int, may_raise: bool) -> bool:

@@ -42,7 +42,7 @@ from socai.errors import RuleViolation
 from socai.events.model import Body, HandStarted
 from socai.rules import threecard
 from socai.rules import threecard_play as play
-from socai.rules.base import COUNTERCLOCKWISE, GameSpec, LegalAction, Pending, Reason, Settlement
+from socai.rules.base import COUNTERCLOCKWISE, Facing, GameSpec, LegalAction, Pending, Reason, Settlement
 from socai.rules.threecard import LiengValue
 from socai.rules.threecard_play import LiengState
 
@@ -50,6 +50,14 @@ from socai.rules.threecard_play import LiengState
 State = LiengState
 
 SPEC: Final = GameSpec("lieng", "Liêng", 2, 9, "standard", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("check", "call", "bet", "raise", "fold", "all_in")
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("turn",)
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"RAISE_TOO_LARGE": "LI-4", "BET_TOO_LARGE": "LI-4", "BAD_AMOUNT": "LI-4"}
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "LI-5, 5.5, GEN-6: folded at once; everything already in the pot goes to the showdown winner"
 # Version 2: a leaver forfeits all it put in to the showdown winner, even what no player
 # still in matched and what lies above an all-in winner's stack (LI-5;
 # ``threecard_play.LEAVER_FORFEITS_ALL_FROM``). OPTION_DEFAULTS keeps every version's defaults.
@@ -137,6 +145,21 @@ def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
 def candidate_actions(state: State, seat: int) -> list[Body]:
     """A small finite set of legal moves for ``seat`` (bots, property tests)."""
     return play.lieng_candidate_actions(state, seat)
+
+
+def held(state: State, seat: int) -> tuple[Card, ...]:
+    """The three cards dealt to ``seat``."""
+    return play.held(state, seat)
+
+
+def committed_gold(state: State, seat: int) -> int:
+    """The chips ``seat`` has put into the pot this hand, ante included."""
+    return state.put_in_gold.get(seat, 0)
+
+
+def facing(state: State, seat: int) -> Facing:
+    """The bet ``seat`` must match when it is its turn."""
+    return play.lieng_facing(state, seat)
 
 
 def is_finished(state: State) -> bool:

@@ -98,9 +98,11 @@ from socai.rules import maubinh_hands
 from socai.rules.base import (
     COUNTERCLOCKWISE,
     DealSlot,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
+    MoveSet,
     Pending,
     Reason,
     Settlement,
@@ -171,6 +173,16 @@ SPEC: Final = GameSpec(
     deck="standard",
     direction=COUNTERCLOCKWISE,  # no turn order (11.1); only the deal and odd chips use it
     default_fee_bps=500,  # MB-17 / RULES.md 0.6: the winner's 5 % commission
+)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("arrange",)
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("arrange",)
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"BAD_ARRANGEMENT": "11.1, MB-5", "ALREADY_ACTED": "MB-5"}
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = (
+    "MB-20, GEN-6: the leaver's 13 cards are arranged for it (the suggested arrangement) and compared as any other"
 )
 
 # Bump when a rule, an Options default or the automatic arranger changes (OPTION_DEFAULTS
@@ -394,6 +406,32 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
         seen.add(shape)
         out.append(Arranged(seat, a.back, a.middle, a.front))
     return out
+
+
+def held(state: State, seat: int) -> tuple[Card, ...]:
+    """The 13 cards dealt to ``seat`` (an arrangement only orders them)."""
+    return state.hands.get(seat, ())
+
+
+def facing(state: State, seat: int) -> Facing:
+    """``arrange`` while the window is open and ``seat`` has still to arrange."""
+    if _may_arrange(state, seat):
+        return Facing("arrange", text="arrange your 13 cards: back 5, middle 5, front 3 (11.1)")
+    return Facing()
+
+
+def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
+    """One arrangement, described: any split of the seat's 13 cards into back (5),
+    middle (5) and front (3) with back ≥ middle ≥ front (MB-5; with ``accept_fouled`` a
+    fouled one too), sent once. The examples are ``candidate_actions``: the suggestion
+    first."""
+    if not _may_arrange(state, seat):
+        return ()
+    if state.options.accept_fouled:
+        text = "arrange your 13 cards as back (5), middle (5) and front (3); a fouled one is accepted and loses (MB-5)"
+    else:
+        text = "arrange your 13 cards as back (5), middle (5) and front (3) with back >= middle >= front (MB-5)"
+    return (MoveSet(ARRANGE, text + "; one arrangement only", tuple(candidate_actions(state, seat)), complete=False),)
 
 
 def is_finished(state: State) -> bool:

@@ -89,9 +89,11 @@ from socai.rules import base, phom_melds
 from socai.rules.base import (
     COUNTERCLOCKWISE,
     DealSlot,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
+    MoveSet,
     Obligation,
     Pending,
     Reason,
@@ -126,6 +128,14 @@ from socai.rules.phom_melds import (
 )
 
 SPEC: Final = GameSpec("phom", "Phỏm", 2, 4, "standard", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("take", "declare:draw", "play", "lay", "send", "declare:u", "declare:u_khan")
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("turn",)
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"BAD_MELD": "6.2, PH-13"}
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "6.5, PH-14, GEN-6: the loser at once: pays 5 x S to each player left (its whole settlement), besides what its taken cards already cost"
 
 DECK: Final[frozenset[Card]] = frozenset(canonical_deck("phom"))
 CARDS_EACH: Final = 9  # PH-1: 9 each, 10 to the first player
@@ -421,6 +431,76 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
             return [*sends, CardsPlayed(seat, (_highest(held),))]
         return [CardsPlayed(seat, (_highest(held),))]
     return [CardsPlayed(seat, (card,)) for card in _junk_discards(state, seat)]
+
+
+def held(state: State, seat: int) -> tuple[Card, ...]:
+    """The cards ``seat`` holds (taken cards included; laid ones are in its melds)."""
+    return state.hands.get(seat, ())
+
+
+def facing(state: State, seat: int) -> Facing:
+    """The previous discard and who threw it, with whether ``seat`` may take it now (only
+    into a Phỏm it completes, PH-13); nothing before the first discard."""
+    if state.phase in (PLAY_OVER, ENDED, DEALING) or not state.discards:
+        return Facing()
+    last = state.discards[-1]
+    if last.taken_by is not None:
+        return Facing()
+    takeable = _takeable(state, seat) is not None
+    verb = "you may take it into a Phỏm" if takeable else "you may not take it"
+    return Facing("discard", seat=last.seat, cards=(last.card,), takeable=takeable, text=f"{last.card}: {verb}")
+
+
+def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
+    """Every legal move of ``seat``: the take, the draw, Ù, each discard, each send are
+    listed; a lay-down (any set of Phỏm of the seat's cards) is described, with the
+    lay-down that scores least as its example."""
+    out: list[MoveSet] = []
+    for action in legal_actions(state, seat):
+        kind = action.kind
+        if kind == "take":
+            previous = _takeable(state, seat)
+            if previous is None:  # ``check`` in a form mypy narrows on
+                raise AssertionError("invariant broken: a take is offered only when the discard may be taken")
+            text = f"take {previous.card} from seat {previous.seat}: it must stay in a Phỏm (PH-13)"
+            out.append(MoveSet(kind, text, (CardTaken(seat, previous.seat, previous.card),)))
+        elif kind.startswith("declare:"):
+            declaration = kind.removeprefix("declare:")
+            out.append(MoveSet(kind, base.MOVE_KINDS[kind][1], (Declared(seat, declaration),)))
+        elif kind == "lay":
+            text = (
+                "lay down any Phỏm of your cards (three or more of one rank, or three or more in sequence in "
+                "one suit), each card in one Phỏm, every taken card laid"
+                + (", at most one taken card in each" if state.options.one_taken_per_meld else "")
+                + ", and at least one card left to discard"
+            )
+            out.append(MoveSet(kind, text, (_best_lay(state, seat),), complete=False))
+        elif kind == "send":
+            out.append(
+                MoveSet(kind, "send one of these cards to another seat's laid Phỏm", tuple(_every_send(state, seat)))
+            )
+        else:
+            hand, taken = state.hands[seat], state.taken[seat]
+            per_meld = state.options.one_taken_per_meld
+            discards = [c for c in hand if c not in taken and _discardable(hand, c, taken, per_meld)]
+            text = "discard one card: any card you hold but a taken one, every taken card still in a Phỏm (PH-13)"
+            out.append(MoveSet(kind, text, tuple(CardsPlayed(seat, (c,)) for c in discards)))
+    return tuple(out)
+
+
+def _every_send(state: State, seat: int) -> list[Body]:
+    """Every CardSent ``seat`` may make: each held card to each laid Phỏm of another seat
+    it fits (not the last card, which is the final discard)."""
+    hand = state.hands[seat]
+    if len(hand) <= 1:
+        return []
+    targets = _laid_by_others(state, seat)
+    return [
+        CardSent(seat, to_seat, index, card)
+        for card in sorted(hand, key=card_order)
+        for to_seat, index, meld in targets
+        if phom_melds.can_send(card, meld)
+    ]
 
 
 def settle(state: State) -> Settlement:

@@ -40,14 +40,27 @@ from socai.rules.shedding_play import (
     apply,
     candidate_actions,
     explain,
+    facing,
+    held,
     is_finished,
     legal_actions,
+    legal_moves,
     next_hand_dealer,
     pending,
     settle,
 )
 
 SPEC: Final = GameSpec("samloc", "Sâm Lốc", 2, 5, "standard", direction=COUNTERCLOCKWISE)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("play", "pass", "declare:sam", "declare:no_sam")
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("declare", "turn")
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"BAD_DECLARATION": "4.3, SL-9"}
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = (
+    "4.5, SL-12: rời bàn, 10 lá x S to each other player (25 lá each after declaring Sâm: đền báo), then out of play"
+)
 RULES_VERSION: Final = 1
 RULES: Final = shedding.SAMLOC
 
@@ -138,9 +151,12 @@ __all__ = [
     "candidate_actions",
     "combo",
     "explain",
+    "facing",
+    "held",
     "initial_state",
     "is_finished",
     "legal_actions",
+    "legal_moves",
     "next_hand_dealer",
     "pending",
     "settle",

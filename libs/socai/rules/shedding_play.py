@@ -54,9 +54,11 @@ from socai.rules import shedding
 from socai.rules.base import (
     COUNTERCLOCKWISE,
     DealSlot,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
+    MoveSet,
     Obligation,
     Pending,
     Reason,
@@ -302,6 +304,60 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
     if f"declare:{NO_SAM}" in kinds:
         out.append(Declared(seat, NO_SAM))
     return out
+
+
+def held(state: State, seat: int) -> tuple[Card, ...]:
+    """The cards ``seat`` has left."""
+    return state.hands.get(seat, ())
+
+
+def facing(state: State, seat: int) -> Facing:
+    """The combination on the table (``trick``: its cards, kind and who played it), or
+    ``lead`` when ``seat`` is to start a new round; ``declare`` during Sâm Lốc's báo Sâm
+    window. The trick is shown to every seat; ``lead`` only to the seat that leads."""
+    if state.phase == DECLARING:
+        return Facing("declare", text="báo Sâm window: declare sam or no_sam (SL-9)")
+    if state.phase != PLAYING:
+        return Facing()
+    over = top(state)
+    if state.turn == seat and (state.leading or over is None):
+        return Facing("lead", text="you lead: any combination")
+    if over is None:
+        return Facing()
+    cards = over.combination.cards
+    return Facing(
+        "trick",
+        seat=over.seat,
+        cards=cards,
+        combination=over.combination.kind,
+        text=f"beat {over.combination.kind} {' '.join(map(str, cards))} of seat {over.seat}",
+    )
+
+
+def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
+    """Every legal move of ``seat``, listed: each combination it may play now
+    (``plays_for``: leading any combination, else one of the trick's kind that beats it or
+    a chop of it, with the game's restrictions), the pass when passing is allowed, and in
+    a declaration window each declaration."""
+    out: list[MoveSet] = []
+    for action in legal_actions(state, seat):
+        if action.kind == "play":
+            over = top(state)
+            plays = plays_for(state, seat)
+            if state.leading or over is None:
+                text = "play any combination of your cards (you lead)"
+            else:
+                cards = " ".join(map(str, over.combination.cards))
+                text = f"play a {over.combination.kind} beating {cards}, or a combination that chops it"
+            if _bao_1_restricted(state, seat):
+                text += "; a single must be your highest card (the next seat has one card left)"
+            out.append(MoveSet("play", text, tuple(CardsPlayed(seat, p.cards) for p in plays)))
+        elif action.kind == "pass":
+            out.append(MoveSet("pass", "pass: play nothing this round", (Passed(seat),)))
+        else:
+            declaration = action.kind.removeprefix("declare:")
+            out.append(MoveSet(action.kind, f"declare {declaration} (SL-9)", (Declared(seat, declaration),)))
+    return tuple(out)
 
 
 def _play_candidates(state: State, seat: int) -> list[Body]:

@@ -84,9 +84,11 @@ from socai.events.model import (
 from socai.money import fee, is_gold
 from socai.rules.base import (
     CLOCKWISE,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
+    MoveSet,
     Pending,
     Reason,
     Settlement,
@@ -108,6 +110,14 @@ SPEC: Final = GameSpec(
     direction=CLOCKWISE,  # no turn order; only used to order seats deterministically
     default_fee_bps=500,
 )
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("wager",)
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("betting",)
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"BANKER_CAPACITY": "TX-7", "BAD_SELECTION": "2.2, TX-10", "BETTING_CLOSED": "TX-8"}
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "TX-9, GEN-6: the bets already placed stand and are settled with the dice; no more bets"
 
 SYSTEM: Final = "system"
 P2P: Final = "p2p"
@@ -630,6 +640,62 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
             continue
         out.append(body)
     return out
+
+
+# Every bet of the table, as (kind, selection): 50 cells (RULES.md 2.2, TX-10).
+CELLS: Final = (
+    (XIU, ()),
+    (TAI, ()),
+    *((SINGLE, (face,)) for face in range(1, DIE_FACES + 1)),
+    *((PAIR, pair) for pair in PAIRS),
+    *((TOTAL, (total,)) for total in TOTALS_OFFERED),
+    *((DOUBLE, (face,)) for face in range(1, DIE_FACES + 1)),
+    *((TRIPLE, (face,)) for face in range(1, DIE_FACES + 1)),
+    (ANY_TRIPLE, ()),
+)
+
+
+def committed_gold(state: State, seat: int) -> int:
+    """What ``seat``'s bets of the round stake."""
+    return next((s.staked_gold for s in state.seats if s.seat == seat), 0)
+
+
+def facing(state: State, seat: int) -> Facing:
+    """``wager`` while ``seat`` may still bet: one bet is ``bet_min_gold`` to what its
+    unreserved stack (and the table maximum) allows."""
+    if seat not in betting_seats(state):
+        return Facing()
+    high = max_bet_gold(state, seat, TAI, ())
+    return Facing("wager", amount_gold=state.bet_min_gold, max_gold=high, text="the betting window is open")
+
+
+def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
+    """One ``wager`` set per cell ``seat`` may bet on now (kind and selection): any amount
+    from ``bet_min_gold`` to the cell's own maximum (``max_bet_gold``: the seat's
+    unreserved stack, the table maximum, and against a player-banker the banker's capacity
+    over the cell's odds, TX-7); the example is the cell at the minimum."""
+    if seat not in betting_seats(state):
+        return ()
+    low = state.bet_min_gold
+    # ``max_bet_gold`` for every cell, with the seat's own checks made once: the cells differ
+    # only in their odds, hence in what the banker can cover (a view of a 200-seat table
+    # computes this for every seat still betting, at every bet).
+    tai = max_bet_gold(state, seat, TAI, ())
+    if tai < low:
+        return ()  # the seat may not bet now, or not even the 1:1 bet fits the banker
+    seat_high = seat_available(state, seat)
+    if state.options.bet_max_gold:
+        seat_high = min(seat_high, state.options.bet_max_gold)
+    banker = banker_available(state)
+    out = []
+    for kind, selection in CELLS:
+        high = seat_high if banker is None else min(seat_high, banker // max_odds(kind, selection, state.options))
+        if high < low:
+            continue
+        chosen = f" {' '.join(map(str, selection))}" if selection else ""
+        text = f"bet on {kind}{chosen}: any amount from {low} to {high}"
+        out.append(MoveSet(WAGER, text, (WagerPlaced(seat, kind, selection, low),), False, low, high))
+    return tuple(out)
 
 
 def is_finished(state: State) -> bool:

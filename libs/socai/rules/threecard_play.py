@@ -43,6 +43,7 @@ from socai.rules.base import (
     COUNTERCLOCKWISE,
     POT_REASONS,
     DealSlot,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
@@ -51,6 +52,7 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    bet_facing,
     check_settlement,
     common_event,
     freeze,
@@ -366,6 +368,24 @@ def lieng_legal_actions(state: LiengState, seat: int) -> tuple[LegalAction, ...]
     if state.phase != BETTING or state.to_act != seat:
         return ()
     return betting.legal_actions(sizing(state), _to_call(state, seat), betting.remaining(state, seat))
+
+
+def held(state: Any, seat: int) -> tuple[Card, ...]:
+    """The three cards dealt to ``seat`` (Liêng, Liêng Sảnh, 3 Cây Gà, Ba Cây Chương)."""
+    cards: tuple[Card, ...] = state.hands.get(seat, ())
+    return cards
+
+
+def lieng_facing(state: LiengState, seat: int) -> Facing:
+    """The bet ``seat`` must match when it is its turn (``bet``, what calling adds)."""
+    return bet_facing(lieng_legal_actions(state, seat))
+
+
+def flip_facing(state: Any, seat: int) -> Facing:
+    """``flip`` while ``seat`` has still to flip."""
+    if flip_legal_actions(state, seat):
+        return Facing("flip", text="turn your three cards face up")
+    return Facing()
 
 
 def lieng_candidate_actions(state: LiengState, seat: int) -> list[Body]:

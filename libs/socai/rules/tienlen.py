@@ -45,14 +45,23 @@ from socai.rules.shedding_play import (
     apply,
     candidate_actions,
     explain,
+    facing,
+    held,
     is_finished,
     legal_actions,
+    legal_moves,
     next_hand_dealer,
     pending,
     settle,
 )
 
 SPEC: Final = GameSpec("tienlen", "Tiến Lên Miền Nam", 2, 4, "standard", direction=COUNTERCLOCKWISE)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("play", "pass")
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("turn",)
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "9.5, TL-11, GEN-6: declared the loser: out of play at once; pays for the cards it holds (count mode) or is placed last (rank mode)"
 RULES_VERSION: Final = 1
 RULES: Final = shedding.TIENLEN
 
@@ -164,9 +173,12 @@ __all__ = [
     "candidate_actions",
     "combo",
     "explain",
+    "facing",
+    "held",
     "initial_state",
     "is_finished",
     "legal_actions",
+    "legal_moves",
     "next_hand_dealer",
     "pending",
     "settle",

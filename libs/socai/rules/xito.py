@@ -72,6 +72,7 @@ from socai.rules.base import (
     COUNTERCLOCKWISE,
     POT_REASONS,
     DealSlot,
+    Facing,
     GameSpec,
     GameState,
     LegalAction,
@@ -79,6 +80,7 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    bet_facing,
     check_settlement,
     common_event,
     freeze,
@@ -93,6 +95,14 @@ from socai.rules.base import (
 )
 
 SPEC: Final = GameSpec("xito", "Xì Tố", 2, 5, "xito", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+# The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
+MOVES: Final = ("check", "call", "bet", "raise", "fold", "all_in")
+# The timers its hands run (``Pending.timer``; the API guide's page of the game).
+TIMERS: Final = ("turn",)
+# The rule a refusal cites where the game names its own (``base.refusal_rule``).
+REFUSAL_RULES: Final = {"ALL_IN_NOT_ALLOWED": "XT-10", "BET_TOO_LARGE": "XT-8", "RAISE_TOO_LARGE": "XT-8"}
+# What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
+LEAVE_RULE: Final = "XT-14, GEN-6: leaving is a fold; the chips already in the pot are forfeited"
 
 # Xì Tố's own suit strength, ♥ > ♦ > ♣ > ♠ (RULES.md 0.5 and XT-1). Never share it with
 # another game: Liêng and Ba Cây put ♦ first.
@@ -481,6 +491,21 @@ def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
             actions.append(LegalAction(ActionKind.ALL_IN.value, due, due))
         return (*actions, fold)
     return betting.legal_actions(_sizing(state), _to_call(state, seat), remaining)
+
+
+def held(state: State, seat: int) -> tuple[Card, ...]:
+    """Every card dealt to ``seat``, face down and face up, in the order dealt."""
+    return tuple(d.card for d in state.hands.get(seat, ()))
+
+
+def committed_gold(state: State, seat: int) -> int:
+    """The chips ``seat`` has put into the pot this hand."""
+    return state.put_in_gold.get(seat, 0)
+
+
+def facing(state: State, seat: int) -> Facing:
+    """The bet ``seat`` must match when it is its turn (round 1: the forced bet)."""
+    return bet_facing(legal_actions(state, seat))
 
 
 def candidate_actions(state: State, seat: int) -> list[Body]:

@@ -39,7 +39,7 @@ async def test_a_table_created_through_either_instance_runs_where_its_partition_
 
     # The owner's refusal comes back through the forwarding instance with its reason.
     with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await two.backend.act(table_id, "p1", 0, bet(0, "call", 10), hand_id=hand_id)
+        await two.backend.act(table_id, "p0", 1, bet(1, "call", 10), hand_id=hand_id)
     assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert error_reason(refused.value) == "NOT_YOUR_SEAT"
 

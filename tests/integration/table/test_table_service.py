@@ -123,7 +123,9 @@ async def test_illegal_out_of_turn_and_foreign_seat_actions_are_rejected_and_wri
         (b, 1, bet(1, "check"), grpc.StatusCode.FAILED_PRECONDITION, "NOT_YOUR_TURN"),
         (a, 0, bet(0, "raise", 1), grpc.StatusCode.FAILED_PRECONDITION, "RAISE_TOO_SMALL"),
         (a, 0, bet(0, "call", 999_999), grpc.StatusCode.FAILED_PRECONDITION, None),
-        (b, 0, bet(0, "call", 10), grpc.StatusCode.PERMISSION_DENIED, "NOT_YOUR_SEAT"),
+        (a, 1, bet(1, "call", 10), grpc.StatusCode.PERMISSION_DENIED, "NOT_YOUR_SEAT"),
+        # Seat 0, in the request and in the action, means the caller's own seat.
+        (b, 0, bet(0, "call", 10), grpc.StatusCode.FAILED_PRECONDITION, "NOT_YOUR_TURN"),
         (a, 0, bet(1, "call", 10), grpc.StatusCode.INVALID_ARGUMENT, "SEAT_MISMATCH"),
         (a, 0, pb.PlayerAction(), grpc.StatusCode.INVALID_ARGUMENT, "BAD_ACTION"),
     ]

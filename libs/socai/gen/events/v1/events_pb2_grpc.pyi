@@ -9,8 +9,10 @@ last subject sequence. Exports use the protobuf JSON mapping.
 
 Events record facts and player decisions. Outcomes (who won, what was chặt, who is
 thối) are never events: the rules engine derives them. Cards travel as strings in the
-notation "As Td 9h 2c". Gold is int64 in minor units. Seats are 0..seats_max-1,
-numbered clockwise; seat -1 is the community (board cards, table-level timers).
+notation "As Td 9h 2c" (T is ten). Gold is int64 in minor units. Seats are
+0..seats_max-1, numbered clockwise (most games play counterclockwise, to the next lower
+seat number: docs/api has each game's page); seat -1 is the community (board cards,
+table-level timers).
 
 No card that is hidden while the hand is in play is written in the clear: in a hand
 whose HandStarted sets face_down_by_position, a card dealt face down is written without

@@ -5,10 +5,20 @@ The table service: authoritative tables. Every accepted fact becomes an event in
 JetStream before the call returns; a rejected action writes nothing.
 
 Callers authenticate as a service (bearer token in the "authorization" metadata);
-player-scoped calls also carry a player token issued by a trusted backend, and a
-player can act only for their own seat. Errors carry a google.rpc.ErrorInfo reason:
-FAILED_PRECONDITION NOT_YOUR_TURN / ILLEGAL_MOVE / INSUFFICIENT_FUNDS, NOT_FOUND
-TABLE_NOT_FOUND, PERMISSION_DENIED NOT_YOUR_SEAT …
+player-scoped calls also carry a player token issued by a trusted backend (caller
+"backend", IssuePlayerToken: it may issue one for any player id, so it is the backend
+that vouches for who a player is), and a player acts only for their own seat.
+
+Errors carry a google.rpc.ErrorInfo (domain "socai") whose reason is a stable code; the
+one catalogue of every code, its status, meaning and rule is docs/api/reason-codes.md
+(generated from the code: `socai docs api`). A refusal by a game's rules is
+FAILED_PRECONDITION with the game's code (NOT_YOUR_TURN, CANNOT_BEAT, NOT_HOLDING …) and
+ErrorInfo metadata "seat", "hand_id" and "rule" (the RULES.md rule it cites).
+
+Cards are strings: rank then suit, "As Td 9h 2c" (T is ten, "10" is read as T too; ranks
+2-9 T J Q K A, suits s c d h or the symbols ♠ ♣ ♦ ♥; case is ignored; a card that is none
+of these is INVALID_ARGUMENT BAD_CARD). Seats are numbered 0..seats_max-1 clockwise; most
+games play counterclockwise, i.e. to the next lower seat number (docs/api per game).
 """
 
 from collections import abc as _abc
@@ -18,6 +28,7 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from socai.gen.events.v1 import events_pb2 as _events_pb2
+from socai.gen.settlement.v1 import settlement_pb2 as _settlement_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -51,6 +62,103 @@ TABLE_STATUS_CLOSED: TableStatus.ValueType  # 3
 TABLE_STATUS_CLOSING: TableStatus.ValueType  # 4
 """CloseTable was called: no joins or new hands; the close completes by itself."""
 Global___TableStatus: _TypeAlias = TableStatus  # noqa: Y015
+
+class _LeaveWhen:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _LeaveWhenEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LeaveWhen.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    LEAVE_WHEN_UNSPECIFIED: _LeaveWhen.ValueType  # 0
+    """As LEAVE_WHEN_NOW."""
+    LEAVE_WHEN_NOW: _LeaveWhen.ValueType  # 1
+    """Now: a player dealt into the hand in play leaves it at once and forfeits it by the
+    game's leaving rule (LeaveTableResponse.forfeit), then stands up when it ends; with no
+    hand of theirs in play, stand up at once.
+    """
+    LEAVE_WHEN_AFTER_HAND: _LeaveWhen.ValueType  # 2
+    """After the hand: play the hand in play to its end, then stand up (dealt into no further
+    hand); with no hand of theirs in play, stand up at once.
+    """
+
+class LeaveWhen(_LeaveWhen, metaclass=_LeaveWhenEnumTypeWrapper):
+    """When a player leaves (LeaveTableRequest.when)."""
+
+LEAVE_WHEN_UNSPECIFIED: LeaveWhen.ValueType  # 0
+"""As LEAVE_WHEN_NOW."""
+LEAVE_WHEN_NOW: LeaveWhen.ValueType  # 1
+"""Now: a player dealt into the hand in play leaves it at once and forfeits it by the
+game's leaving rule (LeaveTableResponse.forfeit), then stands up when it ends; with no
+hand of theirs in play, stand up at once.
+"""
+LEAVE_WHEN_AFTER_HAND: LeaveWhen.ValueType  # 2
+"""After the hand: play the hand in play to its end, then stand up (dealt into no further
+hand); with no hand of theirs in play, stand up at once.
+"""
+Global___LeaveWhen: _TypeAlias = LeaveWhen  # noqa: Y015
+
+class _LeaveOutcome:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _LeaveOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LeaveOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    LEAVE_OUTCOME_UNSPECIFIED: _LeaveOutcome.ValueType  # 0
+    LEAVE_OUTCOME_STOOD_UP: _LeaveOutcome.ValueType  # 1
+    """No hand of the player's was in play: they stood up now; the cash-out follows."""
+    LEAVE_OUTCOME_FORFEITED: _LeaveOutcome.ValueType  # 2
+    """They left the hand in play (PlayerLeft): it is forfeited by the game's rule, and they
+    stand up when it ends.
+    """
+    LEAVE_OUTCOME_AFTER_HAND: _LeaveOutcome.ValueType  # 3
+    """They play the hand in play to its end, then stand up."""
+
+class LeaveOutcome(_LeaveOutcome, metaclass=_LeaveOutcomeEnumTypeWrapper):
+    """What LeaveTable did."""
+
+LEAVE_OUTCOME_UNSPECIFIED: LeaveOutcome.ValueType  # 0
+LEAVE_OUTCOME_STOOD_UP: LeaveOutcome.ValueType  # 1
+"""No hand of the player's was in play: they stood up now; the cash-out follows."""
+LEAVE_OUTCOME_FORFEITED: LeaveOutcome.ValueType  # 2
+"""They left the hand in play (PlayerLeft): it is forfeited by the game's rule, and they
+stand up when it ends.
+"""
+LEAVE_OUTCOME_AFTER_HAND: LeaveOutcome.ValueType  # 3
+"""They play the hand in play to its end, then stand up."""
+Global___LeaveOutcome: _TypeAlias = LeaveOutcome  # noqa: Y015
+
+class _CashOutStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CashOutStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CashOutStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CASH_OUT_STATUS_UNSPECIFIED: _CashOutStatus.ValueType  # 0
+    CASH_OUT_STATUS_NONE: _CashOutStatus.ValueType  # 1
+    """No cash-out of this player at this table."""
+    CASH_OUT_STATUS_WAITING_FOR_HAND: _CashOutStatus.ValueType  # 2
+    """Still seated for the hand in play: stands up when it ends."""
+    CASH_OUT_STATUS_WAITING_FOR_SETTLEMENT: _CashOutStatus.ValueType  # 3
+    """Stood up; paid (escrow to wallet) once the player's last hand is settled."""
+    CASH_OUT_STATUS_DONE: _CashOutStatus.ValueType  # 4
+    """Paid."""
+    CASH_OUT_STATUS_ALARM: _CashOutStatus.ValueType  # 5
+    """The ledger's escrow differed from the table's stack: held for an operator."""
+
+class CashOutStatus(_CashOutStatus, metaclass=_CashOutStatusEnumTypeWrapper): ...
+
+CASH_OUT_STATUS_UNSPECIFIED: CashOutStatus.ValueType  # 0
+CASH_OUT_STATUS_NONE: CashOutStatus.ValueType  # 1
+"""No cash-out of this player at this table."""
+CASH_OUT_STATUS_WAITING_FOR_HAND: CashOutStatus.ValueType  # 2
+"""Still seated for the hand in play: stands up when it ends."""
+CASH_OUT_STATUS_WAITING_FOR_SETTLEMENT: CashOutStatus.ValueType  # 3
+"""Stood up; paid (escrow to wallet) once the player's last hand is settled."""
+CASH_OUT_STATUS_DONE: CashOutStatus.ValueType  # 4
+"""Paid."""
+CASH_OUT_STATUS_ALARM: CashOutStatus.ValueType  # 5
+"""The ledger's escrow differed from the table's stack: held for an operator."""
+Global___CashOutStatus: _TypeAlias = CashOutStatus  # noqa: Y015
 
 @_typing.final
 class TableConfig(_message.Message):
@@ -98,6 +206,7 @@ class TableConfig(_message.Message):
     """
     seats_max: _builtins.int
     buy_in_min_gold: _builtins.int
+    """The buy-in range; 0 takes the default: the stake (min), 100 x the stake (max)."""
     buy_in_max_gold: _builtins.int
     auto_start_players: _builtins.int
     """Start a hand automatically when at least this many players are seated (0: manual)."""
@@ -229,7 +338,9 @@ class CreateTableRequest(_message.Message):
     CONFIG_FIELD_NUMBER: _builtins.int
     TABLE_ID_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
-    """Optional client-chosen id (idempotent create); empty to let the service choose."""
+    """Optional client-chosen id (idempotent create): 1-32 ASCII letters and digits; empty to
+    let the service choose.
+    """
     @_builtins.property
     def config(self) -> Global___TableConfig: ...
     def __init__(
@@ -419,23 +530,102 @@ class LeaveTableRequest(_message.Message):
     TABLE_ID_FIELD_NUMBER: _builtins.int
     PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    WHEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     player_token: _builtins.str
     idempotency_key: _builtins.str
+    """Unused: leaving is idempotent by itself (a second call answers what the first did)."""
+    when: Global___LeaveWhen.ValueType
     def __init__(
         self,
         *,
         table_id: _builtins.str = ...,
         player_token: _builtins.str = ...,
         idempotency_key: _builtins.str = ...,
+        when: Global___LeaveWhen.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["idempotency_key", b"idempotency_key", "player_token", b"player_token", "table_id", b"table_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["idempotency_key", b"idempotency_key", "player_token", b"player_token", "table_id", b"table_id", "when", b"when"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___LeaveTableRequest: _TypeAlias = LeaveTableRequest  # noqa: Y015
+
+@_typing.final
+class Forfeit(_message.Message):
+    """What leaving a hand in play costs by the game's rule."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMMITTED_GOLD_FIELD_NUMBER: _builtins.int
+    AT_MOST_GOLD_FIELD_NUMBER: _builtins.int
+    RULE_FIELD_NUMBER: _builtins.int
+    committed_gold: _builtins.int
+    """Chips the player has already put into the hand (bets, antes): lost with it in the games
+    whose leaver forfeits what it put in.
+    """
+    at_most_gold: _builtins.int
+    """The most the hand can cost the player: the stack they brought into it (GEN-4)."""
+    rule: _builtins.str
+    """The game's leaving rule and the RULES.md rules it cites."""
+    def __init__(
+        self,
+        *,
+        committed_gold: _builtins.int = ...,
+        at_most_gold: _builtins.int = ...,
+        rule: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at_most_gold", b"at_most_gold", "committed_gold", b"committed_gold", "rule", b"rule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Forfeit: _TypeAlias = Forfeit  # noqa: Y015
+
+@_typing.final
+class CashOut(_message.Message):
+    """A player's cash-out at a table (escrow:{table}:{player} to player:{player})."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_ID_FIELD_NUMBER: _builtins.int
+    PLAYER_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
+    AFTER_HAND_ID_FIELD_NUMBER: _builtins.int
+    LEDGER_TRANSACTION_ID_FIELD_NUMBER: _builtins.int
+    COMPLETED_AT_FIELD_NUMBER: _builtins.int
+    table_id: _builtins.str
+    player_id: _builtins.str
+    status: Global___CashOutStatus.ValueType
+    amount_gold: _builtins.int
+    """What is (or was) paid; 0 while the player still waits for a hand's end."""
+    after_hand_id: _builtins.str
+    """The hand whose settlement the payment waits for ("" for none)."""
+    ledger_transaction_id: _builtins.str
+    """The ledger transaction that paid it (DONE, when more than 0 was paid)."""
+    @_builtins.property
+    def completed_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        table_id: _builtins.str = ...,
+        player_id: _builtins.str = ...,
+        status: Global___CashOutStatus.ValueType = ...,
+        amount_gold: _builtins.int = ...,
+        after_hand_id: _builtins.str = ...,
+        ledger_transaction_id: _builtins.str = ...,
+        completed_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_hand_id", b"after_hand_id", "amount_gold", b"amount_gold", "completed_at", b"completed_at", "ledger_transaction_id", b"ledger_transaction_id", "player_id", b"player_id", "status", b"status", "table_id", b"table_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CashOut: _TypeAlias = CashOut  # noqa: Y015
 
 @_typing.final
 class LeaveTableResponse(_message.Message):
@@ -443,18 +633,43 @@ class LeaveTableResponse(_message.Message):
 
     CASHED_OUT_FIELD_NUMBER: _builtins.int
     CASH_OUT_GOLD_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    HAND_ID_FIELD_NUMBER: _builtins.int
+    FORFEIT_FIELD_NUMBER: _builtins.int
+    CASH_OUT_FIELD_NUMBER: _builtins.int
     cashed_out: _builtins.bool
-    """True when the cash-out happened now; false when it waits for the hand in play."""
+    """True when the cash-out completed before this call returned."""
     cash_out_gold: _builtins.int
+    """The chips the cash-out pays once the player has stood up; 0 while they still wait for
+    a hand's end, whose result decides it (the meaning changed: it used to be the stack
+    before that hand, which is not what a forfeited hand pays out).
+    """
+    outcome: Global___LeaveOutcome.ValueType
+    hand_id: _builtins.str
+    """The hand the player forfeited or plays out ("" when they stood up at once)."""
+    @_builtins.property
+    def forfeit(self) -> Global___Forfeit:
+        """What leaving costs (FORFEITED)."""
+
+    @_builtins.property
+    def cash_out(self) -> Global___CashOut:
+        """The cash-out now. Its completion reaches the player's WatchTable stream
+        (WatchTableResponse.cash_out), and GetCashOut answers it at any time.
+        """
+
     def __init__(
         self,
         *,
         cashed_out: _builtins.bool = ...,
         cash_out_gold: _builtins.int = ...,
+        outcome: Global___LeaveOutcome.ValueType = ...,
+        hand_id: _builtins.str = ...,
+        forfeit: Global___Forfeit | None = ...,
+        cash_out: Global___CashOut | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cash_out", b"cash_out", "forfeit", b"forfeit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cash_out_gold", b"cash_out_gold", "cashed_out", b"cashed_out"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cash_out", b"cash_out", "cash_out_gold", b"cash_out_gold", "cashed_out", b"cashed_out", "forfeit", b"forfeit", "hand_id", b"hand_id", "outcome", b"outcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -513,6 +728,7 @@ class PlayerAction(_message.Message):
     TAKE_FIELD_NUMBER: _builtins.int
     LAY_FIELD_NUMBER: _builtins.int
     SEND_FIELD_NUMBER: _builtins.int
+    PASS_TURN_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def bet(self) -> _events_pb2.BetAction: ...
     @_builtins.property
@@ -529,6 +745,10 @@ class PlayerAction(_message.Message):
     def lay(self) -> _events_pb2.MeldsLaid: ...
     @_builtins.property
     def send(self) -> _events_pb2.CardSent: ...
+    @_builtins.property
+    def pass_turn(self) -> _events_pb2.Passed:
+        """A pass (shedding games): TableView.legal_moves offers it under this name."""
+
     def __init__(
         self,
         *,
@@ -540,12 +760,13 @@ class PlayerAction(_message.Message):
         take: _events_pb2.CardTaken | None = ...,
         lay: _events_pb2.MeldsLaid | None = ...,
         send: _events_pb2.CardSent | None = ...,
+        pass_turn: _events_pb2.Passed | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "arrange", b"arrange", "bet", b"bet", "declare", b"declare", "lay", b"lay", "pass", b"pass", "play", b"play", "send", b"send", "take", b"take", "wager", b"wager"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "arrange", b"arrange", "bet", b"bet", "declare", b"declare", "lay", b"lay", "pass", b"pass", "pass_turn", b"pass_turn", "play", b"play", "send", b"send", "take", b"take", "wager", b"wager"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "arrange", b"arrange", "bet", b"bet", "declare", b"declare", "lay", b"lay", "pass", b"pass", "play", b"play", "send", b"send", "take", b"take", "wager", b"wager"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "arrange", b"arrange", "bet", b"bet", "declare", b"declare", "lay", b"lay", "pass", b"pass", "pass_turn", b"pass_turn", "play", b"play", "send", b"send", "take", b"take", "wager", b"wager"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["bet", "wager", "play", "pass", "declare", "arrange", "take", "lay", "send"]  # noqa: Y015
+    _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["bet", "wager", "play", "pass", "declare", "arrange", "take", "lay", "send", "pass_turn"]  # noqa: Y015
     _WhichOneofArgType_action: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_action) -> _WhichOneofReturnType_action | None: ...
 
@@ -563,9 +784,20 @@ class ActRequest(_message.Message):
     PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     hand_id: _builtins.str
+    """The hand the decision is for (TableView.hand_id)."""
     seat: _builtins.int
+    """The caller's seat, or 0: the seat is the caller's (their token says which), so 0 means
+    "mine" and any other value must be it (PERMISSION_DENIED NOT_YOUR_SEAT). The seat inside
+    the action may be left 0 the same way (another seat there: INVALID_ARGUMENT
+    SEAT_MISMATCH). (Before, 0 meant seat 0 only.)
+    """
     idempotency_key: _builtins.str
-    """Required; a retry with the same key returns the original result and writes nothing."""
+    """Required, 1..200 printable characters. Scoped by player and hand: a retry with the
+    same key for the same hand_id and action returns the original result and writes
+    nothing, whatever happened since (the hand ended, the next one started, the service
+    restarted: the key is recorded with the event in the log); the same key with another
+    action is IDEMPOTENCY_KEY_REUSED.
+    """
     player_token: _builtins.str
     @_builtins.property
     def action(self) -> Global___PlayerAction: ...
@@ -593,22 +825,201 @@ class ActResponse(_message.Message):
 
     SEQ_FIELD_NUMBER: _builtins.int
     EVENT_ID_FIELD_NUMBER: _builtins.int
+    REPLAYED_FIELD_NUMBER: _builtins.int
+    LOG_SEQ_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """The event the action became."""
     event_id: _builtins.str
+    replayed: _builtins.bool
+    """True when this answers a retry (the action was accepted earlier under this key)."""
+    log_seq: _builtins.int
+    """The event's position in the event log (TableView.log_seq of the views that include it)."""
     def __init__(
         self,
         *,
         seq: _builtins.int = ...,
         event_id: _builtins.str = ...,
+        replayed: _builtins.bool = ...,
+        log_seq: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_id", b"event_id", "seq", b"seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_id", b"event_id", "log_seq", b"log_seq", "replayed", b"replayed", "seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ActResponse: _TypeAlias = ActResponse  # noqa: Y015
+
+@_typing.final
+class ValidateActionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_ID_FIELD_NUMBER: _builtins.int
+    HAND_ID_FIELD_NUMBER: _builtins.int
+    SEAT_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
+    table_id: _builtins.str
+    hand_id: _builtins.str
+    seat: _builtins.int
+    """As ActRequest.seat."""
+    player_token: _builtins.str
+    @_builtins.property
+    def action(self) -> Global___PlayerAction: ...
+    def __init__(
+        self,
+        *,
+        table_id: _builtins.str = ...,
+        hand_id: _builtins.str = ...,
+        seat: _builtins.int = ...,
+        action: Global___PlayerAction | None = ...,
+        player_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "hand_id", b"hand_id", "player_token", b"player_token", "seat", b"seat", "table_id", b"table_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ValidateActionRequest: _TypeAlias = ValidateActionRequest  # noqa: Y015
+
+@_typing.final
+class ValidateActionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCEPTED_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    RULE_FIELD_NUMBER: _builtins.int
+    accepted: _builtins.bool
+    """Whether Act would accept the action now."""
+    reason: _builtins.str
+    """When refused: the reason code Act would answer (ErrorInfo reason), its message and
+    the rule it cites.
+    """
+    message: _builtins.str
+    rule: _builtins.str
+    def __init__(
+        self,
+        *,
+        accepted: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+        message: _builtins.str = ...,
+        rule: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "message", b"message", "reason", b"reason", "rule", b"rule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ValidateActionResponse: _TypeAlias = ValidateActionResponse  # noqa: Y015
+
+@_typing.final
+class GetHandRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_ID_FIELD_NUMBER: _builtins.int
+    HAND_ID_FIELD_NUMBER: _builtins.int
+    PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
+    table_id: _builtins.str
+    hand_id: _builtins.str
+    player_token: _builtins.str
+    """Empty for a spectator."""
+    def __init__(
+        self,
+        *,
+        table_id: _builtins.str = ...,
+        hand_id: _builtins.str = ...,
+        player_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hand_id", b"hand_id", "player_token", b"player_token", "table_id", b"table_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetHandRequest: _TypeAlias = GetHandRequest  # noqa: Y015
+
+@_typing.final
+class GetHandResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HAND_ID_FIELD_NUMBER: _builtins.int
+    ENDED_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
+    SETTLEMENT_FIELD_NUMBER: _builtins.int
+    hand_id: _builtins.str
+    ended: _builtins.bool
+    """Ended: every card is shown (the revealed seed deals them anyway). In play: the events
+    as GetTableState shows them to this viewer.
+    """
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_events_pb2.Event]: ...
+    @_builtins.property
+    def settlement(self) -> _settlement_pb2.Settlement:
+        """Once ended: the hand's settlement as the rules engine computes it from these events
+        (the one the settlement service posts; ledger_transaction_id, stream_seq and
+        settled_at are the settlement service's to tell).
+        """
+
+    def __init__(
+        self,
+        *,
+        hand_id: _builtins.str = ...,
+        ended: _builtins.bool = ...,
+        events: _abc.Iterable[_events_pb2.Event] | None = ...,
+        settlement: _settlement_pb2.Settlement | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["settlement", b"settlement"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ended", b"ended", "events", b"events", "hand_id", b"hand_id", "settlement", b"settlement"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetHandResponse: _TypeAlias = GetHandResponse  # noqa: Y015
+
+@_typing.final
+class GetCashOutRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_ID_FIELD_NUMBER: _builtins.int
+    PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
+    table_id: _builtins.str
+    player_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        table_id: _builtins.str = ...,
+        player_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["player_token", b"player_token", "table_id", b"table_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCashOutRequest: _TypeAlias = GetCashOutRequest  # noqa: Y015
+
+@_typing.final
+class GetCashOutResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CASH_OUT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def cash_out(self) -> Global___CashOut: ...
+    def __init__(
+        self,
+        *,
+        cash_out: Global___CashOut | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cash_out", b"cash_out"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cash_out", b"cash_out"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCashOutResponse: _TypeAlias = GetCashOutResponse  # noqa: Y015
 
 @_typing.final
 class LegalAction(_message.Message):
@@ -617,23 +1028,207 @@ class LegalAction(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     MIN_GOLD_FIELD_NUMBER: _builtins.int
     MAX_GOLD_FIELD_NUMBER: _builtins.int
+    STEP_GOLD_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
+    """One of the move kinds of docs/api/README.md (check call bet raise fold all_in wager play
+    pass arrange take lay send declare:draw declare:u …).
+    """
     min_gold: _builtins.int
     max_gold: _builtins.int
+    step_gold: _builtins.int
+    """A bet or raise above min_gold is min_gold plus a multiple of this, or exactly max_gold;
+    0 or 1: any amount in between.
+    """
     def __init__(
         self,
         *,
         kind: _builtins.str = ...,
         min_gold: _builtins.int = ...,
         max_gold: _builtins.int = ...,
+        step_gold: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "max_gold", b"max_gold", "min_gold", b"min_gold"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "max_gold", b"max_gold", "min_gold", b"min_gold", "step_gold", b"step_gold"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___LegalAction: _TypeAlias = LegalAction  # noqa: Y015
+
+@_typing.final
+class LegalMove(_message.Message):
+    """The legal moves of one kind (TableView.legal_moves)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    COMPLETE_FIELD_NUMBER: _builtins.int
+    ACTIONS_FIELD_NUMBER: _builtins.int
+    MIN_GOLD_FIELD_NUMBER: _builtins.int
+    MAX_GOLD_FIELD_NUMBER: _builtins.int
+    STEP_GOLD_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """One of the move kinds (LegalAction.kind)."""
+    text: _builtins.str
+    """Exactly which moves of this kind are legal, in words."""
+    complete: _builtins.bool
+    """True: actions lists every legal move of this kind, ready to send. False: there are too
+    many to list (a bet in a range, an arrangement); actions are examples, text and the
+    amount bounds say which others are legal, and ValidateAction answers for any.
+    """
+    min_gold: _builtins.int
+    max_gold: _builtins.int
+    step_gold: _builtins.int
+    @_builtins.property
+    def actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlayerAction]: ...
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        text: _builtins.str = ...,
+        complete: _builtins.bool = ...,
+        actions: _abc.Iterable[Global___PlayerAction] | None = ...,
+        min_gold: _builtins.int = ...,
+        max_gold: _builtins.int = ...,
+        step_gold: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "complete", b"complete", "kind", b"kind", "max_gold", b"max_gold", "min_gold", b"min_gold", "step_gold", b"step_gold", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LegalMove: _TypeAlias = LegalMove  # noqa: Y015
+
+@_typing.final
+class Facing(_message.Message):
+    """What a seat must beat or answer now."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    SEAT_FIELD_NUMBER: _builtins.int
+    CARDS_FIELD_NUMBER: _builtins.int
+    COMBINATION_FIELD_NUMBER: _builtins.int
+    AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
+    MAX_GOLD_FIELD_NUMBER: _builtins.int
+    TAKEABLE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"" (nothing), bet, lead, trick, discard, arrange, flip, wager, declare (docs/api)."""
+    seat: _builtins.int
+    """Who put it there (-1: nobody, the table)."""
+    combination: _builtins.str
+    """A trick's combination kind: single pair triple straight pairs_run four two_fours."""
+    amount_gold: _builtins.int
+    """bet: what calling adds; wager: the least one bet may be (max_gold the most)."""
+    max_gold: _builtins.int
+    takeable: _builtins.bool
+    """discard: whether this seat may take it now."""
+    text: _builtins.str
+    @_builtins.property
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        seat: _builtins.int = ...,
+        cards: _abc.Iterable[_builtins.str] | None = ...,
+        combination: _builtins.str = ...,
+        amount_gold: _builtins.int = ...,
+        max_gold: _builtins.int = ...,
+        takeable: _builtins.bool = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["amount_gold", b"amount_gold", "cards", b"cards", "combination", b"combination", "kind", b"kind", "max_gold", b"max_gold", "seat", b"seat", "takeable", b"takeable", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Facing: _TypeAlias = Facing  # noqa: Y015
+
+@_typing.final
+class TableView(_message.Message):
+    """One viewer's situation at one moment of the table: what a client needs to act without
+    another call. GetTableState carries it (TableState.view) and so does every WatchTable
+    message; two views of one viewer with the same log_seq hold the same values.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LOG_SEQ_FIELD_NUMBER: _builtins.int
+    HAND_ID_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    HAND_OVER_FIELD_NUMBER: _builtins.int
+    TO_ACT_FIELD_NUMBER: _builtins.int
+    TIMER_FIELD_NUMBER: _builtins.int
+    DEADLINE_FIELD_NUMBER: _builtins.int
+    VIEWER_SEAT_FIELD_NUMBER: _builtins.int
+    CARDS_FIELD_NUMBER: _builtins.int
+    FACING_FIELD_NUMBER: _builtins.int
+    LEGAL_MOVES_FIELD_NUMBER: _builtins.int
+    MORE_FOLLOWS_FIELD_NUMBER: _builtins.int
+    log_seq: _builtins.int
+    """The position of the last event this view includes: that event's stream sequence in
+    the event log (hand event or table fact). It only grows at a table, across restarts
+    and moves between instances; GetTableState and WatchTable share it.
+    """
+    hand_id: _builtins.str
+    """The hand in play, else the last one ("" before the first)."""
+    seq: _builtins.int
+    """The last seq of that hand this view includes."""
+    hand_over: _builtins.bool
+    timer: _builtins.str
+    viewer_seat: _builtins.int
+    """The viewer's seat (-1: a spectator)."""
+    more_follows: _builtins.bool
+    """One call or timer may write several events, sent together: this is true on every
+    message of such a change but its last, which alone carries the deadline and the legal
+    moves (act on a view whose more_follows is false).
+    """
+    @_builtins.property
+    def to_act(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The seats the hand waits for, on which timer, until when."""
+
+    @_builtins.property
+    def deadline(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The viewer's own cards now, face up and down (none of another seat's)."""
+
+    @_builtins.property
+    def facing(self) -> Global___Facing:
+        """What the viewer must beat or answer now."""
+
+    @_builtins.property
+    def legal_moves(self) -> _containers.RepeatedCompositeFieldContainer[Global___LegalMove]:
+        """The viewer's legal moves when to_act names them."""
+
+    def __init__(
+        self,
+        *,
+        log_seq: _builtins.int = ...,
+        hand_id: _builtins.str = ...,
+        seq: _builtins.int = ...,
+        hand_over: _builtins.bool = ...,
+        to_act: _abc.Iterable[_builtins.int] | None = ...,
+        timer: _builtins.str = ...,
+        deadline: _timestamp_pb2.Timestamp | None = ...,
+        viewer_seat: _builtins.int = ...,
+        cards: _abc.Iterable[_builtins.str] | None = ...,
+        facing: Global___Facing | None = ...,
+        legal_moves: _abc.Iterable[Global___LegalMove] | None = ...,
+        more_follows: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "facing", b"facing"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cards", b"cards", "deadline", b"deadline", "facing", b"facing", "hand_id", b"hand_id", "hand_over", b"hand_over", "legal_moves", b"legal_moves", "log_seq", b"log_seq", "more_follows", b"more_follows", "seq", b"seq", "timer", b"timer", "to_act", b"to_act", "viewer_seat", b"viewer_seat"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TableView: _TypeAlias = TableView  # noqa: Y015
 
 @_typing.final
 class TableState(_message.Message):
@@ -649,6 +1244,7 @@ class TableState(_message.Message):
     LEGAL_ACTIONS_FIELD_NUMBER: _builtins.int
     CANDIDATE_ACTIONS_FIELD_NUMBER: _builtins.int
     VIEWER_SEAT_FIELD_NUMBER: _builtins.int
+    VIEW_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
     last_seq: _builtins.int
     timer: _builtins.str
@@ -672,6 +1268,10 @@ class TableState(_message.Message):
     def candidate_actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlayerAction]:
         """A finite sample of the viewer's own legal moves, ready to send (bots, simple clients)."""
 
+    @_builtins.property
+    def view(self) -> Global___TableView:
+        """The viewer's view now (the same as the last WatchTable message's)."""
+
     def __init__(
         self,
         *,
@@ -685,10 +1285,11 @@ class TableState(_message.Message):
         legal_actions: _abc.Iterable[Global___LegalAction] | None = ...,
         candidate_actions: _abc.Iterable[Global___PlayerAction] | None = ...,
         viewer_seat: _builtins.int = ...,
+        view: Global___TableView | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "table", b"table"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "table", b"table", "view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_actions", b"candidate_actions", "deadline", b"deadline", "events", b"events", "hand_id", b"hand_id", "last_seq", b"last_seq", "legal_actions", b"legal_actions", "table", b"table", "timer", b"timer", "to_act", b"to_act", "viewer_seat", b"viewer_seat"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_actions", b"candidate_actions", "deadline", b"deadline", "events", b"events", "hand_id", b"hand_id", "last_seq", b"last_seq", "legal_actions", b"legal_actions", "table", b"table", "timer", b"timer", "to_act", b"to_act", "view", b"view", "viewer_seat", b"viewer_seat"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -768,16 +1369,32 @@ class WatchTableResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
+    VIEW_FIELD_NUMBER: _builtins.int
+    CASH_OUT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def event(self) -> _events_pb2.Event: ...
+    def event(self) -> _events_pb2.Event:
+        """The event as the viewer may see it. Unset on a message that only brings the view (the
+        first of a stream opened before any hand) or a cash-out.
+        """
+
+    @_builtins.property
+    def view(self) -> Global___TableView:
+        """The viewer's view right after this event."""
+
+    @_builtins.property
+    def cash_out(self) -> Global___CashOut:
+        """The viewer's cash-out completed (a ledger fact, not an event of the log)."""
+
     def __init__(
         self,
         *,
         event: _events_pb2.Event | None = ...,
+        view: Global___TableView | None = ...,
+        cash_out: Global___CashOut | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cash_out", b"cash_out", "event", b"event", "view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cash_out", b"cash_out", "event", b"event", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

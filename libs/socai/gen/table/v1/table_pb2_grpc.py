@@ -94,6 +94,21 @@ class TableServiceStub:
                 request_serializer=socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenRequest.SerializeToString,
                 response_deserializer=socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenResponse.FromString,
                 _registered_method=True)
+        self.ValidateAction = channel.unary_unary(
+                '/socai.table.v1.TableService/ValidateAction',
+                request_serializer=socai_dot_table_dot_v1_dot_table__pb2.ValidateActionRequest.SerializeToString,
+                response_deserializer=socai_dot_table_dot_v1_dot_table__pb2.ValidateActionResponse.FromString,
+                _registered_method=True)
+        self.GetHand = channel.unary_unary(
+                '/socai.table.v1.TableService/GetHand',
+                request_serializer=socai_dot_table_dot_v1_dot_table__pb2.GetHandRequest.SerializeToString,
+                response_deserializer=socai_dot_table_dot_v1_dot_table__pb2.GetHandResponse.FromString,
+                _registered_method=True)
+        self.GetCashOut = channel.unary_unary(
+                '/socai.table.v1.TableService/GetCashOut',
+                request_serializer=socai_dot_table_dot_v1_dot_table__pb2.GetCashOutRequest.SerializeToString,
+                response_deserializer=socai_dot_table_dot_v1_dot_table__pb2.GetCashOutResponse.FromString,
+                _registered_method=True)
         self.CloseTable = channel.unary_unary(
                 '/socai.table.v1.TableService/CloseTable',
                 request_serializer=socai_dot_table_dot_v1_dot_table__pb2.CloseTableRequest.SerializeToString,
@@ -182,6 +197,30 @@ class TableServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ValidateAction(self, request, context):
+        """Whether an action would be accepted now, without playing it: the checks Act makes (the
+        hand, the seat, the game's rules), and nothing written. A refusal is an answer here
+        (accepted false, with its reason), not an error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetHand(self, request, context):
+        """One hand's events as the viewer may see them (every card, once it has ended) and, once
+        it has ended, its settlement as the rules engine computes it from those events.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCashOut(self, request, context):
+        """The player's last cash-out at the table: waiting for a hand, for settlement, or done.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CloseTable(self, request, context):
         """For an operator: close a table for good. It stops taking joins and hands at once; a
         hand in play plays to its end; a carried pot (3 Cây Gà) goes back to the players seated
@@ -254,6 +293,21 @@ def add_TableServiceServicer_to_server(servicer, server):
                     servicer.IssuePlayerToken,
                     request_deserializer=socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenRequest.FromString,
                     response_serializer=socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenResponse.SerializeToString,
+            ),
+            'ValidateAction': grpc.unary_unary_rpc_method_handler(
+                    servicer.ValidateAction,
+                    request_deserializer=socai_dot_table_dot_v1_dot_table__pb2.ValidateActionRequest.FromString,
+                    response_serializer=socai_dot_table_dot_v1_dot_table__pb2.ValidateActionResponse.SerializeToString,
+            ),
+            'GetHand': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetHand,
+                    request_deserializer=socai_dot_table_dot_v1_dot_table__pb2.GetHandRequest.FromString,
+                    response_serializer=socai_dot_table_dot_v1_dot_table__pb2.GetHandResponse.SerializeToString,
+            ),
+            'GetCashOut': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCashOut,
+                    request_deserializer=socai_dot_table_dot_v1_dot_table__pb2.GetCashOutRequest.FromString,
+                    response_serializer=socai_dot_table_dot_v1_dot_table__pb2.GetCashOutResponse.SerializeToString,
             ),
             'CloseTable': grpc.unary_unary_rpc_method_handler(
                     servicer.CloseTable,
@@ -585,6 +639,87 @@ class TableService:
             '/socai.table.v1.TableService/IssuePlayerToken',
             socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenRequest.SerializeToString,
             socai_dot_table_dot_v1_dot_table__pb2.IssuePlayerTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ValidateAction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socai.table.v1.TableService/ValidateAction',
+            socai_dot_table_dot_v1_dot_table__pb2.ValidateActionRequest.SerializeToString,
+            socai_dot_table_dot_v1_dot_table__pb2.ValidateActionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetHand(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socai.table.v1.TableService/GetHand',
+            socai_dot_table_dot_v1_dot_table__pb2.GetHandRequest.SerializeToString,
+            socai_dot_table_dot_v1_dot_table__pb2.GetHandResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCashOut(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/socai.table.v1.TableService/GetCashOut',
+            socai_dot_table_dot_v1_dot_table__pb2.GetCashOutRequest.SerializeToString,
+            socai_dot_table_dot_v1_dot_table__pb2.GetCashOutResponse.FromString,
             options,
             channel_credentials,
             insecure,

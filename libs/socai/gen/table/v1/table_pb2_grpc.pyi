@@ -5,10 +5,20 @@ The table service: authoritative tables. Every accepted fact becomes an event in
 JetStream before the call returns; a rejected action writes nothing.
 
 Callers authenticate as a service (bearer token in the "authorization" metadata);
-player-scoped calls also carry a player token issued by a trusted backend, and a
-player can act only for their own seat. Errors carry a google.rpc.ErrorInfo reason:
-FAILED_PRECONDITION NOT_YOUR_TURN / ILLEGAL_MOVE / INSUFFICIENT_FUNDS, NOT_FOUND
-TABLE_NOT_FOUND, PERMISSION_DENIED NOT_YOUR_SEAT …
+player-scoped calls also carry a player token issued by a trusted backend (caller
+"backend", IssuePlayerToken: it may issue one for any player id, so it is the backend
+that vouches for who a player is), and a player acts only for their own seat.
+
+Errors carry a google.rpc.ErrorInfo (domain "socai") whose reason is a stable code; the
+one catalogue of every code, its status, meaning and rule is docs/api/reason-codes.md
+(generated from the code: `socai docs api`). A refusal by a game's rules is
+FAILED_PRECONDITION with the game's code (NOT_YOUR_TURN, CANNOT_BEAT, NOT_HOLDING …) and
+ErrorInfo metadata "seat", "hand_id" and "rule" (the RULES.md rule it cites).
+
+Cards are strings: rank then suit, "As Td 9h 2c" (T is ten, "10" is read as T too; ranks
+2-9 T J Q K A, suits s c d h or the symbols ♠ ♣ ♦ ♥; case is ignored; a card that is none
+of these is INVALID_ARGUMENT BAD_CARD). Seats are numbered 0..seats_max-1 clockwise; most
+games play counterclockwise, i.e. to the next lower seat number (docs/api per game).
 """
 
 from collections import abc as _abc
@@ -57,6 +67,17 @@ class TableServiceStub:
     Reconnect: _grpc.UnaryUnaryMultiCallable[_table_pb2.ReconnectRequest, _table_pb2.ReconnectResponse]
     IssuePlayerToken: _grpc.UnaryUnaryMultiCallable[_table_pb2.IssuePlayerTokenRequest, _table_pb2.IssuePlayerTokenResponse]
     """For a trusted backend (caller "backend"): a signed player token for Join, Act, Leave …"""
+    ValidateAction: _grpc.UnaryUnaryMultiCallable[_table_pb2.ValidateActionRequest, _table_pb2.ValidateActionResponse]
+    """Whether an action would be accepted now, without playing it: the checks Act makes (the
+    hand, the seat, the game's rules), and nothing written. A refusal is an answer here
+    (accepted false, with its reason), not an error.
+    """
+    GetHand: _grpc.UnaryUnaryMultiCallable[_table_pb2.GetHandRequest, _table_pb2.GetHandResponse]
+    """One hand's events as the viewer may see them (every card, once it has ended) and, once
+    it has ended, its settlement as the rules engine computes it from those events.
+    """
+    GetCashOut: _grpc.UnaryUnaryMultiCallable[_table_pb2.GetCashOutRequest, _table_pb2.GetCashOutResponse]
+    """The player's last cash-out at the table: waiting for a hand, for settlement, or done."""
     CloseTable: _grpc.UnaryUnaryMultiCallable[_table_pb2.CloseTableRequest, _table_pb2.CloseTableResponse]
     """For an operator: close a table for good. It stops taking joins and hands at once; a
     hand in play plays to its end; a carried pot (3 Cây Gà) goes back to the players seated
@@ -85,6 +106,17 @@ class TableServiceAsyncStub(TableServiceStub):
     Reconnect: _aio.UnaryUnaryMultiCallable[_table_pb2.ReconnectRequest, _table_pb2.ReconnectResponse]  # type: ignore[assignment]
     IssuePlayerToken: _aio.UnaryUnaryMultiCallable[_table_pb2.IssuePlayerTokenRequest, _table_pb2.IssuePlayerTokenResponse]  # type: ignore[assignment]
     """For a trusted backend (caller "backend"): a signed player token for Join, Act, Leave …"""
+    ValidateAction: _aio.UnaryUnaryMultiCallable[_table_pb2.ValidateActionRequest, _table_pb2.ValidateActionResponse]  # type: ignore[assignment]
+    """Whether an action would be accepted now, without playing it: the checks Act makes (the
+    hand, the seat, the game's rules), and nothing written. A refusal is an answer here
+    (accepted false, with its reason), not an error.
+    """
+    GetHand: _aio.UnaryUnaryMultiCallable[_table_pb2.GetHandRequest, _table_pb2.GetHandResponse]  # type: ignore[assignment]
+    """One hand's events as the viewer may see them (every card, once it has ended) and, once
+    it has ended, its settlement as the rules engine computes it from those events.
+    """
+    GetCashOut: _aio.UnaryUnaryMultiCallable[_table_pb2.GetCashOutRequest, _table_pb2.GetCashOutResponse]  # type: ignore[assignment]
+    """The player's last cash-out at the table: waiting for a hand, for settlement, or done."""
     CloseTable: _aio.UnaryUnaryMultiCallable[_table_pb2.CloseTableRequest, _table_pb2.CloseTableResponse]  # type: ignore[assignment]
     """For an operator: close a table for good. It stops taking joins and hands at once; a
     hand in play plays to its end; a carried pot (3 Cây Gà) goes back to the players seated
@@ -182,6 +214,35 @@ class TableServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_table_pb2.IssuePlayerTokenResponse, _abc.Awaitable[_table_pb2.IssuePlayerTokenResponse]]:
         """For a trusted backend (caller "backend"): a signed player token for Join, Act, Leave …"""
+
+    @_abc_1.abstractmethod
+    def ValidateAction(
+        self,
+        request: _table_pb2.ValidateActionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_table_pb2.ValidateActionResponse, _abc.Awaitable[_table_pb2.ValidateActionResponse]]:
+        """Whether an action would be accepted now, without playing it: the checks Act makes (the
+        hand, the seat, the game's rules), and nothing written. A refusal is an answer here
+        (accepted false, with its reason), not an error.
+        """
+
+    @_abc_1.abstractmethod
+    def GetHand(
+        self,
+        request: _table_pb2.GetHandRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_table_pb2.GetHandResponse, _abc.Awaitable[_table_pb2.GetHandResponse]]:
+        """One hand's events as the viewer may see them (every card, once it has ended) and, once
+        it has ended, its settlement as the rules engine computes it from those events.
+        """
+
+    @_abc_1.abstractmethod
+    def GetCashOut(
+        self,
+        request: _table_pb2.GetCashOutRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_table_pb2.GetCashOutResponse, _abc.Awaitable[_table_pb2.GetCashOutResponse]]:
+        """The player's last cash-out at the table: waiting for a hand, for settlement, or done."""
 
     @_abc_1.abstractmethod
     def CloseTable(
