@@ -73,6 +73,7 @@ MEANINGS: Final[Mapping[str, str]] = MappingProxyType(
         "DEAL_MISMATCH": "dealt cards that are not the seed's shuffle",
         "DICE_MISMATCH": "dice that are not the seed's roll",
         "NO_CLOSING_RULE": "a closing hand of a game without a rule to return a carried pot",
+        "AUTOMATIC_MISMATCH": "a TimerExpired whose recorded automatic move is not the one the rules make",
         # --- the table service ------------------------------------------------------------
         "BAD_GAME": "the table config names no game",
         "BAD_CONFIG": "a table config that cannot be stored or sent (too large, not encodable)",
@@ -143,6 +144,12 @@ MEANINGS: Final[Mapping[str, str]] = MappingProxyType(
         "BAD_FENCE_PARTITION": "a fencing partition outside 0..P-1",
         "LEDGER_STOPPING": "the ledger is stopping; retry",
         "OUTBOX_BACKLOG": "the ledger's outbox is too far behind; retry after retry_after_ms",
+        "STOPPING": "the ledger's hold writer is stopping; calling again is harmless",
+        "BAD_HAND_ID": "a hand id that is not {table_id}-h{n}",
+        "BAD_PERIOD": "a period whose until is not after its since",
+        "HOLD_NOT_FOUND": "the hand holds nothing of that account",
+        "HOLD_RELEASED": "the hand's hold was released by an operator; it can hold nothing more",
+        "HOLD_FINAL": "the hand's hold is final (its outcome is known); it can hold nothing more",
         # --- settlement and the auditor ----------------------------------------------------
         "SETTLEMENT_NOT_FOUND": "no settlement of that hand (not settled yet, or no such hand)",
         "SETTLEMENT_NOT_VISIBLE": "the hand is settled but not readable yet; retry",
@@ -152,5 +159,7 @@ MEANINGS: Final[Mapping[str, str]] = MappingProxyType(
         "BAD_FILE": "a file that cannot be read",
         "BAD_JOURNAL": "a ledger journal export line that does not parse",
         "BAD_FLAGS": "command-line flags that do not go together",
+        "BAD_SIGNING_KEY": "a verdict-signing key file that is not an Ed25519 private key",
+        "FILE_EXISTS": "the file exists: a signing key is never overwritten",
     }
 )

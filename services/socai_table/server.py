@@ -27,8 +27,8 @@ from socai_table import convert
 from socai_table.forward import Forwarder, forwarded_by
 from socai_table.manager import TableManager
 from socai_table.model import TABLE_ID
-from socai_table.views import MEMORY_FULL, WATCH_QUEUE_MAX, WATCH_QUEUED_SETTING, WatchBudget, Watcher
 from socai_table.table import LEAVE_AFTER_HAND, LEAVE_NOW, STOOD_UP, Table
+from socai_table.views import MEMORY_FULL, WATCH_QUEUE_MAX, WATCH_QUEUED_SETTING, WatchBudget, Watcher
 
 KEY_MAX_CHARS = 200
 REASON_MAX_CHARS = 200

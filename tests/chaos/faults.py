@@ -27,8 +27,8 @@ from typing import Any
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, NotFoundError
 
-from socai.events.log import EventLog
 from socai.client import TableError
+from socai.events.log import EventLog
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
 from socai.infra.grpc_client import channel
