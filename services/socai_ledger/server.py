@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from datetime import UTC
 from typing import Any, Final
 
 from socai import accounts, errors
@@ -368,8 +367,8 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
     async def ListTransactions(self, request: pb.ListTransactionsRequest, context: Any) -> pb.ListTransactionsResponse:
         limit = domain.check_page_size(request.page_size)
         after = journal_export.decode_page_token(request.page_token)
-        since = request.since.ToDatetime(tzinfo=UTC) if request.HasField("since") else None
-        until = request.until.ToDatetime(tzinfo=UTC) if request.HasField("until") else None
+        since = convert.from_timestamp(request.since, "since") if request.HasField("since") else None
+        until = convert.from_timestamp(request.until, "until") if request.HasField("until") else None
         if since is not None and until is not None and until <= since:
             raise errors.InvalidArgument("BAD_PERIOD", "until must be after since")
         found, more = await journal_export.list_transactions(

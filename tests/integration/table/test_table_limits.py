@@ -84,7 +84,12 @@ def refusals(setting: str) -> float:
 
 
 async def next_event(stream: Any) -> pb.WatchTableResponse:
-    return await asyncio.wait_for(stream.read(), 10)
+    """The stream's next message with an event (a stream opens with the viewer's view alone
+    when the table has no event to send yet)."""
+    while True:
+        message = await asyncio.wait_for(stream.read(), 10)
+        if message.HasField("event"):
+            return message
 
 
 async def until(what: str, check: Any) -> None:
