@@ -67,6 +67,7 @@ from nats.js.errors import KeyNotFoundError
 from socai.events.log import EventLog
 from socai.infra.logging import configure
 from socai.infra.nats import connect
+from socai.infra.nats_auth import TEST_HARNESS
 from socai_cli.stack import instance_name
 from tests.chaos.bots import Bots
 from tests.chaos.checks import Timeline, read_timeline
@@ -280,7 +281,7 @@ class Run:
         s = self.stack.settings
         assert s is not None
         with contextlib.suppress(Exception):  # NATS may be stopped by the other fault of the group
-            nc = await asyncio.wait_for(connect(s.nats_url or "", name="socai-nemesis-busiest"), 3)
+            nc = await asyncio.wait_for(connect(s.nats_url_for(TEST_HARNESS), name="socai-nemesis-busiest"), 3)
             try:
                 kv = await asyncio.wait_for(nc.jetstream().key_value(f"table_leases_{s.events_stream}"), 3)
                 for k in range(max(1, self.options.partitions)):
@@ -752,7 +753,7 @@ async def run_nemesis(options: NemesisOptions, log: Callable[[str], None] = prin
         run.problems += wallets
         report["wallets"] = wallet_info
         s = stack.settings
-        nc = await connect(s.nats_url or "", name="socai-nemesis-timeline")
+        nc = await connect(s.nats_url_for(TEST_HARNESS), name="socai-nemesis-timeline")
         try:
             timeline = await read_timeline(EventLog(nc, s.events_stream, s.events_prefix), list(bots.loads))
         finally:
