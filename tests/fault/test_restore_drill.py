@@ -137,7 +137,7 @@ async def test_a_lost_database_is_restored_from_its_backup_and_the_logs_to_the_j
     await h.start_settlement()
 
     # 1-2. Load, then the base backup.
-    settled = await settle(h, simulate(24, GAMES, seed=351, table_prefix="a"), 0)
+    settled = await settle(h, simulate(16, GAMES, seed=351, table_prefix="a"), 0)
     await published(h, url)
     dump = tmp_path / "socai.dump"
     meta = ops.backup(postgres.url, dump)
@@ -145,9 +145,9 @@ async def test_a_lost_database_is_restored_from_its_backup_and_the_logs_to_the_j
     assert backup_head > 0
 
     # 3. More load, published; then more with the relay stopped: committed, never published.
-    settled = await settle(h, simulate(24, GAMES, seed=352, table_prefix="b"), settled)
+    settled = await settle(h, simulate(16, GAMES, seed=352, table_prefix="b"), settled)
     await published(h, url)
-    last_sim = simulate(16, GAMES, seed=353, table_prefix="c")
+    last_sim = simulate(12, GAMES, seed=353, table_prefix="c")
     await fund(h.ledger("cashier"), last_sim)
     await published(h, url)
     ((published_at_loss,),) = read(url, "select published_seq from socai_ledger.outbox_progress")
