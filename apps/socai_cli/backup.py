@@ -247,7 +247,9 @@ def cmd_backup(args: argparse.Namespace, settings: Settings) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.out) if args.out else settings.var_dir / "backups" / f"socai-{stamp}.dump"
     meta = backup(url, out)
-    print(f"wrote {out} ({meta['bytes']} bytes, journal head >= {meta['journal_head_at_least']}) in {meta['seconds']} s")
+    print(
+        f"wrote {out} ({meta['bytes']} bytes, journal head >= {meta['journal_head_at_least']}) in {meta['seconds']} s"
+    )
     return 0
 
 

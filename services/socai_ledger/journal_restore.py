@@ -203,9 +203,7 @@ def request_hash_of(posting: Posting) -> tuple[bytes, bool]:
     if posting.request_hash is not None:
         return posting.request_hash, False
     tx = posting.transaction
-    opened = any(
-        e.account_version == 1 and e.account_id.partition(":")[0] in domain.OPENABLE_KINDS for e in tx.entries
-    )
+    opened = any(e.account_version == 1 and e.account_id.partition(":")[0] in domain.OPENABLE_KINDS for e in tx.entries)
     opens = tx.idempotency_key.startswith(_OPENS_ACCOUNTS_PREFIXES) or tx.kind == "deposit" or opened
     entries = [domain.EntryInput(e.account_id, e.amount_gold) for e in tx.entries]
     return domain.request_hash(tx.kind, tx.reference, entries, dict(tx.metadata), opens), True
@@ -304,7 +302,10 @@ async def _append(conn: AConn, batch: Sequence[Posting], report: CatchUp) -> Non
                 strict=True,
             ):
                 col.append(value)
-            errors.check(sum(e.amount_gold for e in tx.entries) == 0, f"journal_seq {expected_seq} balances")
+            if sum(e.amount_gold for e in tx.entries) != 0:
+                raise errors.PreconditionFailed(
+                    "RESTORE_CONFLICT", f"journal_seq {expected_seq} on the stream does not balance"
+                )
             for index, e in enumerate(tx.entries):
                 balance, version = state.get(e.account_id, (0, 0))
                 if e.account_version != version + 1 or e.balance_after_gold != balance + e.amount_gold:
@@ -316,7 +317,7 @@ async def _append(conn: AConn, batch: Sequence[Posting], report: CatchUp) -> Non
                 if e.account_id not in state:
                     opened_at[e.account_id] = at
                 state[e.account_id] = (e.balance_after_gold, e.account_version)
-                for col, value in zip(
+                for entry_col, cell in zip(
                     entry_cols,
                     (
                         e.account_id,
@@ -330,7 +331,7 @@ async def _append(conn: AConn, batch: Sequence[Posting], report: CatchUp) -> Non
                     ),
                     strict=True,
                 ):
-                    col.append(value)
+                    entry_col.append(cell)
             if tx.idempotency_key.startswith(domain.SETTLEMENT_KEY_PREFIX):
                 hand_id = tx.idempotency_key[len(domain.SETTLEMENT_KEY_PREFIX) :].partition(":")[0]
                 for e in tx.entries:
