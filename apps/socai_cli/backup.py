@@ -195,7 +195,7 @@ async def rewind_settlement(database_url: str, nats_url: str, settings: Settings
 
 
 def restore(
-    dump: Path,
+    dump: Path | None,
     *,
     admin_url: str,
     owner_url: str,
@@ -206,16 +206,18 @@ def restore(
     """The four steps of the module docstring against running servers: ``admin_url`` may
     restore (the embedded server's superuser, or the deployment's), ``owner_url`` runs the
     migrations, ``nats_url_for(user)`` reaches NATS as ``auditor`` (reads the ledger's stream)
-    and ``provisioner`` (settlement's durables)."""
+    and ``provisioner`` (settlement's durables). ``dump`` None: the database was restored
+    already (CloudNativePG's recovery from its base backup and WAL archive): steps 2 to 4."""
     from socai_cli import migrations
 
-    meta_file = dump.with_name(dump.name + ".json")
-    report = Restored(str(dump))
-    if meta_file.exists():
-        report.journal_head_in_backup = int(json.loads(meta_file.read_text()).get("journal_head_at_least", 0))
-    began = time.monotonic()
-    restore_database(admin_url, dump)
-    report.seconds["pg_restore"] = round(time.monotonic() - began, 3)
+    report = Restored(str(dump or "(restored already)"))
+    if dump is not None:
+        meta_file = dump.with_name(dump.name + ".json")
+        if meta_file.exists():
+            report.journal_head_in_backup = int(json.loads(meta_file.read_text()).get("journal_head_at_least", 0))
+        began = time.monotonic()
+        restore_database(admin_url, dump)
+        report.seconds["pg_restore"] = round(time.monotonic() - began, 3)
     if migrate:
         began = time.monotonic()
         migrations.upgrade_all(owner_url)
@@ -258,6 +260,8 @@ def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:
     when it was lost), restore, stop them. Else against the configured ones."""
     from socai_cli.stack import nats_layout
 
+    if bool(args.file) == args.catch_up_only:
+        raise errors.InvalidArgument("BAD_FLAGS", "give a backup file or --catch-up-only (exactly one)")
     postgres: EmbeddedPostgres | None = None
     nats: EmbeddedNats | None = None
     try:
@@ -267,14 +271,16 @@ def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:
             postgres = _embedded_postgres(settings)
             postgres.start()
             admin_url, owner_url = postgres.url, settings.effective_database_url
-        if settings.nats_url:
-            nats_url_for: Callable[[str], str] = settings.nats_url_for
-        else:
+        if not settings.nats_url:
             nats = EmbeddedNats(settings.var_dir / "nats", port=settings.nats_port, layouts=(nats_layout(settings),))
             nats.start()
-            nats_url_for = nats.url_for
+        urls = nats.url_for if nats is not None else _configured_nats(settings, args.reader_nats_url)
         report = restore(
-            Path(args.file), admin_url=admin_url, owner_url=owner_url, nats_url_for=nats_url_for, settings=settings
+            Path(args.file) if args.file else None,
+            admin_url=admin_url,
+            owner_url=owner_url,
+            nats_url_for=urls,
+            settings=settings,
         )
     finally:
         if nats is not None:
@@ -290,6 +296,15 @@ def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _configured_nats(settings: Settings, reader_url: str) -> Callable[[str], str]:
+    """SOCAI_NATS_URL for everything, but ``reader_url`` (when given) to read the ledger's stream."""
+
+    def url_for(user: str) -> str:
+        return reader_url if user == "auditor" and reader_url else settings.nats_url_for(user)
+
+    return url_for
+
+
 def add_commands(subparsers: Any, command: Callable[[str], Callable[[Handler], Handler]]) -> None:
     p = subparsers.add_parser("backup", help="a base backup of the database (pg_dump), for socai restore")
     p.add_argument("--out", default="", help="the backup file (default var/backups/socai-<UTC time>.dump)")
@@ -299,5 +314,17 @@ def add_commands(subparsers: Any, command: Callable[[str], Callable[[Handler], H
         help="after losing PostgreSQL: restore a backup, bring the journal up to date from the ledger's "
         "stream, and let settlement post again what was lost (services stopped)",
     )
-    p.add_argument("file", help="a file written by socai backup")
+    p.add_argument("file", nargs="?", default="", help="a file written by socai backup")
+    p.add_argument(
+        "--catch-up-only",
+        action="store_true",
+        help="the database is restored already (CloudNativePG recovery): migrate, bring the journal up to "
+        "date from the ledger's stream, rewind settlement",
+    )
+    p.add_argument(
+        "--reader-nats-url",
+        default="",
+        help="with SOCAI_NATS_URL (the provisioner's, for settlement's durables): the URL that reads the "
+        "ledger's stream (the auditor's; default SOCAI_NATS_URL)",
+    )
     command("restore")(cmd_restore)

@@ -197,14 +197,18 @@ async def read_postings(nc: NatsClient, stream: str, after_journal_seq: int) -> 
 
 def request_hash_of(posting: Posting) -> tuple[bytes, bool]:
     """(the request hash to store, whether it was inferred): the published one, or for a
-    message published without it the hash of the request its caller must have sent (the
-    callers that always open accounts; otherwise ``open_accounts`` exactly when the posting
-    opened an account)."""
+    message published before the relay sent it, the hash of the request its caller most
+    likely sent: ``open_accounts`` for settlement's and the table's keys and for ``Deposit``
+    (they always set it), else exactly when the posting opened an account. A guess can be
+    wrong only for a backend's or an operator's posting that set ``open_accounts`` without
+    opening anything; a retry of it under its key would then be refused
+    (``IDEMPOTENCY_KEY_REUSED``), never applied twice."""
     if posting.request_hash is not None:
         return posting.request_hash, False
     tx = posting.transaction
     opened = any(e.account_version == 1 and e.account_id.partition(":")[0] in domain.OPENABLE_KINDS for e in tx.entries)
-    opens = tx.idempotency_key.startswith(_OPENS_ACCOUNTS_PREFIXES) or tx.kind == "deposit" or opened
+    deposit = tx.kind == "deposit" and any(e.account_id.startswith("player:") for e in tx.entries)  # Deposit
+    opens = tx.idempotency_key.startswith(_OPENS_ACCOUNTS_PREFIXES) or deposit or opened
     entries = [domain.EntryInput(e.account_id, e.amount_gold) for e in tx.entries]
     return domain.request_hash(tx.kind, tx.reference, entries, dict(tx.metadata), opens), True
 
