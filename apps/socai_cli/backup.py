@@ -156,6 +156,18 @@ async def catch_up_journal(ledger_database_url: str, nats_url: str, ledger_strea
         await conn.close()
 
 
+async def _check_ledger_stream(nats_url: str, stream: str) -> None:
+    """Raises PreconditionFailed("LEDGER_STREAM_MISSING") when the ledger's stream is gone."""
+    from socai.infra.nats import connect
+    from socai_ledger import journal_restore
+
+    nc = await connect(nats_url, name="socai-restore-check")
+    try:
+        await journal_restore.stream_bounds(nc, stream)
+    finally:
+        await nc.close()
+
+
 async def rewind_settlement(database_url: str, nats_url: str, settings: Settings) -> dict[str, int]:
     """Start settlement's durables again right after the newest hand its (restored) records
     hold (``socai_settlement.rewind``); returns each durable's start. Needs the NATS rights
@@ -202,15 +214,20 @@ def restore(
     nats_url_for: Callable[[str], str],
     settings: Settings,
     migrate: bool = True,
+    without_ledger_stream: bool = False,
 ) -> Restored:
     """The four steps of the module docstring against running servers: ``admin_url`` may
     restore (the embedded server's superuser, or the deployment's), ``owner_url`` runs the
     migrations, ``nats_url_for(user)`` reaches NATS as ``auditor`` (reads the ledger's stream)
     and ``provisioner`` (settlement's durables). ``dump`` None: the database was restored
-    already (CloudNativePG's recovery from its base backup and WAL archive): steps 2 to 4."""
+    already (CloudNativePG's recovery from its base backup and WAL archive): steps 2 to 4.
+    ``without_ledger_stream``: the ledger's stream was lost too; step 3 is skipped (what it
+    would have given back is lost, but settlement still posts every hand again)."""
     from socai_cli import migrations
 
     report = Restored(str(dump or "(restored already)"))
+    if not without_ledger_stream:  # before anything is written: a lost stream is the operator's call
+        asyncio.run(_check_ledger_stream(nats_url_for("auditor"), settings.ledger_stream))
     if dump is not None:
         meta_file = dump.with_name(dump.name + ".json")
         if meta_file.exists():
@@ -222,14 +239,17 @@ def restore(
         began = time.monotonic()
         migrations.upgrade_all(owner_url)
         report.seconds["migrate"] = round(time.monotonic() - began, 3)
-    began = time.monotonic()
-    ledger_url = settings.database_url or role_url(owner_url, SERVICE_ROLES["ledger"])
-    caught = asyncio.run(catch_up_journal(ledger_url, nats_url_for("auditor"), settings.ledger_stream))
-    report.seconds["journal_catch_up"] = round(time.monotonic() - began, 3)
-    report.journal_head = caught.head_after
-    report.applied_from_stream = caught.applied
-    report.published_seq = caught.published_seq
-    report.hashes_inferred = caught.hashes_inferred
+    if without_ledger_stream:
+        report.journal_head, report.published_seq = journal_position(owner_url)
+    else:
+        began = time.monotonic()
+        ledger_url = settings.database_url or role_url(owner_url, SERVICE_ROLES["ledger"])
+        caught = asyncio.run(catch_up_journal(ledger_url, nats_url_for("auditor"), settings.ledger_stream))
+        report.seconds["journal_catch_up"] = round(time.monotonic() - began, 3)
+        report.journal_head = caught.head_after
+        report.applied_from_stream = caught.applied
+        report.published_seq = caught.published_seq
+        report.hashes_inferred = caught.hashes_inferred
     began = time.monotonic()
     report.settlement_starts = asyncio.run(rewind_settlement(owner_url, nats_url_for("provisioner"), settings))
     report.seconds["settlement_rewind"] = round(time.monotonic() - began, 3)
@@ -281,6 +301,7 @@ def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:
             owner_url=owner_url,
             nats_url_for=urls,
             settings=settings,
+            without_ledger_stream=args.without_ledger_stream,
         )
     finally:
         if nats is not None:
@@ -326,5 +347,11 @@ def add_commands(subparsers: Any, command: Callable[[str], Callable[[Handler], H
         default="",
         help="with SOCAI_NATS_URL (the provisioner's, for settlement's durables): the URL that reads the "
         "ledger's stream (the auditor's; default SOCAI_NATS_URL)",
+    )
+    p.add_argument(
+        "--without-ledger-stream",
+        action="store_true",
+        help="the ledger's stream was lost too: restore and rewind settlement without the catch-up "
+        "(every posting after the backup but the hands' settlements is lost; README Operations)",
     )
     command("restore")(cmd_restore)

@@ -45,6 +45,7 @@ from typing import Any, Final
 import psycopg
 from nats.aio.client import Client as NatsClient
 from nats.errors import Error as NatsError
+from nats.js.errors import NotFoundError
 
 from socai import accounts as account_ids
 from socai import errors
@@ -163,9 +164,16 @@ async def _first_after(nc: NatsClient, stream: str, first: int, last: int, head:
 async def stream_bounds(nc: NatsClient, stream: str) -> tuple[int, int, int]:
     """(first stream seq, last stream seq, the last message's journal seq; 0 when empty).
 
-    Raises Unavailable("NATS_UNAVAILABLE") when the server does not answer."""
+    Raises PreconditionFailed("LEDGER_STREAM_MISSING") when there is no such stream,
+    Unavailable("NATS_UNAVAILABLE") when the server does not answer."""
     try:
         info = await nc.jetstream().stream_info(stream)
+    except NotFoundError as exc:
+        raise errors.PreconditionFailed(
+            "LEDGER_STREAM_MISSING",
+            f"the ledger's stream {stream} does not exist: the postings after the backup cannot come back from it "
+            '(README "Operations": when the streams are lost too)',
+        ) from exc
     except NatsError as exc:
         raise errors.Unavailable("NATS_UNAVAILABLE", f"the stream {stream}: {exc!r}") from exc
     if not info.state.messages:
@@ -400,7 +408,8 @@ async def catch_up(conn: AConn, nc: NatsClient, stream: str, *, batch_max: int =
     then move the relay's cursor to the last one the stream holds (see the module docstring).
 
     ``conn``: a connection as the ledger's role, in autocommit mode, the ledger service
-    stopped. Raises PreconditionFailed("RESTORE_GAP") when the stream lacks a journal
+    stopped. Raises PreconditionFailed("LEDGER_STREAM_MISSING") when the stream is gone,
+    PreconditionFailed("RESTORE_GAP") when the stream lacks a journal
     sequence between the head and its last one, PreconditionFailed("RESTORE_CONFLICT") when a
     posting does not continue the journal (nothing of its batch is written), Unavailable when
     NATS does not answer.
