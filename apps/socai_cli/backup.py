@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import psycopg.conninfo
 
 from socai import errors
 from socai.infra.config import Settings
@@ -72,19 +74,32 @@ def pg_tool(name: str) -> str:
     return str(path)
 
 
-def _run(argv: list[str], what: str) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=PG_DUMP_TIMEOUT_S)
+def _connection(database_url: str) -> tuple[str, dict[str, str]]:
+    """``--dbname``'s value for a PostgreSQL tool, and its environment: the password travels
+    in ``PGPASSWORD``, never on a command line that every local user can read."""
+    params = psycopg.conninfo.conninfo_to_dict(libpq_url(database_url))
+    password = params.pop("password", None)
+    env = {**os.environ, **({"PGPASSWORD": str(password)} if password else {})}
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items() if v is not None}), env
+
+
+def _run(argv: list[str], what: str, env: dict[str, str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=PG_DUMP_TIMEOUT_S, env=env)
     if done.returncode != 0:
         raise errors.Unavailable(f"{what.upper()}_FAILED", f"{what} exited {done.returncode}: {done.stderr[-2000:]}")
 
 
 def journal_position(database_url: str) -> tuple[int, int]:
-    """(the journal's head, the relay's cursor) of the database at ``database_url``."""
-    with psycopg.connect(libpq_url(database_url), connect_timeout=10) as conn:
-        row = conn.execute(
-            "select (select coalesce(max(journal_seq), 0) from socai_ledger.transactions), "
-            "(select published_seq from socai_ledger.outbox_progress)"
-        ).fetchone()
+    """(the journal's head, the relay's cursor) of the database at ``database_url``. Raises
+    Unavailable("DATABASE_UNAVAILABLE") when it cannot be read (not running, not migrated)."""
+    try:
+        with psycopg.connect(libpq_url(database_url), connect_timeout=10) as conn:
+            row = conn.execute(
+                "select (select coalesce(max(journal_seq), 0) from socai_ledger.transactions), "
+                "(select published_seq from socai_ledger.outbox_progress)"
+            ).fetchone()
+    except psycopg.Error as exc:
+        raise errors.Unavailable("DATABASE_UNAVAILABLE", f"cannot read the journal: {exc}") from exc
     return (int(row[0]), int(row[1] or 0)) if row else (0, 0)
 
 
@@ -95,7 +110,10 @@ def backup(database_url: str, out: Path) -> dict[str, Any]:
     head, published = journal_position(database_url)
     started = datetime.now(UTC)
     began = time.monotonic()
-    _run([pg_tool("pg_dump"), "--format=custom", "--no-password", f"--file={out}", libpq_url(database_url)], "pg_dump")
+    dbname, env = _connection(database_url)
+    _run(
+        [pg_tool("pg_dump"), "--format=custom", "--no-password", f"--file={out}", f"--dbname={dbname}"], "pg_dump", env
+    )
     meta = {
         "file": out.name,
         "started_at": started.isoformat(timespec="seconds").replace("+00:00", "Z"),
@@ -126,16 +144,18 @@ def restore_database(database_url: str, dump: Path) -> None:
             "RESTORE_TARGET_NOT_EMPTY",
             f"the database already holds {', '.join(sorted(r[0] for r in rows))}: restore into an empty database",
         )
+    dbname, env = _connection(database_url)
     _run(
         [
             pg_tool("pg_restore"),
             "--exit-on-error",
             "--single-transaction",
             "--no-password",
-            f"--dbname={libpq_url(database_url)}",
+            f"--dbname={dbname}",
             str(dump),
         ],
         "pg_restore",
+        env,
     )
 
 

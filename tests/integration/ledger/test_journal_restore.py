@@ -231,3 +231,31 @@ async def test_the_database_refuses_what_the_catch_up_would_not_check(migrated_d
         )
         conn.commit()
     assert journal(url) == []
+
+
+async def test_a_settlement_from_the_stream_releases_its_hands_hold_as_the_write_path_does(
+    migrated_database_url: str, nats_client: NatsClient, stream: str
+) -> None:
+    url = migrated_database_url
+    bankroll = transaction(1, "bank-1", ("external:cashier", -1000, -1000, 1), ("house:bank", 1000, 1000, 1))
+    settled = transaction(2, "settle:t1-h1", ("house:bank", -300, 700, 2), ("player:ana", 300, 300, 1))
+    await publish(nats_client, stream, bankroll)
+    await catch_up(url, nats_client, stream)
+    with psycopg.connect(url) as conn:  # the table held the hand's worst case of the bank (Hold)
+        conn.execute(
+            "insert into socai_ledger.holds (account_id, hand_id, amount_gold, status, created_at, updated_at) "
+            "values ('house:bank', 't1-h1', 400, 'open', now(), now())"
+        )
+    await publish(nats_client, stream, settled)
+
+    assert (await catch_up(url, nats_client, stream)).applied == 1
+
+    with psycopg.connect(url) as conn:
+        hold = conn.execute(
+            "select status, released_by, release_transaction_id::text from socai_ledger.holds where hand_id = 't1-h1'"
+        ).fetchone()
+        bank = conn.execute(
+            "select balance_gold, held_gold from socai_ledger.accounts where account_id = 'house:bank'"
+        ).fetchone()
+    assert hold == ("released", "settlement", settled.transaction_id)
+    assert bank == (700, 0)
