@@ -2,16 +2,15 @@
 
 ``socai up``; deposits; ``socai backup``; more deposits; the stack stopped and PostgreSQL's
 data directory deleted; ``socai restore FILE`` (it starts the embedded servers itself, on a
-fresh data directory); ``socai up`` again: every balance is back, the journal verifies, and a
-deposit retried under its key is answered with its original transaction (the restored journal
-kept the request's hash), not applied again. tests/fault/test_restore_drill.py is the drill
-with hands, settlement and lost postings.
+fresh data directory, and stops them): the journal is back row for row, the deposits made
+after the backup with their ids, times and request hashes (so a retry under their keys is
+answered with the original transaction). tests/fault/test_restore_drill.py is the drill with
+hands, settlement, lost postings and the services started again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
+from socai_cli.embedded import EmbeddedPostgres
 from tests.support.stack import stack_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -90,13 +90,19 @@ def database(env: dict[str, str], sql: str) -> list[tuple[object, ...]]:
 
 
 ACCOUNTS = "select account_id, balance_gold, version from socai_ledger.accounts order by account_id"
+JOURNAL = (
+    "select t.journal_seq, t.transaction_id, t.idempotency_key, t.request_hash, t.created_at, "
+    "e.account_id, e.amount_gold, e.balance_after_gold, e.account_version "
+    "from socai_ledger.transactions t join socai_ledger.entries e using (journal_seq) "
+    "order by t.journal_seq, e.entry_index"
+)
 PUBLISHED = (
     "select (select max(journal_seq) from socai_ledger.transactions) = "
     "(select published_seq from socai_ledger.outbox_progress)"
 )
 
 
-def test_socai_restore_brings_back_every_balance_after_the_database_is_lost(
+def test_socai_restore_brings_back_the_journal_after_the_database_is_lost(
     env: dict[str, str], stack_var_dir: Path
 ) -> None:
     dump = stack_var_dir / "backups" / "before.dump"
@@ -111,7 +117,7 @@ def test_socai_restore_brings_back_every_balance_after_the_database_is_lost(
         while database(env, PUBLISHED) != [(True,)]:
             assert time.monotonic() < deadline, "the relay did not publish the journal"
             time.sleep(0.2)
-        before = database(env, ACCOUNTS)
+        before = database(env, ACCOUNTS), database(env, JOURNAL)
     finally:
         up.stop()
 
@@ -120,13 +126,9 @@ def test_socai_restore_brings_back_every_balance_after_the_database_is_lost(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 transactions from the ledger's stream" in done.stdout, done.stdout
 
-    up = Up(env)
+    postgres = EmbeddedPostgres(stack_var_dir / "pg", port=int(env["SOCAI_PG_PORT"]))
+    postgres.start()  # the restored data directory, as the next socai up finds it
     try:
-        assert socai(env, "ledger", "verify").returncode == 0
-        assert socai(env, "ledger", "trial-balance").returncode == 0
-        retried = socai(env, "ledger", "--json", "deposit", "ana", "700", "--key", "d3")
-        assert retried.returncode == 0, retried.stderr
-        assert json.loads(retried.stdout)["result"]["status"] == "POST_STATUS_REPLAYED", retried.stdout
-        assert database(env, ACCOUNTS) == before
+        assert (database(env, ACCOUNTS), database(env, JOURNAL)) == before
     finally:
-        up.stop()
+        postgres.stop()
