@@ -32,12 +32,12 @@ _COMMANDS: dict[str, Handler] = {}
 def plugins() -> tuple[ModuleType, ...]:
     """The modules that add subcommands (``add_commands(subparsers, command)``), in help order."""
     from socai.audit import cli as audit_cli
-    from socai_cli import apidocs, demo
+    from socai_cli import apidocs, backup, demo
     from socai_ledger import cli as ledger_cli
     from socai_settlement import cli as settlement_cli
     from socai_table import cli as table_cli
 
-    return (ledger_cli, table_cli, audit_cli, settlement_cli, demo, apidocs)
+    return (ledger_cli, table_cli, audit_cli, settlement_cli, backup, demo, apidocs)
 
 
 def command(name: str) -> Callable[[Handler], Handler]:

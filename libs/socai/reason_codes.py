@@ -144,6 +144,11 @@ MEANINGS: Final[Mapping[str, str]] = MappingProxyType(
         "BAD_FENCE_PARTITION": "a fencing partition outside 0..P-1",
         "LEDGER_STOPPING": "the ledger is stopping; retry",
         "OUTBOX_BACKLOG": "the ledger's outbox is too far behind; retry after retry_after_ms",
+        "RESTORE_CONFLICT": "socai restore: the ledger's stream does not continue the restored journal "
+        "(a key it holds already, a balance or version that does not follow); nothing of the batch written",
+        "RESTORE_GAP": "socai restore: the ledger's stream lacks a journal sequence after the restored head",
+        "LEDGER_STREAM_MISSING": "socai restore: the ledger's stream does not exist (lost with the database); "
+        "--without-ledger-stream restores without it",
         "STOPPING": "the ledger's hold writer is stopping; calling again is harmless",
         "BAD_HAND_ID": "a hand id that is not {table_id}-h{n}",
         "BAD_PERIOD": "a period whose until is not after its since",

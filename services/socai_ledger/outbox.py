@@ -18,7 +18,9 @@ migrate`` — or by this relay when it is missing, see ``socai.infra.nats.ledger
 - body: the ``socai.ledger.v1.Transaction`` protobuf (entries with ``balance_after`` and
   ``account_version``, so a follower can apply them idempotently);
 - headers ``Nats-Msg-Id`` = the transaction id (JetStream drops a re-publish within the
-  duplicate window), ``Socai-Journal-Seq``, ``Socai-Account-Kinds`` (sorted, comma separated).
+  duplicate window), ``Socai-Journal-Seq``, ``Socai-Account-Kinds`` (sorted, comma separated),
+  ``Socai-Request-Hash`` (the request's canonical hash, hex: a journal restored from this
+  stream keeps it, so a caller's retry after a restore is still recognised; ``journal_restore``).
 
 Order. Journal sequence numbers are assigned under the writers' advisory lock, so their
 order is the commit order, and the journal is gapless. The relay publishes pipelined (many
@@ -72,6 +74,9 @@ OUTBOX_LAG = Gauge("socai_ledger_outbox_lag", "Committed transactions not yet pu
 PUBLISHED = Counter("socai_ledger_outbox_published_total", "Transactions published by the outbox relay")
 RELAY_ERRORS = Counter("socai_ledger_outbox_errors_total", "Outbox relay failures (retried)", ["reason"])
 
+# The request's canonical hash (``domain.request_hash``, hex): not part of the Transaction
+# message, but part of the journal a restore rebuilds from this stream (``journal_restore``).
+REQUEST_HASH_HEADER: Final = "Socai-Request-Hash"
 WRONG_LAST_MSG_ID_CODE: Final = 10070  # JSStreamWrongLastMsgIDErrF
 # Outbox rows read per round. A batch appends one range, under a light load of a transaction
 # or two; the rows are merged into one span, so a round's work does not depend on how the
@@ -322,12 +327,13 @@ class OutboxRelay:
                     # JetStream always has messages to store.
                     end = min(through, start + (self._busy_chunk if gentle else self._chunk_max) - 1)
                     began = time.monotonic()
-                    transactions = await outbox_queries.load_journal(conn, start, end)
+                    hashes: dict[int, bytes] = {}
+                    transactions = await outbox_queries.load_journal(conn, start, end, hashes)
                     errors.check(
                         [t.journal_seq for t in transactions] == list(range(start, end + 1)),
                         f"the journal is gapless over the outbox range {start}..{end}",
                     )
-                    futures = await self._send(publisher, transactions, chain)
+                    futures = await self._send(publisher, transactions, chain, hashes)
                     in_flight.append((transactions, futures, began))
                     chain = transactions[-1].transaction_id
                     start = end + 1
@@ -358,7 +364,11 @@ class OutboxRelay:
         return published
 
     async def _send(
-        self, publisher: _Publisher, transactions: list[Transaction], previous: str | None
+        self,
+        publisher: _Publisher,
+        transactions: list[Transaction],
+        previous: str | None,
+        request_hashes: dict[int, bytes] | None = None,
     ) -> list[asyncio.Future[dict[str, Any]]]:
         """Send one message per transaction, in order, each expecting its predecessor
         ``previous`` (none after a failure or a restart); the futures of their acks."""
@@ -372,6 +382,8 @@ class OutboxRelay:
                     "Socai-Journal-Seq": str(tx.journal_seq),
                     "Socai-Account-Kinds": ",".join(kinds),
                 }
+                if request_hashes is not None and tx.journal_seq in request_hashes:
+                    headers[REQUEST_HASH_HEADER] = request_hashes[tx.journal_seq].hex()
                 if previous is not None:
                     headers["Nats-Expected-Last-Msg-Id"] = previous
                 payload = convert.transaction(tx, times=times).SerializeToString()

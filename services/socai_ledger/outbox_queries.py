@@ -15,7 +15,7 @@ from socai_ledger.db import SCHEMA, AConn
 from socai_ledger.domain import Entry, Transaction
 
 _JOURNAL_TRANSACTIONS_SQL = f"""
-select journal_seq, transaction_id, idempotency_key, kind, reference, metadata, created_at
+select journal_seq, transaction_id, idempotency_key, kind, reference, metadata, created_at, request_hash
 from {SCHEMA}.transactions where journal_seq between %s and %s order by journal_seq
 """
 _JOURNAL_ENTRIES_SQL = f"""
@@ -50,19 +50,25 @@ async def journal_head_and_cursor(pool: Any) -> tuple[int, int]:
     return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
 
-async def load_journal(conn: AConn, first_seq: int, last_seq: int) -> list[Transaction]:
-    """Applied transactions with journal_seq in [first_seq, last_seq], in journal order."""
+async def load_journal(
+    conn: AConn, first_seq: int, last_seq: int, request_hashes: dict[int, bytes] | None = None
+) -> list[Transaction]:
+    """Applied transactions with journal_seq in [first_seq, last_seq], in journal order;
+    each one's request hash into ``request_hashes`` by journal_seq when it is given (the
+    relay publishes it, so a journal restored from the stream keeps it: ``journal_restore``)."""
     txs, entries = await pg_wire.script(
         conn, f"{_JOURNAL_TRANSACTIONS_SQL}; {_JOURNAL_ENTRIES_SQL}", (first_seq, last_seq, first_seq, last_seq)
     )
     ids = {row[0]: (str(row[1]), row[6]) for row in txs}
+    if request_hashes is not None:
+        request_hashes.update((row[0], bytes(row[7])) for row in txs)
     by_seq: dict[int, list[Entry]] = {}
     for seq, account_id, amount, after, version in entries:
         tx_id, created_at = ids[seq]
         by_seq.setdefault(seq, []).append(Entry(tx_id, account_id, amount, after, version, created_at, seq))
     return [
         Transaction(ids[seq][0], key, kind, reference, tuple(by_seq.get(seq, ())), metadata or {}, created_at, seq)
-        for seq, _, key, kind, reference, metadata, created_at in txs
+        for seq, _, key, kind, reference, metadata, created_at, _ in txs
     ]
 
 

@@ -82,6 +82,15 @@ def applied_ids(url: str) -> dict[str, int]:
     return dict(rows)
 
 
+def request_hashes(url: str) -> dict[str, str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "select transaction_id::text, encode(request_hash, 'hex') from socai_ledger.transactions "
+            "where status = 'applied'"
+        ).fetchall()
+    return dict(rows)
+
+
 async def post_many(ledger: Ledger, prefix: str, count: int) -> None:
     """Single posts and batches, concurrently: many batches of mixed sizes."""
     stub = ledger.stub("backend")  # payments between wallets: the write path, not a game
@@ -107,6 +116,7 @@ async def post_many(ledger: Ledger, prefix: str, count: int) -> None:
 
 def check_delivery(messages: list[Any], url: str) -> None:
     ids = applied_ids(url)
+    hashes = request_hashes(url)
     seen = Counter(m.headers["Nats-Msg-Id"] for m in messages)
     assert set(seen) == set(ids), "every committed transaction is published"
     assert max(seen.values()) == 1, "and delivered once"
@@ -115,6 +125,8 @@ def check_delivery(messages: list[Any], url: str) -> None:
         tx = pb.Transaction.FromString(msg.data)
         assert tx.transaction_id == msg.headers["Nats-Msg-Id"]
         assert ids[tx.transaction_id] == tx.journal_seq
+        # The request's hash, which a journal restored from this stream keeps (journal_restore).
+        assert msg.headers["Socai-Request-Hash"] == hashes[tx.transaction_id]
         first_kind = tx.entries[0].account_id.split(":", 1)[0]
         assert msg.subject.endswith(f".posted.{first_kind}")
         assert msg.headers["Socai-Account-Kinds"] == ",".join(sorted({e.account_id.split(":")[0] for e in tx.entries}))
