@@ -11,8 +11,11 @@ made before the clock starts; every transaction moves gold between two escrows a
 
 - ``ledger_0003``: the checks as ledger_0003 made them (the database at ``ledger_0005``):
   pending duties as arrays in a ``journal_checks`` row per transaction.
-- ``session_tables``: ``ledger_0006`` (the head): the same checks, their pending duties in
-  session-local ``ON COMMIT DELETE ROWS`` tables.
+- ``head``: the migrations' head (ledger_0006: ledger_0003's design, the account check's
+  bookkeeping lighter).
+- ``session_tables``: a candidate, prototyped here only (``_SESSION_TABLES_SQL`` over
+  ``ledger_0005``): the same checks, their pending duties as rows of two session-local
+  ``ON COMMIT DELETE ROWS`` tables made by the trigger functions.
 - ``definer_function``: the alternative the issue named, prototyped here only: the rows go
   by COPY into the session's own staging tables and one ``SECURITY DEFINER`` function checks
   them set-wise (every transaction balanced, every entry under a staged applied transaction,
@@ -22,11 +25,13 @@ made before the clock starts; every transaction moves gold between two escrows a
 - ``unchecked``: ``ledger_0005`` with ledger_0003's four triggers dropped: what the checks
   cost, for the record (never a deployment).
 
-``ledger.journal_check_batch_<n>`` is ``session_tables``' rate in transactions per second
+``ledger.journal_check_batch_<n>`` is ``head``'s rate in transactions per second
 for batches of n transactions, the other variants its peers; on a shared machine the rate
 moves with everyone else's load, so ``ledger.journal_check_cpu_us_<n>`` gives what decides:
 the CPU time the variant's PostgreSQL backend spent per transaction (``/proc/<pid>/schedstat``,
-the time on a CPU: neither waiting for one nor for a disk counts).
+the time on a CPU: neither waiting for one nor for a disk counts), and in its params that CPU
+step by step (the transactions' COPY, the entries' COPY, the balance update, the outbox row, the
+commit: where each check runs) for every variant written directly.
 """
 
 from __future__ import annotations
@@ -516,7 +521,12 @@ def setup(url: str, variant: str) -> None:
         conn.execute("vacuum analyze")
 
 
-def writer(conn: psycopg.Connection, variant: str) -> Callable[[Batch], None]:
+STEPS = ("transactions", "entries", "balances", "outbox", "commit")
+
+
+def writer(conn: psycopg.Connection, variant: str, steps: dict[str, float]) -> Callable[[Batch], None]:
+    """The variant's way to write a batch; the direct ones add each step's backend CPU
+    seconds to ``steps``."""
     if variant == "definer_function":
         conn.execute(_STAGING_SQL)
         conn.commit()
@@ -534,14 +544,22 @@ def writer(conn: psycopg.Connection, variant: str) -> Callable[[Batch], None]:
         return staged
 
     def direct(batch: Batch) -> None:
+        marks = [backend_cpu_s(conn)]
         with conn.cursor() as cur:
             with cur.copy(_COPY_TRANSACTIONS.format(table=f"{S}.transactions")) as copy:
                 copy.write(batch.transactions)
+            marks.append(backend_cpu_s(conn))
             with cur.copy(_COPY_ENTRIES.format(table=f"{S}.entries")) as copy:
                 copy.write(batch.entries)
+            marks.append(backend_cpu_s(conn))
             cur.execute(_UPDATE, (batch.ids, batch.balances, batch.versions))
+            marks.append(backend_cpu_s(conn))
             cur.execute(_OUTBOX, (batch.first_seq, batch.last_seq))
+            marks.append(backend_cpu_s(conn))
         conn.commit()
+        marks.append(backend_cpu_s(conn))
+        for step, before, after in zip(STEPS, marks[:-1], marks[1:], strict=True):
+            steps[step] += after - before
 
     return direct
 
@@ -568,15 +586,20 @@ def run(ctx: BenchContext) -> list[Result]:
             urls[variant] = f"{base}/checks_{variant}_{run_id}"
             setup(urls[variant], variant)
         conns = {v: psycopg.connect(u) for v, u in urls.items()}
-        writers = {v: writer(conns[v], v) for v in VARIANTS}
+        steps = {v: dict.fromkeys(STEPS, 0.0) for v in VARIANTS}
+        writers = {v: writer(conns[v], v, steps[v]) for v in VARIANTS}
         journal = Journal()
         results = []
         try:
             for size in sizes:
                 rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
                 cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
+                for totals in steps.values():
+                    totals.update(dict.fromkeys(STEPS, 0.0))
+                written = 0
                 for r in range(rounds):
                     batches = [journal.batch(size) for _ in range(max(1, transactions_per_round // size))]
+                    written += len(batches) * size
                     order = VARIANTS[r % len(VARIANTS) :] + VARIANTS[: r % len(VARIANTS)]
                     for variant in order:
                         with psycopg.connect(pg.admin_url(), autocommit=True) as admin:
@@ -591,6 +614,9 @@ def run(ctx: BenchContext) -> list[Result]:
                 cpu_medians = {v: statistics.median(x) for v, x in cpu.items()}
                 line = ", ".join(f"{v} {m:,.0f} tx/s {cpu_medians[v]:.1f} µs" for v, m in medians.items())
                 print(f"   batches of {size}: {line}", flush=True)
+                for v in ("ledger_0003", "head", "unchecked"):
+                    by_step = ", ".join(f"{k} {t * 1e6 / written:.1f}" for k, t in steps[v].items())
+                    print(f"      {v} backend CPU µs/tx by step: {by_step}", flush=True)
                 results.append(
                     Result(
                         name=f"ledger.journal_check_batch_{size}",
@@ -623,6 +649,11 @@ def run(ctx: BenchContext) -> list[Result]:
                             "per_round": {v: [round(x, 1) for x in xs] for v, xs in cpu.items()},
                             "ratio_to_ledger_0003": {
                                 v: round(m / cpu_medians["ledger_0003"], 3) for v, m in cpu_medians.items()
+                            },
+                            "steps_cpu_us_per_tx": {
+                                v: {step: round(t * 1e6 / written, 1) for step, t in totals.items()}
+                                for v, totals in steps.items()
+                                if v != "definer_function"
                             },
                         },
                     )
