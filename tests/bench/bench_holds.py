@@ -200,11 +200,12 @@ def run(ctx: BenchContext) -> list[Result]:
                     hold_rates.append(rate)
                     hold_latencies += latencies
                 checkpoint(pg.admin_url())
-                calls_per_s, replies = asyncio.run(
+                posted = asyncio.run(
                     post_rate(
                         settings.ledger_addr, settings.tokens["settlement"], "PostTransactions", batches(txs, 1000), 4
                     )
                 )
+                calls_per_s, replies = posted.calls_per_s, posted.replies
                 applied, total = count_applied("PostTransactions", replies)
                 if applied != total:
                     raise RuntimeError(f"{variant}: only {applied} of {total} settlements applied")

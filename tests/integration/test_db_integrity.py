@@ -200,6 +200,69 @@ def test_an_unbalanced_transaction_is_refused_at_commit(funded: str) -> None:
     assert "does not balance" in str(caught.value)
 
 
+def write_like_the_posting_path(conn: psycopg.Connection, legs: list[tuple[str, int]]) -> None:
+    """A posting written by hand in the posting path's shape: the applied transaction row,
+    every leg in one entries statement, then one update of every account to its new entry
+    (the statement that takes every pending step at once)."""
+    (head,) = conn.execute("select max(journal_seq) from socai_ledger.transactions").fetchone() or (0,)
+    seq, tx_id = int(head) + 1, uuid.uuid4()
+    conn.execute(
+        "insert into socai_ledger.transactions (transaction_id, idempotency_key, request_hash, status, "
+        "journal_seq, kind, created_at) values (%s, %s, %s, 'applied', %s, 'test', now())",
+        (tx_id, f"by-hand-{tx_id}", b"\x00" * 32, seq),
+    )
+    rows = []
+    for index, (account_id, amount) in enumerate(legs):
+        balance, version = account(conn, account_id)
+        rows.append((account_id, version + 1, seq, index, tx_id, amount, balance + amount))
+    conn.execute(
+        "insert into socai_ledger.entries (account_id, account_version, journal_seq, entry_index, transaction_id, "
+        "amount_gold, balance_after_gold, created_at) "
+        "select a, v, s, i, t, am, b, now() from unnest(%s::text[], %s::int8[], %s::int8[], %s::int2[], %s::uuid[], "
+        "%s::int8[], %s::int8[]) as r(a, v, s, i, t, am, b)",
+        [list(column) for column in zip(*rows, strict=True)],
+    )
+    conn.execute(
+        "update socai_ledger.accounts a set balance_gold = u.b, version = u.v "
+        "from unnest(%s::text[], %s::int8[], %s::int8[]) as u(id, b, v) where a.account_id = u.id",
+        ([r[0] for r in rows], [r[6] for r in rows], [r[1] for r in rows]),
+    )
+
+
+def test_the_check_refuses_an_unbalanced_posting_in_the_posting_paths_shape(funded: str) -> None:
+    """ledger_0006 empties the pending steps when one statement takes them all (the posting
+    path's balance update): an unbalanced transaction written that way by the service's role
+    is still refused at commit, and a balanced one is taken."""
+    caught = refused(
+        funded,
+        lambda conn: write_like_the_posting_path(conn, [("player:alice", -100), ("player:bob", 150)]),
+        pg_errors.IntegrityConstraintViolation,
+    )
+    assert "does not balance" in str(caught.value)
+    with psycopg.connect(funded) as conn:
+        write_like_the_posting_path(conn, [("player:alice", -100), ("player:bob", 60), ("house:fees", 40)])
+        conn.commit()
+        assert [account(conn, a) for a in ("player:alice", "player:bob", "house:fees")] == [(900, 2), (560, 2), (40, 1)]
+
+
+def test_an_update_taking_some_steps_leaves_the_others_pending(funded: str) -> None:
+    """One statement moves one account of two: the other's step stays pending and refuses
+    the commit; moving it in a second statement completes the posting."""
+
+    def half(conn: psycopg.Connection) -> None:
+        append_by_hand(conn, [("player:alice", -10), ("player:bob", 10)])
+        move_rows(conn, [("player:alice", -10)])
+
+    caught = refused(funded, half, pg_errors.IntegrityConstraintViolation)
+    assert "player:bob has entries up to version 2 that its balance does not show" in str(caught.value)
+    with psycopg.connect(funded) as conn:
+        append_by_hand(conn, [("player:alice", -10), ("player:bob", 10)])
+        move_rows(conn, [("player:alice", -10)])
+        move_rows(conn, [("player:bob", 10)])
+        conn.commit()
+        assert (account(conn, "player:alice"), account(conn, "player:bob")) == ((990, 2), (510, 2))
+
+
 def test_legs_split_over_statements_may_balance_by_the_commit(funded: str) -> None:
     """The check is deferred: a transaction balanced at commit is accepted however its legs came."""
     with psycopg.connect(funded) as conn:
