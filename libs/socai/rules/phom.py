@@ -460,10 +460,12 @@ def facing(state: State, seat: int) -> Facing:
     return Facing("discard", seat=last.seat, cards=(last.card,), takeable=takeable, text=f"{last.card}: {verb}")
 
 
+@per_state
 def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
     """Every legal move of ``seat``: the take, the draw, Ù, each discard, each send are
     listed; a lay-down (any set of Phỏm of the seat's cards) is described, with the
-    lay-down that scores least as its example."""
+    lay-down that scores least as its example. Kept per state (``base.per_state``): the
+    table asks for the view of the seat to act and again for ``GetTableState``."""
     out: list[MoveSet] = []
     for action in legal_actions(state, seat):
         kind = action.kind
@@ -749,9 +751,12 @@ def _possible_sends(state: State, seat: int) -> list[Body]:
     return out
 
 
+@per_state
 def _best_lay(state: State, seat: int) -> MeldsLaid:
     """The lay-down that scores least (``phom_melds.best_lay_down``); no melds if none.
-    Version 2 lays every Phỏm and leaves a card to throw (``Version.lay_every_meld``)."""
+    Version 2 lays every Phỏm and leaves a card to throw (``Version.lay_every_meld``).
+    Kept per state (``base.per_state``): the candidates, the listed moves and the timer
+    ask for the same lay-down, about a millisecond each."""
     hand = state.hands[seat]
     laid = best_lay_down(
         hand,

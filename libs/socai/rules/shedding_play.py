@@ -371,11 +371,13 @@ def facing(state: State, seat: int) -> Facing:
     )
 
 
+@per_state
 def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
     """Every legal move of ``seat``, listed: each combination it may play now
     (``plays_for``: leading any combination, else one of the trick's kind that beats it or
     a chop of it, with the game's restrictions), the pass when passing is allowed, and in
-    a declaration window each declaration."""
+    a declaration window each declaration. Kept per state (``base.per_state``): the table
+    asks for the view of the seat to act and again for ``GetTableState``."""
     out: list[MoveSet] = []
     for action in legal_actions(state, seat):
         if action.kind == "play":

@@ -183,10 +183,10 @@ def _states(game: str, hands: int, seed: int) -> Iterator[tuple[Any, int]]:
 
 
 KEPT: dict[str, tuple[PerState[Any, Any], ...]] = {
-    "phom": (phom.legal_actions, phom._candidates),
+    "phom": (phom.legal_actions, phom.legal_moves, phom._candidates),
     "maubinh": (maubinh._candidates,),
-    "tienlen": (shedding_play.plays_for,),
-    "samloc": (shedding_play.plays_for,),
+    "tienlen": (shedding_play.plays_for, shedding_play.legal_moves),
+    "samloc": (shedding_play.plays_for, shedding_play.legal_moves),
 }
 
 
@@ -195,6 +195,7 @@ def test_moves_kept_per_state_are_the_moves_of_that_state(game: str) -> None:
     module = registry.get(game)
     states = list(_states(game, 30 if game == "maubinh" else 12, seed=len(game)))
     assert len(states) > 50
+    laying = 0
     for state, seat in states:
         for kept in KEPT[game]:
             first = kept(state, seat)
@@ -202,6 +203,12 @@ def test_moves_kept_per_state_are_the_moves_of_that_state(game: str) -> None:
             assert kept(state, seat) is first  # asked again about the same state: kept
         if game in ("phom", "maubinh"):
             assert module.candidate_actions(state, seat) == list(KEPT[game][-1].uncached(state, seat))
+        if game == "phom" and state.phase == phom.LAY:  # the lay-down asked of a seat laying down
+            laid = phom._best_lay(state, seat)
+            assert laid == phom._best_lay.uncached(state, seat)
+            assert phom._best_lay(state, seat) is laid
+            laying += 1
+    assert game != "phom" or laying > 5
     # Answers about other states, asked in between, are never mixed up: each state again.
     for state, seat in states[:: max(1, len(states) // 50)]:
         for kept in KEPT[game]:
