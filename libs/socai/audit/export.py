@@ -451,39 +451,69 @@ class _Fallback(Exception):
     pass
 
 
-def _fill_fast(obj: Mapping[str, Any], msg: Any) -> None:
-    fields = msg.DESCRIPTOR.fields_by_name
-    for key, value in obj.items():
-        field = fields.get(key)
-        if field is None or value is None:
-            raise _Fallback
-        if field.type == FieldDescriptor.TYPE_MESSAGE:
-            if field.message_type.GetOptions().map_entry:
-                if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-                    raise _Fallback
-                getattr(msg, key).update(value)
-            elif field.is_repeated:
-                if not isinstance(value, list):
-                    raise _Fallback
-                container = getattr(msg, key)
-                for item in value:
-                    if not isinstance(item, dict):
-                        raise _Fallback
-                    _fill_fast(item, container.add())
-            elif field.message_type.full_name == _TIMESTAMP:
-                _timestamp(value, getattr(msg, key))
-            else:
-                if not isinstance(value, dict):
-                    raise _Fallback
-                sub = getattr(msg, key)
-                sub.SetInParent()
-                _fill_fast(value, sub)
+# How ``_fill_fast`` fills each field, worked out once per (message type, JSON key) from the
+# descriptors: an export repeats the same few keys on every line, and reading a field's
+# type, label and options from its descriptor each time was most of the walk.
+_MAP, _MESSAGES, _TIME, _MESSAGE, _SCALARS, _SCALAR = range(6)
+_plans: dict[tuple[Any, str], tuple[int, Any]] = {}
+
+
+def _plan(descriptor: Any, key: str) -> tuple[int, Any] | None:
+    """How to fill ``key`` of a ``descriptor`` message (None: no such field, never kept)."""
+    found = _plans.get((descriptor, key))
+    if found is not None:
+        return found
+    field = descriptor.fields_by_name.get(key)
+    if field is None:
+        return None
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        if field.message_type.GetOptions().map_entry:
+            kind = _MAP
         elif field.is_repeated:
+            kind = _MESSAGES
+        elif field.message_type.full_name == _TIMESTAMP:
+            kind = _TIME
+        else:
+            kind = _MESSAGE
+    else:
+        kind = _SCALARS if field.is_repeated else _SCALAR
+    plan = _plans[(descriptor, key)] = (kind, field)
+    return plan
+
+
+def _fill_fast(obj: Mapping[str, Any], msg: Any) -> None:
+    descriptor = msg.DESCRIPTOR
+    for key, value in obj.items():
+        plan = _plan(descriptor, key)
+        if plan is None or value is None:
+            raise _Fallback
+        kind, field = plan
+        if kind == _SCALAR:
+            setattr(msg, key, _scalar(field, value))
+        elif kind == _MESSAGES:
+            if not isinstance(value, list):
+                raise _Fallback
+            container = getattr(msg, key)
+            for item in value:
+                if not isinstance(item, dict):
+                    raise _Fallback
+                _fill_fast(item, container.add())
+        elif kind == _MESSAGE:
+            if not isinstance(value, dict):
+                raise _Fallback
+            sub = getattr(msg, key)
+            sub.SetInParent()
+            _fill_fast(value, sub)
+        elif kind == _TIME:
+            _timestamp(value, getattr(msg, key))
+        elif kind == _SCALARS:
             if not isinstance(value, list):
                 raise _Fallback
             getattr(msg, key).extend(_scalar(field, v) for v in value)
-        else:
-            setattr(msg, key, _scalar(field, value))
+        else:  # _MAP
+            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                raise _Fallback
+            getattr(msg, key).update(value)
 
 
 def _scalar(field: Any, value: Any) -> Any:

@@ -66,7 +66,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import FrozenInstanceError, dataclass
 from functools import lru_cache, partial
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, Protocol, Self, TypeVar, cast
+from typing import Any, ClassVar, Final, Generic, Protocol, Self, TypeVar, cast
 
 from socai import accounts, fairness
 from socai.errors import RuleViolation, check
@@ -763,6 +763,52 @@ def _compile_state_code(
     return namespace["create"], namespace["derive"], namespace["draft"], namespace["values"]
 
 
+# --- answers kept per state ---------------------------------------------------------------
+
+# How many (state, seat) answers ``per_state`` keeps per function: the table service asks for
+# the moves of the state it holds once per view (every player's and spectator's), and the
+# bots and the timer ask again before the next event; a few states back is enough.
+STATE_MEMO_MAX: Final = 16
+R = TypeVar("R")
+
+
+class PerState(Generic[S, R]):
+    """``uncached(state, seat)`` remembered for the last STATE_MEMO_MAX (state, seat)
+    pairs, by the state's identity (``per_state``)."""
+
+    __slots__ = ("memo", "uncached")
+
+    def __init__(self, uncached: Callable[[S, int], R]) -> None:
+        self.uncached = uncached
+        self.memo: dict[tuple[int, int], tuple[S, R]] = {}
+
+    def __call__(self, state: S, seat: int) -> R:
+        memo = self.memo
+        key = (id(state), seat)
+        found = memo.get(key)
+        if found is not None and found[0] is state:
+            return found[1]
+        answer = self.uncached(state, seat)
+        if len(memo) >= STATE_MEMO_MAX:
+            try:
+                del memo[next(iter(memo))]  # the oldest (dicts keep insertion order)
+            except (KeyError, StopIteration, RuntimeError):  # another thread was first
+                pass
+        memo[key] = (state, answer)
+        return answer
+
+
+def per_state(fn: Callable[[S, int], R]) -> PerState[S, R]:
+    """``fn(state, seat)`` remembered for the last STATE_MEMO_MAX (state, seat) pairs, by
+    the state's identity: a state never changes once ``apply`` returns it, so an answer
+    about it stays true, and the memo holds the state itself so that its id is not reused
+    while remembered. For what a client or bot asks about the state in hand (its legal
+    and candidate moves, a hand's legal plays); ``fn`` must be pure and return an
+    immutable value (a tuple, never a list). ``.uncached`` is ``fn`` itself.
+    """
+    return PerState(fn)
+
+
 # --- starting a hand ----------------------------------------------------------------------
 
 
@@ -1454,6 +1500,7 @@ __all__ = [
     "MoveSet",
     "Obligation",
     "Pending",
+    "PerState",
     "Reason",
     "Settlement",
     "SettlementBuilder",
@@ -1483,6 +1530,7 @@ __all__ = [
     "parse_options",
     "participants",
     "pay_obligations",
+    "per_state",
     "played_rules_version",
     "refusal",
     "refusal_rule",

@@ -114,6 +114,7 @@ from socai.rules.base import (
     hand_ended,
     match_flows,
     parse_options,
+    per_state,
     played_rules_version,
     resolve_options,
     seats_after,
@@ -389,8 +390,15 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
     first, then the simplest one (``baseline_arrangement``: the best five in back, the best
     five left in the middle) and the cards in plain rank order, each when valid and
     different. Empty when the seat may not arrange."""
+    return list(_candidates(state, seat))
+
+
+@per_state
+def _candidates(state: State, seat: int) -> tuple[Body, ...]:
+    """``candidate_actions``, kept per state (``base.per_state``): the table asks for
+    every view of a seat to arrange, the bot and the timer again."""
     if not _may_arrange(state, seat):
-        return []
+        return ()
     cards = state.hands[seat]
     wheel = state.options.wheel_second_highest
     suggestion = _suggested(_key(cards), wheel)
@@ -405,7 +413,7 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
             continue
         seen.add(shape)
         out.append(Arranged(seat, a.back, a.middle, a.front))
-    return out
+    return tuple(out)
 
 
 def held(state: State, seat: int) -> tuple[Card, ...]:

@@ -105,6 +105,7 @@ from socai.rules.base import (
     hand_ended,
     parse_options,
     pay_obligations,
+    per_state,
     played_rules_version,
     resolve_options,
     seat_or_owner,
@@ -375,6 +376,7 @@ def is_finished(state: State) -> bool:
     return state.phase == ENDED
 
 
+@per_state
 def legal_actions(state: State, seat: int) -> tuple[LegalAction, ...]:
     """The kinds of move ``seat`` may make now: ``take``, ``declare:draw``, ``declare:u``,
     ``declare:u_khan``, ``lay``, ``send``, ``play`` (discard). Empty unless it is its turn."""
@@ -408,10 +410,17 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
     """A small set of legal moves for ``seat`` (bots, property tests): Ù alone when the
     seat can Ù; the take and the draw; the junk cards of the best arrangement to discard;
     the best lay-down; each card that can be sent and the highest junk to throw."""
+    return list(_candidates(state, seat))
+
+
+@per_state
+def _candidates(state: State, seat: int) -> tuple[Body, ...]:
+    """``candidate_actions``, kept per state (``base.per_state``): the table asks for
+    every view of the seat to act, the bot and the timer again."""
     if state.to_act != seat or state.phase not in (TAKE_OR_DRAW, DISCARD, LAY, SEND):
-        return []
+        return ()
     if _u_khan_allowed(state, seat):
-        return [Declared(seat, U_KHAN)]
+        return (Declared(seat, U_KHAN),)
     if state.phase == TAKE_OR_DRAW:
         out: list[Body] = []
         previous = _takeable(state, seat)
@@ -419,18 +428,18 @@ def candidate_actions(state: State, seat: int) -> list[Body]:
             out.append(CardTaken(seat, previous.seat, previous.card))
         if state.stock_left > 0:
             out.append(Declared(seat, DRAW))
-        return out
+        return tuple(out)
     if _u_of(state, seat) is not None:
-        return [Declared(seat, U)]
+        return (Declared(seat, U),)
     if state.phase == LAY:
-        return [_best_lay(state, seat)]
+        return (_best_lay(state, seat),)
     if state.phase == SEND:
         sends = _possible_sends(state, seat)
         held = state.hands[seat]
         if sends and len(held) > 1:
-            return [*sends, CardsPlayed(seat, (_highest(held),))]
-        return [CardsPlayed(seat, (_highest(held),))]
-    return [CardsPlayed(seat, (card,)) for card in _junk_discards(state, seat)]
+            return (*sends, CardsPlayed(seat, (_highest(held),)))
+        return (CardsPlayed(seat, (_highest(held),)),)
+    return tuple(CardsPlayed(seat, (card,)) for card in _junk_discards(state, seat))
 
 
 def held(state: State, seat: int) -> tuple[Card, ...]:
@@ -451,10 +460,12 @@ def facing(state: State, seat: int) -> Facing:
     return Facing("discard", seat=last.seat, cards=(last.card,), takeable=takeable, text=f"{last.card}: {verb}")
 
 
+@per_state
 def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
     """Every legal move of ``seat``: the take, the draw, Ù, each discard, each send are
     listed; a lay-down (any set of Phỏm of the seat's cards) is described, with the
-    lay-down that scores least as its example."""
+    lay-down that scores least as its example. Kept per state (``base.per_state``): the
+    table asks for the view of the seat to act and again for ``GetTableState``."""
     out: list[MoveSet] = []
     for action in legal_actions(state, seat):
         kind = action.kind
@@ -740,9 +751,12 @@ def _possible_sends(state: State, seat: int) -> list[Body]:
     return out
 
 
+@per_state
 def _best_lay(state: State, seat: int) -> MeldsLaid:
     """The lay-down that scores least (``phom_melds.best_lay_down``); no melds if none.
-    Version 2 lays every Phỏm and leaves a card to throw (``Version.lay_every_meld``)."""
+    Version 2 lays every Phỏm and leaves a card to throw (``Version.lay_every_meld``).
+    Kept per state (``base.per_state``): the candidates, the listed moves and the timer
+    ask for the same lay-down, about a millisecond each."""
     hand = state.hands[seat]
     laid = best_lay_down(
         hand,

@@ -54,6 +54,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations, pairwise
 from typing import Final
 
@@ -376,20 +377,34 @@ class Send:
     meld_index: int
 
 
-def _fits(meld: Sequence[Card]) -> set[Card]:
+def _fits(meld: Sequence[Card]) -> frozenset[Card]:
     """The cards that can be sent to the laid ``meld``: the missing suit of a set of three,
     the card below and above a run (A low only, PH-10).
 
     Raises RuleViolation("BAD_MELD") when ``meld`` is not a Phỏm.
     """
+    return _fits_of(tuple(meld))
+
+
+# Laid melds stay on the table for the rest of the hand and every send and lay-down asks
+# what fits them again (a self-played hand asks ~70 times of ~1 or 2 distinct melds): each
+# answer is kept, by the meld's cards. Bounded; pure.
+@lru_cache(maxsize=4096)
+def _fits_of(meld: tuple[Card, ...]) -> frozenset[Card]:
     if is_set(meld):
         rank = meld[0].rank
-        return {Card(rank, suit) for suit in range(4)} - set(meld) if len(meld) < SET_CARDS_MAX else set()
+        return (
+            frozenset({Card(rank, suit) for suit in range(4)} - set(meld)) if len(meld) < SET_CARDS_MAX else frozenset()
+        )
     if not is_run(meld):
         raise RuleViolation("BAD_MELD", "a laid meld is not a Phỏm")
     ranks = sorted(phom_rank(c) for c in meld)
     ends = (r for r in (ranks[0] - 1, ranks[-1] + 1) if 1 <= r <= KING)
-    return {Card(ACE if r == 1 else r, meld[0].suit) for r in ends}
+    return frozenset({Card(ACE if r == 1 else r, meld[0].suit) for r in ends})
+
+
+# The exact search's answers, by the melds as they have grown and the cards left to send.
+_SendsMemo = dict[tuple[tuple[frozenset[Card], ...], tuple[Card, ...]], tuple[int, tuple[Send, ...]]]
 
 
 def sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]]) -> tuple[Send, ...]:
@@ -402,6 +417,12 @@ def sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]]) -> tuple[S
     of sends is used instead if it sends more points.
     Raises RuleViolation("BAD_MELD") when a laid meld is not a Phỏm.
     """
+    return _sends(junk, laid_melds, {})
+
+
+def _sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]], memo: _SendsMemo) -> tuple[Send, ...]:
+    """``sends``, with the exact search's ``memo`` given: one memo serves every junk sent
+    to the same ``laid_melds`` (``best_lay_down`` asks once per arrangement)."""
     melds = [list(m) for m in laid_melds]
     fits = [_fits(m) for m in melds]
     left = list(_sorted(junk))
@@ -422,7 +443,7 @@ def sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]]) -> tuple[S
         # A card sent to one meld can stop another from growing (2♣ sent to 2♠ 2♦ 2♥
         # leaves A♣ out of 3♣ 4♣ 5♣ 6♣): when the greedy pass kept some cards, the exact
         # search decides, and the greedy order stands whenever it already sends the most.
-        best = _most_sends(tuple(tuple(m) for m in laid_melds), tuple(_sorted(junk)), {})
+        best = _most_sends(tuple(tuple(m) for m in laid_melds), tuple(_sorted(junk)), memo)
         if best[0] > sum(card_points(s.card) for s in out):
             return best[1]
     return tuple(out)
@@ -431,7 +452,7 @@ def sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]]) -> tuple[S
 def _most_sends(
     melds: tuple[tuple[Card, ...], ...],
     left: tuple[Card, ...],
-    memo: dict[tuple[tuple[frozenset[Card], ...], tuple[Card, ...]], tuple[int, tuple[Send, ...]]],
+    memo: _SendsMemo,
 ) -> tuple[int, tuple[Send, ...]]:
     """The sends of ``left`` to ``melds`` with the most points sent, trying every card
     that fits each meld in ``card_order`` (the first best found wins)."""
@@ -476,6 +497,13 @@ def meld_left_to_lay(kept: Sequence[Card]) -> Meld | None:
     Raises RuleViolation("BAD_HAND") as ``best_arrangement``.
     """
     cards, _ = _check_hand(kept, ())
+    return _meld_left(cards)
+
+
+# Asked of every arrangement ``best_lay_down`` weighs and again by the table when the lay
+# is played, for the same cards: kept by the cards (in ``card_order``). Bounded; pure.
+@lru_cache(maxsize=4096)
+def _meld_left(cards: tuple[Card, ...]) -> Meld | None:
     return next((m for m in _candidate_melds(cards) if len(m) < len(cards)), None)
 
 
@@ -516,7 +544,8 @@ def best_lay_down(
     # Whether any card could be sent even if every free card were junk: if not, the
     # sends of each arrangement need not be worked out (with no card fitting a laid meld
     # as it is, no subset of them can be sent either).
-    may_send = bool(sends([c for c in cards if c not in taken_set], laid_melds))
+    memo: _SendsMemo = {}
+    may_send = bool(_sends([c for c in cards if c not in taken_set], laid_melds, memo))
     best: tuple[tuple[bool, int, int, int, int], LayDown] | None = None
     # ``iter_arrangements`` lists arrangements in the tie-break order: the first of the
     # cheapest wins. Laying no meld at all is móm (4 × S, more than any place pays), so a
@@ -524,7 +553,7 @@ def best_lay_down(
     for arrangement in iter_arrangements(cards, taken_set, one_taken_per_meld=one_taken_per_meld):
         if lay_every_meld and (not arrangement.junk or meld_left_to_lay(arrangement.junk) is not None):
             continue
-        sent = sends(arrangement.junk, laid_melds) if may_send and arrangement.junk else ()
+        sent = _sends(arrangement.junk, laid_melds, memo) if may_send and arrangement.junk else ()
         if lay_every_meld and len(sent) == len(arrangement.junk):
             sent = sent[:-1]  # the last card is the final discard: it is never sent
         lay_down = _lay_down(arrangement, sent)

@@ -33,9 +33,10 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Final
 
-from socai.cards import ACE, Card
+from socai.cards import ACE, Card, card_from_index
 from socai.errors import check
 
 SINGLE: Final = "single"
@@ -494,30 +495,96 @@ def _kinds_that_may_beat(over: Combination, rules: SheddingRules) -> set[str]:
     return kinds
 
 
-def _candidates(by_rank: dict[int, list[Card]], kinds: set[str], rules: SheddingRules) -> Iterator[Combination]:
+def _chosen(by_rank: dict[int, list[Card]], rules: SheddingRules) -> Iterator[tuple[str, Sequence[Card]]]:
+    """Every combination of the cards of ``by_rank`` (each rank's cards weakest first), as
+    its kind and its cards in the order ``_build`` takes them (``presorted``)."""
     for rank_cards in by_rank.values():
         for size, kind in ((1, SINGLE), (2, PAIR), (3, TRIPLE), (4, FOUR)):
-            if kind in kinds and len(rank_cards) >= size:
+            if len(rank_cards) >= size:
                 for chosen in itertools.combinations(rank_cards, size):
-                    yield _build(kind, chosen, rules, presorted=True)
-    if STRAIGHT in kinds:
-        for window in _straight_windows(by_rank, rules):
-            for chosen in itertools.product(*(by_rank[r] for r in window)):
-                yield _build(STRAIGHT, chosen, rules, presorted=True)
-    if PAIRS_RUN in kinds and rules.pairs_runs:
+                    yield kind, chosen
+    for window in _straight_windows(by_rank, rules):
+        for chosen in itertools.product(*(by_rank[r] for r in window)):
+            yield STRAIGHT, chosen
+    if rules.pairs_runs:
         paired = {r: list(itertools.combinations(cards, 2)) for r, cards in by_rank.items() if len(cards) >= 2}
         for window in _runs(_RANKS_3_TO_A, range(len(_RANKS_3_TO_A)), paired.__contains__):
             for chosen_pairs in itertools.product(*(paired[r] for r in window)):
-                yield _build(PAIRS_RUN, [c for pair in chosen_pairs for c in pair], rules, presorted=True)
-    if TWO_FOURS in kinds and rules.two_fours:
+                yield PAIRS_RUN, [c for pair in chosen_pairs for c in pair]
+    if rules.two_fours:
         fours = [cards for cards in by_rank.values() if len(cards) == 4]
         for a, b in itertools.combinations(fours, 2):
-            yield _build(TWO_FOURS, (*a, *b), rules, presorted=True)
+            yield TWO_FOURS, (*a, *b)
 
 
 def play_order(c: Combination) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
     """The order ``legal_plays`` lists combinations in: kind, size, strength, cards."""
     return (_KIND_ORDER[c.kind], len(c.cards), c.key, tuple(card.index for card in c.cards))
+
+
+def card_mask(cards: Iterable[Card]) -> int:
+    """``cards`` as a bit mask: bit ``card.index`` for each card."""
+    mask = 0
+    for c in cards:
+        mask |= 1 << ((c.rank - 2) * 4 + c.suit)  # Card.index, without the property call
+    return mask
+
+
+@dataclass(frozen=True, slots=True)
+class HandPlays:
+    """Every combination the cards of one hand form (``hand_plays``), in the game of
+    ``rules``: ``by_kind`` lists each kind's in ``play_order``, each with its cards as a
+    ``card_mask``; ``mask`` is the hand's.
+
+    The plays of any part of the hand are those whose cards it still holds, so the plays
+    of a seat's dealt hand, worked out once, answer every later turn of the seat by a
+    filter (``legal_plays``' ``within``): a seat's cards only ever shrink."""
+
+    rules: SheddingRules
+    mask: int
+    by_kind: Mapping[str, tuple[tuple[int, Combination], ...]]
+
+
+def hand_plays(hand: Iterable[Card], rules: SheddingRules) -> HandPlays:
+    """Every combination ``hand`` forms (``HandPlays``). Raises RuleViolation for more than
+    ``HAND_CARDS_MAX`` cards or a card twice."""
+    cards = tuple(hand)
+    check(len(cards) <= HAND_CARDS_MAX and len(set(cards)) == len(cards), "a hand of at most 13 distinct cards")
+    return _hand_plays(card_mask(cards), rules)
+
+
+# The plays of the last hands asked about, by their cards (a seat asked again before it
+# plays, a replayed pass checked for an answer). Bounded; pure.
+@lru_cache(maxsize=1024)
+def _hand_plays(mask: int, rules: SheddingRules) -> HandPlays:
+    by_rank: dict[int, list[Card]] = {}
+    held = (card_from_index(i) for i in range(52) if mask >> i & 1)
+    for c in sorted(held, key=lambda c: _sort_key(c, rules)):
+        by_rank.setdefault(c.rank, []).append(c)
+    built = _built.get(rules)
+    if built is None or len(built) >= BUILT_MAX:
+        built = _built[rules] = {}
+    found = []
+    for kind, chosen in _chosen(by_rank, rules):
+        play_mask = card_mask(chosen)
+        entry = built.get(play_mask)
+        if entry is None:
+            play = _build(kind, chosen, rules, presorted=True)
+            entry = built[play_mask] = (play_order(play), play_mask, play)
+        found.append(entry)
+    found.sort()  # by play_order, which no two combinations share (it ends with the cards)
+    by_kind: dict[str, list[tuple[int, Combination]]] = {}
+    for _, play_mask, play in found:
+        by_kind.setdefault(play.kind, []).append((play_mask, play))
+    return HandPlays(rules, mask, MappingProxyType({kind: tuple(plays) for kind, plays in by_kind.items()}))
+
+
+# Every combination ``_hand_plays`` built, with its ``play_order``, by its cards' mask under
+# each rules (equal rules share): the same singles, pairs and runs come back hand after
+# hand, and a combination is a value (frozen), so one object serves every hand. Emptied
+# when full.
+BUILT_MAX: Final = 1 << 16
+_built: dict[SheddingRules, dict[int, tuple[tuple[int, int, tuple[int, ...], tuple[int, ...]], int, Combination]]] = {}
 
 
 def legal_plays(
@@ -527,6 +594,7 @@ def legal_plays(
     *,
     highest_single_only: bool = False,
     must_include: Card | None = None,
+    within: HandPlays | None = None,
 ) -> tuple[Combination, ...]:
     """Every combination ``hand`` may play on ``over`` (None: leading), in ``play_order``.
 
@@ -534,32 +602,40 @@ def legal_plays(
     need only cards are applied here: Sâm Lốc's SL-7 (b) (no 2 in a play that empties the
     hand); ``highest_single_only`` for Sâm Lốc's báo 1 (SL-11: a single must be of the
     highest rank held); ``must_include`` for a first lead that must hold a card (TL-12 flag).
+
+    ``within``: the plays of a hand that holds every card of ``hand`` (``hand_plays`` of
+    the seat's dealt hand), filtered instead of working the combinations out again; the
+    answer is the same with or without it, and it is ignored when it does not hold
+    ``hand`` or was built under other rules.
     """
     cards = tuple(hand)
     check(len(cards) <= HAND_CARDS_MAX and len(set(cards)) == len(cards), "a hand of at most 13 distinct cards")
     if over is not None:
         check(over.game_id == rules.game_id, "a combination of another game")
-    by_rank: dict[int, list[Card]] = {}
-    for c in sorted(cards, key=lambda c: _sort_key(c, rules)):
-        by_rank.setdefault(c.rank, []).append(c)
-    kinds = set(KINDS) if over is None else _kinds_that_may_beat(over, rules)
+    mask = card_mask(cards)
+    if within is None or within.mask & mask != mask or (within.rules is not rules and within.rules != rules):
+        within = _hand_plays(mask, rules)
+    if over is None:
+        kinds: Sequence[str] = KINDS
+    else:
+        may_beat = _kinds_that_may_beat(over, rules)
+        kinds = [k for k in KINDS if k in may_beat]
     top_rank = max((_RANK_ORDER[c.rank] for c in cards), default=-1)
+    no_two_in_last = rules.no_two_in_last_play
+    must = 0 if must_include is None else card_mask((must_include,))
     plays = []
-    for candidate in _candidates(by_rank, kinds, rules):
-        if over is not None and not beats(candidate, over, rules):
-            continue
-        if (
-            rules.no_two_in_last_play
-            and len(candidate.cards) == len(cards)
-            and any(c.rank == TWO for c in candidate.cards)
-        ):
-            continue
-        if highest_single_only and candidate.kind == SINGLE and _RANK_ORDER[candidate.cards[0].rank] != top_rank:
-            continue
-        if must_include is not None and must_include not in candidate.cards:
-            continue
-        plays.append(candidate)
-    return tuple(sorted(plays, key=play_order))
+    for kind in kinds:
+        for play_mask, candidate in within.by_kind.get(kind, ()):
+            if play_mask & mask != play_mask or (must and not play_mask & must):
+                continue
+            if over is not None and not beats(candidate, over, rules):
+                continue
+            if no_two_in_last and play_mask == mask and any(c.rank == TWO for c in candidate.cards):
+                continue
+            if highest_single_only and kind == SINGLE and _RANK_ORDER[candidate.cards[0].rank] != top_rank:
+                continue
+            plays.append(candidate)
+    return tuple(plays)
 
 
 def has_answer(hand: Iterable[Card], over: Combination, rules: SheddingRules) -> bool:

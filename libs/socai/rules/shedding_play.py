@@ -69,6 +69,7 @@ from socai.rules.base import (
     game_state,
     hand_ended,
     pay_obligations,
+    per_state,
     seats_in_order,
 )
 from socai.rules.base import (
@@ -243,8 +244,12 @@ def _bao_1_restricted(state: State, seat: int) -> bool:
     return nxt != seat and len(state.hands[nxt]) == 1
 
 
+@per_state
 def plays_for(state: State, seat: int) -> tuple[Combination, ...]:
-    """Every legal play of ``seat`` now (it must be the seat to act)."""
+    """Every legal play of ``seat`` now (it must be the seat to act), filtered from the
+    plays of the seat's cards when it was first asked this hand (``_seat_plays``); kept per
+    state (``base.per_state``): the table asks for every view of the seat to act, the bot
+    and the timer again."""
     over = top(state)
     return shedding.legal_plays(
         state.hands[seat],
@@ -252,7 +257,39 @@ def plays_for(state: State, seat: int) -> tuple[Combination, ...]:
         state.variant.rules,
         highest_single_only=_bao_1_restricted(state, seat),
         must_include=_must_include(state, seat),
+        within=_seat_plays(state, seat),
     )
+
+
+# How many (hand, seat) entries ``_seat_plays`` keeps: the hands in play at one table
+# service's tables, or a replay's one hand at a time, each a few seats.
+SEAT_PLAYS_MAX: Final = 256
+_seat_plays_kept: dict[tuple[int, int], tuple[HandStarted, shedding.HandPlays]] = {}
+
+
+def _seat_plays(state: State, seat: int) -> shedding.HandPlays:
+    """Every combination of the cards ``seat`` held when first asked in this hand
+    (``shedding.hand_plays``), kept by the hand's HandStarted, the same object in every
+    state of a hand, and the seat: its cards only shrink as it plays, so each later turn's
+    legal plays are a filter of these (``legal_plays``' ``within``), where working them
+    out again from the cards took about two thirds of a self-played hand. Worked out
+    afresh when the kept plays do not hold the seat's cards (a state of another hand with
+    the same id)."""
+    key = (id(state.started), seat)
+    rules = state.variant.rules
+    found = _seat_plays_kept.get(key)
+    if found is not None and found[0] is state.started:
+        held = shedding.card_mask(state.hands[seat])
+        if found[1].mask & held == held and found[1].rules is rules:
+            return found[1]
+    plays = shedding.hand_plays(state.hands[seat], rules)
+    if len(_seat_plays_kept) >= SEAT_PLAYS_MAX:
+        try:
+            del _seat_plays_kept[next(iter(_seat_plays_kept))]  # the oldest (dicts keep insertion order)
+        except (KeyError, StopIteration, RuntimeError):  # another thread was first
+            pass
+    _seat_plays_kept[key] = (state.started, plays)
+    return plays
 
 
 def is_finished(state: State) -> bool:
@@ -334,11 +371,13 @@ def facing(state: State, seat: int) -> Facing:
     )
 
 
+@per_state
 def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
     """Every legal move of ``seat``, listed: each combination it may play now
     (``plays_for``: leading any combination, else one of the trick's kind that beats it or
     a chop of it, with the game's restrictions), the pass when passing is allowed, and in
-    a declaration window each declaration."""
+    a declaration window each declaration. Kept per state (``base.per_state``): the table
+    asks for the view of the seat to act and again for ``GetTableState``."""
     out: list[MoveSet] = []
     for action in legal_actions(state, seat):
         if action.kind == "play":
