@@ -25,7 +25,8 @@ def test_the_report_names_every_result_in_the_fixed_format(tmp_path: Path) -> No
     report = json.loads((tmp_path / "report.json").read_text())
     assert set(report) == {"machine", "results", "failed"} and report["failed"] == []
     names = [r["name"] for r in report["results"]]
-    assert names == [f"rules.{game}.selfplay" for game in registry.available() if game != "holdem"]
+    selfplay = [f"rules.{game}.selfplay" for game in registry.available() if game != "holdem"]
+    assert names == selfplay + [f"rules.{game}.replay" for game in registry.available()]
     for result in report["results"]:
         assert set(result) == {"name", "value", "unit", "higher_is_better", "peers", "params"}
         assert result["unit"] == "hands/s" and result["higher_is_better"] is True
