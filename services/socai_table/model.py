@@ -148,9 +148,10 @@ def _check_options(options: dict[str, str]) -> None:
             )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Seat:
-    """A seated player and the chips the table knows they hold (their escrow)."""
+    """A seated player and the chips the table knows they hold (their escrow); a value of
+    the table's state (``socai_table.core``), replaced, never changed in place."""
 
     seat: int
     player_id: str
@@ -161,6 +162,7 @@ class Seat:
     last_hand_id: str = ""
     last_heartbeat: float = 0.0  # monotonic seconds; 0 = the player never sent one
     join_tx: str = ""  # the ledger transaction of the buy-in that seated the player
+    seated_at: int = 0  # the stream sequence of the PlayerSeated that seated the player
 
 
 def hand_id_of(table_id: str, number: int) -> str:
