@@ -34,6 +34,7 @@ from typing import Any
 
 from socai import accounts, errors
 from socai.events.model import (
+    Body,
     Event,
     HandEnded,
     HandStarted,
@@ -827,3 +828,40 @@ def _decide_disconnect(state: TableState, command: Disconnect) -> Decision:
     if seat is None or not seat.connected:
         return Decision()
     return Decision(tuple(_connection(state, command.seat, False)))
+
+
+# --- acts: who may act, in which hand (the move itself is the rules engine's) ---------------
+
+
+def hand_refusal(state: TableState, hand_id: str) -> errors.SocaiError | None:
+    """NO_HAND_IN_PLAY or STALE_HAND when ``hand_id`` is not the hand in play, else None."""
+    hand = state.in_play
+    if hand is None:
+        return errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {state.table_id}")
+    if hand_id != hand.hand_id:
+        return errors.PreconditionFailed("STALE_HAND", f"{hand_id} is not the hand in play ({hand.hand_id})")
+    return None
+
+
+def acting(state: TableState, player_id: str, seat_no: int, body: Body) -> tuple[Seat, Body] | errors.SocaiError:
+    """The caller's seat and ``body`` for it, or NOT_YOUR_SEAT / SEAT_MISMATCH. ``seat_no``
+    and the action's own seat may each be 0 ("mine"); any other value must be the caller's."""
+    seat = state.seat_of(player_id)
+    if seat is None or seat_no not in (0, seat.seat):
+        return errors.PermissionDenied("NOT_YOUR_SEAT", f"seat {seat_no} is not {player_id}'s")
+    try:
+        return seat, for_seat(body, seat.seat)
+    except errors.InvalidArgument as exc:
+        return exc
+
+
+def for_seat(body: Body, seat: int) -> Body:
+    """``body`` acting for ``seat``: a seat of 0 in the action means "mine"; another seat
+    than the caller's is SEAT_MISMATCH (raised)."""
+    named = getattr(body, "seat", None)
+    if named is None or named == seat:
+        return body
+    if named != 0:
+        raise errors.InvalidArgument("SEAT_MISMATCH", f"the action is for seat {named}, the caller's seat is {seat}")
+    changed: Body = replace(body, seat=seat)  # type: ignore[arg-type, type-var]
+    return changed

@@ -100,24 +100,12 @@ class CashOutDone:
     completed_s: float
 
 
-def _for_seat(body: Body, seat: int) -> Body:
-    """``body`` acting for ``seat``: a seat of 0 in the action means "mine"; another seat
-    than the caller's is SEAT_MISMATCH."""
-    named = getattr(body, "seat", None)
-    if named is None or named == seat:
-        return body
-    if named != 0:
-        raise errors.InvalidArgument("SEAT_MISMATCH", f"the action is for seat {named}, the caller's seat is {seat}")
-    changed: Body = dataclasses.replace(body, seat=seat)  # type: ignore[arg-type, type-var]
-    return changed
-
-
 def _retried(previous: tuple[ActResult, Any], body: Body) -> ActResult:
     """The first result of a retried decision; IDEMPOTENCY_KEY_REUSED when ``body`` is not
     that decision (its seat of 0 read as the decision's)."""
     result, first = previous
     seat = getattr(first, "seat", None)
-    again = _for_seat(body, seat) if seat is not None and getattr(body, "seat", seat) in (0, seat) else body
+    again = core.for_seat(body, seat) if seat is not None and getattr(body, "seat", seat) in (0, seat) else body
     if again != first:
         raise errors.PreconditionFailed("IDEMPOTENCY_KEY_REUSED", "this key was used for another action")
     return result
@@ -954,11 +942,9 @@ class Table:
             last = self.last_hand
             if last is not None and last.hand_id == hand_id and (player_id, key) in last.act_keys:
                 return _retried(last.act_keys[(player_id, key)], body), True
-            refusal: errors.SocaiError
-            if hand is None or hand.ended:
-                refusal = errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {self.table_id}")
-            else:
-                refusal = errors.PreconditionFailed("STALE_HAND", f"{hand_id} is not the hand in play ({hand.hand_id})")
+            refusal = core.hand_refusal(self.state, hand_id)
+            errors.check(refusal is not None, f"{hand_id} is not the hand in play here")
+            assert refusal is not None
         # Not the hand in play: a retry of a decision in a hand that is over? Read outside
         # the lock: an ended hand never changes.
         record = await self.ended_hand(hand_id)
@@ -967,12 +953,10 @@ class Table:
         raise refusal
 
     def _acting(self, player_id: str, seat_no: int, body: Body) -> tuple[Seat, Body]:
-        """The caller's seat and ``body`` for it. ``seat_no`` and the action's own seat may
-        each be 0 ("mine"); any other value must be the caller's seat."""
-        seat = self.seat_of(player_id)
-        if seat is None or seat_no not in (0, seat.seat):
-            raise errors.PermissionDenied("NOT_YOUR_SEAT", f"seat {seat_no} is not {player_id}'s")
-        return seat, _for_seat(body, seat.seat)
+        acting = core.acting(self.state, player_id, seat_no, body)
+        if isinstance(acting, errors.SocaiError):
+            raise acting
+        return acting
 
     def _refused(self, exc: errors.RuleViolation, seat: int, hand_id: str) -> errors.RuleViolation:
         """``exc`` with the ErrorInfo metadata of every rules refusal: the seat, the hand and
@@ -986,14 +970,15 @@ class Table:
         async with self._lock:
             await self._ensure_synced()
             hand = self.hand
-            if hand is None or hand.ended:
-                return errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {self.table_id}")
-            if hand_id != hand.hand_id:
-                return errors.PreconditionFailed("STALE_HAND", f"{hand_id} is not the hand in play ({hand.hand_id})")
-            try:
-                seat, body = self._acting(player_id, seat_no, body)
-            except errors.SocaiError as exc:
-                return exc
+            refusal = core.hand_refusal(self.state, hand_id)
+            if refusal is not None:
+                return refusal
+            errors.check(hand is not None and hand.hand_id == hand_id, f"{hand_id} is in play in the core only")
+            assert hand is not None
+            acting = core.acting(self.state, player_id, seat_no, body)
+            if isinstance(acting, errors.SocaiError):
+                return acting
+            seat, body = acting
             refused = kit.refusal(self.module, hand.state, body)
             return self._refused(refused, seat.seat, hand.hand_id) if refused is not None else None
 

@@ -343,6 +343,30 @@ def test_missed_heartbeats_disconnect_only_players_who_sent_one():
     )
 
 
+# --- acts -----------------------------------------------------------------------------------------
+
+
+def test_an_act_names_the_hand_in_play_and_the_callers_own_seat():
+    from socai.events.model import ActionKind, BetAction
+
+    state = table_of(500, 700)
+    assert core.hand_refusal(state, f"{TABLE}-h1").code == "NO_HAND_IN_PLAY"
+    state = started(state, 1, 40)
+    assert core.hand_refusal(state, f"{TABLE}-h0").code == "STALE_HAND"
+    assert core.hand_refusal(state, f"{TABLE}-h1") is None
+    fold = BetAction(0, ActionKind.FOLD, 0)  # seat 0: "mine"
+    assert core.acting(state, "p1", 0, fold) == (state.seats[1], BetAction(1, ActionKind.FOLD, 0))
+    assert core.acting(state, "p1", 1, BetAction(1, ActionKind.FOLD, 0)) == (
+        state.seats[1],
+        BetAction(1, ActionKind.FOLD, 0),
+    )
+    refused = core.acting(state, "p1", 0, BetAction(2, ActionKind.FOLD, 0))
+    assert isinstance(refused, errors.SocaiError) and refused.code == "SEAT_MISMATCH"
+    for player, seat in (("p1", 3), ("stranger", 0)):
+        refused = core.acting(state, player, seat, fold)
+        assert isinstance(refused, errors.SocaiError) and refused.code == "NOT_YOUR_SEAT"
+
+
 # --- rebuild: a fold of evolve -----------------------------------------------------------------------
 
 
