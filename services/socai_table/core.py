@@ -48,9 +48,7 @@ from socai.events.model import (
 )
 from socai.rules import base as kit
 from socai.rules import registry
-from socai.settle.replay import has_closing_rule
-from socai_table.ledger_client import buy_in_key
-from socai_table.model import Seat, TableConfig, facts_id_of, hand_id_of
+from socai_table.model import Seat, TableConfig, buy_in_key, facts_id_of, hand_id_of
 
 ANY_SEAT = -1  # JoinTable's seat for "any free seat"
 LEAVE_NOW = "now"
@@ -104,6 +102,9 @@ class TableState:
     hands_played: int = 0
     pot_gold: int = 0
     hand: HandInPlay | None = None
+    # The game returns a carried pot at the close with a closing hand (the shell reads it
+    # from ``socai.settle.replay.has_closing_rule``, which this module does not import).
+    closing_rule: bool = False
 
     @property
     def module(self) -> ModuleType:
@@ -132,8 +133,8 @@ class TableState:
         return len(self.participants()) >= max(wanted, int(self.module.SPEC.players_min))
 
 
-def initial(table_id: str, config: TableConfig) -> TableState:
-    return TableState(table_id, config)
+def initial(table_id: str, config: TableConfig, *, closing_rule: bool = False) -> TableState:
+    return TableState(table_id, config, closing_rule=closing_rule)
 
 
 # --- the table's own notes (evolved, never written to the log) -------------------------------
@@ -747,7 +748,7 @@ def _decide_finish_close(state: TableState) -> Decision:
     the log, so a rebuild sees what was done and this picks up at the next step."""
     if state.closed:
         return Decision((CloseDone(),))
-    if state.pot_gold > 0 and state.seats and has_closing_rule(state.config.game):
+    if state.pot_gold > 0 and state.seats and state.closing_rule:
         return Decision((ClosingHand(),))
     stand_ups = tuple(StandUp(s) for s in sorted(state.seats))
     return Decision((*stand_ups, AppendFact(TableClosed(state.close_reason)), CloseDone()))

@@ -54,7 +54,7 @@ from socai.infra.logging import bound, get_logger
 from socai.rules import base as kit
 from socai.rules import registry
 from socai.rules.base import Pending, Settlement
-from socai.settle.replay import closing_settlement
+from socai.settle.replay import closing_settlement, has_closing_rule
 from socai_table import core, history, metrics, seeds, signing
 from socai_table.core import FORFEITED, LEAVE_NOW, LeaveResult
 from socai_table.hand import IDEMPOTENCY_HEADER, PLAYER_HEADER, ActResult, Hand
@@ -214,7 +214,7 @@ class Table:
         # Seats, the close, the hand count, the carried pot and what the seats depend on of
         # the hand in play: the functional core's value (``socai_table.core``), replaced by
         # ``core.evolve`` after each event appended and each note, never changed in place.
-        self.state = core.initial(table_id, config)
+        self.state = core.initial(table_id, config, closing_rule=has_closing_rule(config.game))
         # The stream sequence of the last event of the table applied here (a hand event or a
         # fact): the position every view carries (``TableView.log_seq``).
         self.log_seq = 0
@@ -470,7 +470,7 @@ class Table:
         self.facts_subject_seq = 0
         self.hand = None
         d = self.deps
-        state = core.initial(self.table_id, self.config)
+        state = core.initial(self.table_id, self.config, closing_rule=self.state.closing_rule)
         # A close begun stays begun (``closing``): the store's row says so before any fact.
         if self.state.closing:
             state = core.evolve(state, core.CloseBegun(self.state.close_reason))

@@ -12,6 +12,8 @@ out), a closing table accepting nothing new.
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -33,10 +35,10 @@ from socai.events.model import (
     SeatInfo,
     TableClosed,
 )
+from socai.settle.replay import has_closing_rule
 from socai_table import core
 from socai_table.core import LEAVE_AFTER_HAND, LEAVE_NOW
-from socai_table.ledger_client import buy_in_key
-from socai_table.model import TableConfig, facts_id_of
+from socai_table.model import TableConfig, buy_in_key, facts_id_of
 
 TABLE = "t1"
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -98,6 +100,24 @@ def pending_row(player: str, buy_in: int = 500, status: str = "pending", tx: str
 def code_of(decision: core.Decision) -> str:
     assert decision.refusal is not None, decision
     return decision.refusal.code
+
+
+def test_the_core_imports_no_infrastructure_no_protobuf_and_no_clock():
+    """``socai_table.core`` is a functional core (STYLE.md habit 1): imported alone, it
+    brings in nothing that does I/O, keeps time or draws at random, and no protobuf."""
+    script = (
+        "import sys, socai_table.core; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in FORBIDDEN or m.startswith(SOCAI)))"
+    )
+    forbidden = {"grpc", "nats", "psycopg", "asyncio", "random", "socket", "structlog", "google", "socai_table"}
+    socai = ("socai.gen", "socai.infra", "socai.settle", "socai.events.codec")
+    found = subprocess.run(
+        [sys.executable, "-c", f"FORBIDDEN = {forbidden!r}; SOCAI = {socai!r}; {script}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert found == "['socai_table', 'socai_table.core', 'socai_table.model']"
 
 
 # --- joins -------------------------------------------------------------------------------------
@@ -310,10 +330,16 @@ def test_a_close_during_a_hand_waits_for_its_end_and_a_closed_table_does_nothing
 
 def test_a_carried_pot_is_returned_by_a_closing_hand_before_the_stand_ups():
     config = TableConfig(game="bacay_ga", stake_gold=10, fee_bps=0, seats_max=4).normalized()
-    state = core.initial(TABLE, config)
+    state = core.initial(TABLE, config, closing_rule=has_closing_rule("bacay_ga"))
     state = core.evolve(state, fact(1, PlayerSeated(0, "p0", 500)), 10)
     state = dataclasses.replace(state, pot_gold=30, closing=True, close_reason="x")
     assert core.decide(state, core.FinishClose()).effects == (core.ClosingHand(),)
+    without = dataclasses.replace(state, closing_rule=has_closing_rule("holdem"))  # a game with no pot to carry
+    assert core.decide(without, core.FinishClose()).effects == (
+        core.StandUp(0),
+        core.AppendFact(TableClosed("x")),
+        core.CloseDone(),
+    )
 
 
 # --- heartbeats ------------------------------------------------------------------------------------
