@@ -7,15 +7,21 @@ signed and with the expected last subject sequence, and only after the append is
 acknowledged does the in-memory state move on. The table then drives what needs no player
 (dealing, dice, the end of the hand) and arms the timer of whatever the hand waits for.
 
-Its helpers each do one job: ``timers`` (when the hand's timer fires, who missed
-heartbeats, when the next hand starts by itself), ``views`` (what each viewer may see, and
+What a command does to the seats, the close and the start of a hand is decided by the
+table's functional core (``core``: ``decide`` gives the effects in order, ``evolve`` the
+state after each); this class is its shell: it takes the lock, reads what a decision needs,
+performs the effects in order and drives the hand in play, whose moves the rules engine
+decides.
+
+Its helpers each do one job: ``timers`` (when the hand's timer fires, when the next hand
+starts by itself), ``views`` (what each viewer may see, and
 the ``WatchTable`` fan-out), ``rebuild`` (reading the table back from its log, quarantining
 what does not belong), ``hand`` (the hand in play).
 
 Everything here can be rebuilt from the event log plus the service's own rows (the table
-directory and the hand seeds): ``rebuild`` reads the table's facts and its last hand and
-carries on, so a table service killed at any moment resumes without a duplicate or a
-missing event.
+directory and the hand seeds): ``rebuild`` reads the table's facts and its last hand, the
+state is a fold of ``core.evolve`` over them, and the table carries on, so a table service
+killed at any moment resumes without a duplicate or a missing event.
 
 Closing (``close``, an operator's CloseTable) runs on the same rails: recorded in the
 directory first, then a closing hand that returns a carried pot, the stand-ups and
@@ -813,7 +819,7 @@ class Table:
             closing_settlement(started)  # a rule that refuses it must write nothing
         except errors.RuleViolation as exc:
             raise errors.PreconditionFailed(exc.code, exc.message) from exc
-        await self._publish_start(Hand(hand_id, number, started, seed, [], None), seated)
+        await self._publish_start(Hand(hand_id, number, started, seed, [], None))
         with bound(table_id=self.table_id, hand_id=hand_id):
             log.info("closing_hand_started", pot_gold=self.pot_gold, players=len(seated))
             await self._advance()
@@ -863,7 +869,7 @@ class Table:
         )
         return started, seed
 
-    async def _publish_start(self, hand: Hand, seats: list[int]) -> None:
+    async def _publish_start(self, hand: Hand) -> None:
         """Append ``hand``'s HandStarted (seq 1) and make it the table's hand in play: the hand
         count, each seat's last hand, the watchers. A failed append leaves no hand in play."""
         self.hand = hand
@@ -896,7 +902,7 @@ class Table:
         except errors.RuleViolation as exc:
             raise errors.PreconditionFailed(exc.code, exc.message) from exc
         deck = fairness.shuffle(seed, canonical_deck(self.config.game)) if self.module.SPEC.deck else []
-        await self._publish_start(Hand(play.hand_id, play.number, started, seed, deck, state), participants)
+        await self._publish_start(Hand(play.hand_id, play.number, started, seed, deck, state))
         metrics.HANDS_STARTED.labels(self.config.game).inc()
         with bound(table_id=self.table_id, hand_id=play.hand_id):
             log.info("hand_started", players=len(participants), dealer=started.dealer_seat)
