@@ -16,6 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -430,6 +431,8 @@ class World:
     gold_in: int = 0
     gold_out: int = 0
     appended: list[Any] = field(default_factory=list)
+    log: list[tuple[Event | core.Note, int]] = field(default_factory=list)  # (event, stream seq)
+    nets: dict[str, dict[int, int]] = field(default_factory=dict)  # hand id -> its settlement's nets
     closing_seen: bool = False
 
     def run(self, command: core.Command) -> Any:
@@ -460,7 +463,9 @@ class World:
             self.closing_seen = True
         self.stream_seq += 1
         self.appended.append(body)
-        self.state = core.evolve(self.state, Event(TABLE, hand_id, seq, "holdem", AT, body), self.stream_seq)
+        event = Event(TABLE, hand_id, seq, "holdem", AT, body)
+        self.log.append((event, self.stream_seq))
+        self.state = core.evolve(self.state, event, self.stream_seq)
 
     def perform(self, effect: core.Effect, tx: str) -> str:
         s = self.state
@@ -525,6 +530,7 @@ class World:
                 nets[seat] = -min(hand.brought(seat), losses[i % len(losses)])
         nets[winner] = -sum(nets.values())
         self.append(hand.hand_id, 3, HandEnded(SEED_HEX))
+        self.nets[hand.hand_id] = nets
         for seat, net in nets.items():  # the settlement moves the escrows
             player = next(info.player_id for info in hand.players if info.seat == seat)
             self.escrows[player] += net
@@ -597,6 +603,45 @@ def check(world: World, before: core.TableState) -> None:
         assert not new, f"a closing table seated {new}"
         assert state.hands_played == before.hands_played, "a closing table started a hand"
         assert state.closing
+
+
+def rebuilt(world: World) -> core.TableState:
+    """The table as ``Table._rebuild_from_log`` reads it back from ``world``: a close begun
+    (the store's row), the facts, the seated players with a pending cash-out marked leaving,
+    the last hand's events, and that hand's settlement when it has ended."""
+    state = core.initial(TABLE, world.state.config)
+    if world.state.closing:
+        state = core.evolve(state, core.CloseBegun(world.state.close_reason))
+    state = core.fold(
+        state, [(e, seq) for e, seq in world.log if isinstance(e, Event) and e.hand_id == facts_id_of(TABLE)]
+    )
+    for seat in list(state.seats.values()):
+        if seat.player_id in world.cashouts:
+            state = core.evolve(state, core.LeavingMarked(seat.seat))
+    hands = [e.hand_id for e, _ in world.log if isinstance(e, Event) and isinstance(e.body, HandStarted)]
+    if hands:
+        last = hands[-1]
+        state = core.fold(state, [(e, seq) for e, seq in world.log if isinstance(e, Event) and e.hand_id == last])
+        if state.hand is not None and state.hand.ended:
+            state = core.evolve(state, core.HandSettled(last, world.nets[last], 0))
+    return state
+
+
+def present(state: core.TableState) -> core.TableState:
+    """``state`` without what only the running table knows (heartbeats, connections)."""
+    seats = {n: dataclasses.replace(s, connected=True, last_heartbeat=0.0) for n, s in state.seats.items()}
+    return dataclasses.replace(state, seats=MappingProxyType(seats))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(commands, min_size=25, max_size=80))
+def test_a_rebuild_from_the_log_after_random_commands_is_the_state_play_left(sequence: list[tuple[Any, ...]]):
+    """Rebuild is a fold of evolve: between any two commands, the state read back from the
+    log (and the store's rows) is the state the commands left, heartbeats aside."""
+    world = World(core.initial(TABLE, holdem(auto_start_players=0)))
+    for command in sequence:
+        step(world, command)
+        assert present(rebuilt(world)) == present(world.state), command
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
