@@ -212,8 +212,12 @@ def evolve(state: TableState, event: Event | Note, stream_seq: int = 0) -> Table
     if hand is None or hand.hand_id != event.hand_id:
         return state
     if isinstance(body, PlayerLeft) and not hand.ended:
-        if body.seat in seats:
-            seats = _with(seats, replace(seats[body.seat], leaving=True))
+        # Only the hand's own player of that seat leaves: read back by a rebuild, the seat
+        # may be someone's who sat down after the leaver stood up.
+        info = next((i for i in hand.players if i.seat == body.seat), None)
+        leaver = _occupant(state, info, hand.started_stream_seq) if info is not None else None
+        if leaver is not None:
+            seats = _with(seats, replace(leaver, leaving=True))
         return replace(state, seats=seats, hand=replace(hand, left=hand.left | {body.seat}))
     if isinstance(body, HandEnded):
         return replace(state, hand=replace(hand, ended=True))

@@ -397,6 +397,38 @@ def test_an_act_names_the_hand_in_play_and_the_callers_own_seat():
 # --- rebuild: a fold of evolve -----------------------------------------------------------------------
 
 
+def test_a_rebuild_leaves_alone_a_player_seated_where_someone_left_the_last_hand():
+    """Found by the rebuild property below: p0 leaves hand 1 now (PlayerLeft) and stands up
+    at its end; p1 sits down in seat 0. Read back, hand 1's PlayerLeft(0) must not mark p1
+    leaving (the rebuild would stand p1 up at once, as the table's rebuild before the core
+    did: it marked whoever held the seat)."""
+    state = started(table_of(500, 700), 1, 40)
+    state = core.evolve(state, hand_event(f"{TABLE}-h1", 2, PlayerLeft(0)), 41)
+    state = core.evolve(state, hand_event(f"{TABLE}-h1", 3, HandEnded(SEED_HEX)), 42)
+    state = core.evolve(state, core.HandSettled(f"{TABLE}-h1", {0: -10, 1: 10}, 0))
+    state = core.evolve(state, fact(state.facts_seq + 1, PlayerStoodUp(0, "p0", 490)), 43)
+    state = seated(state, 0, "p1", 300, 44)
+    facts = [(fact(1, PlayerSeated(0, "p0", 500)), 10), (fact(2, PlayerSeated(1, "p1x", 700)), 11)]
+    infos = (SeatInfo(0, "p0", 500), SeatInfo(1, "p1x", 700))
+    hand = f"{TABLE}-h1"
+    read_back = core.fold(
+        core.initial(TABLE, holdem()),
+        [
+            *facts,
+            (fact(3, PlayerStoodUp(0, "p0", 490)), 43),
+            (fact(4, PlayerSeated(0, "p1", 300, "", "tx-p1")), 44),
+            (hand_event(hand, 1, HandStarted(TABLE, hand, "holdem", 1, 10, 0, 4, infos, 0, "c")), 40),
+            (hand_event(hand, 2, PlayerLeft(0)), 41),
+            (hand_event(hand, 3, HandEnded(SEED_HEX)), 42),
+        ],
+    )
+    assert not read_back.seats[0].leaving and read_back.seats[0].player_id == "p1"
+    assert core.decide(core.evolve(read_back, core.HandSettled(hand, {0: -10, 1: 10}, 0)), core.StandUpDue()) == (
+        core.Decision()
+    )
+    assert not state.seats[0].leaving
+
+
 def test_a_rebuild_folds_the_facts_and_the_last_hand_into_the_state_play_made():
     live = table_of(500, 700)
     live = started(live, 1, 40)
