@@ -15,9 +15,10 @@ from socai.gen.settlement.v1 import settlement_pb2 as spb
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.rules.base import Facing, LegalAction, MoveSet
 from socai.settle.replay import ReplayResult, penalties
+from socai_table.core import AFTER_HAND, FORFEITED, STOOD_UP, LeaveResult
 from socai_table.model import TableConfig
 from socai_table.store import CashoutRow, ClosedTable
-from socai_table.table import AFTER_HAND, FORFEITED, STOOD_UP, CashOutDone, LeaveResult, Table
+from socai_table.table import CashOutDone, Table
 from socai_table.views import View, WatchItem
 
 # PlayerAction oneof field -> the event body it carries ("pass" and "pass_turn" are one move:

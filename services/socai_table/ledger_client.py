@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import grpc
 
 from socai import accounts, errors
@@ -13,6 +11,9 @@ from socai.gen.settlement.v1 import settlement_pb2 as spb
 from socai.gen.settlement.v1 import settlement_pb2_grpc as sgrpc
 from socai.infra.grpc_client import channel
 from socai.infra.grpc_errors import from_rpc_error
+from socai_table.model import buy_in_key, join_key
+
+__all__ = ["Money", "buy_in_key", "join_key", "wallet"]  # the keys are the model's, kept importable here
 
 DEADLINE_S = 10.0
 
@@ -108,23 +109,6 @@ class Money:
                 return False
             raise from_rpc_error(exc) from exc
         return True
-
-
-def join_key(player_id: str, client_key: str) -> str:
-    """The stored key of a join: the client's key scoped by its player, so a key one
-    player used is neither replayed nor refused for another."""
-    return f"{player_id}/{client_key}"
-
-
-def buy_in_key(join_key: str, table_id: str) -> str:
-    """The ledger key of a join's buy-in: ``join:{table}:{player}:{digest}``.
-
-    The digest of the (player-scoped) join key keeps the ledger key within its 200
-    characters whatever the client's key is, and readable by table and player.
-    """
-    player, sep, _ = join_key.partition("/")
-    digest = hashlib.sha256(join_key.encode()).hexdigest()[:32]
-    return f"join:{table_id}:{player}:{digest}" if sep else f"join:{table_id}:{join_key}"
 
 
 def wallet(player_id: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -148,9 +149,10 @@ def _check_options(options: dict[str, str]) -> None:
             )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Seat:
-    """A seated player and the chips the table knows they hold (their escrow)."""
+    """A seated player and the chips the table knows they hold (their escrow); a value of
+    the table's state (``socai_table.core``), replaced, never changed in place."""
 
     seat: int
     player_id: str
@@ -161,6 +163,7 @@ class Seat:
     last_hand_id: str = ""
     last_heartbeat: float = 0.0  # monotonic seconds; 0 = the player never sent one
     join_tx: str = ""  # the ledger transaction of the buy-in that seated the player
+    seated_at: int = 0  # the stream sequence of the PlayerSeated that seated the player
 
 
 def hand_id_of(table_id: str, number: int) -> str:
@@ -171,3 +174,20 @@ def hand_id_of(table_id: str, number: int) -> str:
 def facts_id_of(table_id: str) -> str:
     """The ``hand_id`` of the table's own facts (opened, seated, stood up)."""
     return f"{table_id}-t"
+
+
+def join_key(player_id: str, client_key: str) -> str:
+    """The stored key of a join: the client's key scoped by its player, so a key one
+    player used is neither replayed nor refused for another."""
+    return f"{player_id}/{client_key}"
+
+
+def buy_in_key(join_key: str, table_id: str) -> str:
+    """The ledger key of a join's buy-in: ``join:{table}:{player}:{digest}``.
+
+    The digest of the (player-scoped) join key keeps the ledger key within its 200
+    characters whatever the client's key is, and readable by table and player.
+    """
+    player, sep, _ = join_key.partition("/")
+    digest = hashlib.sha256(join_key.encode()).hexdigest()[:32]
+    return f"join:{table_id}:{player}:{digest}" if sep else f"join:{table_id}:{join_key}"

@@ -3,8 +3,8 @@
 Only what this service signed, what decodes, what comes in its due order and what the
 rules engine accepts is applied: anything else on the table's subjects is recorded in
 ``socai_table.quarantine`` and skipped, and the table goes on from its last valid state
-(one foreign message must not stop a table for good). The table applies what is read
-here to its own state (``Table.rebuild``).
+(one foreign message must not stop a table for good). The table folds what is read here
+into its state with ``socai_table.core.evolve`` (``Table.rebuild``).
 """
 
 from __future__ import annotations

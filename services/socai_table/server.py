@@ -24,10 +24,11 @@ from socai.infra.grpc_server import AccessPolicy, current_caller
 from socai.infra.limits import RateLimiter, Slots
 from socai.infra.logging import bound
 from socai_table import convert
+from socai_table.core import LEAVE_AFTER_HAND, LEAVE_NOW, STOOD_UP
 from socai_table.forward import Forwarder, forwarded_by
 from socai_table.manager import TableManager
 from socai_table.model import TABLE_ID
-from socai_table.table import LEAVE_AFTER_HAND, LEAVE_NOW, STOOD_UP, Table
+from socai_table.table import Table
 from socai_table.views import MEMORY_FULL, WATCH_QUEUE_MAX, WATCH_QUEUED_SETTING, WatchBudget, Watcher
 
 KEY_MAX_CHARS = 200

@@ -7,15 +7,21 @@ signed and with the expected last subject sequence, and only after the append is
 acknowledged does the in-memory state move on. The table then drives what needs no player
 (dealing, dice, the end of the hand) and arms the timer of whatever the hand waits for.
 
-Its helpers each do one job: ``timers`` (when the hand's timer fires, who missed
-heartbeats, when the next hand starts by itself), ``views`` (what each viewer may see, and
+What a command does to the seats, the close and the start of a hand is decided by the
+table's functional core (``core``: ``decide`` gives the effects in order, ``evolve`` the
+state after each); this class is its shell: it takes the lock, reads what a decision needs,
+performs the effects in order and drives the hand in play, whose moves the rules engine
+decides.
+
+Its helpers each do one job: ``timers`` (when the hand's timer fires, when the next hand
+starts by itself), ``views`` (what each viewer may see, and
 the ``WatchTable`` fan-out), ``rebuild`` (reading the table back from its log, quarantining
 what does not belong), ``hand`` (the hand in play).
 
 Everything here can be rebuilt from the event log plus the service's own rows (the table
-directory and the hand seeds): ``rebuild`` reads the table's facts and its last hand and
-carries on, so a table service killed at any moment resumes without a duplicate or a
-missing event.
+directory and the hand seeds): ``rebuild`` reads the table's facts and its last hand, the
+state is a fold of ``core.evolve`` over them, and the table carries on, so a table service
+killed at any moment resumes without a duplicate or a missing event.
 
 Closing (``close``, an operator's CloseTable) runs on the same rails: recorded in the
 directory first, then a closing hand that returns a carried pot, the stand-ups and
@@ -28,7 +34,7 @@ import asyncio
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -42,9 +48,6 @@ from socai.events.model import (
     Event,
     HandEnded,
     HandStarted,
-    PlayerDisconnected,
-    PlayerLeft,
-    PlayerReconnected,
     PlayerSeated,
     PlayerStoodUp,
     SeatInfo,
@@ -58,7 +61,8 @@ from socai.rules import base as kit
 from socai.rules import registry
 from socai.rules.base import Pending, Settlement
 from socai.settle.replay import closing_settlement, has_closing_rule
-from socai_table import history, metrics, seeds, signing
+from socai_table import core, history, metrics, seeds, signing
+from socai_table.core import FORFEITED, LEAVE_NOW, LeaveResult
 from socai_table.hand import IDEMPOTENCY_HEADER, PLAYER_HEADER, ActResult, Hand
 from socai_table.history import HandRecord
 from socai_table.ledger_client import Money, buy_in_key, join_key
@@ -66,7 +70,7 @@ from socai_table.model import Seat, TableConfig, facts_id_of, hand_id_of
 from socai_table.ownership import RETRY_AFTER_MS, WRITER_HEADER
 from socai_table.rebuild import LogReader
 from socai_table.store import Cashout, TableStore
-from socai_table.timers import HEARTBEAT_TIMEOUT_S, AutoStart, HandTimer, missed_heartbeats, timeout_s_for
+from socai_table.timers import HEARTBEAT_TIMEOUT_S, AutoStart, HandTimer, timeout_s_for
 from socai_table.views import (
     FULL_VIEW,
     Moment,
@@ -87,27 +91,7 @@ T = TypeVar("T")
 log = get_logger("socai.table")
 
 ACT_KEY_MAX_CHARS = 200
-ANY_SEAT = -1  # JoinTable's seat for "any free seat"
 ENDED_HANDS_KEPT = 16  # ended hands read back from the log, kept for retries and GetHand
-
-
-LEAVE_NOW = "now"
-LEAVE_AFTER_HAND = "after_hand"
-STOOD_UP, FORFEITED, AFTER_HAND = "stood_up", "forfeited", "after_hand"
-
-
-@dataclass(frozen=True)
-class LeaveResult:
-    """What ``Table.leave`` did: ``outcome`` STOOD_UP (no hand of the player's in play: the
-    cash-out of ``cash_out_gold`` follows), FORFEITED (left ``hand_id`` by the game's rule,
-    ``forfeit``; stands up when it ends) or AFTER_HAND (plays ``hand_id`` out first); the
-    most the hand can cost (``at_most_gold``: the stack brought into it, GEN-4)."""
-
-    outcome: str
-    hand_id: str = ""
-    cash_out_gold: int = 0
-    forfeit: kit.Forfeit | None = None
-    at_most_gold: int = 0
 
 
 @dataclass(frozen=True)
@@ -122,24 +106,12 @@ class CashOutDone:
     completed_s: float
 
 
-def _for_seat(body: Body, seat: int) -> Body:
-    """``body`` acting for ``seat``: a seat of 0 in the action means "mine"; another seat
-    than the caller's is SEAT_MISMATCH."""
-    named = getattr(body, "seat", None)
-    if named is None or named == seat:
-        return body
-    if named != 0:
-        raise errors.InvalidArgument("SEAT_MISMATCH", f"the action is for seat {named}, the caller's seat is {seat}")
-    changed: Body = dataclasses.replace(body, seat=seat)  # type: ignore[arg-type, type-var]
-    return changed
-
-
 def _retried(previous: tuple[ActResult, Any], body: Body) -> ActResult:
     """The first result of a retried decision; IDEMPOTENCY_KEY_REUSED when ``body`` is not
     that decision (its seat of 0 read as the decision's)."""
     result, first = previous
     seat = getattr(first, "seat", None)
-    again = _for_seat(body, seat) if seat is not None and getattr(body, "seat", seat) in (0, seat) else body
+    again = core.for_seat(body, seat) if seat is not None and getattr(body, "seat", seat) in (0, seat) else body
     if again != first:
         raise errors.PreconditionFailed("IDEMPOTENCY_KEY_REUSED", "this key was used for another action")
     return result
@@ -245,34 +217,67 @@ class Table:
         self._pays_from_house = getattr(self.module, "house_exposure_gold", None) is not None
         self.deps = deps
         self._lock = CommandLock(self._flush)
-        self.seats: dict[int, Seat] = {}
+        # Seats, the close, the hand count, the carried pot and what the seats depend on of
+        # the hand in play: the functional core's value (``socai_table.core``), replaced by
+        # ``core.evolve`` after each event appended and each note, never changed in place.
+        self.state = core.initial(table_id, config, closing_rule=has_closing_rule(config.game))
         # The stream sequence of the last event of the table applied here (a hand event or a
         # fact): the position every view carries (``TableView.log_seq``).
         self.log_seq = 0
         self._ended: OrderedDict[str, HandRecord] = OrderedDict()  # ``ended_hand``
-        self.facts_seq = 0
         self.facts_subject_seq = 0
-        self.seated_at: dict[int, int] = {}  # seat -> stream seq of its PlayerSeated
-        self.hands_played = 0
         # subject -> the chain value of the last event accepted there (socai.events.seal);
         # the facts' and the hand in play's, set again by every rebuild.
         self.chains: dict[str, bytes] = {}
-        self.hand: Hand | None = None
+        self.hand: Hand | None = None  # its rules state, deck and events (``state.hand``: its seats)
         self.last_hand: Hand | None = None
-        self.pot_gold = 0
         self.watchers = Watchers(self.module)
         self.timer = HandTimer()
         self.autostart = AutoStart()
         self.dirty = False
-        # CloseTable: ``closing`` from the call on (no joins, no new hands; recorded in the
-        # store, so a restart resumes the close), ``closed`` once TableClosed is written.
-        self.closing = False
-        self.closed = False
-        self.close_reason = ""
         self.created_at = time.time()
         # Ended hands whose house-bank hold is still to be finalized: hand id -> what the
         # hand's settlement debits house:bank (``_finalize_holds``).
         self.holds_to_finalize: dict[str, int] = {}
+
+    # --- the core's state, read ----------------------------------------------------------
+
+    @property
+    def seats(self) -> Mapping[int, Seat]:
+        return self.state.seats
+
+    @property
+    def facts_seq(self) -> int:
+        return self.state.facts_seq
+
+    @property
+    def hands_played(self) -> int:
+        return self.state.hands_played
+
+    @property
+    def pot_gold(self) -> int:
+        return self.state.pot_gold
+
+    @property
+    def closing(self) -> bool:
+        return self.state.closing
+
+    @property
+    def closed(self) -> bool:
+        return self.state.closed
+
+    @property
+    def close_reason(self) -> str:
+        return self.state.close_reason
+
+    def seat_of(self, player_id: str) -> Seat | None:
+        return self.state.seat_of(player_id)
+
+    def participants(self) -> list[int]:
+        return self.state.participants()
+
+    def _evolve(self, event: Event | core.Note, stream_seq: int = 0) -> None:
+        self.state = core.evolve(self.state, event, stream_seq)
 
     # --- event plumbing ------------------------------------------------------------------
 
@@ -286,10 +291,9 @@ class Table:
     async def _fact(self, body: Any) -> Event:
         event = self._envelope(self.facts_id, self.facts_seq + 1, body)
         stream_seq = await self._append(event, self.facts_subject_seq)
-        self.facts_seq = event.seq
         self.facts_subject_seq = stream_seq
         self.log_seq = max(self.log_seq, stream_seq)
-        self._apply_fact(event.body, stream_seq)
+        self._evolve(event, stream_seq)
         self._broadcast(event)
         return event
 
@@ -311,6 +315,7 @@ class Table:
         hand.state = new_state
         if isinstance(body, CardsDealt):
             hand.next_card += len(body.cards)
+        self._evolve(event, stream_seq)
         self._broadcast(event)
         return event
 
@@ -431,19 +436,6 @@ class Table:
         """Send the watchers what the command that ends now wrote (``CommandLock``)."""
         self.watchers.flush(self.timer.deadline)
 
-    def _apply_fact(self, body: Any, stream_seq: int) -> None:
-        if isinstance(body, PlayerSeated):
-            self.seats[body.seat] = Seat(
-                body.seat, body.player_id, body.buy_in_gold, body.guild_id, join_tx=body.ledger_transaction_id
-            )
-            self.seated_at[body.seat] = stream_seq
-        elif isinstance(body, PlayerStoodUp):
-            self.seats.pop(body.seat, None)
-            self.seated_at.pop(body.seat, None)
-        elif isinstance(body, TableClosed):
-            self.closing = self.closed = True
-            self.close_reason = body.reason
-
     def _require_hand(self) -> Hand:
         if self.hand is None:
             raise errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {self.table_id}")
@@ -469,49 +461,42 @@ class Table:
         reads go on showing the last known seats instead of an empty table, and the
         watchdog's ``heal`` tries again.
         """
-        before = (
-            dict(self.seats),
-            dict(self.seated_at),
-            self.facts_seq,
-            self.facts_subject_seq,
-            self.hand,
-            self.hands_played,
-        )
+        before = (self.state, self.facts_subject_seq, self.hand)
         try:
             await self._rebuild_from_log()
         except BaseException:
-            (seats, seated_at, self.facts_seq, self.facts_subject_seq, self.hand, self.hands_played) = before
-            self.seats.clear()
-            self.seats.update(seats)
-            self.seated_at.clear()
-            self.seated_at.update(seated_at)
+            self.state, self.facts_subject_seq, self.hand = before
             self.dirty = True
             raise
 
     async def _rebuild_from_log(self) -> None:
+        """The table's state is a fold of ``core.evolve`` over its facts, the notes of its
+        store (a close begun, a cash-out asked for) and its last hand's events."""
         self.timer.cancel()
-        self.seats.clear()
-        self.seated_at.clear()
-        self.facts_seq = self.facts_subject_seq = 0
+        self.facts_subject_seq = 0
         self.hand = None
         d = self.deps
+        state = core.initial(self.table_id, self.config, closing_rule=self.state.closing_rule)
+        # A close begun stays begun (``closing``): the store's row says so before any fact.
+        if self.state.closing:
+            state = core.evolve(state, core.CloseBegun(self.state.close_reason))
         closing_reason = await d.store.closing_reason(self.table_id)
         if closing_reason is not None:
-            self.closing, self.close_reason = True, closing_reason
+            state = core.evolve(state, core.CloseBegun(closing_reason))
         reader = LogReader(self.table_id, self.config.game, self.module, d.log, d.store, d.writer_key, d.seal_key)
         async for event, stream_seq in reader.facts():
             # The next append must name the subject's real last sequence, a stranger's included.
             self.facts_subject_seq = stream_seq
             if event is not None:
-                self.facts_seq = event.seq
-                self._apply_fact(event.body, stream_seq)
+                state = core.evolve(state, event, stream_seq)
         # A seated player with a pending cash-out here asked to leave and was not stood up
         # (the PlayerStoodUp append failed: a crash, another writer): they play no further
         # hand, and stand up now (no hand played yet) or when the last hand ends
         # (``_after_hand``, as any leaver).
         asked = {c.player_id for c in await self.deps.store.pending_cashouts([self.table_id])}
-        for seated in self.seats.values():
-            seated.leaving = seated.player_id in asked
+        for seated in list(state.seats.values()):
+            if seated.player_id in asked:
+                state = core.evolve(state, core.LeavingMarked(seated.seat))
         hand = None
         for number, hand_id, seed in await self.deps.store.last_hands(self.table_id, 2):
             # Only what this service wrote and the rules engine accepts is applied: anything
@@ -520,34 +505,23 @@ class Table:
             if hand is not None:
                 hand.hold_known = False
                 break
+        if hand is not None:
+            state = core.fold(state, zip(hand.events, hand.log_seqs, strict=True))
+        self.state = state
         self.chains = reader.chains  # the Socai-Prev of the next event on each subject read
         self.log_seq = max(self.log_seq, self.facts_subject_seq, hand.subject_seq if hand is not None else 0)
         self.dirty = False
         if hand is None:
             for leaver in sorted(self.seats.values(), key=lambda s: s.seat):
                 if leaver.leaving:
-                    await self._stand_up(leaver)
+                    await self._perform(core.Decision((core.StandUp(leaver.seat),)))
             if self.closing:
-                await self._finish_close()  # a close with no hand ever played, resumed
+                await self._run(core.FinishClose())  # a close with no hand ever played, resumed
             return
-        self.hands_played = hand.number
-        for info in hand.started.seats:
-            seat = self.seats.get(info.seat)
-            if (
-                seat is not None
-                and seat.player_id == info.player_id
-                and self.seated_at[info.seat] < (hand.started_stream_seq)
-            ):
-                seat.stack_gold = info.stack_gold
-                seat.last_hand_id = hand.hand_id
-        for event in hand.events:
-            if isinstance(event.body, PlayerLeft) and event.body.seat in self.seats:
-                self.seats[event.body.seat].leaving = True
+        self.hand = hand
         if hand.ended:
-            self.hand = hand
             await self._after_hand()
         else:
-            self.hand = hand
             log.info("hand_resumed", table_id=self.table_id, hand_id=hand.hand_id, seq=hand.seq)
             await self._advance()
 
@@ -556,102 +530,156 @@ class Table:
             log.warning("table_resync", table_id=self.table_id)
             await self._rebuild()
 
-    # --- seats -------------------------------------------------------------------------
+    # --- commands: decide, then perform ------------------------------------------------
 
-    def seat_of(self, player_id: str) -> Seat | None:
-        return next((s for s in self.seats.values() if s.player_id == player_id), None)
+    async def _run(self, command: core.Command) -> Any:
+        """Decide ``command`` on the table's state, reading first what the decision needs
+        (``core.Decision.needs``), and perform the decision. Under the lock."""
+        decision = core.decide(self.state, command)
+        for _ in range(3):  # a join reads at most its row, its buy-in and a pending cash-out
+            if not decision.needs:
+                break
+            command = await self._read(command, decision.needs)
+            decision = core.decide(self.state, command)
+        errors.check(not decision.needs, f"{type(command).__name__} still needs {decision.needs}")
+        return await self._perform(decision)
+
+    async def _read(self, command: core.Command, needs: str) -> core.Command:
+        """``command`` with what it needs read from the store or the ledger."""
+        store = self.deps.store
+        if isinstance(command, core.Join):
+            if needs == core.NEEDS_JOIN_ROW:
+                row = await store.begin_join(
+                    command.key, self.table_id, command.player_id, command.seat_wanted, command.buy_in_gold
+                )
+                return dataclasses.replace(command, row=core.JoinRow.of(row))
+            if needs == core.NEEDS_BUY_IN_TX:
+                tx = await self.deps.money.transaction_of(buy_in_key(command.key, self.table_id))
+                return dataclasses.replace(command, buy_in_tx=tx, buy_in_tx_read=True)
+            pending = await store.has_pending_cashout(self.table_id, command.player_id)
+            return dataclasses.replace(command, cashout_pending=pending)
+        if isinstance(command, core.Leave) and needs == core.NEEDS_CASHOUT_PENDING:
+            self.deps.fence(self.table_id)  # a table that may not write leaves the cash-out rows alone
+            pending = await store.has_pending_cashout(self.table_id, command.player_id)
+            return dataclasses.replace(command, cashout_pending=pending)
+        raise errors.PreconditionFailed("BAD_COMMAND", f"{type(command).__name__} cannot read {needs}")
+
+    async def _perform(self, decision: core.Decision) -> Any:
+        """Perform ``decision``'s effects in order, then raise its refusal or return its
+        answer. The state evolves after each event is appended (never before: a failed
+        append leaves it as it was, and the table dirty) and with each note."""
+        tx = ""  # the buy-in's ledger transaction, once ``Transfer`` has made it
+        for effect in decision.effects:
+            if isinstance(effect, core.Transfer):
+                try:
+                    tx = await self.deps.money.transfer(
+                        effect.idempotency_key,
+                        effect.debit_account,
+                        effect.credit_account,
+                        effect.amount_gold,
+                        effect.reason,
+                        effect.reference,
+                    )
+                except (
+                    errors.InsufficientFunds,
+                    errors.NotFound,
+                    errors.InvalidArgument,
+                    errors.PreconditionFailed,
+                ) as exc:
+                    if effect.refused is not None:
+                        failed = effect.refused
+                        await self.deps.store.finish_join(failed.key, failed.status, error=exc.code)
+                    raise
+            elif isinstance(effect, core.FinishJoin):
+                await self.deps.store.finish_join(
+                    effect.key, effect.status, tx if effect.tx == core.TRANSFER_TX else effect.tx, effect.error
+                )
+            elif isinstance(effect, core.AppendFact):
+                await self._append_fact(effect.body, tx)
+            elif isinstance(effect, core.HandEvent):
+                if not await self._hand_event_of(effect):
+                    break  # the rules refused it (a connection change): nothing more follows
+            elif isinstance(effect, core.Evolve):
+                self._evolve(effect.note)
+            elif isinstance(effect, core.MarkLeaving):
+                await self._mark_leaving(effect)
+            elif isinstance(effect, core.StandUp):
+                await self._stand_up(effect.seat)
+            elif isinstance(effect, core.BeginClose):
+                reason = await self.deps.store.begin_close(self.table_id, effect.reason)
+                self._evolve(core.CloseBegun(reason))
+                self.autostart.cancel()
+                log.info("table_closing", table_id=self.table_id, reason=reason)
+            elif isinstance(effect, core.ClosingHand):
+                await self._closing_hand()
+            elif isinstance(effect, core.CloseDone):
+                await self.deps.store.finish_close(self.table_id)
+                self.timer.cancel()
+                self.deps.on_closed(self.table_id)
+            elif isinstance(effect, core.PlayHand):
+                await self._play_hand(effect)
+            elif isinstance(effect, core.ScheduleAutostart):
+                self.autostart.schedule(effect.delay_s, self._autostart)
+            else:
+                await self._run(effect.command)
+        if decision.refusal is not None:
+            raise decision.refusal
+        return decision.answer
+
+    async def _append_fact(self, body: Any, tx: str) -> None:
+        if isinstance(body, PlayerSeated) and body.ledger_transaction_id == core.TRANSFER_TX:
+            body = dataclasses.replace(body, ledger_transaction_id=tx)
+        await self._fact(body)
+        if isinstance(body, PlayerSeated):
+            log.info(
+                "player_seated",
+                table_id=self.table_id,
+                player_id=body.player_id,
+                seat=body.seat,
+                buy_in=body.buy_in_gold,
+            )
+        elif isinstance(body, TableClosed):
+            # With nobody seated a carried pot stays in pot:{table} (closing_pot_settlement's
+            # decision): logged, since no hand of this table will ever take it now.
+            log.info("table_closed", table_id=self.table_id, reason=body.reason, pot_left_gold=self.pot_gold)
+
+    async def _hand_event_of(self, effect: core.HandEvent) -> bool:
+        """Apply ``effect.body`` by the rules, append it and drive the hand on; False when
+        the rules refuse it and ``effect.ignore_refusal`` (logged, nothing written)."""
+        hand = self._require_hand()
+        try:
+            new_state = self.module.apply(hand.state, effect.body)
+        except errors.RuleViolation as exc:
+            if not effect.ignore_refusal:
+                raise
+            log.info("connection_change_ignored", seat=getattr(effect.body, "seat", -1), code=exc.code)
+            return False
+        await self._hand_event(effect.body, new_state)
+        if effect.advance:
+            await self._advance()
+        return True
+
+    # --- seats -------------------------------------------------------------------------
 
     async def join(self, player_id: str, buy_in_gold: int, seat_wanted: int, key: str, guild_id: str = "") -> int:
         """``_join``, finished even when the caller stops waiting (``run_to_end``)."""
         return await run_to_end(self._join(player_id, buy_in_gold, seat_wanted, key, guild_id), "join", self.table_id)
 
     async def _join(self, player_id: str, buy_in_gold: int, seat_wanted: int, key: str, guild_id: str = "") -> int:
-        """Buy in (wallet → escrow in the ledger), then take a seat; returns the seat.
+        """Buy in (wallet → escrow in the ledger), then take a seat; returns the seat
+        (``core.decide`` of ``core.Join``: its key means one seating forever).
 
-        Idempotent by ``key``, which is the player's own (keys are scoped by player) and
-        means one seating forever: a retry while that seating lasts answers its seat; once
-        the player has left, the same key is refused (JOIN_KEY_USED) rather than seating
-        the player again on a buy-in the ledger already moved once. Raises
-        InvalidArgument for a buy-in outside the table's range, AlreadyExists when seated,
-        InsufficientFunds when the wallet is short.
+        Raises InvalidArgument for a buy-in outside the table's range or a bad seat,
+        AlreadyExists when seated, InsufficientFunds when the wallet is short.
         """
-        c = self.config
-        if not c.buy_in_min_gold <= buy_in_gold <= c.buy_in_max_gold:
-            raise errors.InvalidArgument(
-                "BAD_BUY_IN", f"buy-in must be {c.buy_in_min_gold}..{c.buy_in_max_gold} gold, not {buy_in_gold}"
-            )
-        # Checked before the join is recorded: a bad seat changes nothing (-1 alone means any
-        # free seat; -2 used to be read as "any" too).
-        if not ANY_SEAT <= seat_wanted < c.seats_max:
-            raise errors.InvalidArgument(
-                "BAD_SEAT", f"seat must be {ANY_SEAT} (any free seat) or 0..{c.seats_max - 1}, not {seat_wanted}"
-            )
+        refused = core.join_refusal(self.config, buy_in_gold, seat_wanted)
+        if refused is not None:
+            raise refused
         async with self._lock:
             await self._ensure_synced()
-            self._check_open()
-            store = self.deps.store
-            existing = self.seat_of(player_id)
-            key = join_key(player_id, key)
-            row = await store.begin_join(key, self.table_id, player_id, seat_wanted, buy_in_gold)
-            if (row["table_id"], row["player_id"], row["amount_gold"]) != (self.table_id, player_id, buy_in_gold):
-                raise errors.PreconditionFailed("IDEMPOTENCY_KEY_REUSED", "this join key was used for another join")
-            if row["status"] == "seated":
-                if existing is not None and existing.join_tx == row["ledger_transaction_id"]:
-                    return existing.seat
-                # The seating this key paid for is over (or another one holds the seat): the
-                # ledger would answer REPLAYED and move nothing, so seating again would put
-                # chips on the table that no escrow backs.
-                raise errors.PreconditionFailed(
-                    "JOIN_KEY_USED", "this join key already seated the player once; a new join needs a new key"
-                )
-            if row["status"] in ("failed", "refunded"):
-                raise errors.PreconditionFailed("JOIN_FAILED", f"this join already failed: {row['error']}")
-            if existing is not None:
-                # A retry of a join whose seating was written but not acknowledged (NATS
-                # went away between the append and its ack): that seat is this key's.
-                tx = await self.deps.money.transaction_of(buy_in_key(key, self.table_id))
-                if tx is not None and existing.join_tx == tx:
-                    await store.finish_join(key, "seated", tx)
-                    return existing.seat
-                await store.finish_join(key, "failed", error="already seated")
-                raise errors.AlreadyExists("ALREADY_SEATED", f"{player_id} is already at seat {existing.seat}")
-            if await store.has_pending_cashout(self.table_id, player_id):
-                await store.finish_join(key, "failed", error="cash-out pending")
-                raise errors.PreconditionFailed("CASHOUT_PENDING", "the previous cash-out at this table is not done")
-            seat = self._free_seat(seat_wanted)
-            try:
-                tx = await self.deps.money.transfer(
-                    buy_in_key(key, self.table_id),
-                    accounts.player(player_id),
-                    accounts.escrow(self.table_id, player_id),
-                    buy_in_gold,
-                    "buy_in",
-                    self.table_id,
-                )
-            except (
-                errors.InsufficientFunds,
-                errors.NotFound,
-                errors.InvalidArgument,
-                errors.PreconditionFailed,
-            ) as exc:
-                await store.finish_join(key, "failed", error=exc.code)
-                raise
-            await self._fact(PlayerSeated(seat, player_id, buy_in_gold, guild_id, tx))
-            await store.finish_join(key, "seated", tx)
-            log.info("player_seated", table_id=self.table_id, player_id=player_id, seat=seat, buy_in=buy_in_gold)
-            self._maybe_autostart()
+            command = core.Join(player_id, buy_in_gold, seat_wanted, join_key(player_id, key), guild_id)
+            seat: int = await self._run(command)
             return seat
-
-    def _free_seat(self, wanted: int) -> int:
-        errors.check(ANY_SEAT <= wanted < self.config.seats_max, f"seat {wanted} was checked by _join")
-        if wanted != ANY_SEAT:
-            if wanted in self.seats:
-                raise errors.PreconditionFailed("SEAT_TAKEN", f"seat {wanted} is taken")
-            return wanted
-        for seat in range(self.config.seats_max):
-            if seat not in self.seats:
-                return seat
-        raise errors.PreconditionFailed("TABLE_FULL", f"all {self.config.seats_max} seats are taken")
 
     async def repair_joins(self) -> None:
         """Finish buy-ins a crash interrupted: seat nobody twice, refund what was not seated."""
@@ -680,46 +708,41 @@ class Table:
         return await run_to_end(self._leave(player_id, when), "leave", self.table_id)
 
     async def _leave(self, player_id: str, when: str) -> LeaveResult:
-        """Stand up now, or leave the hand in play now (``LEAVE_NOW``: the game's leaving
-        rule, ``PlayerLeft``) or at its end (``LEAVE_AFTER_HAND``), and stand up then.
+        """Stand up now, or leave the hand in play now or at its end (``core.Leave``).
 
         The cash-out itself (escrow → wallet) happens once the player's last hand is
         settled. Leaving after the hand is recorded as the cash-out's pending row, which a
-        rebuild reads back (the player is dealt into no further hand). Asking again answers
-        what was done; leaving now after asking to leave after the hand forfeits the hand.
-        Raises NotFound("NOT_SEATED").
+        rebuild reads back (the player is dealt into no further hand). Raises
+        NotFound("NOT_SEATED").
         """
         async with self._lock:
             await self._ensure_synced()
-            seat = self.seat_of(player_id)
-            if seat is None:
-                raise errors.NotFound("NOT_SEATED", f"{player_id} is not seated at {self.table_id}")
-            hand = self.hand
-            if hand is not None and not hand.ended and seat.seat in hand.dealt_seats:
-                brought = next(info.stack_gold for info in hand.started.seats if info.seat == seat.seat)
-                left = any(isinstance(e.body, PlayerLeft) and e.body.seat == seat.seat for e in hand.events)
-                if when == LEAVE_AFTER_HAND and not left:
-                    if not seat.leaving:
-                        await self._mark_leaving(seat)
-                    return LeaveResult(AFTER_HAND, hand.hand_id, at_most_gold=brought)
-                forfeit = kit.forfeit(self.module, hand.state, seat.seat)
-                if not left:
-                    body = PlayerLeft(seat.seat)
-                    new_state = self.module.apply(hand.state, body)
-                    seat.leaving = True
-                    await self._hand_event(body, new_state)
-                    await self._advance()
-                return LeaveResult(FORFEITED, hand.hand_id, forfeit=forfeit, at_most_gold=brought)
-            amount = seat.stack_gold
-            await self._stand_up(seat)
-            return LeaveResult(STOOD_UP, cash_out_gold=amount)
+            command = core.Leave(player_id, when)
+            decision = core.decide(self.state, command)
+            if decision.needs:
+                decision = core.decide(self.state, await self._read(command, decision.needs))
+            result: LeaveResult = decision.answer
+            if result is not None and result.outcome == FORFEITED:
+                # What leaving costs by the game's rule, read from the rules state before
+                # the player leaves (a repeated ask: as it stands now).
+                seat = self.seat_of(player_id)
+                hand = self._require_hand()
+                errors.check(seat is not None, f"{player_id} was seated when the leave was decided")
+                assert seat is not None
+                decision = dataclasses.replace(
+                    decision,
+                    answer=dataclasses.replace(result, forfeit=kit.forfeit(self.module, hand.state, seat.seat)),
+                )
+            answer: LeaveResult = await self._perform(decision)
+            return answer
 
-    async def _mark_leaving(self, seat: Seat) -> None:
+    async def _mark_leaving(self, effect: core.MarkLeaving) -> None:
         """``seat`` stands up when its hand ends: its cash-out's row, pending, says so to a
         rebuild (``_rebuild_from_log`` marks such a player leaving), and ``_stand_up`` takes
         the row over with the stack the hand leaves."""
         self.deps.fence(self.table_id)
-        if not await self.deps.store.has_pending_cashout(self.table_id, seat.player_id):
+        seat = self.seats[effect.seat]
+        if not effect.row_exists:
             await self.deps.store.add_cashout(
                 Cashout(
                     cashout_id=f"{self.table_id}:{seat.player_id}:{self.facts_seq + 1}",
@@ -730,7 +753,7 @@ class Table:
                     status="pending",
                 )
             )
-        seat.leaving = True
+        self._evolve(core.LeavingMarked(seat.seat))
         log.info("player_leaving_after_hand", table_id=self.table_id, player_id=seat.player_id)
 
     async def cashed_out(self, done: CashOutDone) -> None:
@@ -739,7 +762,12 @@ class Table:
             moment = moment_now(self.hand or self.last_hand, self.log_seq)
             self.watchers.cash_out(done.player_id, done, moment, self.viewer_seat)
 
-    async def _stand_up(self, seat: Seat) -> None:
+    async def _stand_up(self, number: int) -> None:
+        """Stand seat ``number`` up with its stack as it is now: its cash-out row first (a
+        crash now leaves a row, never a lost cash-out), then PlayerStoodUp."""
+        seat = self.seats.get(number)
+        if seat is None:
+            return  # stood up already by an earlier effect of the same decision
         self.deps.fence(self.table_id)  # a table that may not write leaves the cash-out rows alone
         # A pending cash-out of this player here is this seating's (a pending one refuses a
         # new join): a stand-up whose append failed is retried under the same id, with the
@@ -758,18 +786,10 @@ class Table:
         log.info("player_stood_up", table_id=self.table_id, player_id=seat.player_id, cash_out=seat.stack_gold)
         self.deps.on_cashout()
 
-    def _check_open(self) -> None:
-        if self.closed:
-            raise errors.PreconditionFailed("TABLE_CLOSED", f"{self.table_id} is closed")
-        if self.closing:
-            raise errors.PreconditionFailed(
-                "TABLE_CLOSING", f"{self.table_id} is closing ({self.close_reason}): no joins, no new hands"
-            )
-
     # --- closing -------------------------------------------------------------------------
 
     async def close(self, reason: str) -> None:
-        """Close the table for good (an operator's CloseTable); idempotent.
+        """Close the table for good (an operator's CloseTable); idempotent (``core.Close``).
 
         From this call on the table takes no joins and starts no hands (TABLE_CLOSING). A
         hand in play plays to its end (its timers guarantee that) and the close completes
@@ -781,35 +801,7 @@ class Table:
         """
         async with self._lock:
             await self._ensure_synced()
-            if self.closed:
-                return
-            if not self.closing:
-                self.close_reason = await self.deps.store.begin_close(self.table_id, reason)
-                self.closing = True
-                self.autostart.cancel()
-                log.info("table_closing", table_id=self.table_id, reason=self.close_reason)
-            hand = self.hand
-            if hand is None or hand.ended:
-                await self._finish_close()
-
-    async def _finish_close(self) -> None:
-        """The close after the last hand: the closing hand when a pot is carried and
-        someone is seated (its own ``_after_hand`` comes back here with the pot at 0), then
-        every stand-up, then TableClosed. Each step is a fact in the log, so a rebuild
-        sees what was done and this picks up at the next step: nothing is done twice."""
-        if not self.closed:
-            if self.pot_gold > 0 and self.seats and has_closing_rule(self.config.game):
-                await self._closing_hand()
-                return
-            for seat in sorted(self.seats.values(), key=lambda s: s.seat):
-                await self._stand_up(seat)
-            await self._fact(TableClosed(self.close_reason))
-            # With nobody seated a carried pot stays in pot:{table} (closing_pot_settlement's
-            # decision): logged, since no hand of this table will ever take it now.
-            log.info("table_closed", table_id=self.table_id, reason=self.close_reason, pot_left_gold=self.pot_gold)
-        await self.deps.store.finish_close(self.table_id)
-        self.timer.cancel()
-        self.deps.on_closed(self.table_id)
+            await self._run(core.Close(reason))
 
     async def _closing_hand(self) -> None:
         """Write the closing hand: HandStarted (``closing``, the carried pot, every seated
@@ -827,7 +819,7 @@ class Table:
             closing_settlement(started)  # a rule that refuses it must write nothing
         except errors.RuleViolation as exc:
             raise errors.PreconditionFailed(exc.code, exc.message) from exc
-        await self._publish_start(Hand(hand_id, number, started, seed, [], None), seated)
+        await self._publish_start(Hand(hand_id, number, started, seed, [], None))
         with bound(table_id=self.table_id, hand_id=hand_id):
             log.info("closing_hand_started", pot_gold=self.pot_gold, players=len(seated))
             await self._advance()
@@ -877,7 +869,7 @@ class Table:
         )
         return started, seed
 
-    async def _publish_start(self, hand: Hand, seats: list[int]) -> None:
+    async def _publish_start(self, hand: Hand) -> None:
         """Append ``hand``'s HandStarted (seq 1) and make it the table's hand in play: the hand
         count, each seat's last hand, the watchers. A failed append leaves no hand in play."""
         self.hand = hand
@@ -891,56 +883,30 @@ class Table:
         hand.log_seqs.append(stream_seq)
         hand.subject_seq = hand.started_stream_seq = stream_seq
         self.log_seq = max(self.log_seq, stream_seq)
-        self.hands_played = hand.number
-        for s in seats:
-            self.seats[s].last_hand_id = hand.hand_id
+        self._evolve(event, stream_seq)  # the hand count, each seat's last hand
         self._broadcast(event)
-
-    def participants(self) -> list[int]:
-        """The seats that play the next hand: not leaving, and with a stack the game
-        accepts (its ``can_play`` hook: an ante, a Gà pay-in, a banker's capacity)."""
-        c = self.config
-        stacks = {s.seat: s.stack_gold for s in self.seats.values() if not s.leaving}
-        return kit.participants(self.module, stacks, c.stake_gold, c.options)
 
     async def start_hand(self) -> str:
         async with self._lock:
             await self._ensure_synced()
-            return await self._start_hand()
+            hand_id: str = await self._run(core.StartHand())
+            return hand_id
 
-    async def _start_hand(self) -> str:
-        self._check_open()
-        if self.hand is not None and not self.hand.ended:
-            raise errors.PreconditionFailed("HAND_IN_PLAY", f"{self.hand.hand_id} is still in play")
-        spec = self.module.SPEC
-        participants = self.participants()
-        if len(participants) < spec.players_min:
-            raise errors.PreconditionFailed(
-                "NOT_ENOUGH_PLAYERS",
-                f"{spec.name} needs {spec.players_min} players with chips, {len(participants)} seated",
-            )
-        number = self.hands_played + 1
-        hand_id = hand_id_of(self.table_id, number)
-        owner_seat = next(
-            (
-                s.seat
-                for s in self.seats.values()
-                if s.player_id == self.config.owner_player_id and s.seat in participants
-            ),
-            -1,
-        )
-        started, seed = await self._hand_started(hand_id, number, participants, owner_seat)
+    async def _play_hand(self, play: core.PlayHand) -> None:
+        """Start the hand ``core.StartHand`` decided: its seed and HandStarted, the rules'
+        first state and deck, then everything that needs no player."""
+        participants = list(play.seats)
+        started, seed = await self._hand_started(play.hand_id, play.number, participants, play.owner_seat)
         try:
             state = self.module.initial_state(started)
         except errors.RuleViolation as exc:
             raise errors.PreconditionFailed(exc.code, exc.message) from exc
         deck = fairness.shuffle(seed, canonical_deck(self.config.game)) if self.module.SPEC.deck else []
-        await self._publish_start(Hand(hand_id, number, started, seed, deck, state), participants)
+        await self._publish_start(Hand(play.hand_id, play.number, started, seed, deck, state))
         metrics.HANDS_STARTED.labels(self.config.game).inc()
-        with bound(table_id=self.table_id, hand_id=hand_id):
+        with bound(table_id=self.table_id, hand_id=play.hand_id):
             log.info("hand_started", players=len(participants), dealer=started.dealer_seat)
             await self._advance()
-        return hand_id
 
     async def act(self, player_id: str, hand_id: str, seat_no: int, body: Body, key: str) -> tuple[ActResult, bool]:
         """``_act``, finished even when the caller stops waiting (``run_to_end``)."""
@@ -982,11 +948,9 @@ class Table:
             last = self.last_hand
             if last is not None and last.hand_id == hand_id and (player_id, key) in last.act_keys:
                 return _retried(last.act_keys[(player_id, key)], body), True
-            refusal: errors.SocaiError
-            if hand is None or hand.ended:
-                refusal = errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {self.table_id}")
-            else:
-                refusal = errors.PreconditionFailed("STALE_HAND", f"{hand_id} is not the hand in play ({hand.hand_id})")
+            refusal = core.hand_refusal(self.state, hand_id)
+            errors.check(refusal is not None, f"{hand_id} is not the hand in play here")
+            assert refusal is not None
         # Not the hand in play: a retry of a decision in a hand that is over? Read outside
         # the lock: an ended hand never changes.
         record = await self.ended_hand(hand_id)
@@ -995,12 +959,10 @@ class Table:
         raise refusal
 
     def _acting(self, player_id: str, seat_no: int, body: Body) -> tuple[Seat, Body]:
-        """The caller's seat and ``body`` for it. ``seat_no`` and the action's own seat may
-        each be 0 ("mine"); any other value must be the caller's seat."""
-        seat = self.seat_of(player_id)
-        if seat is None or seat_no not in (0, seat.seat):
-            raise errors.PermissionDenied("NOT_YOUR_SEAT", f"seat {seat_no} is not {player_id}'s")
-        return seat, _for_seat(body, seat.seat)
+        acting = core.acting(self.state, player_id, seat_no, body)
+        if isinstance(acting, errors.SocaiError):
+            raise acting
+        return acting
 
     def _refused(self, exc: errors.RuleViolation, seat: int, hand_id: str) -> errors.RuleViolation:
         """``exc`` with the ErrorInfo metadata of every rules refusal: the seat, the hand and
@@ -1014,14 +976,15 @@ class Table:
         async with self._lock:
             await self._ensure_synced()
             hand = self.hand
-            if hand is None or hand.ended:
-                return errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {self.table_id}")
-            if hand_id != hand.hand_id:
-                return errors.PreconditionFailed("STALE_HAND", f"{hand_id} is not the hand in play ({hand.hand_id})")
-            try:
-                seat, body = self._acting(player_id, seat_no, body)
-            except errors.SocaiError as exc:
-                return exc
+            refusal = core.hand_refusal(self.state, hand_id)
+            if refusal is not None:
+                return refusal
+            errors.check(hand is not None and hand.hand_id == hand_id, f"{hand_id} is in play in the core only")
+            assert hand is not None
+            acting = core.acting(self.state, player_id, seat_no, body)
+            if isinstance(acting, errors.SocaiError):
+                return acting
+            seat, body = acting
             refused = kit.refusal(self.module, hand.state, body)
             return self._refused(refused, seat.seat, hand.hand_id) if refused is not None else None
 
@@ -1090,17 +1053,9 @@ class Table:
         hand = self._require_hand()
         self.timer.cancel()
         settlement: Settlement = closing_settlement(hand.started) if hand.closing else self.module.settle(hand.state)
-        for info in hand.started.seats:
-            seat = self.seats.get(info.seat)
-            # Only the seat's occupant of that hand: someone who sat down later starts fresh.
-            if (
-                seat is not None
-                and seat.player_id == info.player_id
-                and self.seated_at.get(info.seat, 0) < hand.started_stream_seq
-            ):
-                seat.stack_gold = info.stack_gold + settlement.nets.get(info.seat, 0)
-                seat.last_hand_id = hand.hand_id
-        self.pot_gold = settlement.pot_carry_gold
+        # Only each seat's occupant of that hand takes its net: someone who sat down later
+        # starts fresh (``core.HandSettled``).
+        self._evolve(core.HandSettled(hand.hand_id, settlement.nets, settlement.pot_carry_gold))
         self.last_hand = hand
         self.hand = None
         log.info("hand_ended", table_id=self.table_id, hand_id=hand.hand_id, nets=dict(settlement.nets))
@@ -1109,26 +1064,15 @@ class Table:
             # its settlement will debit the bank.
             self.holds_to_finalize[hand.hand_id] = max(0, -settlement.entries().get(accounts.HOUSE_BANK, 0))
             await self._finalize_holds()
-        await self._stand_up_due()
-        if self.closing:
-            await self._finish_close()
-            return
-        self._maybe_autostart()
+        # Stand up leavers and busted seats, then the close or the next hand (``core.AfterHand``).
+        await self._run(core.AfterHand())
 
     async def _stand_up_due(self) -> None:
-        """Between hands: stand up every seat that is leaving or busted.
-
-        Busted is below the game's minimum (``can_play``: an ante, a Gà pay-in), not only at
-        0: a seat left with chips it cannot play would sit out every hand, holding its seat
-        (a table of such seats never starts again), and a rebuild, which takes stacks from
-        the last hand's HandStarted, would give it back its buy-in instead of what its escrow
-        holds. ``heal`` calls this again, since a stand-up that failed (PostgreSQL down while
-        its cash-out row was written) would otherwise leave the seat taken for good and the
+        """Between hands: stand up every seat that is leaving or busted (``core.StandUpDue``).
+        ``heal`` calls this again, since a stand-up that failed (PostgreSQL down while its
+        cash-out row was written) would otherwise leave the seat taken for good and the
         table short of players (the chaos run's frozen table after a PostgreSQL restart)."""
-        c = self.config
-        for seat in sorted(self.seats.values(), key=lambda s: s.seat):
-            if seat.leaving or not kit.can_play(self.module, seat.stack_gold, c.stake_gold, c.options):
-                await self._stand_up(seat)
+        await self._run(core.StandUpDue())
 
     # --- what happens when a timer fires, a heartbeat is missed, a hand starts by itself ---
 
@@ -1168,40 +1112,18 @@ class Table:
         """
         async with self._lock:
             await self._ensure_synced()
-            seat = self.seat_of(player_id)
-            if seat is None:
-                raise errors.NotFound("NOT_SEATED", f"{player_id} is not seated at {self.table_id}")
-            seat.last_heartbeat = time.monotonic()
-            if not seat.connected:
-                await self._set_connected(seat, True)
+            await self._run(core.Heartbeat(player_id, time.monotonic()))
 
     async def check_heartbeats(self, now: float) -> None:
         """Turn missed heartbeats into PlayerDisconnected (the game's forfeit rules follow)."""
         async with self._lock:
-            for seat in missed_heartbeats(list(self.seats.values()), now, self.deps.heartbeat_timeout_s):
-                await self._set_connected(seat, False)
-
-    async def _set_connected(self, seat: Seat, connected: bool) -> None:
-        seat.connected = connected
-        hand = self.hand
-        if hand is None or hand.ended or seat.seat not in hand.dealt_seats:
-            return
-        body: Body = PlayerReconnected(seat.seat) if connected else PlayerDisconnected(seat.seat)
-        try:
-            new_state = self.module.apply(hand.state, body)
-        except errors.RuleViolation as exc:
-            log.info("connection_change_ignored", seat=seat.seat, code=exc.code)
-            return
-        await self._hand_event(body, new_state)
-        await self._advance()
+            await self._run(core.CheckHeartbeats(now, self.deps.heartbeat_timeout_s))
 
     def _maybe_autostart(self) -> None:
-        wanted = self.config.auto_start_players
-        if wanted <= 0 or self.closing or (self.hand is not None and not self.hand.ended):
-            return
-        if len(self.participants()) < max(wanted, self.module.SPEC.players_min):
-            return
-        self.autostart.schedule(self.config.between_hands_ms / 1000, self._autostart)
+        """Schedule the next hand's automatic start when it is due (``core.MaybeAutostart``)."""
+        for effect in core.decide(self.state, core.MaybeAutostart()).effects:
+            if isinstance(effect, core.ScheduleAutostart):
+                self.autostart.schedule(effect.delay_s, self._autostart)
 
     async def _autostart(self) -> None:
         async with self._lock:
@@ -1209,11 +1131,9 @@ class Table:
                 # A table behind its log (an append failed) rebuilds first: a player whose
                 # stand-up was refused must not be dealt into the next hand.
                 await self._ensure_synced()
-                if self.hand is not None or self.closing:
+                if self.hand is not None or not self.state.autostart_due():
                     return
-                if len(self.participants()) < max(self.config.auto_start_players, self.module.SPEC.players_min):
-                    return
-                await self._start_hand()
+                await self._run(core.StartHand())
             except errors.SocaiError as exc:
                 if not self._tenure_over(exc):
                     log.warning("autostart_failed", table_id=self.table_id, code=exc.code, error=exc.message)
@@ -1243,7 +1163,7 @@ class Table:
                 if not self.timer.armed:
                     await self._advance()
             elif hand is None and self.closing:
-                await self._finish_close()  # a close a failure stopped halfway
+                await self._run(core.FinishClose())  # a close a failure stopped halfway
             elif hand is None:
                 await self._stand_up_due()  # a stand-up a failure stopped halfway
                 self._maybe_autostart()

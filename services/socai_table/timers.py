@@ -1,22 +1,23 @@
-"""When a table acts without a player: the hand's timer, missed heartbeats, the automatic start.
+"""When a table acts without a player: the hand's timer and the automatic start.
 
-This module decides *when*; what then happens (a ``TimerExpired``, a
-``PlayerDisconnected``, a new hand) is the table's to write, under its lock
-(``socai_table.table``). The manager's watchdog supervises both: it checks heartbeats and
-calls ``Table.heal``, which re-arms a timer or reschedules a start that a failure lost.
+This module decides *when*; what then happens (a ``TimerExpired``, a new hand) is the
+table's to write, under its lock (``socai_table.table``). Missed heartbeats are the table
+core's (``socai_table.core.missed_heartbeats``). The manager's watchdog supervises both: it
+checks heartbeats and calls ``Table.heal``, which re-arms a timer or reschedules a start
+that a failure lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from socai.events.model import TimerExpired
 from socai.rules.automatic import automatic_move
 from socai.rules.base import Pending
-from socai_table.model import TURN_TIMEOUT_DEFAULT_S, Seat, TableConfig
+from socai_table.model import TURN_TIMEOUT_DEFAULT_S, TableConfig
 
 HEARTBEAT_TIMEOUT_S = 10.0
 
@@ -77,12 +78,6 @@ class HandTimer:
     async def _sleep_then(generation: int, timeout_s: float, fire: Callable[[int], Awaitable[None]]) -> None:
         await asyncio.sleep(timeout_s)
         await fire(generation)
-
-
-def missed_heartbeats(seats: Iterable[Seat], now: float, timeout_s: float) -> list[Seat]:
-    """The connected seats whose player has sent heartbeats and then none for ``timeout_s``
-    (``now`` is ``time.monotonic()``). A player who never sent one is never disconnected."""
-    return [s for s in seats if s.connected and s.last_heartbeat and now - s.last_heartbeat > timeout_s]
 
 
 class AutoStart:

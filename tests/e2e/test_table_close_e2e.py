@@ -37,6 +37,7 @@ from socai.infra.grpc_client import channel
 from socai.infra.grpc_errors import error_reason
 from socai.infra.nats import StreamSpec
 from socai_cli.embedded import free_port
+from socai_table import core
 from socai_table.model import hand_id_of
 from tests.support.clients import Backend, bet
 from tests.support.e2e import until
@@ -304,8 +305,8 @@ async def test_a_table_service_stopped_inside_the_closing_hand_finishes_the_clos
         raise ConnectionResetError("the process died here")
 
     async with table._lock:
-        table.close_reason = await first.store.begin_close(table_id, "restart test")
-        table.closing = True
+        reason = await first.store.begin_close(table_id, "restart test")
+        table.state = core.evolve(table.state, core.CloseBegun(reason))
         table._advance = killed  # type: ignore[method-assign]
         with pytest.raises(ConnectionResetError):
             await table._closing_hand()

@@ -18,7 +18,8 @@ the rules engine; nothing reaches a dependency (the stand-up is recorded, not wr
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import dataclasses
+from types import MappingProxyType, SimpleNamespace
 from typing import Any, TypeVar
 
 import pytest
@@ -32,12 +33,15 @@ from socai.events.model import (
     CardsDealt,
     DealtCard,
     Declared,
+    Event,
     HandEnded,
     HandStarted,
+    PlayerStoodUp,
     SeatInfo,
 )
 from socai.rules import bacay_ga, base, lieng_sanh
 from socai.rules.threecard_play import deal_three_face_down
+from socai_table import core
 from socai_table.hand import Hand
 from socai_table.model import Seat, TableConfig
 from socai_table.table import Table
@@ -53,16 +57,19 @@ def _table(game: str, stacks: dict[int, int], **options: str) -> tuple[Table, li
     ).normalized()
     # Nothing here reaches a dependency but the lease check of ``heal`` (held throughout).
     table = Table("t1", config, deps=SimpleNamespace(fence=lambda _table_id: 1))  # type: ignore[arg-type]
-    table.seats = {seat: Seat(seat, f"p{seat}", stack) for seat, stack in stacks.items()}
-    table.seated_at = {seat: 1 + seat for seat in stacks}
+    seats = {seat: Seat(seat, f"p{seat}", stack, seated_at=1 + seat) for seat, stack in stacks.items()}
+    table.state = dataclasses.replace(table.state, seats=MappingProxyType(seats))
     stood_up: list[tuple[int, int]] = []
 
-    async def stand_up(seat: Seat) -> None:  # the table's _stand_up, without the store and the log
+    async def stand_up(number: int) -> None:  # the table's _stand_up, without the store and the log
+        seat = table.seats[number]
         stood_up.append((seat.seat, seat.stack_gold))
-        table.seats.pop(seat.seat)
+        table.state = core.evolve(
+            table.state, Event("t1", "t1-t", 0, game, 0.0, PlayerStoodUp(number, seat.player_id, 0))
+        )
 
     table._stand_up = stand_up  # type: ignore[method-assign]
-    table._maybe_autostart = lambda: None  # type: ignore[method-assign]
+    table.autostart.schedule = lambda *_args: None  # type: ignore[method-assign]
     return table, stood_up
 
 
@@ -97,6 +104,13 @@ def _deal(order: tuple[int, ...], hands: dict[int, str]) -> CardsDealt:
 async def _end_hand(table: Table, state: Any) -> None:
     started = _started(table)
     table.hand = Hand(started.hand_id, 1, started, b"", [], state, started_stream_seq=100, ended=True)
+    table.state = core.fold(
+        table.state,
+        [
+            (Event("t1", started.hand_id, 1, started.game, 0.0, started), 100),
+            (Event("t1", started.hand_id, 2, started.game, 0.0, HandEnded(SEED_HEX)), 101),
+        ],
+    )
     await table._after_hand()
 
 
@@ -150,14 +164,14 @@ async def test_heal_stands_up_the_seats_a_failed_stand_up_left_seated() -> None:
     written: the chaos run's frozen table) leaves the seat taken; the table's ``heal``
     (its watchdog, once a second) stands up every seat still due, and only those."""
     table, stood_up = _table("lieng_sanh", {0: 2_000, 1: 88, 2: 2_000, 3: 1_500})
-    table.seats[3].leaving = True  # asked to leave during the hand
+    table.state = core.evolve(table.state, core.LeavingMarked(3))  # asked to leave during the hand
     recorded = table._stand_up
     down = [errors.Unavailable("DATABASE_UNAVAILABLE", "PostgreSQL is restarting")]
 
-    async def stand_up_while_the_database_is_down(seat: Seat) -> None:
+    async def stand_up_while_the_database_is_down(number: int) -> None:
         if down:
             raise down.pop()
-        await recorded(seat)
+        await recorded(number)
 
     table._stand_up = stand_up_while_the_database_is_down  # type: ignore[method-assign]
     with pytest.raises(errors.Unavailable):

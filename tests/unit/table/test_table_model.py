@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from datetime import UTC, datetime
+from types import MappingProxyType
 
 import pytest
 
@@ -193,7 +195,8 @@ async def test_a_hand_that_ends_inside_its_own_auto_start_schedules_the_next_one
         game="holdem", stake_gold=100, fee_bps=0, seats_max=2, auto_start_players=2, between_hands_ms=60_000
     ).normalized()
     table = Table("t1", config, deps=None)  # type: ignore[arg-type]  # nothing here reaches a dependency
-    table.seats = {0: Seat(0, "a", 1000), 1: Seat(1, "b", 1000)}
+    seats = {0: Seat(0, "a", 1000), 1: Seat(1, "b", 1000)}
+    table.state = dataclasses.replace(table.state, seats=MappingProxyType(seats))
 
     async def inside_the_start_task() -> asyncio.Task[None] | None:
         table._maybe_autostart()  # what _after_hand does when the hand ends right away

@@ -1,0 +1,872 @@
+"""The table's functional core: its state as its facts make it, and what each command decides.
+
+Pure: no I/O, no clock, no randomness (the time comes in as an argument), no protobuf, no
+lock. ``TableState`` is a frozen value; ``evolve(state, event)`` is the only way it changes,
+for an event of the log (a fact, a hand's start, a player leaving a hand, its end) or one of
+the table's own notes (``Note``: what it remembers without writing it, a heartbeat, a
+leave asked for after the hand, a close begun, a hand's settlement applied). ``decide(state,
+command)`` says what a command does: the effects to perform in order (``Effect``), the
+answer, or a refusal with its reason code (raised once the effects are done: a refused join
+records its failure first); or what it must read first (``Decision.needs``), which the
+shell reads and decides again with.
+
+``socai_table.table.Table`` is the shell: it takes the lock, decides, performs the effects
+in order (evolving the state after each event is appended, never before) and answers. The
+hand in play's rules state, deck and events stay in the shell's ``Hand``; the core knows of
+it what the seats depend on (who was dealt in at which stack, who left it, whether it
+ended), so that seats, joins, leaves, stand-ups, closing, the start of a hand, heartbeats
+and the automatic start are decided here. A rebuild folds ``evolve`` over the table's facts
+and its last hand (``fold``).
+
+The order of the effects is the table's crash safety, unchanged from before the core: a
+buy-in is moved before the seat is taken and the join row marked seated after
+(``repair_joins`` finishes a join a crash cut), a cash-out row is written before its
+PlayerStoodUp (a crash leaves a row, never a lost cash-out), a close is recorded before any
+step of it, each step being a fact a rebuild reads back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType, ModuleType
+from typing import Any
+
+from socai import accounts, errors
+from socai.events.model import (
+    Body,
+    Event,
+    HandEnded,
+    HandStarted,
+    PlayerDisconnected,
+    PlayerLeft,
+    PlayerReconnected,
+    PlayerSeated,
+    PlayerStoodUp,
+    SeatInfo,
+    TableClosed,
+)
+from socai.rules import base as kit
+from socai.rules import registry
+from socai_table.model import Seat, TableConfig, buy_in_key, facts_id_of, hand_id_of
+
+ANY_SEAT = -1  # JoinTable's seat for "any free seat"
+LEAVE_NOW = "now"
+LEAVE_AFTER_HAND = "after_hand"
+STOOD_UP, FORFEITED, AFTER_HAND = "stood_up", "forfeited", "after_hand"
+# PlayerSeated's ledger transaction when the decision is taken: the buy-in's transfer,
+# made by the effect before it (``Transfer``), fills it in.
+TRANSFER_TX = "<the buy-in transfer>"
+
+# What a command must read before it can be decided (``Decision.needs``).
+NEEDS_JOIN_ROW = "join_row"  # the join's idempotency row (``TableStore.begin_join``)
+NEEDS_BUY_IN_TX = "buy_in_tx"  # the ledger transaction of the join's buy-in, if any
+NEEDS_CASHOUT_PENDING = "cashout_pending"  # whether a cash-out of the player here is pending
+
+
+# --- state ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HandInPlay:
+    """What the seats depend on of the hand in play (the rules state stays in ``Hand``)."""
+
+    hand_id: str
+    number: int
+    started_stream_seq: int
+    players: tuple[SeatInfo, ...]  # who was dealt in, at the stack each brought
+    closing: bool = False
+    left: frozenset[int] = frozenset()  # seats that left it (PlayerLeft)
+    ended: bool = False
+
+    @property
+    def dealt_seats(self) -> frozenset[int]:
+        return frozenset(info.seat for info in self.players)
+
+    def brought(self, seat: int) -> int:
+        return next(info.stack_gold for info in self.players if info.seat == seat)
+
+
+@dataclass(frozen=True)
+class TableState:
+    """A table as its facts (and its last hand) make it: seats, the close, the hand count,
+    the carried pot and the hand in play. ``seats`` is read-only; ``evolve`` makes a new one."""
+
+    table_id: str
+    config: TableConfig
+    seats: Mapping[int, Seat] = field(default_factory=lambda: MappingProxyType({}))
+    facts_seq: int = 0
+    closing: bool = False
+    closed: bool = False
+    close_reason: str = ""
+    hands_played: int = 0
+    pot_gold: int = 0
+    hand: HandInPlay | None = None
+    # The game returns a carried pot at the close with a closing hand (the shell reads it
+    # from ``socai.settle.replay.has_closing_rule``, which this module does not import).
+    closing_rule: bool = False
+
+    @property
+    def module(self) -> ModuleType:
+        return registry.get(self.config.game)
+
+    def seat_of(self, player_id: str) -> Seat | None:
+        return next((s for s in self.seats.values() if s.player_id == player_id), None)
+
+    @property
+    def in_play(self) -> HandInPlay | None:
+        """The hand in play unless it has ended."""
+        return self.hand if self.hand is not None and not self.hand.ended else None
+
+    def participants(self) -> list[int]:
+        """The seats that play the next hand: not leaving, and with a stack the game
+        accepts (its ``can_play`` hook: an ante, a Gà pay-in, a banker's capacity)."""
+        c = self.config
+        stacks = {s.seat: s.stack_gold for s in self.seats.values() if not s.leaving}
+        return kit.participants(self.module, stacks, c.stake_gold, c.options)
+
+    def autostart_due(self) -> bool:
+        """Whether the next hand should start by itself (``auto_start_players`` ready)."""
+        wanted = self.config.auto_start_players
+        if wanted <= 0 or self.closing or self.in_play is not None:
+            return False
+        return len(self.participants()) >= max(wanted, int(self.module.SPEC.players_min))
+
+
+def initial(table_id: str, config: TableConfig, *, closing_rule: bool = False) -> TableState:
+    return TableState(table_id, config, closing_rule=closing_rule)
+
+
+# --- the table's own notes (evolved, never written to the log) -------------------------------
+
+
+@dataclass(frozen=True)
+class LeavingMarked:
+    """``seat`` stands up when its hand ends (asked to leave after the hand, or a pending
+    cash-out found by a rebuild)."""
+
+    seat: int
+
+
+@dataclass(frozen=True)
+class Heard:
+    """A heartbeat from ``seat``'s player at ``at_s`` (monotonic seconds)."""
+
+    seat: int
+    at_s: float
+
+
+@dataclass(frozen=True)
+class ConnectionChanged:
+    seat: int
+    connected: bool
+
+
+@dataclass(frozen=True)
+class CloseBegun:
+    """The close is recorded in the store, with its first reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class HandSettled:
+    """The hand in play ended and its settlement is known: each occupant's stack becomes
+    what they brought plus their net, the pot carried is the settlement's."""
+
+    hand_id: str
+    nets: Mapping[int, int]
+    pot_carry_gold: int
+
+
+Note = LeavingMarked | Heard | ConnectionChanged | CloseBegun | HandSettled
+
+
+def evolve(state: TableState, event: Event | Note, stream_seq: int = 0) -> TableState:
+    """``state`` after ``event``: an event of the log (``stream_seq`` its stream sequence),
+    a fact of the table or one of its hand's, or a ``Note``. An event the seats do not
+    depend on (a deal, a bet) leaves it as it is."""
+    if not isinstance(event, Event):
+        return _noted(state, event)
+    if event.hand_id == facts_id_of(state.table_id):
+        state = replace(state, facts_seq=event.seq)
+    body = event.body
+    seats = state.seats
+    if isinstance(body, PlayerSeated):
+        seat = Seat(
+            body.seat,
+            body.player_id,
+            body.buy_in_gold,
+            body.guild_id,
+            join_tx=body.ledger_transaction_id,
+            seated_at=stream_seq,
+        )
+        return replace(state, seats=_with(seats, seat))
+    if isinstance(body, PlayerStoodUp):
+        return replace(state, seats=_without(seats, body.seat))
+    if isinstance(body, TableClosed):
+        return replace(state, closing=True, closed=True, close_reason=body.reason)
+    if isinstance(body, HandStarted):
+        return _hand_started(state, body, stream_seq)
+    hand = state.hand
+    if hand is None or hand.hand_id != event.hand_id:
+        return state
+    if isinstance(body, PlayerLeft) and not hand.ended:
+        # Only the hand's own player of that seat leaves: read back by a rebuild, the seat
+        # may be someone's who sat down after the leaver stood up.
+        info = next((i for i in hand.players if i.seat == body.seat), None)
+        leaver = _occupant(state, info, hand.started_stream_seq) if info is not None else None
+        if leaver is not None:
+            seats = _with(seats, replace(leaver, leaving=True))
+        return replace(state, seats=seats, hand=replace(hand, left=hand.left | {body.seat}))
+    if isinstance(body, HandEnded):
+        return replace(state, hand=replace(hand, ended=True))
+    return state
+
+
+def _noted(state: TableState, note: Note) -> TableState:
+    if isinstance(note, LeavingMarked):
+        return _seat_changed(state, note.seat, leaving=True)
+    if isinstance(note, Heard):
+        return _seat_changed(state, note.seat, last_heartbeat=note.at_s)
+    if isinstance(note, ConnectionChanged):
+        return _seat_changed(state, note.seat, connected=note.connected)
+    if isinstance(note, CloseBegun):
+        return replace(state, closing=True, close_reason=note.reason)
+    return _hand_settled(state, note)
+
+
+def fold(state: TableState, events: Iterable[tuple[Event | Note, int]]) -> TableState:
+    """``evolve`` over ``events`` ((event or note, its stream sequence), in order): a rebuild."""
+    for event, stream_seq in events:
+        state = evolve(state, event, stream_seq)
+    return state
+
+
+def _occupant(state: TableState, info: SeatInfo, started_stream_seq: int) -> Seat | None:
+    """``info``'s seat when its player of that hand still holds it: someone who sat down
+    after the hand started starts fresh."""
+    seat = state.seats.get(info.seat)
+    if seat is None or seat.player_id != info.player_id or seat.seated_at >= started_stream_seq:
+        return None
+    return seat
+
+
+def _hand_started(state: TableState, started: HandStarted, stream_seq: int) -> TableState:
+    """The hand in play, each of its players' stack the one they brought (the same when
+    played live; the stack of a rebuild, whose seats come from PlayerSeated)."""
+    seats = dict(state.seats)
+    for info in started.seats:
+        seat = _occupant(state, info, stream_seq)
+        if seat is not None:
+            seats[info.seat] = replace(seat, stack_gold=info.stack_gold, last_hand_id=started.hand_id)
+    hand = HandInPlay(started.hand_id, started.hand_number, stream_seq, started.seats, started.closing)
+    return replace(state, seats=MappingProxyType(seats), hand=hand, hands_played=started.hand_number)
+
+
+def _hand_settled(state: TableState, settled: HandSettled) -> TableState:
+    hand = state.hand
+    errors.check(hand is not None and hand.hand_id == settled.hand_id, f"{settled.hand_id} is not the hand in play")
+    assert hand is not None
+    seats = dict(state.seats)
+    for info in hand.players:
+        seat = _occupant(state, info, hand.started_stream_seq)
+        if seat is not None:
+            stack = info.stack_gold + settled.nets.get(info.seat, 0)
+            seats[info.seat] = replace(seat, stack_gold=stack, last_hand_id=hand.hand_id)
+    return replace(state, seats=MappingProxyType(seats), pot_gold=settled.pot_carry_gold, hand=None)
+
+
+def _with(seats: Mapping[int, Seat], seat: Seat) -> Mapping[int, Seat]:
+    return MappingProxyType({**seats, seat.seat: seat})
+
+
+def _without(seats: Mapping[int, Seat], number: int) -> Mapping[int, Seat]:
+    return MappingProxyType({n: s for n, s in seats.items() if n != number})
+
+
+def _seat_changed(state: TableState, number: int, **changes: Any) -> TableState:
+    seat = state.seats.get(number)
+    if seat is None:
+        return state
+    return replace(state, seats=_with(state.seats, replace(seat, **changes)))
+
+
+# --- commands --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JoinRow:
+    """The join's idempotency row as ``TableStore.begin_join`` answers it."""
+
+    table_id: str
+    player_id: str
+    amount_gold: int
+    status: str
+    ledger_transaction_id: str = ""
+    error: str = ""
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> JoinRow:
+        return cls(
+            str(row["table_id"]),
+            str(row["player_id"]),
+            int(row["amount_gold"]),
+            str(row["status"]),
+            str(row.get("ledger_transaction_id") or ""),
+            str(row.get("error") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class Join:
+    """JoinTable, under ``key`` (the player's own join key, ``ledger_client.join_key``), and
+    what the shell read for it (``Decision.needs``)."""
+
+    player_id: str
+    buy_in_gold: int
+    seat_wanted: int
+    key: str
+    guild_id: str = ""
+    row: JoinRow | None = None
+    buy_in_tx: str | None = None  # read: the buy-in's ledger transaction (None: none)
+    buy_in_tx_read: bool = False
+    cashout_pending: bool | None = None
+
+
+@dataclass(frozen=True)
+class Leave:
+    player_id: str
+    when: str = LEAVE_NOW
+    cashout_pending: bool | None = None  # read when the player leaves after the hand
+
+
+@dataclass(frozen=True)
+class StandUpDue:
+    """Between hands: stand up every seat that is leaving or busted."""
+
+
+@dataclass(frozen=True)
+class Close:
+    reason: str
+
+
+@dataclass(frozen=True)
+class FinishClose:
+    """The close after the last hand."""
+
+
+@dataclass(frozen=True)
+class StartHand:
+    pass
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    player_id: str
+    now_s: float  # monotonic
+
+
+@dataclass(frozen=True)
+class CheckHeartbeats:
+    now_s: float  # monotonic
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class Disconnect:
+    """``seat`` missed its heartbeats (``CheckHeartbeats``)."""
+
+    seat: int
+
+
+@dataclass(frozen=True)
+class AfterHand:
+    """The hand in play has ended and ``HandSettled`` is evolved: stand-ups, then the close
+    or the next hand."""
+
+
+@dataclass(frozen=True)
+class MaybeAutostart:
+    """A seat was taken or a hand ended: the next hand may start by itself now."""
+
+
+Command = (
+    Join
+    | Leave
+    | StandUpDue
+    | Close
+    | FinishClose
+    | StartHand
+    | Heartbeat
+    | CheckHeartbeats
+    | Disconnect
+    | AfterHand
+    | MaybeAutostart
+)
+
+
+# --- effects ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """A ledger transfer under ``idempotency_key``; when the ledger refuses it, ``refused``
+    is performed and its refusal raised (nothing after it is performed)."""
+
+    idempotency_key: str
+    debit_account: str
+    credit_account: str
+    amount_gold: int
+    reason: str
+    reference: str
+    refused: FinishJoin | None = None
+
+
+@dataclass(frozen=True)
+class FinishJoin:
+    """Mark the join row ``status`` (``tx``: TRANSFER_TX for the transfer just made)."""
+
+    key: str
+    status: str
+    tx: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class AppendFact:
+    """Append ``body`` to the table's facts, then evolve the state with it."""
+
+    body: Any
+
+
+@dataclass(frozen=True)
+class HandEvent:
+    """Append ``body`` to the hand in play (the rules engine applies it first; a refusal
+    raises, unless ``ignore_refusal``: then it is logged and the decision's effects end
+    there), then drive the hand on (``Advance``) when ``advance``."""
+
+    body: Any
+    advance: bool = True
+    ignore_refusal: bool = False
+
+
+@dataclass(frozen=True)
+class Evolve:
+    """Evolve the state with a note of the table's own (nothing is written)."""
+
+    note: Note
+
+
+@dataclass(frozen=True)
+class MarkLeaving:
+    """Record ``seat``'s cash-out as pending (unless one is: ``row_exists``), so a rebuild
+    knows the player leaves; then note the seat leaving."""
+
+    seat: int
+    row_exists: bool
+
+
+@dataclass(frozen=True)
+class StandUp:
+    """Stand ``seat`` up: its cash-out row first, with the stack as it is then (a crash now
+    leaves a row, never a lost cash-out), then PlayerStoodUp, then wake the cash-outs."""
+
+    seat: int
+
+
+@dataclass(frozen=True)
+class BeginClose:
+    """Record the close in the store (the first reason given is kept: ``CloseBegun``) and
+    cancel the automatic start."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class ClosingHand:
+    """Write the closing hand (a carried pot returned to the players seated)."""
+
+
+@dataclass(frozen=True)
+class CloseDone:
+    """The close is complete: the store's row, the hand timer, the manager told."""
+
+
+@dataclass(frozen=True)
+class PlayHand:
+    """Start hand ``number`` for ``seats`` (seed, HandStarted, the rules' first moves)."""
+
+    hand_id: str
+    number: int
+    seats: tuple[int, ...]
+    owner_seat: int
+
+
+@dataclass(frozen=True)
+class ScheduleAutostart:
+    delay_s: float
+
+
+@dataclass(frozen=True)
+class Then:
+    """Decide ``command`` on the state as it is then, and perform that decision."""
+
+    command: Command
+
+
+Effect = (
+    Transfer
+    | FinishJoin
+    | AppendFact
+    | HandEvent
+    | Evolve
+    | MarkLeaving
+    | StandUp
+    | BeginClose
+    | ClosingHand
+    | CloseDone
+    | PlayHand
+    | ScheduleAutostart
+    | Then
+)
+
+
+@dataclass(frozen=True)
+class LeaveResult:
+    """What ``Table.leave`` did: ``outcome`` STOOD_UP (no hand of the player's in play: the
+    cash-out of ``cash_out_gold`` follows), FORFEITED (left ``hand_id`` by the game's rule,
+    ``forfeit``; stands up when it ends) or AFTER_HAND (plays ``hand_id`` out first); the
+    most the hand can cost (``at_most_gold``: the stack brought into it, GEN-4)."""
+
+    outcome: str
+    hand_id: str = ""
+    cash_out_gold: int = 0
+    forfeit: kit.Forfeit | None = None
+    at_most_gold: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a command does: ``effects`` in order, then ``refusal`` raised or ``answer``
+    returned; or, with ``needs``, nothing yet (the shell reads it and decides again)."""
+
+    effects: tuple[Effect, ...] = ()
+    answer: Any = None
+    refusal: errors.SocaiError | None = None
+    needs: str = ""
+
+
+def refuse(refusal: errors.SocaiError, *effects: Effect) -> Decision:
+    return Decision(effects, refusal=refusal)
+
+
+def decide(state: TableState, command: Command) -> Decision:
+    """What ``command`` does at ``state`` (see ``Decision``)."""
+    if isinstance(command, Join):
+        return _decide_join(state, command)
+    if isinstance(command, Leave):
+        return _decide_leave(state, command)
+    if isinstance(command, StandUpDue):
+        return _decide_stand_up_due(state)
+    if isinstance(command, Close):
+        return _decide_close(state, command)
+    if isinstance(command, FinishClose):
+        return _decide_finish_close(state)
+    if isinstance(command, StartHand):
+        return _decide_start_hand(state)
+    if isinstance(command, Heartbeat):
+        return _decide_heartbeat(state, command)
+    if isinstance(command, CheckHeartbeats):
+        return _decide_check_heartbeats(state, command)
+    if isinstance(command, Disconnect):
+        return _decide_disconnect(state, command)
+    if isinstance(command, AfterHand):
+        return _decide_after_hand(state)
+    if isinstance(command, MaybeAutostart):
+        return _decide_autostart(state)
+    raise errors.InvalidArgument("BAD_COMMAND", f"the table has no command {type(command).__name__}")
+
+
+def open_refusal(state: TableState) -> errors.SocaiError | None:
+    """TABLE_CLOSED or TABLE_CLOSING, or None when the table takes joins and hands."""
+    if state.closed:
+        return errors.PreconditionFailed("TABLE_CLOSED", f"{state.table_id} is closed")
+    if state.closing:
+        return errors.PreconditionFailed(
+            "TABLE_CLOSING", f"{state.table_id} is closing ({state.close_reason}): no joins, no new hands"
+        )
+    return None
+
+
+def join_refusal(config: TableConfig, buy_in_gold: int, seat_wanted: int) -> errors.SocaiError | None:
+    """BAD_BUY_IN or BAD_SEAT, checked before anything is read or recorded (a bad seat
+    changes nothing: -1 alone means any free seat)."""
+    c = config
+    if not c.buy_in_min_gold <= buy_in_gold <= c.buy_in_max_gold:
+        return errors.InvalidArgument(
+            "BAD_BUY_IN", f"buy-in must be {c.buy_in_min_gold}..{c.buy_in_max_gold} gold, not {buy_in_gold}"
+        )
+    if not ANY_SEAT <= seat_wanted < c.seats_max:
+        return errors.InvalidArgument(
+            "BAD_SEAT", f"seat must be {ANY_SEAT} (any free seat) or 0..{c.seats_max - 1}, not {seat_wanted}"
+        )
+    return None
+
+
+def _decide_join(state: TableState, j: Join) -> Decision:
+    """A join key means one seating forever: a retry while that seating lasts answers its
+    seat; once the player has left, the same key is JOIN_KEY_USED rather than seating the
+    player again on a buy-in the ledger already moved once."""
+    bad = join_refusal(state.config, j.buy_in_gold, j.seat_wanted) or open_refusal(state)
+    if bad is not None:
+        return refuse(bad)
+    row = j.row
+    if row is None:
+        return Decision(needs=NEEDS_JOIN_ROW)
+    if (row.table_id, row.player_id, row.amount_gold) != (state.table_id, j.player_id, j.buy_in_gold):
+        return refuse(errors.PreconditionFailed("IDEMPOTENCY_KEY_REUSED", "this join key was used for another join"))
+    existing = state.seat_of(j.player_id)
+    if row.status == "seated":
+        if existing is not None and existing.join_tx == row.ledger_transaction_id:
+            return Decision(answer=existing.seat)
+        # The seating this key paid for is over (or another one holds the seat): the
+        # ledger would answer REPLAYED and move nothing, so seating again would put chips
+        # on the table that no escrow backs.
+        return refuse(
+            errors.PreconditionFailed(
+                "JOIN_KEY_USED", "this join key already seated the player once; a new join needs a new key"
+            )
+        )
+    if row.status in ("failed", "refunded"):
+        return refuse(errors.PreconditionFailed("JOIN_FAILED", f"this join already failed: {row.error}"))
+    if existing is not None:
+        # A retry of a join whose seating was written but not acknowledged (NATS went away
+        # between the append and its ack): that seat is this key's.
+        if not j.buy_in_tx_read:
+            return Decision(needs=NEEDS_BUY_IN_TX)
+        if j.buy_in_tx is not None and existing.join_tx == j.buy_in_tx:
+            return Decision((FinishJoin(j.key, "seated", j.buy_in_tx),), answer=existing.seat)
+        return refuse(
+            errors.AlreadyExists("ALREADY_SEATED", f"{j.player_id} is already at seat {existing.seat}"),
+            FinishJoin(j.key, "failed", error="already seated"),
+        )
+    if j.cashout_pending is None:
+        return Decision(needs=NEEDS_CASHOUT_PENDING)
+    if j.cashout_pending:
+        return refuse(
+            errors.PreconditionFailed("CASHOUT_PENDING", "the previous cash-out at this table is not done"),
+            FinishJoin(j.key, "failed", error="cash-out pending"),
+        )
+    seat = free_seat(state, j.seat_wanted)
+    if isinstance(seat, errors.SocaiError):
+        return refuse(seat)
+    # The buy-in first (wallet → escrow), the seat then, the row last: a crash between
+    # leaves a row ``repair_joins`` finishes (seated, or the buy-in refunded).
+    transfer = Transfer(
+        buy_in_key(j.key, state.table_id),
+        accounts.player(j.player_id),
+        accounts.escrow(state.table_id, j.player_id),
+        j.buy_in_gold,
+        "buy_in",
+        state.table_id,
+        refused=FinishJoin(j.key, "failed"),
+    )
+    seated = PlayerSeated(seat, j.player_id, j.buy_in_gold, j.guild_id, TRANSFER_TX)
+    return Decision(
+        (transfer, AppendFact(seated), FinishJoin(j.key, "seated", TRANSFER_TX), Then(MaybeAutostart())), answer=seat
+    )
+
+
+def free_seat(state: TableState, wanted: int) -> int | errors.SocaiError:
+    """``wanted`` when it is free (SEAT_TAKEN otherwise), or the first free seat for
+    ANY_SEAT (TABLE_FULL when none is)."""
+    errors.check(ANY_SEAT <= wanted < state.config.seats_max, f"seat {wanted} was checked by join_refusal")
+    if wanted != ANY_SEAT:
+        if wanted in state.seats:
+            return errors.PreconditionFailed("SEAT_TAKEN", f"seat {wanted} is taken")
+        return wanted
+    for seat in range(state.config.seats_max):
+        if seat not in state.seats:
+            return seat
+    return errors.PreconditionFailed("TABLE_FULL", f"all {state.config.seats_max} seats are taken")
+
+
+def _decide_leave(state: TableState, leave: Leave) -> Decision:
+    """Stand up now, or leave the hand in play now (``LEAVE_NOW``: the game's leaving rule,
+    ``PlayerLeft``) or at its end (``LEAVE_AFTER_HAND``), and stand up then. Asking again
+    answers what was done; leaving now after asking to leave after the hand forfeits the
+    hand. The FORFEITED answer's ``forfeit`` is the rules state's: the shell fills it in."""
+    seat = state.seat_of(leave.player_id)
+    if seat is None:
+        return refuse(errors.NotFound("NOT_SEATED", f"{leave.player_id} is not seated at {state.table_id}"))
+    hand = state.in_play
+    if hand is not None and seat.seat in hand.dealt_seats:
+        brought = hand.brought(seat.seat)
+        left = seat.seat in hand.left
+        if leave.when == LEAVE_AFTER_HAND and not left:
+            answer = LeaveResult(AFTER_HAND, hand.hand_id, at_most_gold=brought)
+            if seat.leaving:
+                return Decision(answer=answer)
+            if leave.cashout_pending is None:
+                return Decision(needs=NEEDS_CASHOUT_PENDING)
+            return Decision((MarkLeaving(seat.seat, leave.cashout_pending),), answer=answer)
+        answer = LeaveResult(FORFEITED, hand.hand_id, at_most_gold=brought)
+        if left:
+            return Decision(answer=answer)
+        return Decision((Evolve(LeavingMarked(seat.seat)), HandEvent(PlayerLeft(seat.seat))), answer=answer)
+    return Decision((StandUp(seat.seat),), answer=LeaveResult(STOOD_UP, cash_out_gold=seat.stack_gold))
+
+
+def _decide_stand_up_due(state: TableState) -> Decision:
+    """Busted is below the game's minimum (``can_play``: an ante, a Gà pay-in), not only at
+    0: a seat left with chips it cannot play would sit out every hand, holding its seat (a
+    table of such seats never starts again), and a rebuild, which takes stacks from the last
+    hand's HandStarted, would give it back its buy-in instead of what its escrow holds."""
+    c, module = state.config, state.module
+    due = [
+        StandUp(s.seat)
+        for s in sorted(state.seats.values(), key=lambda s: s.seat)
+        if s.leaving or not kit.can_play(module, s.stack_gold, c.stake_gold, c.options)
+    ]
+    return Decision(tuple(due))
+
+
+def _decide_close(state: TableState, close: Close) -> Decision:
+    """From the close on the table takes no joins and starts no hands; a hand in play plays
+    to its end (its timers guarantee that) and the close completes then, or now without
+    one. Idempotent: a closed table answers at once, a closing one is not recorded again."""
+    if state.closed:
+        return Decision()
+    effects: list[Effect] = []
+    if not state.closing:
+        effects.append(BeginClose(close.reason))
+    if state.in_play is None:
+        effects.append(Then(FinishClose()))
+    return Decision(tuple(effects))
+
+
+def _decide_finish_close(state: TableState) -> Decision:
+    """The closing hand when a pot is carried and someone is seated (its own end comes back
+    here with the pot at 0), then every stand-up, then TableClosed. Each step is a fact in
+    the log, so a rebuild sees what was done and this picks up at the next step."""
+    if state.closed:
+        return Decision((CloseDone(),))
+    if state.pot_gold > 0 and state.seats and state.closing_rule:
+        return Decision((ClosingHand(),))
+    stand_ups = tuple(StandUp(s) for s in sorted(state.seats))
+    return Decision((*stand_ups, AppendFact(TableClosed(state.close_reason)), CloseDone()))
+
+
+def _decide_start_hand(state: TableState) -> Decision:
+    bad = open_refusal(state)
+    if bad is not None:
+        return refuse(bad)
+    hand = state.in_play
+    if hand is not None:
+        return refuse(errors.PreconditionFailed("HAND_IN_PLAY", f"{hand.hand_id} is still in play"))
+    spec = state.module.SPEC
+    participants = state.participants()
+    if len(participants) < spec.players_min:
+        return refuse(
+            errors.PreconditionFailed(
+                "NOT_ENOUGH_PLAYERS",
+                f"{spec.name} needs {spec.players_min} players with chips, {len(participants)} seated",
+            )
+        )
+    number = state.hands_played + 1
+    owner = state.config.owner_player_id
+    owner_seat = next((s.seat for s in state.seats.values() if s.player_id == owner and s.seat in participants), -1)
+    hand_id = hand_id_of(state.table_id, number)
+    return Decision((PlayHand(hand_id, number, tuple(participants), owner_seat),), answer=hand_id)
+
+
+def _decide_heartbeat(state: TableState, beat: Heartbeat) -> Decision:
+    """The player is here: a disconnected player is reconnected."""
+    seat = state.seat_of(beat.player_id)
+    if seat is None:
+        return refuse(errors.NotFound("NOT_SEATED", f"{beat.player_id} is not seated at {state.table_id}"))
+    effects: list[Effect] = [Evolve(Heard(seat.seat, beat.now_s))]
+    if not seat.connected:
+        effects.extend(_connection(state, seat.seat, True))
+    return Decision(tuple(effects))
+
+
+def _decide_check_heartbeats(state: TableState, check: CheckHeartbeats) -> Decision:
+    """Missed heartbeats become PlayerDisconnected (the game's forfeit rules follow): the
+    connected seats whose player has sent heartbeats and then none for ``timeout_s``."""
+    missed = missed_heartbeats(state.seats.values(), check.now_s, check.timeout_s)
+    return Decision(tuple(Then(Disconnect(seat.seat)) for seat in missed))
+
+
+def missed_heartbeats(seats: Iterable[Seat], now_s: float, timeout_s: float) -> list[Seat]:
+    """The connected seats whose player has sent heartbeats and then none for ``timeout_s``
+    (``now_s`` is ``time.monotonic()``). A player who never sent one is never disconnected."""
+    return [s for s in seats if s.connected and s.last_heartbeat and now_s - s.last_heartbeat > timeout_s]
+
+
+def _connection(state: TableState, seat: int, connected: bool) -> list[Effect]:
+    """The seat's connection changes; a player of the hand in play gets the event the
+    game's rules read (a refusal of it is ignored: the hand goes on)."""
+    effects: list[Effect] = [Evolve(ConnectionChanged(seat, connected))]
+    hand = state.in_play
+    if hand is not None and seat in hand.dealt_seats:
+        body = PlayerReconnected(seat) if connected else PlayerDisconnected(seat)
+        effects.append(HandEvent(body, advance=True, ignore_refusal=True))
+    return effects
+
+
+def _decide_after_hand(state: TableState) -> Decision:
+    effects: list[Effect] = [Then(StandUpDue())]
+    effects.append(Then(FinishClose()) if state.closing else Then(MaybeAutostart()))
+    return Decision(tuple(effects))
+
+
+def _decide_autostart(state: TableState) -> Decision:
+    if not state.autostart_due():
+        return Decision()
+    return Decision((ScheduleAutostart(state.config.between_hands_ms / 1000),))
+
+
+def _decide_disconnect(state: TableState, command: Disconnect) -> Decision:
+    seat = state.seats.get(command.seat)
+    if seat is None or not seat.connected:
+        return Decision()
+    return Decision(tuple(_connection(state, command.seat, False)))
+
+
+# --- acts: who may act, in which hand (the move itself is the rules engine's) ---------------
+
+
+def hand_refusal(state: TableState, hand_id: str) -> errors.SocaiError | None:
+    """NO_HAND_IN_PLAY or STALE_HAND when ``hand_id`` is not the hand in play, else None."""
+    hand = state.in_play
+    if hand is None:
+        return errors.PreconditionFailed("NO_HAND_IN_PLAY", f"no hand is in play at {state.table_id}")
+    if hand_id != hand.hand_id:
+        return errors.PreconditionFailed("STALE_HAND", f"{hand_id} is not the hand in play ({hand.hand_id})")
+    return None
+
+
+def acting(state: TableState, player_id: str, seat_no: int, body: Body) -> tuple[Seat, Body] | errors.SocaiError:
+    """The caller's seat and ``body`` for it, or NOT_YOUR_SEAT / SEAT_MISMATCH. ``seat_no``
+    and the action's own seat may each be 0 ("mine"); any other value must be the caller's."""
+    seat = state.seat_of(player_id)
+    if seat is None or seat_no not in (0, seat.seat):
+        return errors.PermissionDenied("NOT_YOUR_SEAT", f"seat {seat_no} is not {player_id}'s")
+    try:
+        return seat, for_seat(body, seat.seat)
+    except errors.InvalidArgument as exc:
+        return exc
+
+
+def for_seat(body: Body, seat: int) -> Body:
+    """``body`` acting for ``seat``: a seat of 0 in the action means "mine"; another seat
+    than the caller's is SEAT_MISMATCH (raised)."""
+    named = getattr(body, "seat", None)
+    if named is None or named == seat:
+        return body
+    if named != 0:
+        raise errors.InvalidArgument("SEAT_MISMATCH", f"the action is for seat {named}, the caller's seat is {seat}")
+    changed: Body = replace(body, seat=seat)  # type: ignore[arg-type, type-var]
+    return changed
