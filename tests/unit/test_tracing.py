@@ -60,6 +60,18 @@ def test_an_exporter_named_by_otel_traces_exporter_turns_tracing_on_with_the_ser
     assert not tracing.enabled()
 
 
+def test_otlp_means_the_installed_otlp_grpc_exporter() -> None:
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    try:
+        environ = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+        assert tracing.configure("settlement", environ) is True
+        processors = tracing._provider._active_span_processor._span_processors
+        assert [type(p._batch_processor._exporter) for p in processors] == [OTLPSpanExporter]
+    finally:
+        tracing.shutdown()
+
+
 def test_an_unknown_exporter_is_refused_by_name() -> None:
     with pytest.raises(errors.InvalidArgument) as exc:
         tracing.configure("table", {"OTEL_TRACES_EXPORTER": "jaegerish"})

@@ -45,6 +45,7 @@ from socai import errors
 
 TRACEPARENT: Final = "traceparent"
 EXPORTER_GROUP: Final = "opentelemetry_traces_exporter"
+OTLP_BY_PROTOCOL: Final = {"grpc": "otlp_proto_grpc", "http/protobuf": "otlp_proto_http"}
 MARKS_MAX: Final = 10_000  # span contexts remembered by journal sequence (ledger → outbox relay)
 LINKS_MAX: Final = 64  # links per span: a hand of a few hundred events links its first 64 traces
 
@@ -87,6 +88,10 @@ def configure(service: str, environ: Mapping[str, str] | None = None) -> bool:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     found = {ep.name: ep for ep in metadata.entry_points(group=EXPORTER_GROUP)}
+    # ``otlp`` is the standard name; the exporter packages register it by protocol (the
+    # opentelemetry-exporter-otlp meta-package adds the alias, which socai does not install).
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
+    names = [OTLP_BY_PROTOCOL.get(protocol, name) if name == "otlp" and name not in found else name for name in names]
     unknown = [n for n in names if n not in found]
     if unknown:
         raise errors.InvalidArgument(
