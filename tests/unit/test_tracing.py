@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -141,3 +143,11 @@ def test_marks_hand_each_journal_sequence_over_once_and_forget_the_oldest(memory
     assert marks.take(1) is None  # the oldest, beyond the limit
     assert marks.take(2) == first and marks.take(2) is None
     assert marks.take(4) == second and marks
+
+
+def test_a_service_reads_otel_traces_exporter_at_start_and_refuses_an_unknown_one() -> None:
+    env = {**os.environ, "SOCAI_DEV_MODE": "1", "OTEL_TRACES_EXPORTER": "jaegerish"}
+    env.pop("OTEL_SDK_DISABLED", None)
+    done = subprocess.run([sys.executable, "-m", "socai_ledger"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "OTEL_EXPORTER_UNKNOWN" in done.stdout + done.stderr and "jaegerish" in done.stderr
