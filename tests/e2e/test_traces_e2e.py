@@ -8,6 +8,9 @@ write batcher and its outbox relay each run in background tasks that inherit no 
 propagation that breaks anywhere leaves a trace without the spans after the break, or a span
 whose parent is in no trace here.
 
+The Act's latency sample and the ledger's batch carry the trace id as an exemplar (what the
+dashboard's exemplar dots link to Tempo with).
+
 The hand: Ba Cây Gà with two players in fast mode, started by StartHand and ended by the
 second player's flip (an Act), so the call that ends the hand is the player's.
 """
@@ -23,6 +26,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
+from prometheus_client import REGISTRY
+from prometheus_client.openmetrics.exposition import generate_latest
 
 from socai.gen.events.v1 import events_pb2 as epb
 from socai.gen.table.v1 import table_pb2 as pb
@@ -156,6 +161,15 @@ async def test_one_hand_is_one_tree_of_spans_from_the_act_to_the_outbox_publish(
     stored = await s.log.read_hand(table_id, hand_id)
     last = stored[-1]
     assert last.event.body.__class__.__name__ == "HandEnded"
+    # The Act's latency sample links to the trace (an exemplar on its histogram bucket, served
+    # in the OpenMetrics exposition Prometheus asks for); the ledger's batches carry theirs.
+    exposition = generate_latest(REGISTRY).decode()
+    acts = [line for line in exposition.splitlines() if line.startswith("socai_rpc_latency_seconds_bucket{")]
+    acts = [line for line in acts if 'method="Act"' in line and 'service="table"' in line]
+    assert any(f'# {{trace_id="{trace_id:032x}"}}' in line for line in acts), acts
+    batches = [line for line in exposition.splitlines() if line.startswith("socai_ledger_batch_seconds_bucket")]
+    assert any("# {trace_id=" in line for line in batches), batches
+
     carried = tracing.context_of(last.headers.get("traceparent"))
     assert carried is not None
     assert (carried.trace_id, carried.span_id) == (trace_id, ended[0].context.span_id)
