@@ -134,12 +134,14 @@ def tracer(name: str) -> Tracer:
 
 def server_interceptors() -> list[Any]:
     """The gRPC instrumentation's server interceptor (a span per call, its parent from the
-    call's ``traceparent``), or none while tracing is off."""
+    call's ``traceparent``), or none while tracing is off. Health checks and reflection are
+    not traced: probes would fill the traces with a root span every few seconds."""
     if _provider is None:
         return []
-    from opentelemetry.instrumentation.grpc import aio_server_interceptor
+    from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
-    return [aio_server_interceptor(tracer_provider=_provider)]  # type: ignore[no-untyped-call]
+    untraced = filters.any_of(filters.service_prefix("grpc.health."), filters.service_prefix("grpc.reflection."))
+    return [aio_server_interceptor(tracer_provider=_provider, filter_=filters.negate(untraced))]  # type: ignore[no-untyped-call]
 
 
 def client_interceptors() -> list[Any]:
