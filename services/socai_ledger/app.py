@@ -152,7 +152,13 @@ async def build_app(
     batcher_options: dict[str, Any] = {"linger_s": linger_s}
     if max_batch is not None:
         batcher_options["max_batch"] = max_batch
-    batcher = WriteBatcher(database_url, on_commit=outbox.wake if outbox else None, backlog=backlog, **batcher_options)
+    batcher = WriteBatcher(
+        database_url,
+        on_commit=outbox.wake if outbox else None,
+        backlog=backlog,
+        marks=outbox.marks if outbox else None,
+        **batcher_options,
+    )
     if outbox is not None:
         outbox.yield_to(batcher.busy)
         if backlog is not None:

@@ -79,11 +79,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import psycopg
+from opentelemetry.trace import SpanContext
 from prometheus_client import Counter, Histogram
 from psycopg import errors as pg_errors
 
 from socai import errors
-from socai.infra import db_pool
+from socai.infra import db_pool, tracing
 from socai.infra.logging import get_logger
 from socai_ledger import db, domain, journal_write
 from socai_ledger.domain import PostOutcome, PostStatus, PreparedTransaction
@@ -134,6 +135,7 @@ class _Unit:
     fence: domain.Fence | None = None  # a fenced unit is always a batch of its own
     queued_at: float = 0.0  # time.monotonic() when it was queued
     held: bool = False  # the outbox's bound held it back for a while
+    trace: SpanContext | None = None  # the caller's span (its RPC) while tracing is on
 
 
 class WriteBatcher:
@@ -147,7 +149,10 @@ class WriteBatcher:
         retries: int = 8,
         on_commit: Callable[[int], None] | None = None,
         backlog: OutboxBacklog | None = None,
+        marks: tracing.Marks | None = None,
     ) -> None:
+        """``marks``: where each applied transaction's journal sequence is marked with the
+        span of the batch that wrote it, for the outbox relay (tracing on)."""
         errors.check(max_batch >= 1 and max_pending >= max_batch, "batcher limits")
         self._url = database_url
         self.max_batch = max_batch
@@ -156,6 +161,7 @@ class WriteBatcher:
         self.retries = retries
         self._on_commit = on_commit
         self._backlog = backlog
+        self._marks = marks
         self._queue: deque[_Unit] = deque()
         self._pending = 0
         self._space = asyncio.Condition()
@@ -204,7 +210,7 @@ class WriteBatcher:
         if self._closing:
             raise errors.Unavailable("LEDGER_STOPPING", "the ledger is shutting down; retry on another replica")
         future: asyncio.Future[list[PostOutcome]] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Unit(items, future, fence, time.monotonic()))
+        self._queue.append(_Unit(items, future, fence, time.monotonic(), trace=tracing.current()))
         self._pending += len(items)
         self._wakeup.set()
         # A caller that goes away (deadline, cancel) cancels only this future: its items stay
@@ -340,6 +346,23 @@ class WriteBatcher:
         return units, count
 
     async def _write(self, units: list[_Unit]) -> None:
+        """Write a batch; while tracing is on, under a ``batch`` span, child of the first
+        traced caller's RPC span with links to the others' (each caller's trace shows it)."""
+        traced = [unit.trace for unit in units if unit.trace is not None]
+        if not traced:
+            await self._write_units(units)
+            return
+        span = tracing.start_span(
+            "socai.ledger",
+            "batch",
+            parent=traced[0],
+            attributes={"socai.batch_units": len(units), "socai.batch_items": sum(len(u.items) for u in units)},
+            span_links=tracing.links(traced[1:], besides=traced[0]),
+        )
+        with tracing.current_span(span), span:
+            await self._write_units(units)
+
+    async def _write_units(self, units: list[_Unit]) -> None:
         items = [item for unit in units for item in unit.items]
         fence = units[0].fence
         errors.check(
@@ -375,11 +398,16 @@ class WriteBatcher:
             await self._write_one_by_one(units)
             return
         BATCH_ITEMS.observe(len(items))
-        BATCH_SECONDS.observe(time.perf_counter() - started)
+        BATCH_SECONDS.observe(time.perf_counter() - started, tracing.exemplar())
         self._deliver(units, result.outcomes)
         self._committed(result)
 
     def _committed(self, result: journal_write.BatchResult) -> None:
+        if self._marks is not None and (span_context := tracing.current()) is not None:
+            applied = [
+                o.transaction.journal_seq for o in result.outcomes if o.status is PostStatus.APPLIED and o.transaction
+            ]
+            self._marks.mark(applied, span_context)
         if self._backlog is not None:
             self._backlog.observe(result.head_seq, result.published_seq)
         if result.last_seq and self._on_commit is not None:

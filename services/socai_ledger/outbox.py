@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from collections import deque
@@ -60,9 +61,11 @@ from typing import Any, Final
 
 from nats.aio.client import Client as NatsClient
 from nats.js.errors import NotFoundError
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from prometheus_client import Counter, Gauge
 
 from socai import errors
+from socai.infra import tracing
 from socai.infra.logging import get_logger
 from socai.infra.nats import StreamSpec, connect, ensure_stream, posted_subject
 from socai_ledger import convert, db, outbox_queries
@@ -119,6 +122,13 @@ def pending_through(cursor: int, ranges: list[tuple[int, int]]) -> int:
             break
         through = max(through, last_seq)
     return through
+
+
+def _end_publish(span: Span, future: asyncio.Future[dict[str, Any]]) -> None:
+    """End a ``publish`` span when the ack of its last message came (or it was given up)."""
+    if future.cancelled() or future.exception() is not None:
+        span.set_status(Status(StatusCode.ERROR, "not acknowledged"))
+    span.end()
 
 
 class _ChainBroken(Exception):
@@ -207,7 +217,11 @@ class OutboxRelay:
         busy_share: float = BUSY_SHARE,
         lag_bound: int = LAG_BOUND,
         on_progress: Callable[[int, int], None] | None = None,
+        marks: tracing.Marks | None = None,
     ) -> None:
+        """``marks``: the write batcher's ``batch`` span of each journal sequence (tracing
+        on): a transaction found there is published under a ``publish`` span, its child, with
+        its ``traceparent`` in the message's headers."""
         errors.check(0 < busy_share <= 1 and busy_chunk >= 1 and lag_bound >= 0, "outbox relay limits")
         self._db_url = database_url
         self._nats_url = nats_url
@@ -222,6 +236,7 @@ class OutboxRelay:
         self._busy_share = busy_share
         self._lag_bound = lag_bound
         self._on_progress = on_progress or (lambda head_seq, published_seq: None)
+        self.marks = marks if marks is not None else tracing.Marks()
         self._wakeup = asyncio.Event()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -374,6 +389,8 @@ class OutboxRelay:
         ``previous`` (none after a failure or a restart); the futures of their acks."""
         futures: list[asyncio.Future[dict[str, Any]]] = []
         times = convert.TimestampCache()
+        spans: dict[int, Span] = {}  # the chunk's publish spans, by the span id of their batch
+        last_of: dict[Span, asyncio.Future[dict[str, Any]]] = {}  # each one's last message
         try:
             for built, tx in enumerate(transactions, start=1):
                 kinds = sorted({kind_of(e.account_id) for e in tx.entries})
@@ -387,7 +404,10 @@ class OutboxRelay:
                 if previous is not None:
                     headers["Nats-Expected-Last-Msg-Id"] = previous
                 payload = convert.transaction(tx, times=times).SerializeToString()
+                span = self._publish_span(tx, spans, headers) if self.marks else None
                 futures.append(await publisher.publish(subject_of(self._prefix, tx), payload, headers))
+                if span is not None:
+                    last_of[span] = futures[-1]
                 previous = tx.transaction_id
                 if built % YIELD_EVERY == 0:
                     # Building and sending a chunk is CPU work; let the write path run between.
@@ -395,7 +415,30 @@ class OutboxRelay:
         except BaseException:
             publisher.forget(futures)
             raise
+        finally:
+            for span, future in last_of.items():  # a batch's messages are consecutive
+                future.add_done_callback(functools.partial(_end_publish, span))
         return futures
+
+    def _publish_span(self, tx: Transaction, spans: dict[int, Span], headers: dict[str, str]) -> Span | None:
+        """The ``publish`` span of ``tx`` (one per batch and chunk), its ``traceparent`` put
+        into ``headers``; None when ``tx`` has no mark (another replica wrote it, a restart)."""
+        batch = self.marks.take(tx.journal_seq)
+        if batch is None:
+            return None
+        span = spans.get(batch.span_id)
+        if span is None:
+            span = spans[batch.span_id] = tracing.start_span(
+                "socai.ledger",
+                "publish",
+                parent=batch,
+                kind=SpanKind.PRODUCER,
+                attributes={"messaging.system": "nats", "messaging.destination.name": subject_of(self._prefix, tx)},
+            )
+        span.set_attribute("socai.journal_seq_last", tx.journal_seq)
+        with tracing.current_span(span):
+            tracing.inject(headers)
+        return span
 
     async def _acked(
         self, publisher: _Publisher, transactions: list[Transaction], futures: list[asyncio.Future[dict[str, Any]]]

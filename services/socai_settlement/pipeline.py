@@ -437,6 +437,7 @@ class Pipeline:
             await self._save(*item)
 
     async def _save(self, chunk: _Chunk, posted: PostedBatch) -> None:
+        exemplar = posted.prepared.spans.exemplar()  # a trace of the batch, before its spans end
         outcomes = await self.settler.save(posted)
         for o in outcomes:
             if o.settled:
@@ -448,7 +449,7 @@ class Pipeline:
         await self._ack(chunk.msgs)
         for m in chunk.msgs:
             self._held.pop(id(m), None)
-        metrics.BATCH_SECONDS.observe(time.perf_counter() - chunk.started)
+        metrics.BATCH_SECONDS.observe(time.perf_counter() - chunk.started, exemplar)
         self.batches += 1
 
     async def _prepare(self, msgs: Sequence[Delivery]) -> list[_Chunk]:

@@ -48,6 +48,7 @@ from socai.settle.keys import find_settlement, settlement_key
 from socai.settle.replay import diff_entries
 from socai_settlement import convert, metrics
 from socai_settlement.convert import SettledHand
+from socai_settlement.hand_spans import HandSpans
 from socai_settlement.ignored import NOT_THE_TABLES, IgnoredMessages
 from socai_settlement.poster import Backoff, LedgerPoster, Posted
 from socai_settlement.replayer import HandInput, Replayed, Replayer, event_bytes
@@ -111,6 +112,7 @@ class Prepared:
     stats: BatchStats
     jobs: dict[str, HandJob] = field(default_factory=dict)  # the first job of each hand
     settled_from: dict[str, int] = field(default_factory=dict)  # stream seq of each settled hand's record
+    spans: HandSpans = field(default_factory=HandSpans)  # each replayed hand's settle span (tracing on)
 
 
 @dataclass
@@ -153,6 +155,7 @@ class Settler:
         pipeline may prepare the next batch while the previous one is being posted."""
         stats = BatchStats(hands=len(jobs))
         clock = time.perf_counter()
+        started_ns = time.time_ns()
         unique: dict[str, HandJob] = {}
         for job in jobs:
             unique.setdefault(job.hand_id, job)
@@ -174,7 +177,11 @@ class Settler:
                 dead.append(got)
             else:
                 readable.append((job, got))
+        spans = HandSpans()
+        spans.start([(job.hand_id, job.table_id, job.stream_seq, got) for job, got in readable], started_ns)
+        replay_ns = time.time_ns()
         answers = await self._authenticated_replays(readable, on_wait, stats)
+        spans.replayed(replay_ns, len(readable))
         for (job, _), replay_answer in zip(readable, answers, strict=True):
             for stream_seq, why in replay_answer.strangers:
                 self.ignored.add(NOT_THE_TABLES, stream_seq, hand_id=job.hand_id, table_id=job.table_id, reason=why)
@@ -195,7 +202,7 @@ class Settler:
                 detail = f"{job.hand_id}: {replay_answer.crashed}"
                 dead.append(NewDeadLetter(job.hand_id, job.table_id, REPLAY_FAILED, detail, job.stream_seq))
         stats.timings_s["replay"] = time.perf_counter() - clock
-        return Prepared(ids, done, replayed, dead, stats, unique, settled_from)
+        return Prepared(ids, done, replayed, dead, stats, unique, settled_from, spans)
 
     async def commit(
         self, prepared: Prepared, on_wait: OnWait | None = None, keys: dict[str, str] | None = None
@@ -225,7 +232,8 @@ class Settler:
                 rows.append(convert.row_of(hand, job.stream_seq, "", key))  # moves no gold: nothing to post
         posted: list[Posted] = []
         if moving:
-            posted = await self.poster.post([convert.transaction_of(hand, key) for _, hand, key in moving], on_wait)
+            with prepared.spans.posting([job.hand_id for job, _, _ in moving]):
+                posted = await self.poster.post([convert.transaction_of(hand, key) for _, hand, key in moving], on_wait)
         answers = iter(zip(moving, posted, strict=True))
         out: list[HandRow] = []
         refused: dict[str, str] = {}
@@ -273,6 +281,12 @@ class Settler:
             outcomes[d.hand_id] = Outcome(d.hand_id, settled=False, dead=d)
             metrics.DEAD_LETTERS.labels(d.reason).inc()
             log.warning("hand_dead_lettered", hand_id=d.hand_id, table_id=d.table_id, reason=d.reason, detail=d.detail)
+        for hand_id, outcome in outcomes.items():
+            prepared.spans.end(
+                hand_id,
+                dead_reason=outcome.dead.reason if outcome.dead else "",
+                already_settled=outcome.already_settled,
+            )
         stats.settled = len(inserted)
         stats.dead = len(dead)
         self.last = stats

@@ -28,6 +28,7 @@ import grpc
 
 from socai import errors
 from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
+from socai.infra import tracing
 from socai.infra.grpc_errors import error_info, from_rpc_error
 from socai.infra.logging import get_logger
 from socai_table import metrics
@@ -97,7 +98,9 @@ class Forwarder:
             if len(self._channels) >= CHANNELS_MAX:
                 await self.close()
             channel = self._channels[owner.address] = grpc.aio.insecure_channel(
-                owner.address, options=[("grpc.max_receive_message_length", 16 * 1024 * 1024)]
+                owner.address,
+                options=[("grpc.max_receive_message_length", 16 * 1024 * 1024)],
+                interceptors=tracing.client_interceptors(),  # the caller's trace goes on at the holder
             )
         return pb_grpc.TableServiceStub(channel), owner.instance
 

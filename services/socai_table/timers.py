@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from socai.events.model import TimerExpired
+from socai.infra import tracing
 from socai.rules.automatic import automatic_move
 from socai.rules.base import Pending
 from socai_table.model import TURN_TIMEOUT_DEFAULT_S, TableConfig
@@ -77,7 +78,9 @@ class HandTimer:
     @staticmethod
     async def _sleep_then(generation: int, timeout_s: float, fire: Callable[[int], Awaitable[None]]) -> None:
         await asyncio.sleep(timeout_s)
-        await fire(generation)
+        # Its own trace, linked to the call that armed it (the task inherited that call's span).
+        with tracing.new_trace("socai.table", "timer expired"):
+            await fire(generation)
 
 
 class AutoStart:
@@ -107,4 +110,5 @@ class AutoStart:
     @staticmethod
     async def _sleep_then(delay_s: float, start: Callable[[], Awaitable[None]]) -> None:
         await asyncio.sleep(delay_s)
-        await start()
+        with tracing.new_trace("socai.table", "hand auto start"):
+            await start()

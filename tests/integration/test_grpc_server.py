@@ -323,3 +323,45 @@ async def test_a_stream_closed_from_another_task_ends_cleanly_and_leaks_no_reque
     assert left == {"request_id": "another-call"}  # that context is as it was
     lines = [e for e in logs if e["event"] == "rpc"]
     assert [(e["status"], e["request_id"], e["caller"]) for e in lines] == [("CANCELLED", "the-stream", "auditor")]
+
+
+async def test_with_tracing_on_a_call_is_a_span_continuing_the_callers_trace_and_probes_are_not() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from socai.infra import tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.install(provider)
+    try:
+        app = build_server(
+            service="example",
+            address="127.0.0.1:0",
+            registrations=[lambda s: pb_grpc.add_SettlementServiceServicer_to_server(ExampleSettlement(), s)],
+            service_names=[pb.DESCRIPTOR.services_by_name["SettlementService"].full_name],
+            policy=POLICY,
+        )
+        await app.server.start()
+        await app.set_serving(True)
+        try:
+            async with channel(f"127.0.0.1:{app.port}", TOKENS["table"]) as ch:
+                await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""))
+                caller = tracing.start_span("socai.table", "cash-out")
+                with tracing.current_span(caller):
+                    await pb_grpc.SettlementServiceStub(ch).GetSettlement(pb.GetSettlementRequest(hand_id="h1"))
+                caller.end()
+        finally:
+            await app.server.stop(0)
+    finally:
+        tracing.shutdown()
+    from opentelemetry.trace import SpanKind
+
+    spans = exporter.get_finished_spans()
+    full = "/socai.settlement.v1.SettlementService/GetSettlement"
+    assert [x.name for x in spans if x.kind is SpanKind.SERVER] == [full], "no span for the probe"
+    traced = [x for x in spans if x.name in (full, "cash-out")]
+    assert len(traced) == 3  # the caller's own, the client's and the server's
+    assert {x.context.trace_id for x in traced} == {caller.get_span_context().trace_id}

@@ -107,6 +107,9 @@ EXISTING_METRICS = {
     "socai_table_lease_handovers_total",
     "socai_table_leases_lost_total",
     "socai_table_forwarded_total",
+    # batch latencies, with exemplars linking to traces (socai.infra.tracing)
+    "socai_ledger_batch_seconds",
+    "socai_settlement_batch_seconds",
 }
 PROPOSED_METRICS: set[str] = set()
 KNOWN_METRICS = EXISTING_METRICS | PROPOSED_METRICS
@@ -502,6 +505,7 @@ def _all_k8s_docs(base: list[dict[str, Any]], production: list[dict[str, Any]]) 
     docs = [("base", d) for d in base] + [("production", d) for d in production]
     docs += [("postgres", d) for d in render(K8S / "postgres")]
     docs += [("nats", d) for d in render(K8S / "nats")]
+    docs += [("tracing", d) for d in render(K8S / "tracing")]
     docs += [("examples", d) for d in load_docs(K8S / "examples" / "secrets.yaml")]
     return docs
 
@@ -1139,6 +1143,31 @@ def _endpoint(x: str | Endpoint) -> Endpoint:
     return _pod(x) if isinstance(x, str) else x
 
 
+COLLECTOR = Endpoint("socai", {"app.kubernetes.io/name": "socai-otel-collector", **SOCAI_NS}, SOCAI_NS)
+TEMPO = Endpoint("monitoring", {"app.kubernetes.io/name": "tempo"}, {"socai.io/tracing-backend": "true"})
+
+
+def test_the_tracing_component_lets_socai_pods_reach_the_collector_and_it_only_tempo(
+    network_policies: list[dict[str, Any]], compose: dict[str, Any]
+) -> None:
+    policies = network_policies + [d for d in render(K8S / "tracing") if d["kind"] == "NetworkPolicy"]
+    for service in SERVICES:
+        assert allowed(policies, _pod(service), COLLECTOR, 4317), service
+        assert not allowed(network_policies, _pod(service), COLLECTOR, 4317), "only with the component"
+    assert allowed(policies, COLLECTOR, TEMPO, 4317)
+    assert not allowed(policies, STRANGER, COLLECTOR, 4317)
+    assert not allowed(policies, COLLECTOR, _pod("ledger"), 50051)
+    assert not allowed(policies, COLLECTOR, STRANGER, 443)
+    for _, _, src, dst, port in FORBIDDEN_FLOWS:
+        assert not allowed(policies, _endpoint(src), dst, port)
+    collector = compose["services"]["otel-collector"]
+    assert collector["profiles"] == ["tracing"], "optional: started only with --profile tracing"
+    assert _dev_env()["OTEL_TRACES_EXPORTER"] == "none", "traces off by default"
+    assert _dev_env()["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4317"
+    (service,) = [d for d in render(K8S / "tracing") if d["kind"] == "Service"]
+    assert [p["port"] for p in service["spec"]["ports"]] == [4317]
+
+
 @pytest.mark.parametrize(("src_name", "dst_name", "src", "dst", "port"), REQUIRED_FLOWS)
 def test_network_policies_allow_the_flow(
     network_policies: list[dict[str, Any]], src_name: str, dst_name: str, src: Any, dst: Endpoint, port: int
@@ -1379,7 +1408,8 @@ def test_each_service_holds_only_the_tokens_of_its_callers(
 
 def _metric_names(expr: str) -> set[str]:
     names = set(re.findall(r"\b(socai_[a-z_]+)", expr))
-    return {re.sub(r"_(bucket|sum|count)$", "", n) if n.startswith("socai_rpc_latency") else n for n in names}
+    # a histogram's series (socai_*_seconds_bucket, _sum, _count) name the histogram
+    return {re.sub(r"_seconds_(bucket|sum|count)$", "_seconds", n) for n in names}
 
 
 def _readme_anchors() -> set[str]:
@@ -1458,7 +1488,22 @@ def test_grafana_dashboard_is_valid_and_uses_only_known_metrics() -> None:
             assert metrics, f"{panel['title']}: a target without a socai metric"
             assert metrics <= KNOWN_METRICS, panel["title"]
             used |= metrics
+            # A latency panel that reads a histogram's buckets shows their exemplars: a dot
+            # per sample that links to its trace (deploy/grafana/datasources.yaml: Tempo).
+            if "_seconds_bucket" in target["expr"]:
+                assert target.get("exemplar") is True, panel["title"]
     assert used == KNOWN_METRICS, "every metric has a panel"
+    for link in dashboard["links"]:
+        path, _, anchor = link["url"].partition("#")
+        assert path == "deploy/README.md" and anchor in _readme_anchors(), link["url"]
+
+
+def test_grafana_datasources_link_exemplars_to_tempo() -> None:
+    (provisioning,) = load_docs(DEPLOY / "grafana" / "datasources.yaml")
+    by_type = {d["type"]: d for d in provisioning["datasources"]}
+    tempo, prometheus = by_type["tempo"], by_type["prometheus"]
+    (destination,) = prometheus["jsonData"]["exemplarTraceIdDestinations"]
+    assert destination == {"name": "trace_id", "datasourceUid": tempo["uid"]}
 
 
 def test_existing_metrics_are_exported_by_the_code() -> None:

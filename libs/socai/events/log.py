@@ -45,10 +45,12 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js import api as js_api
 from nats.js.errors import NotFoundError
+from opentelemetry.trace import SpanKind
 
 from socai import errors
 from socai.events import codec
 from socai.events.model import Event, subject
+from socai.infra import tracing
 from socai.infra.nats import publish
 from socai.infra.partitions import history_filters, partition_of, partitions_history, partitions_of
 
@@ -161,7 +163,41 @@ class EventLog:
         first, Conflict("DUPLICATE_OF_ANOTHER") when JetStream took the message for a
         duplicate of a different one (another publisher used the same message id),
         Unavailable when NATS does not acknowledge.
+
+        While tracing is on (``socai.infra.tracing``) the append is a span, child of the
+        current one (the player's call), and its ``traceparent`` goes into the message's
+        headers: settlement continues the hand's trace from its HandEnded.
         """
+        if not tracing.enabled():
+            return await self._append(event, expected_last_subject_seq, headers, payload, msg_id)
+        span = tracing.start_span(
+            "socai.events",
+            f"append {type(event.body).__name__}",
+            parent=tracing.current(),
+            kind=SpanKind.PRODUCER,
+            attributes={
+                "messaging.system": "nats",
+                "messaging.destination.name": self.subject_of(event.table_id, event.hand_id),
+                "socai.table_id": event.table_id,
+                "socai.hand_id": event.hand_id,
+                "socai.event_seq": event.seq,
+            },
+        )
+        with tracing.current_span(span), span:
+            headers = dict(headers or {})
+            tracing.inject(headers)
+            stream_seq = await self._append(event, expected_last_subject_seq, headers, payload, msg_id)
+            span.set_attribute("messaging.message.id", str(stream_seq))
+            return stream_seq
+
+    async def _append(
+        self,
+        event: Event,
+        expected_last_subject_seq: int,
+        headers: dict[str, str] | None,
+        payload: bytes | None,
+        msg_id: str | None,
+    ) -> int:
         subj = self.subject_of(event.table_id, event.hand_id)
         if payload is None:
             payload = codec.encode(event)

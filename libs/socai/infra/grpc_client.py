@@ -6,6 +6,7 @@ from typing import Any
 
 import grpc
 
+from socai.infra import tracing
 from socai.infra.logging import get_logger
 
 log = get_logger("socai.grpc.client")
@@ -45,8 +46,10 @@ def channel(address: str, token: str | None) -> grpc.aio.Channel:
 
     ``address`` may name several instances (``ipv4:127.0.0.1:50053,127.0.0.1:50153``, or a
     DNS name with several addresses, as a headless Service has): calls go round robin over
-    the ones that answer, so one instance down does not fail every call."""
+    the ones that answer, so one instance down does not fail every call. While tracing is on
+    (``socai.infra.tracing``) every call is a span and carries its ``traceparent``."""
     interceptors: list[Any] = [_UnaryToken(token), _StreamToken(token)] if token else []
+    interceptors += tracing.client_interceptors()  # traceparent in the metadata while tracing is on
     return grpc.aio.insecure_channel(
         address,
         interceptors=interceptors,

@@ -34,6 +34,7 @@ from prometheus_client import Counter, Histogram
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from socai import errors
+from socai.infra import tracing
 from socai.infra.grpc_errors import (
     database_unavailable,
     internal_status,
@@ -338,7 +339,7 @@ class _Outcome:
         rpc = self.rpc
         code = self.code
         rpc.total(code).inc()
-        rpc.latency.observe(latency)
+        rpc.latency.observe(latency, tracing.exemplar())
         fields = {
             "method": rpc.method,
             "status": code.name,
@@ -407,7 +408,8 @@ def build_server(
     """
     names = tuple(service_names)
     server = grpc.aio.server(
-        interceptors=[SocaiInterceptor(service, policy, caller_rate)],
+        # The trace's span first, so that the call's log line and exemplar carry its trace id.
+        interceptors=[*tracing.server_interceptors(), SocaiInterceptor(service, policy, caller_rate)],
         options=[
             ("grpc.so_reuseport", 0),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),

@@ -2,7 +2,8 @@
 
 Context (``request_id``, ``table_id``, ``hand_id``) is bound through contextvars with
 ``bind(...)``, so every log line inside a request or a hand carries it without passing a
-logger around.
+logger around; while tracing is on (``socai.infra.tracing``) a line written under a span
+carries its ``trace_id`` and ``span_id`` too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+
+from socai.infra.tracing import add_trace_ids
 
 _configured = False
 
@@ -98,6 +101,7 @@ def configure(
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_trace_ids,  # trace_id and span_id while a span is current (socai.infra.tracing)
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.StackInfoRenderer(),

@@ -1,6 +1,7 @@
 """The shape every service process shares: ``python -m socai_<name>``.
 
-``run(name, build)`` reads Settings from the environment, configures JSON logging, serves
+``run(name, build)`` reads Settings from the environment, configures JSON logging and
+tracing (``socai.infra.tracing``: off unless ``OTEL_TRACES_EXPORTER`` is set), serves
 Prometheus metrics on ``metrics_port_base + METRICS_OFFSET[name]`` (on the host the service's
 gRPC listens on, or ``SOCAI_METRICS_HOST``: ``Settings.metrics_bind_host``), builds the app with
 ``build(settings)``, starts it (the app starts its gRPC server and background work), waits
@@ -21,6 +22,7 @@ from typing import Protocol
 from prometheus_client import start_http_server
 
 from socai import errors
+from socai.infra import tracing
 from socai.infra.config import Settings
 from socai.infra.grpc_server import GrpcServer, install_stop_signals
 from socai.infra.logging import configure, get_logger
@@ -80,6 +82,7 @@ def run(name: str, build: Callable[[Settings], Awaitable[App]]) -> None:
     log = get_logger(f"socai.{name}")
     try:
         settings.check_secrets()
+        tracing.configure(name)  # off unless OTEL_TRACES_EXPORTER names an exporter
     except errors.SocaiError as exc:
         log.error("service_failed", service=name, code=exc.code, error=exc.message)
         print(f"socai {name}: {exc.message}", file=sys.stderr)
@@ -114,5 +117,7 @@ def run(name: str, build: Callable[[Settings], Awaitable[App]]) -> None:
     except errors.SocaiError as exc:
         log.error("service_failed", service=name, code=exc.code, error=exc.message)
         sys.exit(2)
+    finally:
+        tracing.shutdown()  # export the spans still buffered
     if failed:
         sys.exit(1)
