@@ -29,7 +29,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import grpc
 
@@ -49,8 +49,20 @@ RPC_DEADLINE_S = 5.0
 RETRY_FOR_S = 30.0  # the client's retries of one call; the bot goes on trying after that
 BACKOFF_MAX_S = 2.0
 REBUY_INTERVAL_S = 2.0
-LEAVE_TRIES = 60  # a LeaveTable is asked again this many times at most (about 2 minutes of back-off)
+# A bot asks to leave until the table answers, for this long at most: each try is itself the
+# client's retries of up to RETRY_FOR_S, so a count of tries would not bound it.
+LEAVE_FOR_S = 180.0
 LEAVE_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+# A call that still ends in one of these after the client's own retries failed the player:
+# the service was not there for longer than a client waits (``RETRY_FOR_S``) or broke.
+GAVE_UP: Final = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+    }
+)
 
 
 def hand_number(hand_id: str) -> int:
@@ -85,6 +97,7 @@ class TableLoad:
     left: set[str] = field(default_factory=set)  # players whose LeaveTable was answered (or not seated)
     rng: random.Random = field(default_factory=random.Random)  # this table's bots' choices
     leave_refused: dict[str, str] = field(default_factory=dict)  # player -> why their leave never got through
+    gave_up: list[tuple[float, str]] = field(default_factory=list)  # (epoch s, "<call>:<reason>") past retries
 
 
 @dataclass(frozen=True)
@@ -297,7 +310,7 @@ class Bots:
                 raise
             except (grpc.aio.AioRpcError, TableError) as exc:
                 status, reason = _status(exc)
-                load.errors[f"watch:{reason or status.name}"] += 1
+                _failed(load, f"watch:{reason or status.name}", status)
             except Exception as exc:  # a bot must outlive anything the stack does to it
                 load.errors[f"bot:{type(exc).__name__}: {str(exc)[:120]}"] += 1
             await asyncio.sleep(delay)
@@ -333,7 +346,7 @@ class Bots:
                 return
             except (grpc.aio.AioRpcError, TableError) as exc:
                 status, reason = _status(exc)
-                load.errors[f"rebuy:{reason or status.name}"] += 1
+                _failed(load, f"rebuy:{reason or status.name}", status)
             except RuntimeError:
                 load.errors["rebuy:RETRIES"] += 1
 
@@ -358,7 +371,7 @@ class Bots:
             await turn.act(action)
             load.actions += 1
         except TableError as exc:
-            load.errors[exc.reason or exc.status.name] += 1
+            _failed(load, f"act:{exc.reason or exc.status.name}", exc.status)
 
     async def _leave(self, load: TableLoad) -> None:
         """Every bot of the table asks to leave, as a client must: an UNAVAILABLE answer (a
@@ -368,7 +381,8 @@ class Bots:
         for player, token in load.players.items():
             seat = self.tables.seat(load.table_id, player, token, -1)
             delay = 0.1
-            for _ in range(LEAVE_TRIES):
+            deadline = time.monotonic() + LEAVE_FOR_S
+            while True:
                 try:
                     await seat.leave()
                     load.left.add(player)
@@ -382,10 +396,11 @@ class Bots:
                     if exc.status not in LEAVE_RETRYABLE:
                         load.leave_refused[player] = reason
                         break
+                    if time.monotonic() > deadline:
+                        load.leave_refused[player] = f"still {reason} after {LEAVE_FOR_S:.0f} s"
+                        break
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, BACKOFF_MAX_S)
-            else:
-                load.leave_refused[player] = f"still failing after {LEAVE_TRIES} tries"
 
     def summary(self) -> dict[str, object]:
         errors: Counter[str] = Counter()
@@ -398,6 +413,20 @@ class Bots:
             "rebuys": sum(load.rebuys for load in self.loads.values()),
             "errors": dict(errors.most_common()),
         }
+
+    def gave_up_between(self, start: float, end: float) -> Counter[str]:
+        """The calls that failed a player past the client's retries (``GAVE_UP``) in [start, end]."""
+        out: Counter[str] = Counter()
+        for load in self.loads.values():
+            out.update(what for at, what in load.gave_up if start <= at <= end)
+        return out
+
+
+def _failed(load: TableLoad, what: str, status: grpc.StatusCode) -> None:
+    """Count a call that failed after every retry, and note when one failed the player."""
+    load.errors[what] += 1
+    if status in GAVE_UP:
+        load.gave_up.append((time.time(), what))
 
 
 def _status(exc: BaseException) -> tuple[grpc.StatusCode, str]:

@@ -16,8 +16,9 @@ fault's duration and target are drawn too. The faults (``KINDS``): nats-server s
 started at once, a table instance killed while nats-server is stopped, a settlement
 instance or the busiest table instance stopped past its lease and continued, any process
 (PostgreSQL with its backends) stopped for a while, a table or settlement instance killed
-for good and a new one started in its place, and every table's latest events published
-again.
+for good and a new one started in its place, every table's latest events published again,
+and a rolling restart (every socai process stopped with SIGTERM and started again, one at a
+time in the runbook's upgrade order, ``ROLLING_ORDER``), alone in its group.
 
 What the seed decides: the schedule (the faults, their order, durations, targets and the
 gaps) and every table's bots' random draws (``Bots``: a stream per table). What it does not:
@@ -35,9 +36,11 @@ HandEnded, none missing), no dead letter, trial balance 0 and ``VerifyJournal`` 
 with its wallet = its deposits + the nets of its hands, no table frozen, one writer per table
 (the lease tokens along each table's events never go back), no table out longer than the
 fault allows (the fault's own time, 1.2 lease TTLs, the slowest rebuild logged, the table's
-longest quiet gap outside faults and a margin), every service's RSS under a bound, no
-service that exited by itself, no client answered INTERNAL, and no crash or unhandled
-traceback in any service log. Exit 1 on any problem.
+longest quiet gap outside faults and a margin; a rolling restart's own length is not
+counted, since each table only changes hands), no player's call failed past the client's
+retries during a rolling restart, every service's RSS under a bound, no service that exited
+by itself, no client answered INTERNAL, and no crash or unhandled traceback in any service
+log. Exit 1 on any problem.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ import signal
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -89,9 +93,17 @@ KIND_CLASSES: Final[dict[str, frozenset[str]]] = {
     "pause_any": frozenset(),  # the component it stops is drawn with the fault
     "replace_instance": frozenset(),  # a table or a settlement instance, drawn
     "duplicate_messages": frozenset({"stream"}),
+    # Every socai process restarted one at a time (SIGTERM, the next once it serves again):
+    # what a rolling upgrade does. Alone in its group: it is judged by no client failing.
+    "rolling_restart": frozenset(ROLES),
 }
+# The runbook's upgrade order (deploy/README.md, "Upgrade"): the ledger first (it serves
+# both others), then settlement (reads the events), then the tables (write them): readers
+# of a new format run before any writer writes it.
+ROLLING_ORDER: Final = ("ledger", "settlement", "table")
 ALL_KINDS: Final = tuple(KIND_CLASSES)
 RESTART_GUESS_S: Final = 5.0  # what a kill's restart adds to the schedule's nominal clock
+ROLLING_GUESS_S: Final = 30.0  # what a rolling restart of five processes adds to it
 AFTER_MAX_S: Final = 30.0  # a fault's window ends at the next one, or this long after its restore
 OUT_MARGIN_S: Final = 5.0  # a loaded machine's slack in the out-of-table check
 RSS_MAX_MB: Final = 1024.0  # a socai service's RSS never goes above this
@@ -165,7 +177,12 @@ def _draw(kind: str, rng: random.Random, ttl_s: float, profile: Profile) -> Plan
 
 
 def _nominal_s(group: Group) -> float:
-    return max(f.hold_s + (RESTART_GUESS_S if "kill" in f.kind or "replace" in f.kind else 0.0) for f in group.faults)
+    def restart_s(kind: str) -> float:
+        if kind == "rolling_restart":
+            return ROLLING_GUESS_S
+        return RESTART_GUESS_S if "kill" in kind or "replace" in kind else 0.0
+
+    return max(f.hold_s + restart_s(f.kind) for f in group.faults)
 
 
 def plan(
@@ -224,6 +241,8 @@ class Record:
     injected: float = 0.0  # epoch seconds
     restored: float = 0.0
     error: str = ""
+    steps: list[dict[str, Any]] = field(default_factory=list)  # a rolling restart's, one per process
+    client_failures: dict[str, int] = field(default_factory=dict)  # calls failed past retries (rolling)
 
 
 @dataclass
@@ -334,6 +353,26 @@ async def _pause_service(run: Run, name: str, hold_s: float, rec: Record) -> Non
         run.stack.resume(name)
 
 
+async def _rolling_restart(run: Run, rec: Record) -> None:
+    """Every socai process, one at a time in ``ROLLING_ORDER``: SIGTERM (it drains and
+    releases its leases), started again, and the next only once it serves, as a rolling
+    upgrade's deployment does with one surge pod."""
+    names = [n for service in ROLLING_ORDER for n in run.live(service)]
+    rec.targets, rec.injected = names, time.time()
+    run.busy |= set(names)
+    try:
+        for name in names:
+            began = time.time()
+            await run.stack.stop_service(name, signal.SIGTERM)
+            stopped = time.time()
+            await start_until_serving(run, name)
+            rec.steps.append(
+                {"name": name, "stop_s": round(stopped - began, 2), "start_s": round(time.time() - stopped, 2)}
+            )
+    finally:
+        run.busy -= set(names)
+
+
 async def inject(run: Run, f: Planned) -> Record:
     """Inject ``f`` and restore what it took; the record (``restored`` set when all runs again)."""
     rec = Record(f.kind, f.label, f.hold_s)
@@ -397,6 +436,8 @@ async def inject(run: Run, f: Planned) -> Record:
                 await start_until_serving(run, new)
             finally:
                 run.busy -= {old, new}
+        elif f.kind == "rolling_restart":
+            await _rolling_restart(run, rec)
         elif f.kind == "duplicate_messages":
             rec.targets, rec.injected = ["stream"], time.time()
             await duplicate_messages(run.chaos)
@@ -486,6 +527,24 @@ def rebuild_s(log_paths: list[Path], start: float, end: float) -> float:
     return slowest
 
 
+def rolling_failures(bots: Bots, records: list[list[Record]], end: float) -> list[str]:
+    """A rolling restart must fail no player's call past the client's retries (README's
+    retry advice: the typed client's ``retry_for_s``): the calls that gave up between its
+    start and the end of its window, noted on its record, each a problem."""
+    problems = []
+    for recs, (_, _, w_end) in zip(records, windows_of(records, end), strict=True):
+        for rec in recs:
+            if rec.kind != "rolling_restart":
+                continue
+            rec.client_failures = dict(bots.gave_up_between(rec.injected, w_end))
+            if rec.client_failures:
+                problems.append(
+                    f"rolling restart at {datetime.fromtimestamp(rec.injected, UTC):%H:%M:%S}: calls failed "
+                    f"past the client's retries: {rec.client_failures}"
+                )
+    return problems
+
+
 def outages(
     timeline: Timeline,
     tables: list[str],
@@ -512,7 +571,12 @@ def outages(
             backs[t] = (
                 round(first - restored, 2) if first is not None and first <= w_end else round(w_end - restored, 2)
             )
-        allowed = {t: (restored - injected) + 1.2 * ttl_s + rebuild + quiet[t] + OUT_MARGIN_S for t in tables}
+        # A rolling restart hands each table over once or twice (its instance stops, then comes
+        # back and rebalances), each time within a lease and a rebuild: its whole length is
+        # not the time a table may be out, as a kill's is.
+        rolling = all(r.kind == "rolling_restart" for r in recs)
+        fault_s = 0.0 if rolling else restored - injected
+        allowed = {t: fault_s + 1.2 * ttl_s + rebuild + quiet[t] + OUT_MARGIN_S for t in tables}
         late += [
             f"{group.label} at {datetime.fromtimestamp(injected, UTC):%H:%M:%S}: table {t} out {outs[t]:.1f} s "
             f"(allowed {allowed[t]:.1f} s)"
@@ -688,6 +752,7 @@ async def run_nemesis(options: NemesisOptions, log: Callable[[str], None] = prin
         log_level="info",
         extra_env=env,
         instances={"table": options.table_instances, "settlement": options.settlement_instances},
+        spare_instances=dict(Counter(f.role for g in groups for f in g.faults if f.kind == "replace_instance")),
     )
     report: dict[str, Any] = {
         "seed": options.seed,
@@ -758,6 +823,7 @@ async def run_nemesis(options: NemesisOptions, log: Callable[[str], None] = prin
             timeline = await read_timeline(EventLog(nc, s.events_stream, s.events_prefix), list(bots.loads))
         finally:
             await nc.close()
+        run.problems += rolling_failures(bots, records, ended)
         table_logs = sorted((stack.root / "log").glob("table*.log"))
         rebuilds = [rebuild_s(table_logs, w[0], w[2]) for w in windows_of(records, ended)]
         per_group, summary, late = outages(

@@ -79,6 +79,11 @@ class ProcessStack:
     incidents: list[str] = field(default_factory=list)  # what went wrong outside the services
     # Processes per service at start (``table-1`` … are the others; a fault may start more).
     instances: dict[str, int] = field(default_factory=dict)
+    # Instances a run will start in place of killed ones (the nemesis's replace_instance, per
+    # service): clients dial their addresses from the start; one nothing listens at yet is
+    # skipped by the clients' round robin. Only as many as planned: a spare address another
+    # process happens to listen at would answer the clients.
+    spare_instances: dict[str, int] = field(default_factory=dict)
     base: Settings | None = None  # the settings before the clients' multi-instance addresses
 
     # ---- whole stack ---------------------------------------------------------------
@@ -94,12 +99,20 @@ class ProcessStack:
         self.stack = Stack(Settings.from_env({**env, **self.extra_env}), nats_test_harness=True)
         self.stack.start_infra()
         self.base = self.stack.resolved_settings()
-        # Clients (the bots, the checks) reach every instance of a service, round robin.
+        # Clients (the bots, the checks) reach every instance of a service, round robin, and
+        # the addresses the instances started in place of killed ones take (instance n
+        # listens at the port of n, ``spare_instances``): as a Service routes to a
+        # Deployment's new pods. Without them, once every first instance is replaced no
+        # client reaches any table.
         self.settings = replace(
             self.base,
-            table_addr=clients_address(self.base.table_addr, self.instances.get("table", 1)),
-            settlement_addr=clients_address(self.base.settlement_addr, self.instances.get("settlement", 1)),
+            table_addr=clients_address(self.base.table_addr, self.client_slots("table")),
+            settlement_addr=clients_address(self.base.settlement_addr, self.client_slots("settlement")),
         )
+
+    def client_slots(self, service: str) -> int:
+        """How many instance addresses clients dial: the instances and the spare ones."""
+        return self.instances.get(service, 1) + self.spare_instances.get(service, 0)
 
     def reap_stale(self) -> None:
         """SIGKILL services a crashed earlier run left behind on this root (the embedded

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos.bots import Bots, TableLoad
 from tests.chaos.checks import Timeline, longest_gap
 from tests.chaos.nemesis import (
     ALL_KINDS,
@@ -23,6 +24,7 @@ from tests.chaos.nemesis import (
     percentile,
     plan,
     quiet_gap,
+    rolling_failures,
     windows_of,
 )
 
@@ -124,6 +126,37 @@ def test_outages_per_fault_and_the_tables_out_longer_than_allowed() -> None:
     assert summary["nats_pause"]["back_max_s"] == 19.0  # b: 125 - 106
     # Allowed: the fault's 6 s + 1.2 TTL + 0.2 rebuild + the table's quiet gap (1 s) + 5 s.
     assert len(late) == 1 and "table b out 25.0 s (allowed 14.6 s)" in late[0]
+
+
+def test_a_rolling_restart_may_keep_a_table_out_a_lease_and_a_rebuild_not_its_whole_length() -> None:
+    # The restart of five processes takes 100 -> 140; table a is handed over twice (out 4 s
+    # each time), table b is out 16 s at once: more than 1.2 TTL + rebuild + quiet + margin.
+    a = [float(t) for t in range(80, 110)] + [float(t) for t in range(114, 130)] + [134.0 + t for t in range(20)]
+    b = [float(t) for t in range(80, 120)] + [135.0 + t for t in range(20)]
+    timeline = Timeline(events={"a": [(t, "x") for t in a], "b": [(t, "x") for t in b]})
+    groups = [Group(30.0, (Planned("rolling_restart", 0.0, 0),))]
+    recs = [[Record("rolling_restart", "rolling_restart", 0.0, injected=100.0, restored=140.0)]]
+    _, _, late = outages(timeline, ["a", "b"], groups, recs, 160.0, 80.0, 2.0, [0.2])
+    # Allowed: 1.2 TTL + 0.2 rebuild + the table's quiet gap (1 s) + 5 s, without the 40 s.
+    assert len(late) == 1 and "table b out 16.0 s (allowed 8.6 s)" in late[0]
+
+
+def test_a_rolling_restart_fails_no_call_past_the_client_s_retries() -> None:
+    bots = Bots.__new__(Bots)  # only its tables' records are read
+    calm, hurt = TableLoad("t1", "holdem"), TableLoad("t2", "xito")
+    calm.gave_up = [(95.0, "act:UNAVAILABLE")]  # before the restart: another fault's
+    hurt.gave_up = [(120.0, "watch:UNAVAILABLE"), (150.0, "act:DEADLINE_EXCEEDED"), (200.0, "act:UNAVAILABLE")]
+    bots.loads = {"t1": calm, "t2": hurt}
+    recs = [
+        [Record("nats_pause", "nats_pause", 3.0, injected=90.0, restored=93.0)],
+        [Record("rolling_restart", "rolling_restart", 0.0, injected=100.0, restored=140.0)],
+    ]
+    problems = rolling_failures(bots, recs, 300.0)
+    # The window runs to 30 s after the restore: the failure at 200 is not the restart's.
+    assert recs[1][0].client_failures == {"watch:UNAVAILABLE": 1, "act:DEADLINE_EXCEEDED": 1}
+    assert len(problems) == 1 and "past the client's retries" in problems[0]
+    hurt.gave_up = []
+    assert rolling_failures(bots, recs, 300.0) == []
 
 
 def test_the_log_check_flags_what_nothing_caught_and_counts_what_was_logged(tmp_path: Path) -> None:
