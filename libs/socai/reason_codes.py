@@ -26,6 +26,8 @@ MEANINGS: Final[Mapping[str, str]] = MappingProxyType(
         "LEDGER_UNAVAILABLE": "the ledger service cannot be reached; retry",
         "SETTLEMENT_UNAVAILABLE": "the settlement service cannot be reached; retry",
         "PORT_IN_USE": "the service's port is taken (at start-up)",
+        "OTEL_EXPORTER_UNKNOWN": "OTEL_TRACES_EXPORTER names an exporter no installed package provides (at start-up)",
+        "BAD_COMMAND": "the table's core was given a command (or a read for one) it does not know: a bug, never a client's input",
         "DEV_SECRETS": "development secrets in a production deployment (at start-up)",
         "BAD_INSTANCE_ID": "the instance id is not 1-64 of letters, digits and - _ .",
         "BAD_SEAL_KEY": "a hand-seal key that is not an Ed25519 key of the expected form",
