@@ -22,8 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 from prometheus_client import REGISTRY
@@ -34,6 +33,7 @@ from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra import tracing
 from socai.infra.nats import StreamSpec
 from tests.support.e2e import GameStack, game_stack, until
+from tests.support.tracing import spans_in_memory
 
 pytestmark = [pytest.mark.e2e]
 
@@ -45,14 +45,8 @@ DEPOSIT = 5_000
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     """Tracing on in this process for the test, every finished span kept in memory."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
+    with spans_in_memory() as exporter:
         yield exporter
-    finally:
-        tracing.shutdown()
 
 
 @pytest.fixture

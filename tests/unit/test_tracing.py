@@ -12,25 +12,18 @@ from collections.abc import Iterator
 
 import pytest
 import structlog
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from socai import errors
 from socai.infra import tracing
 from socai.infra.logging import configure
+from tests.support.tracing import spans_in_memory
 
 
 @pytest.fixture
 def memory() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
+    with spans_in_memory() as exporter:
         yield exporter
-    finally:
-        tracing.shutdown()
 
 
 def test_tracing_is_off_without_an_exporter_and_costs_nothing_then() -> None:

@@ -7,8 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, StatusCode
 
@@ -16,18 +15,13 @@ from socai.events.log import RawStored
 from socai.infra import tracing
 from socai_settlement.hand_spans import HandSpans
 from socai_settlement.replayer import EventBytes
+from tests.support.tracing import spans_in_memory
 
 
 @pytest.fixture
 def memory() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
+    with spans_in_memory() as exporter:
         yield exporter
-    finally:
-        tracing.shutdown()
 
 
 def appended(name: str) -> tuple[SpanContext, str]:
