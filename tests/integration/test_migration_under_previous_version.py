@@ -2,15 +2,17 @@
 
 A rolling upgrade runs the migration job while every pod still runs the previous image, so
 each migration must work for the code of the version before it (expand now; contract one
-version later, once no pod of the old code is left). For the ledger and the table service:
+version later, once no pod of the old code is left). For each service:
 the code of the commit before the service's newest migration was added (``git archive`` of
 that commit, run with this virtualenv's dependencies), against a database at the previous
 revision, under a steady load that writes new rows (the ledger: deposits and transfers that
 open accounts; the table service: tables created and joined); the newest migration is
 applied mid-load. Every call must succeed (none failing, not even with a retry). The ledger's
 old VerifyJournal and TrialBalance and this version's VerifyJournal stay clean; every table
-shows its owner seated. A ``NOT NULL`` column without a default, tried in either newest
-migration's place, fails its test at the first row the old code inserts.
+shows its owner seated. Settlement's previous version settles only hands its own table
+wrote, so for it the whole previous release runs (its test says how). A ``NOT NULL`` column
+without a default, tried in a newest migration's place, fails its test at the first row the
+old code inserts.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import psycopg
 import pytest
 from nats.aio.client import Client as NatsClient
 
+from socai.events.log import EventLog
+from socai.events.model import HandEnded
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.config import Settings
@@ -284,3 +288,97 @@ async def test_the_newest_table_migration_applies_while_the_previous_table_servi
                     ]
             finally:
                 await backend.close()
+
+
+@pytest.fixture(scope="module")
+def previous_settlement(tmp_path_factory: pytest.TempPathFactory) -> Previous:
+    return previous_version("settlement", tmp_path_factory.mktemp("previous-settlement"))
+
+
+def newest_revision_in(code: Path, service: str) -> str:
+    """The newest migration's revision id in a version's tree (what that version runs on)."""
+    versions = sorted((code / "services" / f"socai_{service}" / "migrations" / "versions").glob("0*.py"))
+    spec = importlib.util.spec_from_file_location(f"previous_{service}_migration", versions[-1])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.revision)
+
+
+def count(url: str, sql: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(sql).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def hands_ended(nc: NatsClient, settings: Settings) -> int:
+    log = EventLog(nc, settings.events_stream, settings.events_prefix)
+    return sum([isinstance(s.event.body, HandEnded) async for s in log.read(f"{settings.events_prefix}.>")])
+
+
+SETTLED_SQL = 'select count(*) from "socai_settlement".settlements'
+DEAD_LETTERS_SQL = 'select count(*) from "socai_settlement".dead_letters'
+
+
+async def test_the_newest_settlement_migration_applies_while_the_previous_version_settles_hands(
+    previous_settlement: Previous, settings: Settings, database_url: str, nats_client: NatsClient, tmp_path: Path
+) -> None:
+    """Settlement's newest migration under its previous version. That version's settlement
+    replays hands only as that version's table wrote them, so the whole previous release
+    runs (ledger, table and settlement from the same commit, on the schemas it had): hold'em
+    tables play by themselves (two seated players, automatic start, a one-second turn timer
+    that folds), the previous settlement settles them, and the migration is applied
+    mid-play. Hands go on settling across it, and at the end every hand that ended is
+    settled once, none dead-lettered, the books balanced and verified."""
+    previous, url = previous_settlement, database_url
+    for service in ("ledger", "table"):
+        migrate.upgrade(url, service, newest_revision_in(previous.code, service))
+    migrate.upgrade(url, "settlement", previous.down_revision)
+    s = replace(settings, metrics_port_base=0)
+    logs = {name: tmp_path / f"previous-{name}.log" for name in ("ledger", "table", "settlement")}
+    with contextlib.ExitStack() as stack:
+        procs = {name: stack.enter_context(previous_service(previous, s, logs[name], name)) for name in logs}
+        addrs = {"ledger": s.ledger_addr, "table": s.table_addr, "settlement": s.settlement_addr}
+        await asyncio.gather(*(serving(addrs[name], procs[name], logs[name]) for name in logs))
+        backend = Backend(s)
+        try:
+            for n in range(4):
+                table_id = await backend.create(
+                    "holdem", stake_gold=10, seats_max=2, auto_start_players=2, turn_timeout_s=1
+                )
+                for seat in (0, 1):
+                    await backend.deposit(f"p{n}-{seat}", 1_000)
+                    await backend.join(table_id, f"p{n}-{seat}", 500, seat=seat)
+        finally:
+            await backend.close()
+
+        async def settled_at_least(n: int) -> int:
+            deadline = time.monotonic() + 60
+            while (settled := count(url, SETTLED_SQL)) < n:
+                assert time.monotonic() < deadline, (settled, n, logs["settlement"].read_text()[-3000:])
+                await asyncio.sleep(0.2)
+            return settled
+
+        before = await settled_at_least(4)
+        await asyncio.to_thread(migrate.upgrade, url, "settlement")  # the migration job, mid-play
+        assert revision_of(url, "settlement") == previous.revision
+        after_migration = count(url, SETTLED_SQL)
+        await settled_at_least(after_migration + 8)  # the previous version settles on across it
+        assert procs["settlement"].poll() is None, "the previous settlement kept running"
+
+        # The tables stop (a hand in play is left unended); every hand that ended is settled.
+        procs["table"].terminate()
+        procs["table"].wait(30)
+        ended = await hands_ended(nats_client, s)
+        assert ended > before
+        assert await settled_at_least(ended) == ended
+        assert count(url, DEAD_LETTERS_SQL) == 0
+
+        async with channel(s.ledger_addr, s.tokens["auditor"]) as audit_ch:
+            auditor = pb_grpc.LedgerServiceStub(audit_ch)
+            verified = await auditor.VerifyJournal(pb.VerifyJournalRequest())
+            assert verified.ok, verified.mismatches
+            trial = await auditor.TrialBalance(pb.TrialBalanceRequest())
+            assert trial.total_gold == 0
+        for name in ("ledger", "settlement"):
+            assert procs[name].poll() is None, f"the previous {name} kept running: {logs[name].read_text()[-3000:]}"
