@@ -453,7 +453,8 @@ class HandNow:
     """What a decision about the hand in play reads of the shell's ``Hand`` (its rules
     state, deck and events stay there, where the views read them between commands): the
     rules state after its last event, the shuffled deck and the next card to deal from it,
-    the seed HandEnded reveals, and whether it is a closing hand (no rules state, no card).
+    the seed HandEnded reveals, whether it is a closing hand (no rules state, no card), and
+    the house-bank gold held for it (``HoldHouse``).
     A command about the hand carries it, as a join carries the row it read."""
 
     hand_id: str
@@ -462,6 +463,7 @@ class HandNow:
     next_card: int
     seed: bytes
     closing: bool = False
+    held_gold: int = 0  # house:bank gold the ledger holds for the hand, as the table knows it
 
 
 @dataclass(frozen=True)
@@ -574,6 +576,18 @@ class AppendHand:
     rules_after: Any
     key: str = ""
     player_id: str = ""
+
+
+@dataclass(frozen=True)
+class HoldHouse:
+    """Hold ``exposure_gold`` of ``house:bank`` in the ledger for hand ``hand_id`` (which
+    holds ``held_gold`` now) before the event that raises what the bank may lose on it to
+    that (a bet against the house: ``kit.house_exposure``), so that its settlement can
+    always be paid. A bank that cannot cover it refuses the event (BANKER_CAPACITY)."""
+
+    hand_id: str
+    exposure_gold: int
+    held_gold: int
 
 
 @dataclass(frozen=True)
@@ -693,6 +707,7 @@ Effect = (
     | PlayHand
     | ScheduleAutostart
     | Then
+    | HoldHouse
     | AppendHand
     | RecordAct
     | Advance
@@ -1079,8 +1094,11 @@ def _decide_act(state: TableState, act: Act) -> Decision:
             rules_after = module.apply(hand.rules, body)
         except errors.RuleViolation as exc:
             return refuse(rule_refusal(module, exc, seat.seat, hand.hand_id))
-        effects = (AppendHand(body, rules_after, act.key, act.player_id), RecordAct(act.player_id, act.key, body))
-        return Decision((*effects, Advance()), answer=ActAnswer(None, replayed=False))
+        hold = hold_for(module, hand.hand_id, hand.held_gold, rules_after)
+        holds = (hold,) if hold is not None else ()
+        appended = AppendHand(body, rules_after, act.key, act.player_id)
+        effects = (*holds, appended, RecordAct(act.player_id, act.key, body), Advance())
+        return Decision(effects, answer=ActAnswer(None, replayed=False))
     if act.answered is not None:
         return replayed_act(act.answered, act.body)
     refusal = hand_refusal(state, act.hand_id)
@@ -1148,7 +1166,7 @@ def _decide_drive(state: TableState, drive: Drive) -> Decision:
     if hand.closing:
         return Decision((AppendHand(HandEnded(hand.seed.hex()), None), HandOver(counted=False)))
     module = state.module
-    rules, next_card = hand.rules, hand.next_card
+    rules, next_card, held = hand.rules, hand.next_card, hand.held_gold
     effects: list[Effect] = []
     try:
         for _ in range(DRIVE_STEPS_MAX):
@@ -1159,6 +1177,7 @@ def _decide_drive(state: TableState, drive: Drive) -> Decision:
                 effects.append(ArmTimer(hand.hand_id, timeout_s))
                 return Decision(tuple(effects))
             rules = module.apply(rules, body)
+            held = _held(module, hand, rules, held, effects)
             effects.append(AppendHand(body, rules))
             if isinstance(body, CardsDealt):
                 next_card += len(body.cards)
@@ -1183,7 +1202,7 @@ def _decide_timer_fired(state: TableState, fired: TimerFired) -> Decision:
     if not fired.current or not fired.synced or hand is None or hand.hand_id != fired.hand_id:
         return Decision()
     module = state.module
-    rules = hand.rules
+    rules, held = hand.rules, hand.held_gold
     pending: Pending = module.pending(rules)
     effects: list[Effect] = []
     try:
@@ -1195,12 +1214,32 @@ def _decide_timer_fired(state: TableState, fired: TimerFired) -> Decision:
                 continue
             body = timer_expired(module, rules, seat, pending.timer)
             rules = module.apply(rules, body)
+            held = _held(module, hand, rules, held, effects)
             effects.append(AppendHand(body, rules))
     except errors.SocaiError as exc:
         return refuse(exc, *effects)
     except Exception as exc:  # a bug of the rules: raised where it was met (``Decision.failure``)
         return Decision(tuple(effects), failure=exc)
     return Decision((*effects, CountTimeout(pending.timer or "turn"), Advance()))
+
+
+def hold_for(module: ModuleType, hand_id: str, held_gold: int, rules_after: Any) -> HoldHouse | None:
+    """The house-bank hold an event of ``hand_id`` (holding ``held_gold``) must be preceded
+    by: when its rules state after it (``rules_after``) may cost the bank more than the
+    hand holds, the new worst case."""
+    exposure = kit.house_exposure(module, rules_after)
+    return HoldHouse(hand_id, exposure, held_gold) if exposure > held_gold else None
+
+
+def _held(module: ModuleType, hand: HandNow, rules_after: Any, held: int, effects: list[Effect]) -> int:
+    """What the hand holds once the event leading to ``rules_after`` is appended, its
+    ``HoldHouse`` added to ``effects`` first when it needs one (``held``: what it holds
+    before, the holds decided earlier in the same decision included)."""
+    hold = hold_for(module, hand.hand_id, held, rules_after)
+    if hold is None:
+        return held
+    effects.append(hold)
+    return hold.exposure_gold
 
 
 def timer_expired(module: Any, rules: Any, seat: int, timer: str) -> TimerExpired:

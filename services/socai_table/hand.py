@@ -66,4 +66,4 @@ class Hand:
 
     def for_core(self) -> HandNow:
         """What the table core's decisions about this hand read of it (``core.HandNow``)."""
-        return HandNow(self.hand_id, self.state, self.deck, self.next_card, self.seed, self.closing)
+        return HandNow(self.hand_id, self.state, self.deck, self.next_card, self.seed, self.closing, self.held_gold)

@@ -288,12 +288,11 @@ class Table:
         return event
 
     async def _hand_event(self, body: Body, new_state: Any, key: str = "", player_id: str = "") -> Event:
-        """Append ``body`` as the hand's next event and apply ``new_state``. The table keeps
+        """Append ``body`` as the hand's next event and apply ``new_state`` (a bet that raises
+        what the house bank may lose was held first: ``core.HoldHouse``). The table keeps
         the event whole (its views show each seat its own cards); the log gets the hand's
         stored form, no face-down card in it (``socai.events.hidden``)."""
         hand = self._require_hand()
-        if new_state is not None:
-            await self._hold_for(hand, new_state)
         event = self._envelope(hand.hand_id, hand.seq + 1, body)
         stored = hidden.conceal(event, hand.deck) if hand.started.face_down_by_position else event
         headers = {IDEMPOTENCY_HEADER: key, PLAYER_HEADER: player_id} if key else None
@@ -367,33 +366,32 @@ class Table:
             protos[(event.seq, FULL_VIEW)] = written if stored is None or stored is event else codec.to_proto(event)
         return seq
 
-    async def _hold_for(self, hand: Hand, new_state: Any) -> None:
-        """Before an event that raises what the house bank may lose on the hand (a bet
-        against the house: ``kit.house_exposure``), hold the new worst case of
-        ``house:bank`` in the ledger, so that the hand's settlement can always be paid.
+    async def _hold(self, hold: core.HoldHouse) -> None:
+        """Hold the hand's new worst case of ``house:bank`` in the ledger before the event
+        that raises it (a bet against the house), so that the hand's settlement can always
+        be paid.
 
         Raises PreconditionFailed("BANKER_CAPACITY") with the bank's free gold (``free_gold``)
         when the bank cannot cover it, Unavailable when the ledger does not answer: the event
         is then not written, and the state does not move.
         """
-        exposure = kit.house_exposure(self.module, new_state)
-        if exposure <= hand.held_gold:
-            return
+        hand = self._require_hand()
         try:
-            await self.deps.money.hold(hand.hand_id, exposure)
+            await self.deps.money.hold(hold.hand_id, hold.exposure_gold)
         except errors.PreconditionFailed as exc:
             if exc.code != "BANKER_CAPACITY":
                 raise
             free = exc.details.get("free_gold", "")
+            needed = hold.exposure_gold - hold.held_gold
             metrics.BETS_REFUSED.labels(self.config.game, exc.code).inc()
             raise errors.PreconditionFailed(
                 "BANKER_CAPACITY",
-                f"the house bank cannot cover this bet: it may pay {exposure - hand.held_gold} more "
+                f"the house bank cannot cover this bet: it may pay {needed} more "
                 f"than this hand holds, and {free or 'less'} is free",
                 free_gold=free,
-                needed_gold=exposure - hand.held_gold,
+                needed_gold=needed,
             ) from exc
-        hand.held_gold = exposure
+        hand.held_gold = hold.exposure_gold
 
     async def _finalize_holds(self) -> None:
         """Finalize the house-bank holds of ended hands (``_after_hand`` records them): each
@@ -611,6 +609,8 @@ class Table:
                 await self._play_hand(effect)
             elif isinstance(effect, core.ScheduleAutostart):
                 self.autostart.schedule(effect.delay_s, self._autostart)
+            elif isinstance(effect, core.HoldHouse):
+                await self._hold(effect)
             elif isinstance(effect, core.AppendHand):
                 await self._hand_event(effect.body, effect.rules_after, effect.key, effect.player_id)
             elif isinstance(effect, core.RecordAct):
@@ -674,6 +674,9 @@ class Table:
                 raise
             log.info("connection_change_ignored", seat=getattr(effect.body, "seat", -1), code=exc.code)
             return False
+        hold = core.hold_for(self.module, hand.hand_id, hand.held_gold, new_state)
+        if hold is not None:
+            await self._hold(hold)
         await self._hand_event(effect.body, new_state)
         if effect.advance:
             await self._advance()

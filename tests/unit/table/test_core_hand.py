@@ -60,6 +60,7 @@ class Shell:
     act_keys: dict[tuple[str, str], tuple[core.ActResult, Any]] = field(default_factory=dict)
     timer: str = ""  # the hand the armed timer is for ("" none armed)
     timeouts: int = 0
+    holds: list[core.HoldHouse] = field(default_factory=list)
     hands_ended: int = 0
     # Each hand ended: its HandStarted, its settlement, the table just before and just after it.
     settled: list[tuple[HandStarted, kit.Settlement, core.TableState, core.TableState]] = field(default_factory=list)
@@ -93,15 +94,20 @@ class Shell:
     def perform(self, decision: core.Decision) -> Any:
         acted = None
         for effect in decision.effects:
-            if isinstance(effect, core.AppendHand):
+            if isinstance(effect, core.HoldHouse):
+                hand = self.hand
+                assert hand is not None and effect.held_gold == hand.held_gold < effect.exposure_gold
+                self.hand = dataclasses.replace(hand, held_gold=effect.exposure_gold)
+                self.holds.append(effect)
+            elif isinstance(effect, core.AppendHand):
                 hand = self.hand
                 assert hand is not None
+                exposure = kit.house_exposure(self.state.module, effect.rules_after) if effect.rules_after else 0
+                assert exposure <= hand.held_gold, "an event that raises the house's exposure is held first"
                 self.hand_seq += 1
                 self.append(Event(TABLE, hand.hand_id, self.hand_seq, self.state.config.game, AT, effect.body))
                 dealt = len(effect.body.cards) if isinstance(effect.body, CardsDealt) else 0
-                self.hand = core.HandNow(
-                    hand.hand_id, effect.rules_after, hand.deck, hand.next_card + dealt, hand.seed, hand.closing
-                )
+                self.hand = dataclasses.replace(hand, rules=effect.rules_after, next_card=hand.next_card + dealt)
             elif isinstance(effect, core.RecordAct):
                 event = self.log[-1]
                 acted = core.ActResult(event.seq, event.event_id, self.stream_seq)
@@ -388,9 +394,48 @@ def test_a_bug_met_while_driving_is_raised_after_the_events_before_it():
     assert isinstance(decision.failure, AssertionError) and decision.refusal is None
 
 
+def test_a_bet_against_the_house_is_held_in_the_ledger_before_it_is_appended():
+    """Tài Xỉu against the system: the house bank holds the round's new worst case before
+    each bet that raises it, never again for what it already holds."""
+    shell = Shell.seated("taixiu", 1_000, 1_000)
+    shell.run(core.StartHand())
+    hand = shell.hand
+    assert hand is not None and hand.held_gold == 0
+    module = shell.state.module
+    seat = module.pending(hand.rules).to_act[0]
+    wager = module.candidate_actions(hand.rules, seat)[0]
+    after = module.apply(hand.rules, wager)
+    exposure = kit.house_exposure(module, after)
+    assert exposure > 0
+    decision = shell.act(shell.state.seats[seat].player_id, wager, "k1")
+    assert decision.effects[:2] == (
+        core.HoldHouse(hand.hand_id, exposure, 0),
+        core.AppendHand(wager, after, "k1", shell.state.seats[seat].player_id),
+    )
+    shell.perform(decision)
+    assert shell.hand is not None and shell.hand.held_gold == exposure
+    # The same worst case again (held already): no hold before the event.
+    assert core.hold_for(module, hand.hand_id, exposure, after) is None
+    assert core.hold_for(module, hand.hand_id, exposure - 1, after) == core.HoldHouse(
+        hand.hand_id, exposure, exposure - 1
+    )
+
+
 # --- property: random legal acts and timeouts ----------------------------------------------------
 
-GAMES = ("holdem", "tienlen", "phom", "maubinh", "lieng", "xito", "samloc", "bacay_ga")
+GAMES = (
+    "holdem",
+    "tienlen",
+    "phom",
+    "maubinh",
+    "lieng",
+    "lieng_sanh",
+    "xito",
+    "samloc",
+    "bacay_ga",
+    "bacay_chuong",
+    "taixiu",
+)
 STEPS_MAX = 600  # acts and timeouts in one hand, far above any game's longest
 
 
@@ -403,12 +448,12 @@ def play(shell: Shell, choices: list[int], hands: int) -> None:
     draws = iter(choices)
     keys = 0
     for _ in range(hands):
+        ended = shell.hands_ended  # a hand may end as it starts (every stack all in on its antes)
         try:
             shell.run(core.StartHand())
         except errors.SocaiError as exc:
             assert exc.code == "NOT_ENOUGH_PLAYERS"
             return
-        ended = shell.hands_ended
         for _ in range(STEPS_MAX):
             hand = shell.hand
             if hand is None:
