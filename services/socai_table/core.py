@@ -570,7 +570,7 @@ class AppendHand:
     """Append ``body`` to the hand in play, ``rules_after`` its rules state after it as the
     decision applied it (None: a closing hand's HandEnded), under the act's ``key`` and
     ``player_id`` when a player's (the event's headers). A bet that raises what the house
-    bank may lose is held in the ledger first (``Table._hold_for``)."""
+    bank may lose comes after its ``HoldHouse``."""
 
     body: Any
     rules_after: Any

@@ -203,7 +203,7 @@ class Table:
         self.table_id = table_id
         self.config = config
         self.module = registry.get(config.game)
-        # A game that may pay from house:bank (its hands hold it: ``_hold_for``).
+        # A game that may pay from house:bank (its hands hold it: ``core.HoldHouse``).
         self._pays_from_house = getattr(self.module, "house_exposure_gold", None) is not None
         self.deps = deps
         self._lock = CommandLock(self._flush)
