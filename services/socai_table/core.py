@@ -11,11 +11,16 @@ records its failure first); or what it must read first (``Decision.needs``), whi
 shell reads and decides again with.
 
 ``socai_table.table.Table`` is the shell: it takes the lock, decides, performs the effects
-in order (evolving the state after each event is appended, never before) and answers. The
-hand in play's rules state, deck and events stay in the shell's ``Hand``; the core knows of
-it what the seats depend on (who was dealt in at which stack, who left it, whether it
-ended), so that seats, joins, leaves, stand-ups, closing, the start of a hand, heartbeats
-and the automatic start are decided here. A rebuild folds ``evolve`` over the table's facts
+in order (evolving the state after each event is appended, never before) and answers.
+Seats, joins, leaves, stand-ups, closing, the start of a hand, a player's act, what the
+table drives without a player (deals, dice, the end: ``Drive``), the hand's timer
+(``TimerFired``), heartbeats and the automatic start are decided here. The hand in play's
+rules state, deck and events stay in the shell's ``Hand`` (its views read them between
+commands): the state knows of the hand what the seats depend on (who was dealt in at which
+stack, who left it, whether it ended), and a command about the hand carries what its
+decision reads of it (``HandNow``), as a join carries the row it read. The rules engine is
+pure, so its ``apply`` is called here and the rules state after each event travels with the
+effect that appends it (``AppendHand``). A rebuild folds ``evolve`` over the table's facts
 and its last hand (``fold``).
 
 The order of the effects is the table's crash safety, unchanged from before the core: a
@@ -27,7 +32,7 @@ step of it, each step being a fact a rebuild reads back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType, ModuleType
 from typing import Any
@@ -35,6 +40,7 @@ from typing import Any
 from socai import accounts, errors
 from socai.events.model import (
     Body,
+    CardsDealt,
     Event,
     HandEnded,
     HandStarted,
@@ -45,10 +51,13 @@ from socai.events.model import (
     PlayerStoodUp,
     SeatInfo,
     TableClosed,
+    TimerExpired,
 )
 from socai.rules import base as kit
 from socai.rules import registry
-from socai_table.model import Seat, TableConfig, buy_in_key, facts_id_of, hand_id_of
+from socai.rules.automatic import automatic_move
+from socai.rules.base import Pending
+from socai_table.model import TURN_TIMEOUT_DEFAULT_S, Seat, TableConfig, buy_in_key, facts_id_of, hand_id_of
 
 ANY_SEAT = -1  # JoinTable's seat for "any free seat"
 LEAVE_NOW = "now"
@@ -62,6 +71,15 @@ TRANSFER_TX = "<the buy-in transfer>"
 NEEDS_JOIN_ROW = "join_row"  # the join's idempotency row (``TableStore.begin_join``)
 NEEDS_BUY_IN_TX = "buy_in_tx"  # the ledger transaction of the join's buy-in, if any
 NEEDS_CASHOUT_PENDING = "cashout_pending"  # whether a cash-out of the player here is pending
+# An act naming no hand in play: the ended hand's act keys, read from its log outside the
+# lock (an ended hand never changes); a retry finds its first result there, else the
+# decision's refusal is raised (``act_after_ended_hand``).
+NEEDS_ENDED_HAND = "ended_hand"
+
+ACT_KEY_MAX_CHARS = 200
+# What the table drives on its own between two decisions (deals, dice, the end): a hand
+# that never comes to a decision or an end is a bug of its rules (HAND_RUNAWAY).
+DRIVE_STEPS_MAX = 10_000
 
 
 # --- state ---------------------------------------------------------------------------------
@@ -102,6 +120,10 @@ class TableState:
     hands_played: int = 0
     pot_gold: int = 0
     hand: HandInPlay | None = None
+    # Seat -> the monotonic second of its player's last heartbeat (a seat absent: none since
+    # it was taken). Kept beside ``seats`` rather than in each ``Seat``: a heartbeat, the
+    # table's most frequent note, then changes this small mapping and not every seat's.
+    heard: Mapping[int, float] = field(default_factory=lambda: MappingProxyType({}))
     # The game returns a carried pot at the close with a closing hand (the shell reads it
     # from ``socai.settle.replay.has_closing_rule``, which this module does not import).
     closing_rule: bool = False
@@ -193,6 +215,7 @@ def evolve(state: TableState, event: Event | Note, stream_seq: int = 0) -> Table
     body = event.body
     seats = state.seats
     if isinstance(body, PlayerSeated):
+        state = _unheard(state, body.seat)
         seat = Seat(
             body.seat,
             body.player_id,
@@ -203,7 +226,7 @@ def evolve(state: TableState, event: Event | Note, stream_seq: int = 0) -> Table
         )
         return replace(state, seats=_with(seats, seat))
     if isinstance(body, PlayerStoodUp):
-        return replace(state, seats=_without(seats, body.seat))
+        return replace(_unheard(state, body.seat), seats=_without(seats, body.seat))
     if isinstance(body, TableClosed):
         return replace(state, closing=True, closed=True, close_reason=body.reason)
     if isinstance(body, HandStarted):
@@ -225,10 +248,10 @@ def evolve(state: TableState, event: Event | Note, stream_seq: int = 0) -> Table
 
 
 def _noted(state: TableState, note: Note) -> TableState:
+    if isinstance(note, Heard):
+        return _heard(state, note)
     if isinstance(note, LeavingMarked):
         return _seat_changed(state, note.seat, leaving=True)
-    if isinstance(note, Heard):
-        return _seat_changed(state, note.seat, last_heartbeat=note.at_s)
     if isinstance(note, ConnectionChanged):
         return _seat_changed(state, note.seat, connected=note.connected)
     if isinstance(note, CloseBegun):
@@ -275,6 +298,31 @@ def _hand_settled(state: TableState, settled: HandSettled) -> TableState:
             stack = info.stack_gold + settled.nets.get(info.seat, 0)
             seats[info.seat] = replace(seat, stack_gold=stack, last_hand_id=hand.hand_id)
     return replace(state, seats=MappingProxyType(seats), pot_gold=settled.pot_carry_gold, hand=None)
+
+
+def _heard(state: TableState, heard: Heard) -> TableState:
+    """A heartbeat: the hot path of ``evolve`` (every seated client sends one every few
+    seconds). Only ``heard`` changes, not ``seats``, and the copy skips
+    ``dataclasses.replace``'s walk over every field (most of a heartbeat's cost)."""
+    if heard.seat not in state.seats:
+        return state
+    return _replaced(state, heard=MappingProxyType({**state.heard, heard.seat: heard.at_s}))
+
+
+def _unheard(state: TableState, number: int) -> TableState:
+    """``number``'s heartbeats forgotten: a seat taken again starts with none."""
+    if number not in state.heard:
+        return state
+    return replace(state, heard=MappingProxyType({n: t for n, t in state.heard.items() if n != number}))
+
+
+def _replaced(state: TableState, **changes: Any) -> TableState:
+    """``replace(state, **changes)`` for the hot path: a frozen value copied field by field
+    as ``dataclasses.replace`` would (``TableState`` has no ``__post_init__`` nor slots),
+    without its per-field checks (~4 µs a call on this machine, ~0.5 µs this way)."""
+    new = object.__new__(TableState)
+    new.__dict__.update(state.__dict__, **changes)
+    return new
 
 
 def _with(seats: Mapping[int, Seat], seat: Seat) -> Mapping[int, Seat]:
@@ -391,6 +439,69 @@ class MaybeAutostart:
     """A seat was taken or a hand ended: the next hand may start by itself now."""
 
 
+@dataclass(frozen=True)
+class ActResult:
+    """An act's answer: the hand event it wrote (its hand sequence and id)."""
+
+    seq: int
+    event_id: str
+    log_seq: int = 0  # the event's stream sequence in the log
+
+
+@dataclass(frozen=True)
+class HandNow:
+    """What a decision about the hand in play reads of the shell's ``Hand`` (its rules
+    state, deck and events stay there, where the views read them between commands): the
+    rules state after its last event, the shuffled deck and the next card to deal from it,
+    the seed HandEnded reveals, whether it is a closing hand (no rules state, no card), and
+    the house-bank gold held for it (``HoldHouse``).
+    A command about the hand carries it, as a join carries the row it read."""
+
+    hand_id: str
+    rules: Any
+    deck: Sequence[Any]
+    next_card: int
+    seed: bytes
+    closing: bool = False
+    held_gold: int = 0  # house:bank gold the ledger holds for the hand, as the table knows it
+
+
+@dataclass(frozen=True)
+class Act:
+    """A player's decision ``body`` in ``hand_id`` (ActOnTable) under the player's
+    idempotency ``key``; ``seat_no`` is the seat the caller names (0: "mine"). ``hand`` is
+    the hand in play (None: none is), ``answered`` the first result and decision of
+    ``key`` in ``hand_id`` as the table remembers it (the hand in play's or its last
+    hand's), or None."""
+
+    player_id: str
+    hand_id: str
+    seat_no: int
+    body: Body
+    key: str
+    hand: HandNow | None = None
+    answered: tuple[ActResult, Body] | None = None
+
+
+@dataclass(frozen=True)
+class Drive:
+    """The hand in play goes on by itself to its next decision (deals, dice) or its end."""
+
+    hand: HandNow | None
+
+
+@dataclass(frozen=True)
+class TimerFired:
+    """The hand timer armed for ``hand_id`` ran out. ``current``: it is still the timer last
+    armed (``HandTimer.is_current``: a command may have moved the hand on while it waited
+    for the lock); ``synced``: the table is not behind its log (an append failed)."""
+
+    hand_id: str
+    current: bool
+    synced: bool
+    hand: HandNow | None
+
+
 Command = (
     Join
     | Leave
@@ -403,6 +514,9 @@ Command = (
     | Disconnect
     | AfterHand
     | MaybeAutostart
+    | Act
+    | Drive
+    | TimerFired
 )
 
 
@@ -449,6 +563,70 @@ class HandEvent:
     body: Any
     advance: bool = True
     ignore_refusal: bool = False
+
+
+@dataclass(frozen=True)
+class AppendHand:
+    """Append ``body`` to the hand in play, ``rules_after`` its rules state after it as the
+    decision applied it (None: a closing hand's HandEnded), under the act's ``key`` and
+    ``player_id`` when a player's (the event's headers). A bet that raises what the house
+    bank may lose comes after its ``HoldHouse``."""
+
+    body: Any
+    rules_after: Any
+    key: str = ""
+    player_id: str = ""
+
+
+@dataclass(frozen=True)
+class HoldHouse:
+    """Hold ``exposure_gold`` of ``house:bank`` in the ledger for hand ``hand_id`` (which
+    holds ``held_gold`` now) before the event that raises what the bank may lose on it to
+    that (a bet against the house: ``kit.house_exposure``), so that its settlement can
+    always be paid. A bank that cannot cover it refuses the event (BANKER_CAPACITY)."""
+
+    hand_id: str
+    exposure_gold: int
+    held_gold: int
+
+
+@dataclass(frozen=True)
+class RecordAct:
+    """Remember the hand event just appended as ``key``'s first result (a retry answers it)."""
+
+    player_id: str
+    key: str
+    body: Body
+
+
+@dataclass(frozen=True)
+class Advance:
+    """Drive the hand in play on (``Drive``, on the hand as the effects before left it)."""
+
+
+@dataclass(frozen=True)
+class ArmTimer:
+    """Cancel the hand's timer, and arm it anew for ``hand_id`` with ``timeout_s`` when the
+    hand waits for a seat (0: it waits for nobody)."""
+
+    hand_id: str
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """The hand in play's HandEnded is written: the hand has ended (counted among the
+    hands played when ``counted``: a closing hand is not), its settlement and what follows
+    it are ``Table._after_hand``'s."""
+
+    counted: bool = True
+
+
+@dataclass(frozen=True)
+class CountTimeout:
+    """A hand timer ``timer`` ran out and its expiries are written (a metric)."""
+
+    timer: str
 
 
 @dataclass(frozen=True)
@@ -529,7 +707,23 @@ Effect = (
     | PlayHand
     | ScheduleAutostart
     | Then
+    | HoldHouse
+    | AppendHand
+    | RecordAct
+    | Advance
+    | ArmTimer
+    | HandOver
+    | CountTimeout
 )
+
+
+@dataclass(frozen=True)
+class ActAnswer:
+    """What ``Table.act`` answers: the act's ``result`` (None: the event its ``RecordAct``
+    remembers, known once appended) and whether it answers a retry (``replayed``)."""
+
+    result: ActResult | None
+    replayed: bool
 
 
 @dataclass(frozen=True)
@@ -555,6 +749,10 @@ class Decision:
     answer: Any = None
     refusal: errors.SocaiError | None = None
     needs: str = ""
+    # A bug met while deciding (an invariant of the rules engine broken: ``errors.check``),
+    # raised like a refusal after the effects decided before it: the shell met it there
+    # when it applied each event just before appending it.
+    failure: Exception | None = None
 
 
 def refuse(refusal: errors.SocaiError, *effects: Effect) -> Decision:
@@ -562,30 +760,12 @@ def refuse(refusal: errors.SocaiError, *effects: Effect) -> Decision:
 
 
 def decide(state: TableState, command: Command) -> Decision:
-    """What ``command`` does at ``state`` (see ``Decision``)."""
-    if isinstance(command, Join):
-        return _decide_join(state, command)
-    if isinstance(command, Leave):
-        return _decide_leave(state, command)
-    if isinstance(command, StandUpDue):
-        return _decide_stand_up_due(state)
-    if isinstance(command, Close):
-        return _decide_close(state, command)
-    if isinstance(command, FinishClose):
-        return _decide_finish_close(state)
-    if isinstance(command, StartHand):
-        return _decide_start_hand(state)
-    if isinstance(command, Heartbeat):
-        return _decide_heartbeat(state, command)
-    if isinstance(command, CheckHeartbeats):
-        return _decide_check_heartbeats(state, command)
-    if isinstance(command, Disconnect):
-        return _decide_disconnect(state, command)
-    if isinstance(command, AfterHand):
-        return _decide_after_hand(state)
-    if isinstance(command, MaybeAutostart):
-        return _decide_autostart(state)
-    raise errors.InvalidArgument("BAD_COMMAND", f"the table has no command {type(command).__name__}")
+    """What ``command`` does at ``state`` (see ``Decision``). Raises InvalidArgument
+    ("BAD_COMMAND") for an object that is no ``Command`` (a bug, never a client's input)."""
+    decider = _DECIDERS.get(type(command))
+    if decider is None:
+        raise errors.InvalidArgument("BAD_COMMAND", f"the table has no command {type(command).__name__}")
+    return decider(state, command)
 
 
 def open_refusal(state: TableState) -> errors.SocaiError | None:
@@ -718,7 +898,7 @@ def _decide_leave(state: TableState, leave: Leave) -> Decision:
     return Decision((StandUp(seat.seat),), answer=LeaveResult(STOOD_UP, cash_out_gold=seat.stack_gold))
 
 
-def _decide_stand_up_due(state: TableState) -> Decision:
+def _decide_stand_up_due(state: TableState, _command: object = None) -> Decision:
     """Busted is below the game's minimum (``can_play``: an ante, a Gà pay-in), not only at
     0: a seat left with chips it cannot play would sit out every hand, holding its seat (a
     table of such seats never starts again), and a rebuild, which takes stacks from the last
@@ -746,7 +926,7 @@ def _decide_close(state: TableState, close: Close) -> Decision:
     return Decision(tuple(effects))
 
 
-def _decide_finish_close(state: TableState) -> Decision:
+def _decide_finish_close(state: TableState, _command: object = None) -> Decision:
     """The closing hand when a pot is carried and someone is seated (its own end comes back
     here with the pot at 0), then every stand-up, then TableClosed. Each step is a fact in
     the log, so a rebuild sees what was done and this picks up at the next step."""
@@ -758,7 +938,7 @@ def _decide_finish_close(state: TableState) -> Decision:
     return Decision((*stand_ups, AppendFact(TableClosed(state.close_reason)), CloseDone()))
 
 
-def _decide_start_hand(state: TableState) -> Decision:
+def _decide_start_hand(state: TableState, _command: object = None) -> Decision:
     bad = open_refusal(state)
     if bad is not None:
         return refuse(bad)
@@ -795,14 +975,19 @@ def _decide_heartbeat(state: TableState, beat: Heartbeat) -> Decision:
 def _decide_check_heartbeats(state: TableState, check: CheckHeartbeats) -> Decision:
     """Missed heartbeats become PlayerDisconnected (the game's forfeit rules follow): the
     connected seats whose player has sent heartbeats and then none for ``timeout_s``."""
-    missed = missed_heartbeats(state.seats.values(), check.now_s, check.timeout_s)
+    missed = missed_heartbeats(state, check.now_s, check.timeout_s)
     return Decision(tuple(Then(Disconnect(seat.seat)) for seat in missed))
 
 
-def missed_heartbeats(seats: Iterable[Seat], now_s: float, timeout_s: float) -> list[Seat]:
+def missed_heartbeats(state: TableState, now_s: float, timeout_s: float) -> list[Seat]:
     """The connected seats whose player has sent heartbeats and then none for ``timeout_s``
     (``now_s`` is ``time.monotonic()``). A player who never sent one is never disconnected."""
-    return [s for s in seats if s.connected and s.last_heartbeat and now_s - s.last_heartbeat > timeout_s]
+    heard = state.heard
+    return [
+        s
+        for s in state.seats.values()
+        if s.connected and heard.get(s.seat, 0.0) and now_s - heard.get(s.seat, 0.0) > timeout_s
+    ]
 
 
 def _connection(state: TableState, seat: int, connected: bool) -> list[Effect]:
@@ -816,13 +1001,13 @@ def _connection(state: TableState, seat: int, connected: bool) -> list[Effect]:
     return effects
 
 
-def _decide_after_hand(state: TableState) -> Decision:
+def _decide_after_hand(state: TableState, _command: object = None) -> Decision:
     effects: list[Effect] = [Then(StandUpDue())]
     effects.append(Then(FinishClose()) if state.closing else Then(MaybeAutostart()))
     return Decision(tuple(effects))
 
 
-def _decide_autostart(state: TableState) -> Decision:
+def _decide_autostart(state: TableState, _command: object = None) -> Decision:
     if not state.autostart_due():
         return Decision()
     return Decision((ScheduleAutostart(state.config.between_hands_ms / 1000),))
@@ -870,3 +1055,225 @@ def for_seat(body: Body, seat: int) -> Body:
         raise errors.InvalidArgument("SEAT_MISMATCH", f"the action is for seat {named}, the caller's seat is {seat}")
     changed: Body = replace(body, seat=seat)  # type: ignore[arg-type, type-var]
     return changed
+
+
+# --- the hand in play: a player's act, what the table drives, its timer --------------------
+
+
+def act_key_refusal(key: str) -> errors.SocaiError | None:
+    """BAD_IDEMPOTENCY_KEY unless ``key`` is 1..ACT_KEY_MAX_CHARS characters (checked before
+    anything is read)."""
+    if not key or len(key) > ACT_KEY_MAX_CHARS:
+        return errors.InvalidArgument("BAD_IDEMPOTENCY_KEY", f"idempotency_key must be 1..{ACT_KEY_MAX_CHARS} chars")
+    return None
+
+
+def _decide_act(state: TableState, act: Act) -> Decision:
+    """A key names one decision of one player in one hand: a retry with it (the same
+    action) answers the first result whatever happened since (the hand in play's and the
+    last hand's from memory, an ended hand's from its log: ``NEEDS_ENDED_HAND``), and
+    writes nothing. Refused: BAD_IDEMPOTENCY_KEY; IDEMPOTENCY_KEY_REUSED for a key used for
+    another action; NOT_YOUR_SEAT when the seat is not the caller's, SEAT_MISMATCH when the
+    action names another seat; the rules engine's RuleViolation (with ErrorInfo seat,
+    hand_id and rule: ``rule_refusal``) when the move is illegal; NO_HAND_IN_PLAY or
+    STALE_HAND for a hand not in play (and no retry of it). Played: the event appended with
+    the act's key, remembered as its first result, then the hand driven on."""
+    bad = act_key_refusal(act.key)
+    if bad is not None:
+        return refuse(bad)
+    hand = act.hand
+    if hand is not None and act.hand_id == hand.hand_id:
+        if act.answered is not None:
+            return replayed_act(act.answered, act.body)
+        acting_seat = acting(state, act.player_id, act.seat_no, act.body)
+        if isinstance(acting_seat, errors.SocaiError):
+            return refuse(acting_seat)
+        seat, body = acting_seat
+        module = state.module
+        try:
+            rules_after = module.apply(hand.rules, body)
+        except errors.RuleViolation as exc:
+            return refuse(rule_refusal(module, exc, seat.seat, hand.hand_id))
+        hold = hold_for(module, hand.hand_id, hand.held_gold, rules_after)
+        holds = (hold,) if hold is not None else ()
+        appended = AppendHand(body, rules_after, act.key, act.player_id)
+        effects = (*holds, appended, RecordAct(act.player_id, act.key, body), Advance())
+        return Decision(effects, answer=ActAnswer(None, replayed=False))
+    if act.answered is not None:
+        return replayed_act(act.answered, act.body)
+    refusal = hand_refusal(state, act.hand_id)
+    errors.check(refusal is not None, f"{act.hand_id} is not the hand in play here")
+    return Decision(refusal=refusal, needs=NEEDS_ENDED_HAND)
+
+
+def act_after_ended_hand(decision: Decision, answered: tuple[ActResult, Body] | None, body: Body) -> Decision:
+    """An act's ``decision`` that needed its ended hand (``NEEDS_ENDED_HAND``), once that
+    hand's first result of the key is read (``answered``; None: the key played nothing
+    there): that result, or the decision's refusal."""
+    errors.check(decision.needs == NEEDS_ENDED_HAND, "the act needed no ended hand")
+    if answered is not None:
+        return replayed_act(answered, body)
+    return Decision(refusal=decision.refusal)
+
+
+def replayed_act(answered: tuple[ActResult, Body], body: Body) -> Decision:
+    """The first result of a retried decision; IDEMPOTENCY_KEY_REUSED when ``body`` is not
+    that decision (its seat of 0 read as the decision's)."""
+    result, first = answered
+    seat = getattr(first, "seat", None)
+    again = for_seat(body, seat) if seat is not None and getattr(body, "seat", seat) in (0, seat) else body
+    if again != first:
+        return refuse(errors.PreconditionFailed("IDEMPOTENCY_KEY_REUSED", "this key was used for another action"))
+    return Decision(answer=ActAnswer(result, replayed=True))
+
+
+def rule_refusal(module: ModuleType, exc: errors.RuleViolation, seat: int, hand_id: str) -> errors.RuleViolation:
+    """``exc`` with the ErrorInfo metadata of every rules refusal: the seat, the hand and
+    the RULES.md rule it cites (``kit.refusal_rule``)."""
+    details = {**exc.details, "seat": seat, "hand_id": hand_id, "rule": kit.refusal_rule(module, exc.code)}
+    return errors.RuleViolation(exc.code, exc.message, **details)
+
+
+def act_refusal(
+    state: TableState, hand: HandNow | None, player_id: str, hand_id: str, seat_no: int, body: Body
+) -> errors.SocaiError | None:
+    """Whether an act would be accepted now, without playing it (ValidateAction): None, or
+    what ``Act`` would refuse it with (the hand, the seat, the rules; a retry's key aside)."""
+    refusal = hand_refusal(state, hand_id)
+    if refusal is not None:
+        return refusal
+    errors.check(hand is not None and hand.hand_id == hand_id, f"{hand_id} is in play in the core only")
+    assert hand is not None
+    acting_seat = acting(state, player_id, seat_no, body)
+    if isinstance(acting_seat, errors.SocaiError):
+        return acting_seat
+    seat, body = acting_seat
+    refused = kit.refusal(state.module, hand.rules, body)
+    return rule_refusal(state.module, refused, seat.seat, hand_id) if refused is not None else None
+
+
+def _decide_drive(state: TableState, drive: Drive) -> Decision:
+    """Everything the hand needs that no player decides, in order (the next cards from the
+    deck, the dice, HandEnded revealing the seed once play is over: ``kit.system_event``),
+    each appended with the rules state after it; then the timer of the decision it waits
+    for, or the hand's end. A closing hand has nothing to decide: it ends at once. The
+    rules engine is pure, so the whole run is decided before any of it is appended; a
+    refusal of the rules (a bug) comes after the events before it, as when they were
+    applied one by one."""
+    hand = drive.hand
+    if hand is None:
+        return Decision()
+    if hand.closing:
+        return Decision((AppendHand(HandEnded(hand.seed.hex()), None), HandOver(counted=False)))
+    module = state.module
+    rules, next_card, held = hand.rules, hand.next_card, hand.held_gold
+    effects: list[Effect] = []
+    try:
+        for _ in range(DRIVE_STEPS_MAX):
+            pending: Pending = module.pending(rules)
+            body = kit.system_event(pending, hand.deck, next_card, hand.seed)
+            if body is None:
+                timeout_s = timeout_s_for(pending, state.config) if pending.to_act else 0.0
+                effects.append(ArmTimer(hand.hand_id, timeout_s))
+                return Decision(tuple(effects))
+            rules = module.apply(rules, body)
+            held = _held(module, hand, rules, held, effects)
+            effects.append(AppendHand(body, rules))
+            if isinstance(body, CardsDealt):
+                next_card += len(body.cards)
+            if isinstance(body, HandEnded):
+                effects.append(HandOver())
+                return Decision(tuple(effects))
+    except errors.SocaiError as exc:
+        return refuse(exc, *effects)
+    except Exception as exc:  # a bug of the rules: raised where it was met (``Decision.failure``)
+        return Decision(tuple(effects), failure=exc)
+    runaway = errors.PreconditionFailed("HAND_RUNAWAY", f"{hand.hand_id} did not settle into a decision")
+    return refuse(runaway, *effects)
+
+
+def _decide_timer_fired(state: TableState, fired: TimerFired) -> Decision:
+    """The hand's timer ran out (RULES.md GEN-5): a ``TimerExpired`` for each seat still
+    owing a decision on it, in the order the hand listed them, each with the move the rules
+    made for it; then the hand goes on. A stale timer (another armed since, a hand no
+    longer in play, a table behind its log) does nothing. An expiry that moves the hand on
+    to something else (a deal, dice, its end, another timer) ends the expiries there."""
+    hand = fired.hand
+    if not fired.current or not fired.synced or hand is None or hand.hand_id != fired.hand_id:
+        return Decision()
+    module = state.module
+    rules, held = hand.rules, hand.held_gold
+    pending: Pending = module.pending(rules)
+    effects: list[Effect] = []
+    try:
+        for seat in pending.to_act:
+            now = module.pending(rules)
+            if now.finished or now.deal or now.roll_dice or now.timer != pending.timer:
+                break
+            if seat not in now.to_act:
+                continue
+            body = timer_expired(module, rules, seat, pending.timer)
+            rules = module.apply(rules, body)
+            held = _held(module, hand, rules, held, effects)
+            effects.append(AppendHand(body, rules))
+    except errors.SocaiError as exc:
+        return refuse(exc, *effects)
+    except Exception as exc:  # a bug of the rules: raised where it was met (``Decision.failure``)
+        return Decision(tuple(effects), failure=exc)
+    return Decision((*effects, CountTimeout(pending.timer or "turn"), Advance()))
+
+
+def hold_for(module: ModuleType, hand_id: str, held_gold: int, rules_after: Any) -> HoldHouse | None:
+    """The house-bank hold an event of ``hand_id`` (holding ``held_gold``) must be preceded
+    by: when its rules state after it (``rules_after``) may cost the bank more than the
+    hand holds, the new worst case."""
+    exposure = kit.house_exposure(module, rules_after)
+    return HoldHouse(hand_id, exposure, held_gold) if exposure > held_gold else None
+
+
+def _held(module: ModuleType, hand: HandNow, rules_after: Any, held: int, effects: list[Effect]) -> int:
+    """What the hand holds once the event leading to ``rules_after`` is appended, its
+    ``HoldHouse`` added to ``effects`` first when it needs one (``held``: what it holds
+    before, the holds decided earlier in the same decision included)."""
+    hold = hold_for(module, hand.hand_id, held, rules_after)
+    if hold is None:
+        return held
+    effects.append(hold)
+    return hold.exposure_gold
+
+
+def timer_expired(module: Any, rules: Any, seat: int, timer: str) -> TimerExpired:
+    """The ``TimerExpired`` the table writes for ``seat`` when ``timer`` runs out: with the
+    move the rules make for it (``socai.rules.automatic``), so the log records what the
+    timeout did and the replay checks it."""
+    body = TimerExpired(seat, timer)
+    return TimerExpired(seat, timer, automatic_move(rules, module.apply(rules, body), body).code)
+
+
+def timeout_s_for(pending: Pending, config: TableConfig) -> float:
+    """How long the hand waits for ``pending``: the table's turn timer overrides the game's
+    default turn timer; the game's other timers (Mậu Binh's arrangement, Ba Cây's flip, a
+    betting window) are its own rules."""
+    if pending.timer in ("", "turn") and config.turn_timeout_s:
+        return float(config.turn_timeout_s)
+    return float(pending.timeout_s or TURN_TIMEOUT_DEFAULT_S)
+
+
+# ``decide``'s dispatch: one look-up by the command's type (a heartbeat, an act and a timer
+# are the hot path; an isinstance chain tested up to eleven types first).
+_DECIDERS: dict[type, Callable[[TableState, Any], Decision]] = {
+    Join: _decide_join,
+    Leave: _decide_leave,
+    StandUpDue: _decide_stand_up_due,
+    Close: _decide_close,
+    FinishClose: _decide_finish_close,
+    StartHand: _decide_start_hand,
+    Heartbeat: _decide_heartbeat,
+    CheckHeartbeats: _decide_check_heartbeats,
+    Disconnect: _decide_disconnect,
+    AfterHand: _decide_after_hand,
+    MaybeAutostart: _decide_autostart,
+    Act: _decide_act,
+    Drive: _decide_drive,
+    TimerFired: _decide_timer_fired,
+}

@@ -7,6 +7,9 @@ from typing import Any
 
 from socai.cards import Card
 from socai.events.model import Event, HandStarted
+from socai_table.core import ActResult, HandNow
+
+__all__ = ["IDEMPOTENCY_HEADER", "PLAYER_HEADER", "ActResult", "Hand"]
 
 # Act keys are kept in the event's headers, so that a restarted table still answers a retry
 # with the first result, and so does the table long after the hand ended (``history``). The
@@ -16,13 +19,6 @@ from socai.events.model import Event, HandStarted
 # the events' bytes (what settles and what is sealed) stay as they are.
 IDEMPOTENCY_HEADER = "Socai-Idempotency-Key"
 PLAYER_HEADER = "Socai-Player-Id"
-
-
-@dataclass(frozen=True)
-class ActResult:
-    seq: int
-    event_id: str
-    log_seq: int = 0  # the event's stream sequence in the log
 
 
 @dataclass
@@ -67,3 +63,7 @@ class Hand:
     @property
     def dealt_seats(self) -> set[int]:
         return {s.seat for s in self.started.seats}
+
+    def for_core(self) -> HandNow:
+        """What the table core's decisions about this hand read of it (``core.HandNow``)."""
+        return HandNow(self.hand_id, self.state, self.deck, self.next_card, self.seed, self.closing, self.held_gold)

@@ -161,7 +161,6 @@ class Seat:
     connected: bool = True
     leaving: bool = False
     last_hand_id: str = ""
-    last_heartbeat: float = 0.0  # monotonic seconds; 0 = the player never sent one
     join_tx: str = ""  # the ledger transaction of the buy-in that seated the player
     seated_at: int = 0  # the stream sequence of the PlayerSeated that seated the player
 

@@ -7,11 +7,12 @@ signed and with the expected last subject sequence, and only after the append is
 acknowledged does the in-memory state move on. The table then drives what needs no player
 (dealing, dice, the end of the hand) and arms the timer of whatever the hand waits for.
 
-What a command does to the seats, the close and the start of a hand is decided by the
+What a command does (to the seats, the close, the start of a hand, the hand in play: a
+player's act, what the table drives without a player, the hand's timer) is decided by the
 table's functional core (``core``: ``decide`` gives the effects in order, ``evolve`` the
 state after each); this class is its shell: it takes the lock, reads what a decision needs,
-performs the effects in order and drives the hand in play, whose moves the rules engine
-decides.
+performs the effects in order (the appends, the ledger, the store, the timers' tasks) and
+keeps the hand in play's rules state, deck and events for its views.
 
 Its helpers each do one job: ``timers`` (when the hand's timer fires, when the next hand
 starts by itself), ``views`` (what each viewer may see, and
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
@@ -53,13 +55,12 @@ from socai.events.model import (
     SeatInfo,
     TableClosed,
     TableOpened,
-    TimerExpired,
 )
 from socai.gen.events.v1 import events_pb2
 from socai.infra.logging import bound, get_logger
 from socai.rules import base as kit
 from socai.rules import registry
-from socai.rules.base import Pending, Settlement
+from socai.rules.base import Settlement
 from socai.settle.replay import closing_settlement, has_closing_rule
 from socai_table import core, history, metrics, seeds, signing
 from socai_table.core import FORFEITED, LEAVE_NOW, LeaveResult
@@ -70,7 +71,7 @@ from socai_table.model import Seat, TableConfig, facts_id_of, hand_id_of
 from socai_table.ownership import RETRY_AFTER_MS, WRITER_HEADER
 from socai_table.rebuild import LogReader
 from socai_table.store import Cashout, TableStore
-from socai_table.timers import HEARTBEAT_TIMEOUT_S, AutoStart, HandTimer, timeout_s_for
+from socai_table.timers import HEARTBEAT_TIMEOUT_S, AutoStart, HandTimer
 from socai_table.views import (
     FULL_VIEW,
     Moment,
@@ -90,7 +91,7 @@ T = TypeVar("T")
 
 log = get_logger("socai.table")
 
-ACT_KEY_MAX_CHARS = 200
+ACT_KEY_MAX_CHARS = core.ACT_KEY_MAX_CHARS
 ENDED_HANDS_KEPT = 16  # ended hands read back from the log, kept for retries and GetHand
 
 
@@ -104,17 +105,6 @@ class CashOutDone:
     after_hand_id: str
     ledger_transaction_id: str
     completed_s: float
-
-
-def _retried(previous: tuple[ActResult, Any], body: Body) -> ActResult:
-    """The first result of a retried decision; IDEMPOTENCY_KEY_REUSED when ``body`` is not
-    that decision (its seat of 0 read as the decision's)."""
-    result, first = previous
-    seat = getattr(first, "seat", None)
-    again = core.for_seat(body, seat) if seat is not None and getattr(body, "seat", seat) in (0, seat) else body
-    if again != first:
-        raise errors.PreconditionFailed("IDEMPOTENCY_KEY_REUSED", "this key was used for another action")
-    return result
 
 
 def _is_hand_of(table_id: str, hand_id: str, hands_played: int) -> bool:
@@ -213,7 +203,7 @@ class Table:
         self.table_id = table_id
         self.config = config
         self.module = registry.get(config.game)
-        # A game that may pay from house:bank (its hands hold it: ``_hold_for``).
+        # A game that may pay from house:bank (its hands hold it: ``core.HoldHouse``).
         self._pays_from_house = getattr(self.module, "house_exposure_gold", None) is not None
         self.deps = deps
         self._lock = CommandLock(self._flush)
@@ -298,12 +288,11 @@ class Table:
         return event
 
     async def _hand_event(self, body: Body, new_state: Any, key: str = "", player_id: str = "") -> Event:
-        """Append ``body`` as the hand's next event and apply ``new_state``. The table keeps
+        """Append ``body`` as the hand's next event and apply ``new_state`` (a bet that raises
+        what the house bank may lose was held first: ``core.HoldHouse``). The table keeps
         the event whole (its views show each seat its own cards); the log gets the hand's
         stored form, no face-down card in it (``socai.events.hidden``)."""
         hand = self._require_hand()
-        if new_state is not None:
-            await self._hold_for(hand, new_state)
         event = self._envelope(hand.hand_id, hand.seq + 1, body)
         stored = hidden.conceal(event, hand.deck) if hand.started.face_down_by_position else event
         headers = {IDEMPOTENCY_HEADER: key, PLAYER_HEADER: player_id} if key else None
@@ -377,33 +366,32 @@ class Table:
             protos[(event.seq, FULL_VIEW)] = written if stored is None or stored is event else codec.to_proto(event)
         return seq
 
-    async def _hold_for(self, hand: Hand, new_state: Any) -> None:
-        """Before an event that raises what the house bank may lose on the hand (a bet
-        against the house: ``kit.house_exposure``), hold the new worst case of
-        ``house:bank`` in the ledger, so that the hand's settlement can always be paid.
+    async def _hold(self, hold: core.HoldHouse) -> None:
+        """Hold the hand's new worst case of ``house:bank`` in the ledger before the event
+        that raises it (a bet against the house), so that the hand's settlement can always
+        be paid.
 
         Raises PreconditionFailed("BANKER_CAPACITY") with the bank's free gold (``free_gold``)
         when the bank cannot cover it, Unavailable when the ledger does not answer: the event
         is then not written, and the state does not move.
         """
-        exposure = kit.house_exposure(self.module, new_state)
-        if exposure <= hand.held_gold:
-            return
+        hand = self._require_hand()
         try:
-            await self.deps.money.hold(hand.hand_id, exposure)
+            await self.deps.money.hold(hold.hand_id, hold.exposure_gold)
         except errors.PreconditionFailed as exc:
             if exc.code != "BANKER_CAPACITY":
                 raise
             free = exc.details.get("free_gold", "")
+            needed = hold.exposure_gold - hold.held_gold
             metrics.BETS_REFUSED.labels(self.config.game, exc.code).inc()
             raise errors.PreconditionFailed(
                 "BANKER_CAPACITY",
-                f"the house bank cannot cover this bet: it may pay {exposure - hand.held_gold} more "
+                f"the house bank cannot cover this bet: it may pay {needed} more "
                 f"than this hand holds, and {free or 'less'} is free",
                 free_gold=free,
-                needed_gold=exposure - hand.held_gold,
+                needed_gold=needed,
             ) from exc
-        hand.held_gold = exposure
+        hand.held_gold = hold.exposure_gold
 
     async def _finalize_holds(self) -> None:
         """Finalize the house-bank holds of ended hands (``_after_hand`` records them): each
@@ -569,6 +557,7 @@ class Table:
         answer. The state evolves after each event is appended (never before: a failed
         append leaves it as it was, and the table dirty) and with each note."""
         tx = ""  # the buy-in's ledger transaction, once ``Transfer`` has made it
+        acted: ActResult | None = None  # the act's result, once ``RecordAct`` has remembered it
         for effect in decision.effects:
             if isinstance(effect, core.Transfer):
                 try:
@@ -620,11 +609,42 @@ class Table:
                 await self._play_hand(effect)
             elif isinstance(effect, core.ScheduleAutostart):
                 self.autostart.schedule(effect.delay_s, self._autostart)
+            elif isinstance(effect, core.HoldHouse):
+                await self._hold(effect)
+            elif isinstance(effect, core.AppendHand):
+                await self._hand_event(effect.body, effect.rules_after, effect.key, effect.player_id)
+            elif isinstance(effect, core.RecordAct):
+                hand = self._require_hand()
+                event = hand.events[-1]
+                acted = ActResult(event.seq, event.event_id, hand.log_seqs[-1])
+                hand.act_keys[(effect.player_id, effect.key)] = (acted, effect.body)
+                metrics.ACTIONS.labels(self.config.game).inc()
+            elif isinstance(effect, core.Advance):
+                await self._advance()
+            elif isinstance(effect, core.ArmTimer):
+                self.timer.cancel()
+                if effect.timeout_s:
+                    fired = functools.partial(self._timer_fired, hand_id=effect.hand_id)
+                    self.timer.arm(effect.timeout_s, fired)
+            elif isinstance(effect, core.HandOver):
+                self._require_hand().ended = True
+                if effect.counted:
+                    # Counted when written, not in _after_hand, which a rebuild runs again.
+                    metrics.HANDS_ENDED.labels(self.config.game).inc()
+                await self._after_hand()
+            elif isinstance(effect, core.CountTimeout):
+                metrics.TIMEOUTS.labels(self.config.game, effect.timer).inc()
             else:
                 await self._run(effect.command)
         if decision.refusal is not None:
             raise decision.refusal
-        return decision.answer
+        if decision.failure is not None:
+            raise decision.failure
+        answer = decision.answer
+        if isinstance(answer, core.ActAnswer) and answer.result is None:
+            errors.check(acted is not None, "an act's decision remembers its result")
+            return dataclasses.replace(answer, result=acted)
+        return answer
 
     async def _append_fact(self, body: Any, tx: str) -> None:
         if isinstance(body, PlayerSeated) and body.ledger_transaction_id == core.TRANSFER_TX:
@@ -654,6 +674,9 @@ class Table:
                 raise
             log.info("connection_change_ignored", seat=getattr(effect.body, "seat", -1), code=exc.code)
             return False
+        hold = core.hold_for(self.module, hand.hand_id, hand.held_gold, new_state)
+        if hold is not None:
+            await self._hold(hold)
         await self._hand_event(effect.body, new_state)
         if effect.advance:
             await self._advance()
@@ -924,69 +947,49 @@ class Table:
         of it), IDEMPOTENCY_KEY_REUSED for a key used for another action, RuleViolation
         (the engine's code, with ErrorInfo metadata seat, hand_id and rule) when the move
         is illegal; nothing is written then."""
-        if not key or len(key) > ACT_KEY_MAX_CHARS:
-            raise errors.InvalidArgument("BAD_IDEMPOTENCY_KEY", f"idempotency_key must be 1..{ACT_KEY_MAX_CHARS} chars")
+        refused = core.act_key_refusal(key)
+        if refused is not None:
+            raise refused
         async with self._lock:
             await self._ensure_synced()
-            hand = self.hand
-            if hand is not None and not hand.ended and hand_id == hand.hand_id:
-                previous = hand.act_keys.get((player_id, key))
-                if previous is not None:
-                    return _retried(previous, body), True
-                seat, body = self._acting(player_id, seat_no, body)
-                with bound(table_id=self.table_id, hand_id=hand.hand_id):
-                    try:
-                        new_state = self.module.apply(hand.state, body)
-                    except errors.RuleViolation as exc:
-                        raise self._refused(exc, seat.seat, hand.hand_id) from None
-                    event = await self._hand_event(body, new_state, key, player_id)
-                    result = ActResult(event.seq, event.event_id, hand.log_seqs[-1])
-                    hand.act_keys[(player_id, key)] = (result, body)
-                    metrics.ACTIONS.labels(self.config.game).inc()
-                    await self._advance()
-                return result, False
-            last = self.last_hand
-            if last is not None and last.hand_id == hand_id and (player_id, key) in last.act_keys:
-                return _retried(last.act_keys[(player_id, key)], body), True
-            refusal = core.hand_refusal(self.state, hand_id)
-            errors.check(refusal is not None, f"{hand_id} is not the hand in play here")
-            assert refusal is not None
+            hand = self._in_play()
+            answered = self._answered(hand, hand_id, player_id, key)
+            act = core.Act(player_id, hand_id, seat_no, body, key, hand.for_core() if hand else None, answered)
+            decision = core.decide(self.state, act)
+            if not decision.needs:
+                with bound(table_id=self.table_id, hand_id=hand.hand_id if hand else hand_id):
+                    answer: core.ActAnswer = await self._perform(decision)
+                assert answer.result is not None
+                return answer.result, answer.replayed
         # Not the hand in play: a retry of a decision in a hand that is over? Read outside
         # the lock: an ended hand never changes.
         record = await self.ended_hand(hand_id)
-        if record is not None and (player_id, key) in record.act_keys:
-            return _retried(record.act_keys[(player_id, key)], body), True
-        raise refusal
+        answered = record.act_keys.get((player_id, key)) if record is not None else None
+        ended: core.ActAnswer = await self._perform(core.act_after_ended_hand(decision, answered, body))
+        assert ended.result is not None
+        return ended.result, ended.replayed
 
-    def _acting(self, player_id: str, seat_no: int, body: Body) -> tuple[Seat, Body]:
-        acting = core.acting(self.state, player_id, seat_no, body)
-        if isinstance(acting, errors.SocaiError):
-            raise acting
-        return acting
+    def _in_play(self) -> Hand | None:
+        """The shell's hand in play (None when none is, or it has ended)."""
+        hand = self.hand
+        return hand if hand is not None and not hand.ended else None
 
-    def _refused(self, exc: errors.RuleViolation, seat: int, hand_id: str) -> errors.RuleViolation:
-        """``exc`` with the ErrorInfo metadata of every rules refusal: the seat, the hand and
-        the RULES.md rule it cites (``kit.refusal_rule``)."""
-        details = {**exc.details, "seat": seat, "hand_id": hand_id, "rule": kit.refusal_rule(self.module, exc.code)}
-        return errors.RuleViolation(exc.code, exc.message, **details)
+    def _answered(self, in_play: Hand | None, hand_id: str, player_id: str, key: str) -> tuple[ActResult, Any] | None:
+        """The first result of ``player_id``'s ``key`` in ``hand_id`` as the table remembers
+        it: the hand in play's, or its last hand's (an older hand's is in the log:
+        ``ended_hand``)."""
+        hand = in_play if in_play is not None and in_play.hand_id == hand_id else None
+        if hand is None and self.last_hand is not None and self.last_hand.hand_id == hand_id:
+            hand = self.last_hand
+        return hand.act_keys.get((player_id, key)) if hand is not None else None
 
     async def validate(self, player_id: str, hand_id: str, seat_no: int, body: Body) -> errors.SocaiError | None:
         """Whether ``act`` would accept ``body`` now, without playing it: None, or the error
         ``act`` would raise (the hand, the seat, the rules; a retry's key aside)."""
         async with self._lock:
             await self._ensure_synced()
-            hand = self.hand
-            refusal = core.hand_refusal(self.state, hand_id)
-            if refusal is not None:
-                return refusal
-            errors.check(hand is not None and hand.hand_id == hand_id, f"{hand_id} is in play in the core only")
-            assert hand is not None
-            acting = core.acting(self.state, player_id, seat_no, body)
-            if isinstance(acting, errors.SocaiError):
-                return acting
-            seat, body = acting
-            refused = kit.refusal(self.module, hand.state, body)
-            return self._refused(refused, seat.seat, hand.hand_id) if refused is not None else None
+            hand = self._in_play()
+            return core.act_refusal(self.state, hand.for_core() if hand else None, player_id, hand_id, seat_no, body)
 
     async def ended_hand(self, hand_id: str) -> HandRecord | None:
         """An ended hand of this table as its log holds it (``history.read_hand``), or None
@@ -1022,30 +1025,12 @@ class Table:
         return [codec.to_proto(e) for e in record.events], record
 
     async def _advance(self) -> None:
-        """Drive the hand through everything that needs no player, then arm its timer."""
-        hand = self.hand
-        if hand is None or hand.ended:
+        """Drive the hand through everything that needs no player, then arm its timer
+        (``core.Drive``)."""
+        hand = self._in_play()
+        if hand is None:
             return
-        if hand.closing:
-            # Nothing to decide in a closing hand: it ends at once (after a restart too).
-            await self._hand_event(HandEnded(hand.seed.hex()), None)
-            hand.ended = True
-            await self._after_hand()
-            return
-        for _ in range(10_000):
-            pending: Pending = self.module.pending(hand.state)
-            body = kit.system_event(pending, hand.deck, hand.next_card, hand.seed)
-            if body is None:
-                self._arm_timer(pending)
-                return
-            await self._hand_event(body, self.module.apply(hand.state, body))
-            if isinstance(body, HandEnded):
-                hand.ended = True
-                # Counted when written, not in _after_hand, which a rebuild runs again.
-                metrics.HANDS_ENDED.labels(self.config.game).inc()
-                await self._after_hand()
-                return
-        raise errors.PreconditionFailed("HAND_RUNAWAY", f"{hand.hand_id} did not settle into a decision")
+        await self._perform(core.decide(self.state, core.Drive(hand.for_core())))
 
     async def _after_hand(self) -> None:
         """Apply the hand's nets to the stacks, stand up leavers and busted players, and
@@ -1076,29 +1061,19 @@ class Table:
 
     # --- what happens when a timer fires, a heartbeat is missed, a hand starts by itself ---
 
-    def _arm_timer(self, pending: Pending) -> None:
-        self.timer.cancel()
-        if pending.to_act:
-            self.timer.arm(timeout_s_for(pending, self.config), self._timer_fired)
-
-    async def _timer_fired(self, generation: int) -> None:
+    async def _timer_fired(self, generation: int, hand_id: str) -> None:
+        """The hand timer armed for ``hand_id`` ran out (``core.TimerFired``)."""
         async with self._lock:
-            hand = self.hand
-            if not self.timer.is_current(generation) or hand is None or hand.ended or self.dirty:
+            hand = self._in_play()
+            fired = core.TimerFired(
+                hand_id, self.timer.is_current(generation), not self.dirty, hand.for_core() if hand else None
+            )
+            decision = core.decide(self.state, fired)
+            if not decision.effects:
                 return
-            pending = self.module.pending(hand.state)
-            with bound(table_id=self.table_id, hand_id=hand.hand_id):
+            with bound(table_id=self.table_id, hand_id=hand_id):
                 try:
-                    for seat in pending.to_act:
-                        now = self.module.pending(hand.state)
-                        if now.finished or now.deal or now.roll_dice or now.timer != pending.timer:
-                            break  # an expiry moved the hand on to something else
-                        if seat not in now.to_act:
-                            continue
-                        body: TimerExpired = HandTimer.expired(self.module, hand.state, seat, pending.timer)
-                        await self._hand_event(body, self.module.apply(hand.state, body))
-                    metrics.TIMEOUTS.labels(self.config.game, pending.timer or "turn").inc()
-                    await self._advance()
+                    await self._perform(decision)
                 except errors.SocaiError as exc:
                     if self._tenure_over(exc):
                         return

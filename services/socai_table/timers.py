@@ -1,7 +1,8 @@
 """When a table acts without a player: the hand's timer and the automatic start.
 
-This module decides *when*; what then happens (a ``TimerExpired``, a new hand) is the
-table's to write, under its lock (``socai_table.table``). Missed heartbeats are the table
+This module runs the clocks; how long a hand waits (``timeout_s_for``) and what its timer's
+expiry writes (``TimerExpired``: ``core.TimerFired``) are the table core's, and a new hand
+the table's to write, under its lock (``socai_table.table``). Missed heartbeats are the table
 core's (``socai_table.core.missed_heartbeats``). The manager's watchdog supervises both: it
 checks heartbeats and calls ``Table.heal``, which re-arms a timer or reschedules a start
 that a failure lost.
@@ -16,20 +17,11 @@ from typing import Any
 
 from socai.events.model import TimerExpired
 from socai.infra import tracing
-from socai.rules.automatic import automatic_move
-from socai.rules.base import Pending
-from socai_table.model import TURN_TIMEOUT_DEFAULT_S, TableConfig
+from socai_table.core import timeout_s_for, timer_expired
+
+__all__ = ["HEARTBEAT_TIMEOUT_S", "AutoStart", "HandTimer", "timeout_s_for"]
 
 HEARTBEAT_TIMEOUT_S = 10.0
-
-
-def timeout_s_for(pending: Pending, config: TableConfig) -> float:
-    """How long the hand waits for ``pending``: the table's turn timer overrides the game's
-    default turn timer; the game's other timers (Mậu Binh's arrangement, Ba Cây's flip, a
-    betting window) are its own rules."""
-    if pending.timer in ("", "turn") and config.turn_timeout_s:
-        return float(config.turn_timeout_s)
-    return float(pending.timeout_s or TURN_TIMEOUT_DEFAULT_S)
 
 
 class HandTimer:
@@ -42,11 +34,8 @@ class HandTimer:
 
     @staticmethod
     def expired(module: Any, state: Any, seat: int, timer: str) -> TimerExpired:
-        """The ``TimerExpired`` the table writes for ``seat`` when this timer runs out: with
-        the move the rules make for it (``socai.rules.automatic``), so the log records what
-        the timeout did and the replay checks it."""
-        body = TimerExpired(seat, timer)
-        return TimerExpired(seat, timer, automatic_move(state, module.apply(state, body), body).code)
+        """``core.timer_expired``: what the table writes for ``seat`` when this timer runs out."""
+        return timer_expired(module, state, seat, timer)
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None

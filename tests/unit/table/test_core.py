@@ -370,6 +370,16 @@ def test_missed_heartbeats_disconnect_only_players_who_sent_one():
     )
 
 
+def test_a_heartbeat_changes_the_heard_times_only_and_a_seat_taken_again_starts_with_none():
+    state = table_of(500, 700)
+    beat = core.evolve(state, core.Heard(1, 7.0))
+    assert beat.seats is state.seats and beat.heard == {1: 7.0}
+    assert core.evolve(state, core.Heard(3, 7.0)) == state  # nobody at seat 3
+    gone = core.evolve(beat, fact(beat.facts_seq + 1, PlayerStoodUp(1, "p1", 700)), 50)
+    again = seated(gone, 1, "p9", 300, 51)
+    assert again.heard == {} and core.decide(again, core.CheckHeartbeats(100.0, 15.0)) == core.Decision()
+
+
 # --- acts -----------------------------------------------------------------------------------------
 
 
@@ -661,8 +671,8 @@ def rebuilt(world: World) -> core.TableState:
 
 def present(state: core.TableState) -> core.TableState:
     """``state`` without what only the running table knows (heartbeats, connections)."""
-    seats = {n: dataclasses.replace(s, connected=True, last_heartbeat=0.0) for n, s in state.seats.items()}
-    return dataclasses.replace(state, seats=MappingProxyType(seats))
+    seats = {n: dataclasses.replace(s, connected=True) for n, s in state.seats.items()}
+    return dataclasses.replace(state, seats=MappingProxyType(seats), heard=MappingProxyType({}))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
