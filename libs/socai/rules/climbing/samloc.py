@@ -1,6 +1,6 @@
 """Sâm Lốc (RULES.md §4, SL-1..SL-21) on the game kit.
 
-The hand is ``socai.rules.shedding_play`` with Sâm Lốc's card rules ``shedding.SAMLOC``;
+The hand is ``socai.rules.climbing.shedding_play`` with Sâm Lốc's card rules ``shedding.SAMLOC``;
 this module holds only what is Sâm Lốc's own:
 
 - 10 cards each, 2 to 5 players (SL-1); ``dealer_seat`` leads: the table owner in the first
@@ -32,10 +32,10 @@ from typing import Final
 from socai.cards import Card
 from socai.errors import RuleViolation
 from socai.events.model import HandStarted
-from socai.rules import shedding, shedding_play
 from socai.rules.base import COUNTERCLOCKWISE, GameSpec, Reason, parse_options, resolve_options, validate_start
-from socai.rules.shedding import Combination
-from socai.rules.shedding_play import (
+from socai.rules.climbing import shedding, shedding_play
+from socai.rules.climbing.shedding import Combination
+from socai.rules.climbing.shedding_play import (
     State,
     apply,
     candidate_actions,

@@ -50,8 +50,6 @@ from socai.events.model import (
     TimerExpired,
     WagerPlaced,
 )
-from socai.rules import threecard
-from socai.rules import threecard_play as play
 from socai.rules.base import (
     COUNTERCLOCKWISE,
     Facing,
@@ -76,7 +74,9 @@ from socai.rules.base import (
     seeded_index,
     validate_start,
 )
-from socai.rules.threecard import BaCayValue
+from socai.rules.three_card import threecard
+from socai.rules.three_card import threecard_play as play
+from socai.rules.three_card.threecard import BaCayValue
 
 SPEC: Final = GameSpec("bacay_chuong", "Ba Cây Chương", 2, 9, "bacay", direction=COUNTERCLOCKWISE, default_fee_bps=0)
 # The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.

@@ -19,7 +19,7 @@ One core, two games. Everything a game does differently is data in its ``Sheddin
 What needs the hand's state (whose turn, passes, when a round or chain closes, who
 declared Sâm, GEN-4 caps) belongs to the game modules built on the game kit.
 
-The game modules (``socai.rules.tienlen`` / ``samloc``) bind ``rules`` and re-export
+The game modules (``socai.rules.climbing.tienlen`` / ``samloc``) bind ``rules`` and re-export
 ``combo(cards)`` and ``beats(play, over)`` (DESIGN.md "Public Python API"). Seats in
 ``Penalty`` are whatever identifiers the caller passes in: this module never looks at them.
 

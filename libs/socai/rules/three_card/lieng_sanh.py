@@ -1,32 +1,31 @@
-"""Liêng (RULES.md §5): three cards, one betting round, the best hand takes the pot.
+"""Liêng Sảnh (RULES.md §12): three cards, three betting rounds, and the Sáp bonus.
 
-A hand, as this module plays it (the mechanics are ``threecard_play``'s, shared with
-Liêng Sảnh; hand values are ``threecard.lieng_value``):
+The same mechanics as Liêng (``threecard_play``), with these differences (LI-8):
 
-1. ``HandStarted``: ``dealer_seat`` is the first to act, the table owner in the first hand
-   and the previous winner after that (LI-4, ``next_hand_dealer``). Every player antes
-   ``ante_stakes`` × S (5.1: the table's minimum bet), which a stack must cover
-   (``can_play``; BAD_STACK otherwise).
-2. Three cards face down to each player, one at a time counterclockwise (GEN-2) from the
-   first to act.
-3. **Exactly one betting round** (5.1), counterclockwise from the first to act: Tố (bet or
-   raise by k × S above the call, k from 1 to ``raise_max_stakes`` = 30, LI-4), Theo (call;
-   with nothing to call, a check, which the source's buttons leave implicit), Bỏ (fold).
-   Raises are unlimited and each reopens the round; it ends when everyone still in has
-   matched the highest contribution (LI-4). A short stack calls all-in, with side pots as
-   in Xì Tố (``pots``); a voluntary all-in beyond the k × S sizes is not offered.
-4. Showdown: each pot to the best eligible hand (Sáp > Liêng đồng chất > Liêng > Ảnh >
-   points, ties by the highest suit ♦ > ♥ > ♣ > ♠ then its highest card; LI-1, LI-2, LI-3,
-   LI-7), or the whole pot to the last player left (LI-6). No bonuses (5.4).
+1. ``HandStarted``: ``dealer_seat`` opens round 1, the table owner in the first hand and
+   the previous winner after that (LS-4, ``next_hand_dealer``). Every player antes
+   ``ante_stakes`` × S before the deal (LS-2).
+2. Three cards face down to each player, counterclockwise (GEN-2) from the opener.
+3. **Three betting rounds** with no cards between them (12.1, LS-6), each opened from the
+   same position by the first player still in (LS-4): the opener may "Tố" (bet 1 × S, or
+   k × S with the slider, k 1..``raise_max_stakes`` = 30) or "Chuyển" (a check, handing the
+   opening right on); after an opening, "Cân" (call), raise by k × S, or "Úp bỏ" (fold).
+   A full circle of "Chuyển" ends the round with nobody adding (LS-3). A short stack calls
+   all-in, with side pots (``pots``).
+4. Showdown: each pot to the best eligible hand (Sáp > Liêng > Ảnh > points, no suited-run
+   tier; ties by the highest suit ♦ > ♥ > ♣ > ♠ then its highest card; 12.2, LS-1, LS-7,
+   LS-8), or the whole pot to the last player left.
+5. **Sáp bonus** (12.4, LS-5, LS-9, LS-12): the best Sáp dealt in the hand, even folded,
+   receives ``sap_bonus_stakes`` × S (5) from every other player dealt in, folded and
+   leaving players included; one bonus per hand, paid after the pots and capped at what
+   each payer has left (GEN-4, ``base.pay_obligations``).
 
-Disconnect and leaving (5.5, LI-5, GEN-6): the player is folded at once, in or out of turn,
-and forfeits everything already in the pot (the ante at least); the showdown winner takes
-all of it under the reason ``disconnect_forfeit``, even a raise no player still in matched
-and what lies above an all-in winner's stack (LI-5). Rules version 1, kept for the hands
-recorded under it, returned the unmatched part as ``uncalled`` and gave the part above an
-all-in winner to the side pot's winner (S = 1, ante 2, seat 1 bets 2, seat 0 raises to 4
-and leaves: version 1 settles seat 0 -4, version 2 -6). A turn timeout checks when free,
-otherwise folds (GEN-5). Fee: ``fee_bps`` on each net win (GEN-1, default 0).
+Disconnect and leaving (12.5, GEN-6): the player is folded at once and loses the gold
+already bet, all of it to the showdown winner (reason ``disconnect_forfeit``), as in Liêng
+(LI-5; rules version 1, kept for the hands recorded under it, returned a raise no player
+still in matched and gave what lay above an all-in winner's stack to a side pot's winner),
+and still pays a Sáp bonus (LS-9). A turn timeout is a "Chuyển" when free, otherwise a
+fold (GEN-5). Fee: ``fee_bps`` on each net win (GEN-1, default 0), charged after the bonus.
 """
 
 from __future__ import annotations
@@ -40,43 +39,46 @@ from socai.cards import Card
 from socai.cards import deck as canonical_deck
 from socai.errors import RuleViolation
 from socai.events.model import Body, HandStarted
-from socai.rules import threecard
-from socai.rules import threecard_play as play
 from socai.rules.base import COUNTERCLOCKWISE, Facing, GameSpec, LegalAction, Pending, Reason, Settlement
-from socai.rules.threecard import LiengValue
-from socai.rules.threecard_play import LiengState
+from socai.rules.three_card import threecard
+from socai.rules.three_card import threecard_play as play
+from socai.rules.three_card.threecard import LiengSanhValue
+from socai.rules.three_card.threecard_play import LiengState
 
 # One hand's state: the Liêng family's (``threecard_play.LiengState``).
 State = LiengState
 
-SPEC: Final = GameSpec("lieng", "Liêng", 2, 9, "standard", direction=COUNTERCLOCKWISE, default_fee_bps=0)
+SPEC: Final = GameSpec("lieng_sanh", "Liêng Sảnh", 2, 9, "standard", direction=COUNTERCLOCKWISE, default_fee_bps=0)
 # The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.
 MOVES: Final = ("check", "call", "bet", "raise", "fold", "all_in")
 # The timers its hands run (``Pending.timer``; the API guide's page of the game).
 TIMERS: Final = ("turn",)
 # The rule a refusal cites where the game names its own (``base.refusal_rule``).
-REFUSAL_RULES: Final = {"RAISE_TOO_LARGE": "LI-4", "BET_TOO_LARGE": "LI-4", "BAD_AMOUNT": "LI-4"}
+REFUSAL_RULES: Final = {"RAISE_TOO_LARGE": "LS-3", "BET_TOO_LARGE": "LS-3", "BAD_AMOUNT": "LS-3"}
 # What leaving a hand in play costs (LeaveTable answers it: ``base.forfeit``).
-LEAVE_RULE: Final = "LI-5, 5.5, GEN-6: folded at once; everything already in the pot goes to the showdown winner"
+LEAVE_RULE: Final = "12.5, GEN-6: declared the loser; the gold already bet goes to the showdown winner"
 # Version 2: a leaver forfeits all it put in to the showdown winner, even what no player
 # still in matched and what lies above an all-in winner's stack (LI-5;
 # ``threecard_play.LEAVER_FORFEITS_ALL_FROM``). OPTION_DEFAULTS keeps every version's defaults.
 RULES_VERSION: Final = 2
-RAISE_MAX_STAKES: Final = 30  # LI-4: the [S2] slider's ×1 to ×30
+RAISE_MAX_STAKES: Final = 30  # LS-3, LS-11: the slider's ×1 to ×30
+SAP_BONUS_STAKES: Final = 5  # 12.4: "trả thêm x5 gold cược"
 TURN_TIMER: Final = play.TURN_TIMER
 
 
 @dataclass(frozen=True, slots=True)
 class Options:
-    """Liêng's [Proposed] decisions as named options, defaults as in RULES.md §5.
+    """Liêng Sảnh's rules and [Proposed] decisions as named options, defaults as in §12.
 
-    - ``ante_stakes``: the ante in multiples of S (5.1: the table's minimum bet, 1).
-    - ``raise_max_stakes``: the largest k of a k × S bet or raise (LI-4: 30).
+    - ``ante_stakes``: the ante in multiples of S (LS-2: 1).
+    - ``raise_max_stakes``: the largest k of a k × S bet or raise (LS-3: 30).
+    - ``sap_bonus_stakes``: the Sáp bonus each other player pays, in multiples of S (12.4: 5).
     - ``turn_timeout_s``: the action timer (GEN-5: configurable, not in the source).
     """
 
     ante_stakes: int = 1
     raise_max_stakes: int = RAISE_MAX_STAKES
+    sap_bonus_stakes: int = SAP_BONUS_STAKES
     turn_timeout_s: int = 15
 
     def validate(self) -> None:
@@ -85,36 +87,38 @@ class Options:
             raise RuleViolation("BAD_OPTION", "ante_stakes must be 1..100", option="ante_stakes")
         if not 1 <= self.raise_max_stakes <= 1000:
             raise RuleViolation("BAD_OPTION", "raise_max_stakes must be 1..1000", option="raise_max_stakes")
+        if not 0 <= self.sap_bonus_stakes <= 100:
+            raise RuleViolation("BAD_OPTION", "sap_bonus_stakes must be 0..100", option="sap_bonus_stakes")
         if self.turn_timeout_s < 1:
             raise RuleViolation("BAD_OPTION", "turn_timeout_s must be >= 1", option="turn_timeout_s")
 
 
 _DEFAULTS: Final[Mapping[str, str]] = MappingProxyType(
-    {"ante_stakes": "1", "raise_max_stakes": "30", "turn_timeout_s": "15"}
+    {"ante_stakes": "1", "raise_max_stakes": "30", "sap_bonus_stakes": "5", "turn_timeout_s": "15"}
 )
 # Version 2 changed a rule, not a default.
 OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType({1: _DEFAULTS, 2: _DEFAULTS})
 
-# 5.4: the pot (and side pots) to the best hand, unmatched chips back, a leaver's chips to
-# the winner (LI-5), the fee (GEN-1). No bonuses.
-REASONS: Final[Mapping[str, Reason]] = MappingProxyType(dict(play.LIENG_REASONS))
+# 12.4: the pot (and side pots) to the best hand, unmatched chips back, a leaver's chips to
+# the winner (12.5), the Sáp bonus (a penalty for its payers), the fee (GEN-1).
+REASONS: Final[Mapping[str, Reason]] = MappingProxyType(dict(play.LIENG_SANH_REASONS))
 
 GAME: Final = play.LiengFamily(
     spec=SPEC,
     options_type=Options,
     option_defaults=OPTION_DEFAULTS,
-    rounds=1,
-    value=threecard.lieng_value,
-    deck_cards=frozenset(canonical_deck("lieng")),
-    sap_bonus=False,
+    rounds=3,
+    value=threecard.lieng_sanh_value,
+    deck_cards=frozenset(canonical_deck("lieng_sanh")),
+    sap_bonus=True,
 )
 
 
-def hand_value(cards: Sequence[Card]) -> LiengValue:
-    """The Liêng value of three cards (5.2; LI-1, LI-2, LI-3, LI-7), totally ordered;
-    ``.category`` is ``sap``, ``suited_run``, ``run``, ``faces`` or ``points``, ``.points``
-    0–9. Raises RuleViolation("BAD_HAND") unless given three distinct cards."""
-    return threecard.lieng_value(cards)
+def hand_value(cards: Sequence[Card]) -> LiengSanhValue:
+    """The Liêng Sảnh value of three cards (12.2; LS-1, LS-7, LS-8), totally ordered;
+    ``.category`` is ``sap``, ``run``, ``faces`` or ``points``, ``.points`` 0–9. Raises
+    RuleViolation("BAD_HAND") unless given three distinct cards."""
+    return threecard.lieng_sanh_value(cards)
 
 
 def warm() -> None:
@@ -169,7 +173,7 @@ def is_finished(state: State) -> bool:
 
 def settle(state: State) -> Settlement:
     """The pots to the best hands (``threecard_play.lieng_settle``). Reasons: ``pot``,
-    ``side_pot``, ``disconnect_forfeit``, ``fee``."""
+    ``side_pot``, ``disconnect_forfeit``, ``sap_bonus``, ``fee``."""
     return play.lieng_settle(GAME, state)
 
 
@@ -179,7 +183,7 @@ def winner(state: State) -> int:
 
 
 def can_play(stack_gold: int, stake_gold: int, options: Options) -> bool:
-    """A seat plays the next hand when its stack covers the ante (5.1)."""
+    """A seat plays the next hand when its stack covers the ante (LS-2)."""
     return stack_gold >= max(1, stake_gold * options.ante_stakes)
 
 
@@ -191,5 +195,5 @@ def next_hand_dealer(
     owner_seat: int,
     stacks: Mapping[int, int] | None = None,
 ) -> int:
-    """The first to act in the next hand (LI-4): the owner first, then the previous winner."""
+    """The opener of the next hand (LS-4): the owner first, then the previous winner."""
     return play.lieng_next_hand_dealer(GAME, previous_state, participants, owner_seat)

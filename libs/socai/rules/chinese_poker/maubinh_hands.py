@@ -1,6 +1,6 @@
 """Mậu Binh hands, pure: chi values, arrangements, special hands, comparison, auto-arranging.
 
-RULES.md §11 with MB-1 to MB-24. The game module ``socai.rules.maubinh`` re-exports the
+RULES.md §11 with MB-1 to MB-24. The game module ``socai.rules.chinese_poker.maubinh`` re-exports the
 public names of DESIGN.md ("Public Python API"): ``hand_value``, ``special_hand`` and
 ``is_valid_arrangement``. Names follow the ``Arranged`` event: ``back`` is RULES.md's chi
 đầu (5 cards, the strongest), ``middle`` the chi giữa (5 cards), ``front`` the chi cuối

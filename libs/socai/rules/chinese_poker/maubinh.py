@@ -69,7 +69,7 @@ the net instead (``_cap_net_losses``).
 
 Public API (DESIGN.md): ``hand_value`` (one chi of 3 or 5 cards), ``special_hand``,
 ``is_valid_arrangement``, and ``suggest_arrangement`` (the hint button, timeouts, bots),
-all from ``socai.rules.maubinh_hands``.
+all from ``socai.rules.chinese_poker.maubinh_hands``.
 """
 
 from __future__ import annotations
@@ -94,7 +94,6 @@ from socai.events.model import (
     TimerExpired,
 )
 from socai.money import INT64_MAX, pro_rata
-from socai.rules import maubinh_hands
 from socai.rules.base import (
     COUNTERCLOCKWISE,
     DealSlot,
@@ -122,7 +121,8 @@ from socai.rules.base import (
     validate_start,
 )
 from socai.rules.base import visible as default_visible
-from socai.rules.maubinh_hands import (
+from socai.rules.chinese_poker import maubinh_hands
+from socai.rules.chinese_poker.maubinh_hands import (
     BACK,
     FRONT,
     KIND_FOUL,

@@ -78,7 +78,6 @@ from socai.events.model import (
     PlayerReconnected,
     TimerExpired,
 )
-from socai.rules import evaluator
 from socai.rules.base import (
     CLOCKWISE,
     LEGACY_RULES_VERSION,
@@ -100,7 +99,8 @@ from socai.rules.base import (
     unexpected,
     validate_start,
 )
-from socai.rules.evaluator import evaluate_batch, strength7
+from socai.rules.poker import evaluator
+from socai.rules.poker.evaluator import evaluate_batch, strength7
 from socai.rules.pots import award_pots, build_pots
 
 __all__ = [

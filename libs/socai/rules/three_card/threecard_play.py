@@ -38,7 +38,7 @@ from socai.events.model import (
     HandStarted,
     TimerExpired,
 )
-from socai.rules import betting, pots, threecard
+from socai.rules import betting, pots
 from socai.rules.base import (
     COUNTERCLOCKWISE,
     POT_REASONS,
@@ -67,7 +67,8 @@ from socai.rules.base import (
     seats_in_order,
     validate_start,
 )
-from socai.rules.threecard import BaCayValue, ThreeCardValue
+from socai.rules.three_card import threecard
+from socai.rules.three_card.threecard import BaCayValue, ThreeCardValue
 
 CARDS_PER_SEAT: Final = threecard.CARDS_PER_HAND
 # A table of the three-card games seats at most 9 (RULES.md 5.1, 7.1, 8.1, LS-10).

@@ -1,7 +1,7 @@
 """Phỏm / Tá Lả on the game kit (RULES.md §6 with §0, PH-1 … PH-19).
 
 The card logic (melds, the best arrangement, taking, discarding, sending, Ù, the payment
-table) is ``socai.rules.phom_melds``; this module is the hand: events, turns, what the
+table) is ``socai.rules.rummy.phom_melds``; this module is the hand: events, turns, what the
 table deals, and settlement through the kit's obligations (GEN-4 cap).
 
 A hand, as this module plays it:
@@ -85,7 +85,7 @@ from socai.events.model import (
     PlayerDisconnected,
     TimerExpired,
 )
-from socai.rules import base, phom_melds
+from socai.rules import base
 from socai.rules.base import (
     COUNTERCLOCKWISE,
     DealSlot,
@@ -112,7 +112,8 @@ from socai.rules.base import (
     seats_in_order,
     validate_start,
 )
-from socai.rules.phom_melds import (
+from socai.rules.rummy import phom_melds
+from socai.rules.rummy.phom_melds import (
     Discard,
     PlayerResult,
     UWin,

@@ -1,6 +1,6 @@
 """The hand mechanics Tiến Lên (RULES.md §9) and Sâm Lốc (§4) share, on the game kit.
 
-The card logic (combinations, beating, chops, penalty values) is ``socai.rules.shedding``;
+The card logic (combinations, beating, chops, penalty values) is ``socai.rules.climbing.shedding``;
 this module plays a hand with it: the deal, who leads, turns in the game's direction
 (counterclockwise, GEN-2), rounds and passes (a seat that passes is out of the round), chop
 chains closed with the round (TL-6, TL-16, SL-19), the first player out ending the hand,
@@ -50,7 +50,6 @@ from socai.events.model import (
     PlayerReconnected,
     TimerExpired,
 )
-from socai.rules import shedding
 from socai.rules.base import (
     COUNTERCLOCKWISE,
     DealSlot,
@@ -75,7 +74,8 @@ from socai.rules.base import (
 from socai.rules.base import (
     next_hand_dealer as kit_next_hand_dealer,
 )
-from socai.rules.shedding import Combination, Play, SheddingRules
+from socai.rules.climbing import shedding
+from socai.rules.climbing.shedding import Combination, Play, SheddingRules
 
 # Phases of a hand.
 DEALING: Final = "dealing"

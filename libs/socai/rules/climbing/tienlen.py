@@ -1,6 +1,6 @@
 """Tiến Lên Miền Nam đếm lá (RULES.md §9, TL-1..TL-20) on the game kit.
 
-The hand is ``socai.rules.shedding_play`` (deal, the 3♠ lead, rounds and passes, chop
+The hand is ``socai.rules.climbing.shedding_play`` (deal, the 3♠ lead, rounds and passes, chop
 chains, the first player out ending play, instant wins, disconnects) with Tiến Lên's card
 rules ``shedding.TIENLEN``; this module holds only what is Tiến Lên's own:
 
@@ -37,10 +37,10 @@ from typing import Final
 from socai.cards import Card
 from socai.errors import RuleViolation
 from socai.events.model import HandStarted
-from socai.rules import shedding, shedding_play
 from socai.rules.base import COUNTERCLOCKWISE, GameSpec, Reason, parse_options, resolve_options, validate_start
-from socai.rules.shedding import Combination
-from socai.rules.shedding_play import (
+from socai.rules.climbing import shedding, shedding_play
+from socai.rules.climbing.shedding import Combination
+from socai.rules.climbing.shedding_play import (
     State,
     apply,
     candidate_actions,

@@ -50,8 +50,6 @@ from socai.cards import deck as canonical_deck
 from socai.errors import RuleViolation, check
 from socai.events.model import Body, CardsDealt, Declared, HandStarted, TimerExpired
 from socai.money import split_evenly
-from socai.rules import threecard
-from socai.rules import threecard_play as play
 from socai.rules.base import (
     COUNTERCLOCKWISE,
     Facing,
@@ -74,7 +72,9 @@ from socai.rules.base import (
     seats_in_order,
     validate_start,
 )
-from socai.rules.threecard import BaCayValue
+from socai.rules.three_card import threecard
+from socai.rules.three_card import threecard_play as play
+from socai.rules.three_card.threecard import BaCayValue
 
 SPEC: Final = GameSpec("bacay_ga", "3 Cây Gà", 2, 9, "bacay", direction=COUNTERCLOCKWISE, default_fee_bps=0)
 # The kinds of move the game has (``base.MOVE_KINDS``): the API guide's page of the game.

@@ -1,6 +1,6 @@
 """Phỏm / Tá Lả: the pure card logic and the payment table (RULES.md §6, PH-1 … PH-19).
 
-This module holds what the game module (``socai.rules.phom``) needs to know about cards and
+This module holds what the game module (``socai.rules.rummy.phom``) needs to know about cards and
 money, with no state and no events: every function is pure and deterministic.
 
 Cards and melds (§6.2):
