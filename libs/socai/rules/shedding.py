@@ -1,0 +1,19 @@
+"""``socai.rules.shedding`` is ``socai.rules.climbing.shedding``: one module, two names.
+
+The shedding core of Tiến Lên and Sâm Lốc lives in its family's package; DESIGN.md and code
+outside this repository import it as ``socai.rules.shedding``. Importing that name puts
+``socai.rules.climbing.shedding`` in its place in ``sys.modules`` (CPython's import returns
+what ``sys.modules`` holds once a module has run), so the registry, ``isinstance`` and
+pickles see one module and one set of classes under either name
+(``tests/unit/rules/test_flat_names.py``). The star import shows type checkers its names.
+"""
+
+import sys
+from typing import TYPE_CHECKING
+
+from socai.rules.climbing import shedding
+
+if TYPE_CHECKING:
+    from socai.rules.climbing.shedding import *  # noqa: F403
+
+sys.modules[__name__] = shedding

@@ -1,0 +1,19 @@
+"""``socai.rules.threecard`` is ``socai.rules.three_card.threecard``: one module, two names.
+
+The three-card games' hand evaluator lives in its family's package; DESIGN.md and code
+outside this repository import it as ``socai.rules.threecard``. Importing that name puts
+``socai.rules.three_card.threecard`` in its place in ``sys.modules`` (CPython's import
+returns what ``sys.modules`` holds once a module has run), so the registry, ``isinstance``
+and pickles see one module and one set of classes under either name
+(``tests/unit/rules/test_flat_names.py``). The star import shows type checkers its names.
+"""
+
+import sys
+from typing import TYPE_CHECKING
+
+from socai.rules.three_card import threecard
+
+if TYPE_CHECKING:
+    from socai.rules.three_card.threecard import *  # noqa: F403
+
+sys.modules[__name__] = threecard

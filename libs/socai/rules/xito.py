@@ -1,0 +1,19 @@
+"""``socai.rules.xito`` is ``socai.rules.poker.xito``: one module, two names.
+
+Xì Tố's game module lives in its family's package; DESIGN.md and code outside this
+repository import it as ``socai.rules.xito``. Importing that name puts
+``socai.rules.poker.xito`` in its place in ``sys.modules`` (CPython's import returns what
+``sys.modules`` holds once a module has run), so the registry, ``isinstance`` and pickles
+see one module and one set of classes under either name
+(``tests/unit/rules/test_flat_names.py``). The star import shows type checkers its names.
+"""
+
+import sys
+from typing import TYPE_CHECKING
+
+from socai.rules.poker import xito
+
+if TYPE_CHECKING:
+    from socai.rules.poker.xito import *  # noqa: F403
+
+sys.modules[__name__] = xito
