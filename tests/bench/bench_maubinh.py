@@ -7,7 +7,7 @@
 - ``rules.maubinh.special_hand`` (hands/s): ``special_hand`` on random 13-card hands.
 
 ``python -m tests.bench.bench_maubinh --samples`` prints a new ``_SAMPLE_TEXT`` for
-``socai.rules.maubinh_hands``: the chi codes of every seat of random deals, arranged by
+``socai.rules.chinese_poker.maubinh_hands``: the chi codes of every seat of random deals, arranged by
 ``suggest_arrangement``, 256 quantiles per position. It starts from the chi of random
 cards and re-arranges with the previous round's samples a few times, so the samples are
 those of opponents who play like the arranger itself.
@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from socai.cards import Card, deck
-from socai.rules import maubinh_hands, ranking
+from socai.rules import ranking
+from socai.rules.chinese_poker import maubinh_hands
 from tests.bench.harness import BenchContext, Result, percentile, rate
 
 SAMPLE_QUANTILES = 256

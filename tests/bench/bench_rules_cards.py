@@ -13,7 +13,9 @@ from __future__ import annotations
 import random
 
 from socai.cards import deck
-from socai.rules import phom_melds, shedding, threecard
+from socai.rules.climbing import shedding
+from socai.rules.rummy import phom_melds
+from socai.rules.three_card import threecard
 from tests.bench.harness import BenchContext, Result, rate
 
 

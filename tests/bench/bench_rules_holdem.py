@@ -1,6 +1,6 @@
 """Hold'em benchmarks: 7-card evaluation, replaying hands from their events, self-play.
 
-- ``rules.holdem.eval7`` (evals/s, params mode=batch): ``socai.rules.holdem.evaluate_batch``
+- ``rules.holdem.eval7`` (evals/s, params mode=batch): ``socai.rules.poker.holdem.evaluate_batch``
   on an (N, 7) array of card indices, against each peer's best public API on the same
   hands, in the same run: ``treys`` (``Evaluator.evaluate``, pure Python), ``pokerkit``
   (``StandardHighHand.from_game``, pure Python), ``eval7`` (``evaluate``, Cython) and
@@ -33,7 +33,8 @@ import treys
 
 from socai.cards import ALL_CARDS
 from socai.events.model import ActionKind, BetAction, Body, HandStarted, SeatInfo
-from socai.rules import autoplay, evaluator, holdem
+from socai.rules import autoplay
+from socai.rules.poker import evaluator, holdem
 from tests.bench.harness import BenchContext, Result, rate
 from tests.unit.rules.test_holdem_pokerkit import pokerkit_replay
 

@@ -28,7 +28,7 @@ from socai.gen.events.v1 import events_pb2 as epb
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.nats import StreamSpec
-from socai.rules.threecard import TEN_POINTS, bacay_value
+from socai.rules.three_card.threecard import TEN_POINTS, bacay_value
 from tests.support.e2e import GameStack, game_stack, until
 
 pytestmark = [pytest.mark.e2e]

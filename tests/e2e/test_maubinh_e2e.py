@@ -17,7 +17,7 @@ from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.settlement.v1 import settlement_pb2 as spb
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.nats import StreamSpec
-from socai.rules import maubinh
+from socai.rules.chinese_poker import maubinh
 from socai.settle.replay import replay
 from tests.support.clients import Backend, body_names
 from tests.support.e2e import GameStack, game_stack

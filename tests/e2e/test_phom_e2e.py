@@ -24,7 +24,7 @@ from socai.gen.events.v1 import events_pb2 as epb
 from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.nats import StreamSpec
-from socai.rules import phom
+from socai.rules.rummy import phom
 from socai.settle.keys import find_settlement
 from tests.support.clients import Backend
 from tests.support.e2e import GameStack, game_stack

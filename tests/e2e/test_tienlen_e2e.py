@@ -24,7 +24,7 @@ from socai.gen.ledger.v1 import ledger_pb2 as lpb
 from socai.gen.settlement.v1 import settlement_pb2 as spb
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.nats import StreamSpec
-from socai.rules import shedding
+from socai.rules.climbing import shedding
 from tests.support.e2e import GameStack, game_stack
 
 pytestmark = [pytest.mark.e2e]

@@ -52,8 +52,10 @@ from socai.events.model import (
     Passed,
     PlayerLeft,
 )
-from socai.rules import autoplay, base, maubinh_hands, registry, shedding, shedding_play
-from socai.rules.shedding import Combination, SheddingRules
+from socai.rules import autoplay, base, registry
+from socai.rules.chinese_poker import maubinh_hands
+from socai.rules.climbing import shedding, shedding_play
+from socai.rules.climbing.shedding import Combination, SheddingRules
 from tests.support.simulate import GameSetup, random_bot
 
 Bot = Callable[[ModuleType, random.Random], autoplay.Chooser]

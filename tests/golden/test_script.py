@@ -13,7 +13,9 @@ import pytest
 from socai import accounts, cards
 from socai.cards import parse_cards
 from socai.events.model import CardsDealt, DealtCard, Event, HandEnded, HandStarted, SeatInfo
-from socai.rules import maubinh_hands, registry, shedding
+from socai.rules import registry
+from socai.rules.chinese_poker import maubinh_hands
+from socai.rules.climbing import shedding
 from socai.settle import replay
 from tests.golden import corpus, script, targets
 from tests.support.simulate import play_table

@@ -272,7 +272,7 @@ def test_a_rule_violation_from_the_game_is_not_swallowed() -> None:
 
 
 def test_simultaneous_decisions_are_asked_of_the_owing_seats_in_turn() -> None:
-    from socai.rules import taixiu
+    from socai.rules.dice import taixiu
 
     asked: list[int] = []
     bets: dict[int, int] = {}

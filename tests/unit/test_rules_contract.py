@@ -433,6 +433,7 @@ def fresh_registry() -> Iterator[None]:
 def test_game_ids_are_the_eleven_games_of_the_design() -> None:
     assert list(registry.GAME_IDS) == DESIGN_GAME_IDS
     assert len(registry.GAME_IDS) == 11
+    assert tuple(registry.MODULES) == registry.GAME_IDS
 
 
 @pytest.mark.parametrize("game_id", ["poker", "", "HOLDEM", "bacay"])
@@ -443,7 +444,7 @@ def test_an_unknown_game_id_is_unknown_game(game_id: str, fresh_registry: None) 
 
 
 def test_a_game_without_a_module_is_not_available(monkeypatch: pytest.MonkeyPatch, fresh_registry: None) -> None:
-    monkeypatch.setitem(sys.modules, "socai.rules.phom", None)  # import now fails as if missing
+    monkeypatch.setitem(sys.modules, registry.MODULES["phom"], None)  # import now fails as if missing
     with pytest.raises(NotFound) as err:
         registry.get("phom")
     assert err.value.code == "GAME_NOT_AVAILABLE"
@@ -453,7 +454,7 @@ def test_a_game_without_a_module_is_not_available(monkeypatch: pytest.MonkeyPatc
 def test_a_module_that_lacks_part_of_the_contract_is_not_available(
     monkeypatch: pytest.MonkeyPatch, fresh_registry: None
 ) -> None:
-    monkeypatch.setitem(sys.modules, "socai.rules.phom", fake_game_module("phom", without="settle"))
+    monkeypatch.setitem(sys.modules, registry.MODULES["phom"], fake_game_module("phom", without="settle"))
     with pytest.raises(NotFound) as err:
         registry.get("phom")
     assert err.value.code == "GAME_NOT_AVAILABLE"
@@ -475,7 +476,7 @@ def test_a_complete_module_is_returned_and_listed_as_available(
     monkeypatch: pytest.MonkeyPatch, fresh_registry: None
 ) -> None:
     module = fake_game_module("phom")
-    monkeypatch.setitem(sys.modules, "socai.rules.phom", module)
+    monkeypatch.setitem(sys.modules, registry.MODULES["phom"], module)
     assert registry.get("phom") is module
     assert "phom" in registry.available()
     assert contract_problems("phom", module) == []
@@ -547,7 +548,7 @@ def fake_game_module(game_id: str, without: str = "") -> types.ModuleType:
     class Options:
         fast_mode: bool = False
 
-    module = types.ModuleType(f"socai.rules.{game_id}")
+    module = types.ModuleType(registry.MODULES[game_id])
     module.SPEC = GameSpec(game_id, "Fake", 2, 4, cards.GAME_DECKS.get(game_id))  # type: ignore[attr-defined]
     module.Options = Options  # type: ignore[attr-defined]
     for name in registry.CONTRACT[2:]:

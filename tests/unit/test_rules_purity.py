@@ -1,6 +1,6 @@
 """The rules engine is a functional core (STYLE.md habit 1): no I/O, no clock, no randomness.
 
-Every ``libs/socai/rules/*.py`` is read with ``ast``, together with every socai module it
+Every ``libs/socai/rules/**/*.py`` is read with ``ast``, together with every socai module it
 imports, directly or not (``socai.money``, ``socai.cards``, ``socai.fairness``, …). None of
 them may import infrastructure, the clock, randomness or the operating system, nor call
 the clock. The single exception is ``secrets`` inside ``socai.fairness.new_seed``, which
@@ -190,7 +190,7 @@ def parent_packages(name: str) -> list[str]:
 
 def pure_core() -> dict[str, list[str]]:
     """Module name → violations, for every rules module and every socai module they reach."""
-    todo = [module_name(p) for p in sorted(RULES_DIR.glob("*.py"))]
+    todo = [module_name(p) for p in sorted(RULES_DIR.rglob("*.py"))]
     seen: dict[str, list[str]] = {}
     while todo:
         name = todo.pop()
@@ -210,10 +210,11 @@ CORE = pure_core()
 
 
 def test_the_pure_core_covers_the_rules_and_the_shared_value_modules() -> None:
-    rules = {module_name(p) for p in RULES_DIR.glob("*.py")}
+    rules = {module_name(p) for p in RULES_DIR.rglob("*.py")}
     assert rules <= set(CORE)
     assert {"socai.money", "socai.cards", "socai.fairness", "socai.errors", "socai.accounts"} <= set(CORE)
     assert {"socai.rules.base", "socai.rules.pots", "socai.rules.ranking", "socai.rules.registry"} <= rules
+    assert {"socai.rules.poker.holdem", "socai.rules.climbing.shedding", "socai.rules.dice.taixiu"} <= rules
 
 
 @pytest.mark.parametrize("module", sorted(CORE))
@@ -232,7 +233,7 @@ def test_exec_is_allowed_only_in_the_kits_state_code_writer() -> None:
     checker = check_source("socai.rules.base", "def elsewhere():\n    exec('x = 1')\n")
     assert checker.violations == ["socai.rules.base:2 calls exec()"]
     assert check_source("socai.rules.base", "def _compile_state_code():\n    exec('x = 1')\n").violations == []
-    assert check_source("socai.rules.holdem", "def _compile_state_code():\n    exec('x = 1')\n").violations != []
+    assert check_source("socai.rules.poker.holdem", "def _compile_state_code():\n    exec('x = 1')\n").violations != []
 
 
 def test_fairness_imports_secrets_only_inside_new_seed() -> None:
@@ -312,8 +313,10 @@ def test_loading_every_rules_module_loads_no_infrastructure() -> None:
     code = (
         "import importlib, pathlib, sys\n"
         "import socai.rules\n"
-        "for p in sorted(pathlib.Path(socai.rules.__file__).parent.glob('*.py')):\n"
-        "    importlib.import_module('socai.rules.' + p.stem if p.stem != '__init__' else 'socai.rules')\n"
+        "root = pathlib.Path(socai.rules.__file__).parent.parent.parent\n"
+        "for p in sorted(pathlib.Path(socai.rules.__file__).parent.rglob('*.py')):\n"
+        "    parts = p.relative_to(root).with_suffix('').parts\n"
+        "    importlib.import_module('.'.join(parts[:-1] if parts[-1] == '__init__' else parts))\n"
         "bad = ('grpc', 'nats', 'sqlalchemy', 'psycopg', 'asyncio', 'structlog', 'socai.infra', 'socai.gen')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in bad or m.startswith(bad)))\n"
     )

@@ -459,7 +459,7 @@ def _chi(result: ReplayResult, players: Mapping[int, str]) -> tuple[Chi, ...]:
     arranged = getattr(result.state, "arranged", None)
     if result.game != "maubinh" or not isinstance(arranged, Mapping):
         return ()
-    from socai.rules import maubinh
+    from socai.rules.chinese_poker import maubinh
 
     def category(cards: Sequence[Card]) -> str:
         try:

@@ -5,7 +5,7 @@ keyed by the hand id, each a PHH hand of variant ``NT`` (no-limit Texas hold'em)
 ``pokerkit.notation.HandHistory.loads_all`` loads and replays.
 
 The actions come from our own replay, not from a second reading of the events: the hand's
-events are folded through ``socai.rules.holdem`` again (after ``socai.settle.replay`` has
+events are folded through ``socai.rules.poker.holdem`` again (after ``socai.settle.replay`` has
 verified them) and each betting event is written as what it did to the engine's state —
 ``f`` when the seat folded, ``cbr N`` when its street total rose above the bet to match
 (N is the street total, blinds included, as PHH counts), ``cc`` otherwise. A timeout is
@@ -35,7 +35,7 @@ from typing import IO, Any, Final
 
 from socai import accounts
 from socai.events.model import COMMUNITY, BetAction, CardsDealt, HandEnded, PlayerLeft, TimerExpired
-from socai.rules import holdem
+from socai.rules.poker import holdem
 from socai.settle.replay import ReplayResult
 
 GAME: Final = "holdem"

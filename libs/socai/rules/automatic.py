@@ -47,7 +47,7 @@ def _cards(cards: Sequence[Any]) -> str:
 def automatic_move(before: Any, after: Any, body: TimerExpired) -> AutomaticMove:
     """The move ``body`` made, from the game's state ``before`` and ``after`` it."""
     seat = body.seat
-    if hasattr(after, "plays_made"):  # Tiến Lên, Sâm Lốc (socai.rules.shedding_play)
+    if hasattr(after, "plays_made"):  # Tiến Lên, Sâm Lốc (socai.rules.climbing.shedding_play)
         if after.plays_made > before.plays_made:
             played = tuple(after.played_cards[len(before.played_cards) :])
             shown = _cards(played)

@@ -1,6 +1,6 @@
 """The game kit: what every game module shares, written once.
 
-Every game module (``socai.rules.holdem``, ``socai.rules.xito`` …) has the same shape,
+Every game module (``socai.rules.poker.holdem``, ``socai.rules.poker.xito`` …) has the same shape,
 checked by mypy through the ``GameRules`` Protocol (``socai.rules.registry.rules``)::
 
     SPEC: GameSpec

@@ -1,7 +1,10 @@
 """Game ids → rules modules (DESIGN.md "Rules engine contract").
 
-``GAME_IDS`` lists all eleven games of RULES.md §13. A game is *available* once its module
-exists; ``get`` imports it on first use, so importing the registry loads no game.
+``GAME_IDS`` lists all eleven games of RULES.md §13 and ``MODULES`` where each game's module
+lives (in its family's package: ``poker``, ``three_card``, ``climbing``, ``rummy``,
+``chinese_poker``, ``dice``; ``socai.rules.<game_id>``, DESIGN.md's name, is the same module
+object). A game is *available* once its module exists; ``get`` imports it on first use, so
+importing the registry loads no game.
 """
 
 from __future__ import annotations
@@ -14,20 +17,13 @@ from typing import TYPE_CHECKING, Final, cast
 from socai.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:
-    from socai.rules import (
-        bacay_chuong,
-        bacay_ga,
-        holdem,
-        lieng,
-        lieng_sanh,
-        maubinh,
-        phom,
-        samloc,
-        taixiu,
-        tienlen,
-        xito,
-    )
     from socai.rules.base import GameRules
+    from socai.rules.chinese_poker import maubinh
+    from socai.rules.climbing import samloc, tienlen
+    from socai.rules.dice import taixiu
+    from socai.rules.poker import holdem, xito
+    from socai.rules.rummy import phom
+    from socai.rules.three_card import bacay_chuong, bacay_ga, lieng, lieng_sanh
 
     # mypy checks each game module against the kit's Protocol here: add a new game's line.
     _HOLDEM: GameRules = holdem
@@ -56,6 +52,20 @@ GAME_IDS: Final = (
     "phom",
 )
 
+MODULES: Final = {
+    "holdem": "socai.rules.poker.holdem",
+    "xito": "socai.rules.poker.xito",
+    "maubinh": "socai.rules.chinese_poker.maubinh",
+    "lieng": "socai.rules.three_card.lieng",
+    "lieng_sanh": "socai.rules.three_card.lieng_sanh",
+    "bacay_ga": "socai.rules.three_card.bacay_ga",
+    "bacay_chuong": "socai.rules.three_card.bacay_chuong",
+    "taixiu": "socai.rules.dice.taixiu",
+    "tienlen": "socai.rules.climbing.tienlen",
+    "samloc": "socai.rules.climbing.samloc",
+    "phom": "socai.rules.rummy.phom",
+}
+
 # The names a module must have to be listed as available at all (a module half written is
 # not offered to tables). The whole contract is ``base.GameRules``, checked by mypy and by
 # tests/unit/test_rules_contract.py.
@@ -81,10 +91,11 @@ def get(game_id: str) -> ModuleType:
     """
     if game_id not in GAME_IDS:
         raise InvalidArgument("UNKNOWN_GAME", f"unknown game {game_id!r}; known: {', '.join(GAME_IDS)}")
+    name = MODULES[game_id]
     try:
-        module = importlib.import_module(f"socai.rules.{game_id}")
+        module = importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        if exc.name != f"socai.rules.{game_id}":
+        if exc.name != name:
             raise
         raise NotFound("GAME_NOT_AVAILABLE", f"the rules of {game_id!r} are not available yet") from exc
     missing = [name for name in CONTRACT if not hasattr(module, name)]

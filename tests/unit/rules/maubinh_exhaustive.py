@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from socai.cards import Card
-from socai.rules import maubinh_hands as mb
+from socai.rules.chinese_poker import maubinh_hands as mb
 
 ARRANGEMENTS = 72_072  # C(13, 5) × C(8, 5): back, then middle, then the front left over
 SCALE = 1000  # the arranger's probabilities are integers in thousandths

@@ -26,9 +26,10 @@ from socai.events.model import (
     TimerExpired,
     WagerPlaced,
 )
-from socai.rules import bacay_chuong, base, registry
+from socai.rules import base, registry
 from socai.rules.base import Settlement, seeded_index
-from socai.rules.threecard_play import deal_three_face_down
+from socai.rules.three_card import bacay_chuong
+from socai.rules.three_card.threecard_play import deal_three_face_down
 
 S = 100
 SEED_HEX = "ab" * 32

@@ -30,9 +30,10 @@ from socai.events.model import (
     SeatInfo,
     TimerExpired,
 )
-from socai.rules import bacay_ga, base, registry
+from socai.rules import base, registry
 from socai.rules.base import Settlement
-from socai.rules.threecard_play import deal_three_face_down
+from socai.rules.three_card import bacay_ga
+from socai.rules.three_card.threecard_play import deal_three_face_down
 from tests.support.simulate import simulate
 
 S = 100

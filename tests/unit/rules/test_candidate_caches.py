@@ -23,10 +23,13 @@ from hypothesis import strategies as st
 from socai import fairness
 from socai.cards import ALL_CARDS, Card
 from socai.events.model import Body, HandStarted, SeatInfo
-from socai.rules import autoplay, base, maubinh, maubinh_hands, phom, phom_melds, registry, shedding, shedding_play
+from socai.rules import autoplay, base, registry
 from socai.rules.base import PerState
-from socai.rules.maubinh_hands import HandOptions
-from socai.rules.shedding import SAMLOC, TIENLEN, Combination, SheddingRules
+from socai.rules.chinese_poker import maubinh, maubinh_hands
+from socai.rules.chinese_poker.maubinh_hands import HandOptions
+from socai.rules.climbing import shedding, shedding_play
+from socai.rules.climbing.shedding import SAMLOC, TIENLEN, Combination, SheddingRules
+from socai.rules.rummy import phom, phom_melds
 
 GAMES = pytest.mark.parametrize("rules", [TIENLEN, SAMLOC], ids=["tienlen", "samloc"])
 RANK_WINDOWS = ((14, 2, 3, 4, 5), (3, 4, 5, 6, 7), (7, 8, 9, 10, 11), (11, 12, 13, 14, 2))

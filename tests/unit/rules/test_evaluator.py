@@ -1,4 +1,4 @@
-"""The fast Hold'em evaluator (``socai.rules.evaluator``, ``holdem.hand_value``).
+"""The fast Hold'em evaluator (``socai.rules.poker.evaluator``, ``holdem.hand_value``).
 
 Checked against an independent evaluator (eval7, test-only) on random hands, and on the
 hands RULES.md 1.2 names: the wheel, the steel wheel, kickers, the board playing.
@@ -14,8 +14,9 @@ import pytest
 
 from socai.cards import ALL_CARDS, parse_cards
 from socai.errors import InvalidArgument
-from socai.rules import evaluator, holdem, ranking
-from socai.rules.holdem import hand_value
+from socai.rules import ranking
+from socai.rules.poker import evaluator, holdem
+from socai.rules.poker.holdem import hand_value
 
 EVAL7_CATEGORY = {
     "Straight Flush": "straight_flush",

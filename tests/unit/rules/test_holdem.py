@@ -25,8 +25,9 @@ from socai.events.model import (
     SeatInfo,
     TimerExpired,
 )
-from socai.rules import holdem, registry
+from socai.rules import registry
 from socai.rules.base import LegalAction, Settlement
+from socai.rules.poker import holdem
 
 CHECK, CALL, BET, RAISE, FOLD, ALL_IN = (
     ActionKind.CHECK,

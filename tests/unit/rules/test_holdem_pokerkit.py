@@ -33,7 +33,8 @@ from pokerkit import Automation, Mode, NoLimitTexasHoldem
 
 from socai.events.model import ActionKind, BetAction, Body, CardsDealt, HandStarted, SeatInfo, TimerExpired
 from socai.money import split_evenly
-from socai.rules import autoplay, holdem
+from socai.rules import autoplay
+from socai.rules.poker import holdem
 
 AUTOMATIONS = (
     Automation.ANTE_POSTING,

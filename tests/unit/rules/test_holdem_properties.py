@@ -24,8 +24,9 @@ from socai.events.model import (
     SeatInfo,
 )
 from socai.money import fee
-from socai.rules import autoplay, holdem
+from socai.rules import autoplay
 from socai.rules.base import Settlement
+from socai.rules.poker import holdem
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from socai.events.model import (
     WagerPlaced,
 )
 from socai.money import TABLE_FEE_BPS_MAX
-from socai.rules import autoplay, base, holdem, phom, registry, taixiu, xito
+from socai.rules import autoplay, base, registry
 from socai.rules.base import (
     RULE_CODES,
     Obligation,
@@ -46,7 +46,10 @@ from socai.rules.base import (
     pay_obligations,
     visible,
 )
-from socai.rules.phom_melds import has_meld
+from socai.rules.dice import taixiu
+from socai.rules.poker import holdem, xito
+from socai.rules.rummy import phom
+from socai.rules.rummy.phom_melds import has_meld
 from socai.settle.replay import ReplayError, replay
 from tests.support.simulate import SimHand, simulate
 from tests.unit.rules.test_phom_properties import kept_or_sent_after_lay_downs

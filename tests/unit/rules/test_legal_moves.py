@@ -31,8 +31,10 @@ from socai.events.model import (
     HandStarted,
     WagerPlaced,
 )
-from socai.rules import base, phom, registry, samloc, tienlen
+from socai.rules import base, registry
 from socai.rules.base import FACING_KINDS, MOVE_KINDS, MoveSet
+from socai.rules.climbing import samloc, tienlen
+from socai.rules.rummy import phom
 from tests.support.simulate import SimHand, simulate
 
 GAMES = registry.available()

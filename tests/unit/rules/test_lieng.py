@@ -27,8 +27,9 @@ from socai.events.model import (
     SeatInfo,
     TimerExpired,
 )
-from socai.rules import base, lieng, registry
-from socai.rules.threecard_play import deal_three_face_down
+from socai.rules import base, registry
+from socai.rules.three_card import lieng
+from socai.rules.three_card.threecard_play import deal_three_face_down
 
 S = 100
 SEED_HEX = "00" * 32

@@ -36,8 +36,9 @@ from socai.events.model import (
     SeatInfo,
     TimerExpired,
 )
-from socai.rules import base, maubinh, maubinh_hands, registry
+from socai.rules import base, registry
 from socai.rules.base import GameRules, LegalAction, Settlement
+from socai.rules.chinese_poker import maubinh, maubinh_hands
 
 _CONTRACT: GameRules = maubinh  # mypy checks the module against the kit's Protocol
 

@@ -13,9 +13,9 @@ import pytest
 
 from socai.cards import parse_cards
 from socai.errors import RuleViolation
-from socai.rules import maubinh_hands as mb
 from socai.rules.base import RULE_CODES
-from socai.rules.maubinh_hands import BACK, FRONT, MIDDLE
+from socai.rules.chinese_poker import maubinh_hands as mb
+from socai.rules.chinese_poker.maubinh_hands import BACK, FRONT, MIDDLE
 
 
 def value(text: str, *, wheel_second_highest: bool = True) -> mb.HandValue:

@@ -11,7 +11,7 @@ from itertools import combinations
 import pytest
 
 from socai.cards import Card, deck, parse_cards
-from socai.rules import maubinh_hands as mb
+from socai.rules.chinese_poker import maubinh_hands as mb
 from socai.rules.ranking import WHEEL_SECOND_HIGHEST
 from tests.unit.rules import maubinh_exhaustive as ex
 

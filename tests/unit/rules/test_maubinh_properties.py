@@ -24,8 +24,9 @@ from socai.events.model import (
     TimerExpired,
 )
 from socai.money import fee
-from socai.rules import autoplay, maubinh
+from socai.rules import autoplay
 from socai.rules.base import system_event
+from socai.rules.chinese_poker import maubinh
 
 
 def play_random(seed: int, players: int, stacks: list[int], stake: int, fee_bps: int) -> list[Body]:

@@ -31,8 +31,9 @@ from socai.events.model import (
     SeatInfo,
     TimerExpired,
 )
-from socai.rules import phom, registry
+from socai.rules import registry
 from socai.rules.base import DealSlot, choose_dealer
+from socai.rules.rummy import phom
 
 if TYPE_CHECKING:
     from socai.rules.base import GameRules
@@ -363,7 +364,7 @@ def test_ph19_taking_a_players_fourth_discard_is_an_chot_for_5_stakes_and_u_den_
 
 
 def phom_u(seat: int, *, tron: bool, kings: bool = False) -> object:
-    from socai.rules.phom_melds import UWin
+    from socai.rules.rummy.phom_melds import UWin
 
     return UWin(seat, tron, kings)
 
@@ -454,7 +455,7 @@ def test_s64_placement_pays_the_first_by_table_size(players: int, amounts: list[
 
 
 def phom_points(held: Sequence[Card]) -> list[int]:
-    from socai.rules.phom_melds import card_points
+    from socai.rules.rummy.phom_melds import card_points
 
     return [card_points(x) for x in held]
 
@@ -545,7 +546,7 @@ def test_the_registry_offers_phom_with_the_whole_contract() -> None:
 
 
 def test_sending_finds_the_order_that_sends_the_most_points() -> None:
-    from socai.rules.phom_melds import Send, sends
+    from socai.rules.rummy.phom_melds import Send, sends
 
     # 2♣ fits the set of 2s at once, but sent there it leaves A♣ out of the club run:
     # 3♣ then 2♣ then A♣ onto 4♣ 5♣ 6♣ sends more (found in phom_melds' property test).

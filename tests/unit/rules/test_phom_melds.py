@@ -6,7 +6,7 @@ import pytest
 
 from socai.cards import Card, parse_card, parse_cards
 from socai.errors import RuleViolation
-from socai.rules.phom_melds import (
+from socai.rules.rummy.phom_melds import (
     REASONS,
     Arrangement,
     Discard,

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from socai.cards import ALL_CARDS, Card
-from socai.rules.phom_melds import (
+from socai.rules.rummy.phom_melds import (
     REASONS,
     Discard,
     PlayerResult,

@@ -27,8 +27,9 @@ from socai.events.model import (
     PlayerLeft,
     SeatInfo,
 )
-from socai.rules import autoplay, phom
-from socai.rules.phom_melds import find_u, has_meld, is_meld
+from socai.rules import autoplay
+from socai.rules.rummy import phom
+from socai.rules.rummy.phom_melds import find_u, has_meld, is_meld
 
 STAKE = 50
 

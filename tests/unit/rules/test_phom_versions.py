@@ -29,8 +29,9 @@ from socai.events.model import (
     SeatInfo,
     TimerExpired,
 )
-from socai.rules import autoplay, phom
+from socai.rules import autoplay
 from socai.rules.base import Settlement
+from socai.rules.rummy import phom
 
 STAKE = 50
 # sha256 of the canonical JSON (``_digest``) of the first 1,000 and 300 hands of

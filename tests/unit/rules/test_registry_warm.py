@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 CHECK = """
-from socai.rules import evaluator, registry
+from socai.rules import registry
+from socai.rules.poker import evaluator
 assert evaluator._TABLES is None, "built at import"
 assert registry.warm() == registry.available()
 assert evaluator._TABLES is not None, "not built by registry.warm"

@@ -12,7 +12,7 @@ import pytest
 from socai.cards import parse_cards
 from socai.errors import RuleViolation
 from socai.events.model import CardsPlayed, Declared, Passed, PlayerDisconnected, PlayerLeft, TimerExpired
-from socai.rules import samloc
+from socai.rules.climbing import samloc
 from tests.unit.rules.test_shedding_play import Hand, started
 
 PLAIN = {"thang_trang": "false"}

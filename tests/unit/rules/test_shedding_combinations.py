@@ -11,8 +11,8 @@ import itertools
 import pytest
 
 from socai.cards import parse_card, parse_cards
-from socai.rules import shedding
-from socai.rules.shedding import SAMLOC, TIENLEN, Combination, SheddingRules
+from socai.rules.climbing import shedding
+from socai.rules.climbing.shedding import SAMLOC, TIENLEN, Combination, SheddingRules
 
 
 def tl(text: str) -> Combination:

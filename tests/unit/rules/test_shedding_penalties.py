@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 from socai.cards import parse_cards
-from socai.rules import shedding
-from socai.rules.shedding import SAMLOC, TIENLEN, Penalty, Play, SheddingRules
+from socai.rules.climbing import shedding
+from socai.rules.climbing.shedding import SAMLOC, TIENLEN, Penalty, Play, SheddingRules
 
 
 def left(text: str, rules: SheddingRules, *, played_any: bool = True) -> shedding.HandCount:

@@ -1,4 +1,4 @@
-"""The hand mechanics Tiến Lên and Sâm Lốc share (``socai.rules.shedding_play``): the deal,
+"""The hand mechanics Tiến Lên and Sâm Lốc share (``socai.rules.climbing.shedding_play``): the deal,
 turns counterclockwise, rounds and passes, the lead after a round, illegal plays refused
 without a change, timeouts, the GEN-4 cap, and self-play invariants of both games.
 
@@ -31,8 +31,9 @@ from socai.events.model import (
     SeatInfo,
     TimerExpired,
 )
-from socai.rules import autoplay, base, samloc, shedding_play, tienlen
+from socai.rules import autoplay, base
 from socai.rules.base import Settlement
+from socai.rules.climbing import samloc, shedding_play, tienlen
 
 SEED_HEX = "00" * 32
 

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from socai.cards import ALL_CARDS, Card
-from socai.rules import shedding
-from socai.rules.shedding import SAMLOC, TIENLEN, Combination, SheddingRules
+from socai.rules.climbing import shedding
+from socai.rules.climbing.shedding import SAMLOC, TIENLEN, Combination, SheddingRules
 
 GAMES = pytest.mark.parametrize("rules", [TIENLEN, SAMLOC], ids=["tienlen", "samloc"])
 

@@ -23,9 +23,10 @@ from socai.events.model import (
     TimerExpired,
     WagerPlaced,
 )
-from socai.rules import registry, taixiu
+from socai.rules import registry
 from socai.rules.autoplay import replay
 from socai.rules.base import LegalAction, Settlement
+from socai.rules.dice import taixiu
 
 TABLE = "tx1"
 SEED_HEX = "00" * 32

@@ -26,9 +26,9 @@ from socai.events.model import (
     TimerExpired,
     WagerPlaced,
 )
-from socai.rules import taixiu
 from socai.rules.autoplay import Chooser, play_hand, replay
 from socai.rules.base import Settlement
+from socai.rules.dice import taixiu
 
 TABLE = "tx1"
 ALL_DICE = [(a, b, c) for a in range(1, 7) for b in range(1, 7) for c in range(1, 7)]

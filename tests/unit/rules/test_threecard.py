@@ -1,4 +1,4 @@
-"""Three-card hands (``socai.rules.threecard``) as RULES.md writes them.
+"""Three-card hands (``socai.rules.three_card.threecard``) as RULES.md writes them.
 
 Liêng §5.2 (LI-1, LI-2, LI-3, LI-7), Liêng Sảnh §12.2 with every example of its table
 (LS-1, LS-5, LS-7, LS-8, LS-12), 3 Cây Gà §7.2 and §7.4 (GA-3, GA-6) and Ba Cây Chương
@@ -11,8 +11,8 @@ import pytest
 
 from socai.cards import parse_cards
 from socai.errors import RuleViolation
-from socai.rules import threecard
-from socai.rules.threecard import BaCayValue, LiengSanhValue, LiengValue
+from socai.rules.three_card import threecard
+from socai.rules.three_card.threecard import BaCayValue, LiengSanhValue, LiengValue
 
 
 def lieng(text: str) -> LiengValue:

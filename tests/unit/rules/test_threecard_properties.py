@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from socai.cards import Card, deck
-from socai.rules import threecard
-from socai.rules.threecard import ThreeCardValue
+from socai.rules.three_card import threecard
+from socai.rules.three_card.threecard import ThreeCardValue
 
 STANDARD = tuple(deck("lieng"))
 BACAY = tuple(deck("bacay_ga"))

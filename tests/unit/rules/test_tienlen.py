@@ -17,7 +17,8 @@ from socai import fairness
 from socai.cards import parse_cards
 from socai.errors import RuleViolation
 from socai.events.model import Body, CardsPlayed, Event, PlayerDisconnected, PlayerLeft, PlayerReconnected
-from socai.rules import autoplay, base, shedding, tienlen
+from socai.rules import autoplay, base
+from socai.rules.climbing import shedding, tienlen
 from socai.settle import replay_hand
 from tests.unit.rules.test_shedding_play import Hand, started
 

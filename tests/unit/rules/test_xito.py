@@ -26,8 +26,9 @@ from socai.events.model import (
     SeatInfo,
     TimerExpired,
 )
-from socai.rules import registry, xito
+from socai.rules import registry
 from socai.rules.base import DealSlot
+from socai.rules.poker import xito
 
 STAKE = 1000
 SEED_HEX = "00" * 32

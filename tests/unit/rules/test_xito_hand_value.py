@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from socai.cards import Card, deck, parse_cards
 from socai.errors import RuleViolation
-from socai.rules import ranking, xito
+from socai.rules import ranking
+from socai.rules.poker import xito
 
 XITO_DECK = deck("xito")
 

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from socai import accounts
 from socai.events.model import ActionKind, BetAction, Body, HandStarted, PlayerLeft, SeatInfo
 from socai.money import TABLE_FEE_BPS_MAX
-from socai.rules import autoplay, xito
+from socai.rules import autoplay
 from socai.rules.base import Settlement
+from socai.rules.poker import xito
 
 
 @st.composite

@@ -14,7 +14,7 @@ import pytest
 from socai import accounts, cards, fairness
 from socai.events import codec
 from socai.events.model import CardsDealt, DealtCard, Event, HandEnded, HandStarted, SeatInfo
-from socai.rules import bacay_ga
+from socai.rules.three_card import bacay_ga
 from socai.settle import replay
 from socai.settle.replay import ILLEGAL_EVENT, ReplayError, closing_settlement, has_closing_rule
 

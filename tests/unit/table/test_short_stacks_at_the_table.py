@@ -39,8 +39,9 @@ from socai.events.model import (
     PlayerStoodUp,
     SeatInfo,
 )
-from socai.rules import bacay_ga, base, lieng_sanh
-from socai.rules.threecard_play import deal_three_face_down
+from socai.rules import base
+from socai.rules.three_card import bacay_ga, lieng_sanh
+from socai.rules.three_card.threecard_play import deal_three_face_down
 from socai_table import core
 from socai_table.hand import Hand
 from socai_table.model import Seat, TableConfig

@@ -163,7 +163,8 @@ def test_the_button_starts_with_the_owner_and_moves_clockwise_to_the_next_player
 
 
 def test_in_xito_the_previous_winner_is_dealt_first_and_in_taixiu_the_owner_banks():
-    from socai.rules import taixiu, xito
+    from socai.rules.dice import taixiu
+    from socai.rules.poker import xito
 
     assert xito.next_hand_dealer(None, None, (0, 2, 4), 5, 2) == 2
     assert xito.next_hand_dealer(None, None, (0, 2, 4), 5, -1) == 0
@@ -174,8 +175,8 @@ def test_the_xito_winner_of_a_played_hand_is_dealt_first_next():
     import random
 
     from socai.events.model import HandStarted, SeatInfo
-    from socai.rules import xito
     from socai.rules.autoplay import play_hand
+    from socai.rules.poker import xito
 
     started = HandStarted(
         "t", "t-h1", "xito", 1, 100, 0, 5, tuple(SeatInfo(s, f"p{s}", 2000) for s in (0, 2, 4)), 0, "00" * 32

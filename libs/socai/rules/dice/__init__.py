@@ -1,0 +1,1 @@
+"""The dice game: Tài Xỉu (``taixiu``)."""
