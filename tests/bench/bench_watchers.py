@@ -8,8 +8,9 @@ processes; the spectators hold one WatchTable stream each from a process of thei
 a warm-up, over a fixed window: the messages every spectator together received per second
 (the figure), the events the table appended per second, and the table process's CPU.
 
-Every spectator is in one visibility class (no seat: no hidden card): they are all sent
-the same messages. Beside each figure:
+Every spectator is in one visibility class (no seat: no hidden card), so the table builds
+and serializes each message once for all of them (``Watchers.flush``, ``WatchItem.wire``);
+what is left per spectator is gRPC sending the bytes. Beside each figure:
 ``table.watchers_per_table_<n>_cpu_us``, the table process's CPU per message delivered, and
 ``table.watch_cpu_us_per_spectator_message``, what one more spectator's message costs: the
 table's CPU per event with 100 spectators less that with 1, over the spectators' extra
