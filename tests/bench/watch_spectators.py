@@ -36,6 +36,17 @@ class Count:
     last: list[bytes] = field(default_factory=list)
 
 
+async def command(word: str) -> None:
+    """Wait for the line ``word`` on stdin (read in a thread: the streams go on meanwhile).
+    Raises EOFError when stdin closes first (the benchmark went away)."""
+    while True:
+        line = await asyncio.to_thread(sys.stdin.readline)
+        if not line:
+            raise EOFError(f"stdin closed before {word!r}")
+        if line.strip() == word:
+            return
+
+
 async def spectate(address: str, token: str, table_id: str, n: int) -> None:
     channels = [channel(address, token) for _ in range((n + STREAMS_PER_CHANNEL - 1) // STREAMS_PER_CHANNEL)]
     count = Count(last=[b""] * n)
@@ -59,16 +70,11 @@ async def spectate(address: str, token: str, table_id: str, n: int) -> None:
 
     tasks = [asyncio.create_task(watch(i)) for i in range(n)]
     await asyncio.gather(*(event.wait() for event in first))
-    lines = asyncio.Queue[str]()
-    loop = asyncio.get_running_loop()
-    loop.add_reader(sys.stdin.fileno(), lambda: lines.put_nowait(sys.stdin.readline().strip()))
     print("ready", flush=True)
-    while await lines.get() != "start":
-        pass
+    await command("start")
     ended_before = count.ended
     count.counting = True
-    while await lines.get() != "stop":
-        pass
+    await command("stop")
     count.counting = False
     for message in count.last:
         if message:
