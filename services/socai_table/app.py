@@ -9,7 +9,6 @@ from nats.aio.client import Client as NatsClient
 from socai.events import seal
 from socai.events.log import EventLog
 from socai.gen.table.v1 import table_pb2 as pb
-from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
 from socai.infra import nats as socai_nats
 from socai.infra.config import Settings
 from socai.infra.grpc_server import GrpcServer, build_server, caller_limiter
@@ -20,7 +19,7 @@ from socai_table.forward import Forwarder
 from socai_table.ledger_client import Money
 from socai_table.manager import TableManager
 from socai_table.ownership import Ownership, OwnershipSettings, advertised, lease_config
-from socai_table.server import TableLimits, TableServicer, policy
+from socai_table.server import TableLimits, TableServicer, add_to_server, policy
 from socai_table.store import TableStore
 from socai_table.table import Deps
 
@@ -105,7 +104,7 @@ async def build_app(settings: Settings, own: OwnershipSettings | None = None) ->
     server = build_server(
         service="table",
         address=settings.listen_address(settings.table_addr),
-        registrations=[lambda s: pb_grpc.add_TableServiceServicer_to_server(servicer, s)],
+        registrations=[lambda s: add_to_server(servicer, s)],
         service_names=[SERVICE_NAME],
         policy=policy(dict(settings.tokens)),
         caller_rate=caller_limiter("table", settings.limits.caller_calls_per_s),

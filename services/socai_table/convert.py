@@ -220,6 +220,15 @@ def watch_item_to_proto(item: WatchItem) -> pb.WatchTableResponse:
     return msg
 
 
+def watch_item_wire(item: WatchItem) -> bytes:
+    """``item`` as a serialized ``WatchTableResponse``, built on first use and kept in the
+    item: every stream the item was queued for (a visibility class, ``Watchers.flush``)
+    sends the same bytes."""
+    if item.wire is None:
+        item.wire = watch_item_to_proto(item).SerializeToString()
+    return item.wire
+
+
 _CASH_OUT_STATUS = {
     "pending": pb.CASH_OUT_STATUS_WAITING_FOR_SETTLEMENT,
     "done": pb.CASH_OUT_STATUS_DONE,

@@ -27,6 +27,7 @@ from typing import Any, Final
 import grpc
 
 from socai import errors
+from socai.gen.table.v1 import table_pb2 as pb
 from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
 from socai.infra import tracing
 from socai.infra.grpc_errors import error_info, from_rpc_error
@@ -41,6 +42,7 @@ PASSED_HEADERS: Final = ("authorization", "x-request-id")
 UNARY_DEADLINE_S: Final = 30.0  # a forwarded unary call never waits longer, whatever the caller allows
 CHANNELS_MAX: Final = 64  # one channel per owner address; instances are few
 LIST_DEADLINE_S: Final = 5.0  # a holder's part of a ListTables page
+SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["TableService"].full_name
 
 
 def owner_error(exc: grpc.aio.AioRpcError) -> errors.SocaiError:
@@ -79,6 +81,11 @@ class Forwarder:
         return bool(forwarded_by(context))
 
     async def _stub(self, table_id: str) -> tuple[pb_grpc.TableServiceStub, str]:
+        return await self._stub_at(await self._owner(table_id))
+
+    async def _owner(self, table_id: str) -> Owner:
+        """The other instance holding ``table_id``. Raises Unavailable when there is none
+        to ask (nobody holds it, or the bucket still names this instance)."""
         owner = await self.ownership.owner(table_id)
         if owner is None:
             raise owner_unknown(table_id, self.ownership.partition_of(table_id))
@@ -90,9 +97,12 @@ class Forwarder:
                 f"table {table_id} is moving between instances; retry",
                 retry_after_ms=500,
             )
-        return await self._stub_at(owner)
+        return owner
 
     async def _stub_at(self, owner: Owner) -> tuple[pb_grpc.TableServiceStub, str]:
+        return pb_grpc.TableServiceStub(await self._channel_at(owner)), owner.instance
+
+    async def _channel_at(self, owner: Owner) -> grpc.aio.Channel:
         channel = self._channels.get(owner.address)
         if channel is None:
             if len(self._channels) >= CHANNELS_MAX:
@@ -102,7 +112,7 @@ class Forwarder:
                 options=[("grpc.max_receive_message_length", 16 * 1024 * 1024)],
                 interceptors=tracing.client_interceptors(),  # the caller's trace goes on at the holder
             )
-        return pb_grpc.TableServiceStub(channel), owner.instance
+        return channel
 
     def _metadata(self, context: Any) -> tuple[tuple[str, str], ...]:
         passed = tuple(
@@ -126,15 +136,22 @@ class Forwarder:
         metrics.FORWARDED.labels(method, "OK").inc()
         return reply
 
-    async def stream(self, method: str, table_id: str, request: Any, context: Any) -> AsyncIterator[Any]:
-        """``method``'s stream from the owner of ``table_id``, item by item (WatchTable)."""
-        stub, owner = await self._stub(table_id)
-        call = getattr(stub, method)(request, metadata=self._metadata(context))
+    async def stream(self, method: str, table_id: str, request: Any, context: Any) -> AsyncIterator[bytes]:
+        """``method``'s stream from the owner of ``table_id``, item by item (WatchTable),
+        each item the serialized message as the owner sent it: relayed as it is, never
+        parsed and serialized again here."""
+        holder = await self._owner(table_id)
+        relay = (await self._channel_at(holder)).unary_stream(
+            f"/{SERVICE_NAME}/{method}",
+            request_serializer=type(request).SerializeToString,
+            # No deserializer: the call yields each message's bytes.
+        )
+        call = relay(request, metadata=self._metadata(context))
         try:
             async for item in call:
                 yield item
         except grpc.aio.AioRpcError as exc:
-            self._failed(method, table_id, owner, exc)
+            self._failed(method, table_id, holder.instance, exc)
             raise owner_error(exc) from None
         finally:
             call.cancel()

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
+
 from socai import errors
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
@@ -359,7 +361,12 @@ class TableServicer(pb_grpc.TableServiceServicer):
         view = await table.view_now(viewer)
         return pb.GetTableStateResponse(state=convert.state_to_proto(table, view))
 
-    async def WatchTable(self, request: pb.WatchTableRequest, context: Any) -> AsyncIterator[pb.WatchTableResponse]:
+    async def WatchTable(  # type: ignore[override]  # serialized messages: see add_to_server
+        self, request: pb.WatchTableRequest, context: Any
+    ) -> AsyncIterator[bytes]:
+        """The table's stream as ``WatchTableResponse`` messages already serialized: each
+        built and serialized once for all the streams of a visibility class
+        (``convert.watch_item_wire``), and a forwarded stream relayed as its holder sent it."""
         if self._elsewhere(request.table_id, context):
             assert self.router is not None
             async for reply in self.router.stream("WatchTable", request.table_id, request, context):
@@ -370,14 +377,14 @@ class TableServicer(pb_grpc.TableServiceServicer):
             async for reply in self._watch(request, viewer):
                 yield reply
 
-    async def _watch(self, request: pb.WatchTableRequest, viewer: str | None) -> AsyncIterator[pb.WatchTableResponse]:
+    async def _watch(self, request: pb.WatchTableRequest, viewer: str | None) -> AsyncIterator[bytes]:
         table = await self.manager.get(request.table_id)
         budget = self.limits.watch_budget
         watcher, snapshot = await table.watch(viewer, request.from_seq)
         budget.add(watcher)  # before the next await: no event is queued for it unbudgeted
         try:
             for first in snapshot:
-                yield convert.watch_item_to_proto(first)
+                yield convert.watch_item_wire(first)
             while True:
                 item = await watcher.next()
                 if item is None:
@@ -392,7 +399,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
                             "TABLE_MOVED", f"{table.table_id} moved to another instance; watch again"
                         )
                     return
-                yield convert.watch_item_to_proto(item)
+                yield convert.watch_item_wire(item)
         finally:
             table.unwatch(watcher)
             budget.remove(watcher)
@@ -417,3 +424,42 @@ class TableServicer(pb_grpc.TableServiceServicer):
         ttl = request.ttl_s or player_tokens.TTL_DEFAULT_S
         token, expires = player_tokens.issue(self.token_key, request.player_id, ttl)
         return pb.IssuePlayerTokenResponse(player_token=token, expires_at=convert.timestamp(expires))
+
+
+class _Registered:
+    """Stands in for a server while the generated registration runs, keeping the method
+    handlers it registers (``add_to_server``)."""
+
+    def __init__(self) -> None:
+        self.service = ""
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass  # the same handlers come through add_registered_method_handlers
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        self.service, self.handlers = service, dict(handlers)
+
+
+def add_to_server(servicer: TableServicer, server: Any) -> None:
+    """Register ``servicer`` on ``server`` with the generated code's own method handlers
+    (``add_TableServiceServicer_to_server``), but for WatchTable's serializer: none, so the
+    bytes ``TableServicer.WatchTable`` yields go out as they are. A message shared by every
+    stream of a visibility class is then serialized once, not once per stream.
+
+    Raises AssertionError (``errors.check``) when the generated registration no longer
+    hands over its handlers (a grpcio upgrade; ``tests/unit/table/test_watch_wire.py``
+    checks it)."""
+    generated = _Registered()
+    pb_grpc.add_TableServiceServicer_to_server(servicer, generated)
+    watch = generated.handlers.get("WatchTable")
+    errors.check(
+        watch is not None and watch.unary_stream is not None,
+        "the generated TableService registration registers WatchTable as a server stream",
+    )
+    assert watch is not None  # for the type checker: checked above
+    generated.handlers["WatchTable"] = grpc.unary_stream_rpc_method_handler(
+        watch.unary_stream, request_deserializer=watch.request_deserializer
+    )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(generated.service, generated.handlers),))
+    server.add_registered_method_handlers(generated.service, generated.handlers)

@@ -220,15 +220,22 @@ MEMORY_FULL = "WATCH_MEMORY_FULL"  # every stream's queue together reached the i
 WATCH_QUEUED_SETTING = "SOCAI_LIMIT_WATCH_QUEUED_EVENTS"
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class WatchItem:
     """One WatchTable message: the event as its viewer may see it (None: the message only
     brings the view, or a cash-out), the viewer's view right after it, and a completed
-    cash-out of the viewer's (``CashOutDone``)."""
+    cash-out of the viewer's (``CashOutDone``).
+
+    ``Watchers.flush`` queues one item for every stream of a visibility class (the same
+    event as seen from the same seat, the same view), so ``wire`` — the serialized
+    ``WatchTableResponse``, filled in by whichever stream sends the item first
+    (``convert.watch_item_wire``) — is built once per class, not once per stream. An item
+    is never changed once built, ``wire`` aside."""
 
     event: events_pb2.Event | None
     view: View
     cash_out: Any = None
+    wire: bytes | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -316,13 +323,14 @@ class WatchBudget:
     ``max_events`` (``SOCAI_LIMIT_WATCH_QUEUED_EVENTS``; 0: no bound beyond each stream's own
     ``WATCH_QUEUE_MAX``).
 
-    An event waiting for a stream is a reference to a message most viewers of the same seat
-    share (``redact``'s cache), so the number of queued events is the measure of what the
-    streams hold. At the bound the stream furthest behind — the one with the most events
-    waiting, often the one about to be sent to — is ended with ``RESOURCE_EXHAUSTED
-    WATCH_MEMORY_FULL`` and its queue dropped, so a few unread streams cannot make every
-    reader wait or the instance run out of memory; its client watches again from the last
-    ``seq`` it kept, like any stream that ends.
+    An event waiting for a stream is a reference to a message every stream of the same
+    visibility class shares (one ``WatchItem``, its event from ``redact``'s cache), so the
+    number of queued events is the measure of what the streams hold. At the bound the
+    stream furthest behind — the one with the most events waiting, often the one about to
+    be sent to — is ended with ``RESOURCE_EXHAUSTED WATCH_MEMORY_FULL`` and its queue
+    dropped, so a few unread streams cannot make every reader wait or the instance run out
+    of memory; its client watches again from the last ``seq`` it kept, like any stream
+    that ends.
     """
 
     def __init__(self, max_events: int) -> None:
@@ -430,6 +438,11 @@ class Watchers:
         the viewer may see nor a cash-out is sent only when it is the last (its view)."""
         waiting, self._waiting = self._waiting, []
         views: dict[tuple[int, int, bool], View] = {}  # (moment, viewer, final): computed once
+        # (event as seen, moment, viewer, final): one message for every stream of that
+        # visibility class, so that it is built and serialized once (``WatchItem.wire``).
+        # ``broadcast`` gives every viewer of a seat the same event message. The ids are
+        # safe keys: ``items`` keeps each event it keys alive, and no moment is made here.
+        items: dict[tuple[int, int, int, bool], WatchItem] = {}
         for watcher in waiting:
             outbox, watcher.outbox = watcher.outbox, []
             last = len(outbox) - 1
@@ -441,7 +454,14 @@ class Watchers:
                 view = views.get(key)
                 if view is None:
                     view = views[key] = self._view(out, deadline, final)
-                self._send(watcher, WatchItem(out.event, view, out.cash_out))
+                if out.cash_out is not None:  # the viewer's own: never shared
+                    self._send(watcher, WatchItem(out.event, view, out.cash_out))
+                    continue
+                shared = (id(out.event), *key)
+                item = items.get(shared)
+                if item is None:
+                    item = items[shared] = WatchItem(out.event, view)
+                self._send(watcher, item)
 
     def _view(self, out: _Out, deadline: float, final: bool) -> View:
         """``view_at``; should a game's hook fail, the message still goes out with the
