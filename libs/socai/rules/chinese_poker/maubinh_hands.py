@@ -31,6 +31,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import combinations, combinations_with_replacement
 from typing import TYPE_CHECKING, Any, Final
 
@@ -290,6 +291,7 @@ def is_valid_arrangement(
 _RUNS5: Final = ((14, 2, 3, 4, 5), *(tuple(range(low, low + 5)) for low in range(2, 11)))
 _RUNS3: Final = ((14, 2, 3), *(tuple(range(low, low + 3)) for low in range(2, 13)))
 _RUN3_SETS: Final = frozenset(frozenset(run) for run in _RUNS3)
+_RUN5_MASKS: Final = tuple(sum(1 << r for r in run) for run in _RUNS5)  # bit r for rank r
 
 
 def _check_thirteen(cards: Iterable[Card]) -> tuple[Card, ...]:
@@ -309,8 +311,8 @@ def special_hand(cards13: Iterable[Card]) -> str | None:
     Raises RuleViolation("BAD_HAND") unless given 13 distinct cards.
     """
     hand = _check_thirteen(cards13)
-    counts = Counter(c.rank for c in hand)
-    suits = Counter(c.suit for c in hand)
+    counts = Counter([c.rank for c in hand])
+    suits = Counter([c.suit for c in hand])
     lowest, highest = min(counts), max(counts)  # ranks
     if len(counts) == 13:
         return "dragon_roll" if len(suits) == 1 else "dragon"
@@ -350,6 +352,13 @@ def _straight_partition(counts: Counter[int]) -> tuple[tuple[int, ...], ...] | N
 
     Returns the runs (5, 5, 3), the first found in ``_RUNS5`` order, or None.
     """
+    # Most hands hold no 5-card run, or a rank four times (three runs hold a rank at most
+    # three times): no partition, found without the search.
+    held = 0
+    for rank in counts:
+        held |= 1 << rank
+    if max(counts.values()) > 3 or not any(held & mask == mask for mask in _RUN5_MASKS):
+        return None
     left = dict(counts)
     for i, first in enumerate(_RUNS5):
         if not all(left.get(r, 0) for r in first):
@@ -719,7 +728,7 @@ def baseline_arrangement(cards13: Iterable[Card], wheel_second_highest: bool = T
 
     hand = tuple(sorted(_check_thirteen(cards13), key=_card_order))
     static = _static()
-    classes5, _ = _classes(hand, _tables(wheel_second_highest))
+    classes5, _ = _hand_classes(hand, wheel_second_highest)
     back = int(np.argmax(classes5))
     disjoint = np.flatnonzero((static.masks5 & int(static.masks5[back])) == 0)
     middle = int(disjoint[int(np.argmax(classes5[disjoint]))])
@@ -885,15 +894,31 @@ class _Tables:
             np.stack([win[p], lose[p], gain[p], loss[p]], axis=1) for p in range(3)
         )
         self.columns = tuple(tuple(np.ascontiguousarray(t[p]) for t in (win, lose, gain, loss)) for p in range(3))
+        # The four terms as the rows of one (4, classes) array per position: one gather
+        # fetches all four for a set of splits.
+        self.rows = tuple(np.stack([win[p], lose[p], gain[p], loss[p]]) for p in range(3))
         # Per position and class, a term of an upper bound on the criterion, in billionths:
         # the chi's own expected units (P(win) × units − E[units lost]) plus P(win) ×
         # units once more. Every sweep term of the criterion is a product of one chi's
         # P(win) × units with two probabilities (at most 1), or is subtracted, so the sum
         # of the three chi's bounds is never below the criterion of the arrangement.
         self.bound = tuple((2 * gain[p] - loss[p]) * (_SCALE * _SCALE) for p in range(3))
-        # The same bound in thousandths (``bound`` / _SCALE²), int32: each term is within
-        # ±2 × 10 units × _SCALE, so a split's sum fits with room to spare.
-        self.bound_thousandths = tuple((2 * gain[p] - loss[p]).astype(np.int32) for p in range(3))
+        # The same bound, coarser and int16 for the 36,036-split pass: in steps of
+        # ``_BOUND_STEP`` thousandths, rounded up, so ``bound_steps`` × _BOUND_STEP × _SCALE²
+        # is never below ``bound``. A fouled split has ``_FOUL_PENALTY`` taken off; the
+        # checks say that its bound then lies below every valid split's and below the
+        # threshold of every possible floor, and that no sum leaves int16.
+        self.bound_steps = tuple((-((loss[p] - 2 * gain[p]) // _BOUND_STEP)).astype(np.int16) for p in range(3))
+        highest = sum(int(b.max()) for b in self.bound_steps)
+        lowest = sum(int(b.min()) for b in self.bound_steps)
+        # A criterion is at least −2 × _SCALE² × (the three largest E[units lost]), so a
+        # floor's threshold (floor / (_BOUND_STEP × _SCALE²), rounded up) is at least this.
+        lowest_threshold = -(2 * sum(int(loss[p].max()) for p in range(3))) // _BOUND_STEP
+        check(
+            lowest - _FOUL_PENALTY >= -(1 << 15) and highest - _FOUL_PENALTY < min(lowest, lowest_threshold),
+            "the coarse bound does not fit int16",
+        )
+        check(highest < 1 << 15, "the coarse bound does not fit int16")
         # The terms as Python ints, per position and class, to score one split exactly.
         self.term_rows: tuple[list[tuple[int, int, int, int]], ...] = tuple(
             [(int(a), int(b), int(c), int(d)) for a, b, c, d in self.terms[p].tolist()] for p in range(3)
@@ -909,6 +934,17 @@ def _tables(wheel_second_highest: bool) -> _Tables:
         wheel = ranking.WHEEL_SECOND_HIGHEST if wheel_second_highest else ranking.WHEEL_LOWEST
         tables = _TABLES[wheel_second_highest] = _Tables(wheel, _samples())
     return tables
+
+
+@lru_cache(maxsize=64)
+def _hand_classes(hand: tuple[Card, ...], wheel_second_highest: bool) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """``_classes`` of a hand in canonical order, read-only, remembered for the few hands
+    in play: a bot's candidates ask for the suggestion and the baseline of the same cards.
+    The classes depend on the wheel rule only (``_Tables.codes``), not on the samples."""
+    classes5, classes3 = _classes(hand, _tables(wheel_second_highest))
+    classes5.flags.writeable = False
+    classes3.flags.writeable = False
+    return classes5, classes3
 
 
 def _classes(hand: Sequence[Card], tables: _Tables) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
@@ -956,17 +992,17 @@ def _scores(
     """The criterion of ``suggest_arrangement`` for arrangements given by their back, middle
     and front classes, exact int64 in billionths of a unit (every term stays below 10**12).
     """
-    wb, qb, gb, lb = (column.take(back) for column in tables.columns[0])
-    wm, qm, gm, lm = (column.take(middle) for column in tables.columns[1])
-    wf, qf, gf, lf = (column.take(front) for column in tables.columns[2])
+    wb, qb, gb, lb = tables.rows[0].take(back, axis=1)
+    wm, qm, gm, lm = tables.rows[1].take(middle, axis=1)
+    wf, qf, gf, lf = tables.rows[2].take(front, axis=1)
     scores: npt.NDArray[Any] = (gb - lb + gm - lm + gf - lf) * (_SCALE * _SCALE)
     scores += gb * (wm * wf) + gm * (wb * wf) + gf * (wb * wm)
     scores -= lb * (qm * qf) + lm * (qb * qf) + lf * (qb * qm)
     return scores
 
 
-# The bound of a fouled split in ``bound_thousandths`` (int32): below every criterion.
-_INVALID_THOUSANDTHS: Final = -(1 << 30)
+_BOUND_STEP: Final = 4  # thousandths per step of ``_Tables.bound_steps`` (int16)
+_FOUL_PENALTY: Final = 20_000  # steps taken off a fouled split's coarse bound
 
 
 def _best_arrangement(hand: Sequence[Card], wheel_second_highest: bool, tables: _Tables) -> tuple[Arrangement, int]:
@@ -974,36 +1010,39 @@ def _best_arrangement(hand: Sequence[Card], wheel_second_highest: bool, tables: 
     millionths of a unit (the criterion of ``suggest_arrangement``).
 
     Exhaustive, in two passes. The first visits all 36,036 splits with the cheap separable
-    bound of ``_Tables.bound`` (fouled splits get ``_INVALID_THOUSANDTHS``) and scores the split with
+    bound of ``_Tables.bound`` (fouled splits sink below every valid split) and scores the split with
     the highest bound exactly: that score ``floor`` is reached by a valid arrangement, so
     the best is at least ``floor``. The second scores exactly every split whose bound is
     at least ``floor``; no other split can reach the best, or tie with it, because its
     criterion is at most its bound. The candidates keep the splits' order, so ties are
     broken as over all valid splits.
 
-    The first pass works in int16 classes and the int32 bound in thousandths
-    (``bound_thousandths``; a split's bound reaches ``floor`` exactly when its bound in
-    thousandths reaches ``floor`` / _SCALE² rounded up), which is most of its speed.
+    The first pass works in int16: the classes, and the bound in steps of ``_BOUND_STEP``
+    thousandths rounded up (``bound_steps``), which is most of its speed. The coarse bound
+    is still never below a split's criterion, so the candidates (coarse bound at least
+    ``floor`` / (_BOUND_STEP × _SCALE²), rounded up) hold every split that can reach the
+    best; a few more are scored than with the exact bound, and the choice is the same.
     """
     import numpy as np
 
     static = _static()
-    classes5, classes3 = _classes(hand, tables)
+    classes5, classes3 = _hand_classes(tuple(hand), wheel_second_highest)
     # Splits are grouped by front, 126 to a front (``_Static``), so the front's class and
     # bound broadcast down the rows instead of being gathered 36,036 times.
     first = classes5.take(static.split_first_by_front)
     second = classes5.take(static.split_second_by_front)
     back, middle = np.maximum(first, second), np.minimum(first, second)
-    bound = tables.bound_thousandths[0].take(back)
-    bound += tables.bound_thousandths[1].take(middle)
-    bound += tables.bound_thousandths[2].take(classes3)[:, None]
-    np.putmask(bound, middle < classes3[:, None], _INVALID_THOUSANDTHS)
+    bound = tables.bound_steps[0].take(back)
+    bound += tables.bound_steps[1].take(middle)
+    bound += tables.bound_steps[2].take(classes3)[:, None]
+    # Fouled splits (middle below front) sink below every valid one (``_Tables``' checks).
+    bound -= (middle < classes3[:, None]) * np.int16(_FOUL_PENALTY)
     seed = int(np.argmax(bound))
-    check(int(bound.flat[seed]) > _INVALID_THOUSANDTHS, "no valid arrangement")
     back, middle = back.ravel(), middle.ravel()
     front_of = static.split_front
+    check(int(middle[seed]) >= int(classes3[front_of[seed]]), "no valid arrangement")
     floor = _score(tables, int(back[seed]), int(middle[seed]), int(classes3[front_of[seed]]))
-    candidates = np.flatnonzero(bound.ravel() >= -(-floor // (_SCALE * _SCALE)))
+    candidates = np.flatnonzero(bound.ravel() >= -(-floor // (_BOUND_STEP * _SCALE * _SCALE)))
     cb = back.take(candidates).astype(np.int64)
     cm = middle.take(candidates).astype(np.int64)
     cf = classes3.take(front_of.take(candidates)).astype(np.int64)
