@@ -8,12 +8,14 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from itertools import combinations
 
+import numpy as np
 import pytest
 
 from socai.cards import Card, deck, parse_cards
 from socai.rules.chinese_poker import maubinh_hands as mb
 from socai.rules.ranking import WHEEL_SECOND_HIGHEST
 from tests.unit.rules import maubinh_exhaustive as ex
+from tests.unit.rules import maubinh_reference as ref
 
 DECK = deck("maubinh")
 
@@ -359,6 +361,41 @@ def test_the_arrangers_pruning_bound_is_never_below_the_criterion() -> None:
         assert (bound >= scores).all()
         checked += len(scores)
     assert checked > 20 * 10_000  # every valid split of each hand, not a handful
+    # The first pass compares a coarser int16 bound: never below the bound, by less than a step.
+    step = mb._BOUND_STEP * 1_000_000
+    for p in range(3):
+        coarse = tables.bound_steps[p].astype(np.int64) * step
+        assert (coarse >= tables.bound[p]).all() and (coarse - tables.bound[p] < step).all()
+
+
+def assert_same_suggestions(hands: Iterator[tuple[Card, ...]]) -> int:
+    """``suggest_arrangement`` returns the reference search's very ``Suggestion`` (the same
+    chi, special hand and score) under both wheel rules; returns how many differ from the
+    baseline arrangement, to show the hands are not all trivial."""
+    differ = 0
+    for i, hand in enumerate(hands):
+        options = mb.HandOptions(wheel_second_highest=i % 3 != 0)
+        fast = mb.suggest_arrangement(hand, options)
+        assert fast == ref.suggest_arrangement(hand, options), hand
+        base = mb.baseline_arrangement(hand, options.wheel_second_highest)
+        differ += (fast.back, fast.middle, fast.front) != (base.back, base.middle, base.front)
+    return differ
+
+
+def test_the_arranger_picks_what_its_reference_search_picks() -> None:
+    """Ties of the criterion are broken by the canonical order, and a recorded hand replays
+    the arrangement that was picked, so the fast search must pick the reference's (not only
+    score its best)."""
+    assert assert_same_suggestions(random_hands(150, 16)) > 50
+    assert_same_suggestions(partition_candidates(60, 17))
+
+
+@pytest.mark.slow
+def test_the_arranger_picks_what_its_reference_search_picks_on_3_000_hands() -> None:
+    """3,000 random hands and 400 near-special ones (suits of five or more cards, runs: the
+    flush look-ups and the partition specials), every one the reference's Suggestion."""
+    assert assert_same_suggestions(random_hands(3_000, 18)) > 1_000
+    assert_same_suggestions(partition_candidates(400, 19))
 
 
 @pytest.mark.slow

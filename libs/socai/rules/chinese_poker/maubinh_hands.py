@@ -31,6 +31,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import combinations, combinations_with_replacement
 from typing import TYPE_CHECKING, Any, Final
 
@@ -161,9 +162,24 @@ def _code(category: int, ranks: Sequence[int]) -> int:
 
 
 def _code_of_cards(cards: Sequence[Card], wheel: str) -> int:
-    """The order code of one chi (3 or 5 distinct cards), from the shared poker ranking."""
-    category, key = ranking.rank_cards(cards, wheel)
-    return _code(category, key)
+    """The order code of one chi (3 or 5 distinct cards), from the shared poker ranking.
+
+    A chi's code depends only on its ranks, whether 5 cards share a suit, and the wheel
+    rule, so each such key is ranked once and remembered (``_CODES``: at most 2 × 7,917
+    keys, the chi values of both wheel rules). Every caller passes distinct cards.
+    """
+    ranks = sorted([c.rank for c in cards])
+    first_suit = cards[0].suit
+    flush = len(cards) == 5 and all(c.suit == first_suit for c in cards)
+    memo_key = (wheel, flush, *ranks)
+    code = _CODES.get(memo_key)
+    if code is None:
+        category, key = ranking.rank_cards(cards, wheel)
+        code = _CODES[memo_key] = _code(category, key)
+    return code
+
+
+_CODES: dict[tuple[Any, ...], int] = {}
 
 
 def category_of_code(code: int) -> str:
@@ -275,6 +291,7 @@ def is_valid_arrangement(
 _RUNS5: Final = ((14, 2, 3, 4, 5), *(tuple(range(low, low + 5)) for low in range(2, 11)))
 _RUNS3: Final = ((14, 2, 3), *(tuple(range(low, low + 3)) for low in range(2, 13)))
 _RUN3_SETS: Final = frozenset(frozenset(run) for run in _RUNS3)
+_RUN5_MASKS: Final = tuple(sum(1 << r for r in run) for run in _RUNS5)  # bit r for rank r
 
 
 def _check_thirteen(cards: Iterable[Card]) -> tuple[Card, ...]:
@@ -294,8 +311,8 @@ def special_hand(cards13: Iterable[Card]) -> str | None:
     Raises RuleViolation("BAD_HAND") unless given 13 distinct cards.
     """
     hand = _check_thirteen(cards13)
-    counts = Counter(c.rank for c in hand)
-    suits = Counter(c.suit for c in hand)
+    counts = Counter([c.rank for c in hand])
+    suits = Counter([c.suit for c in hand])
     lowest, highest = min(counts), max(counts)  # ranks
     if len(counts) == 13:
         return "dragon_roll" if len(suits) == 1 else "dragon"
@@ -335,6 +352,13 @@ def _straight_partition(counts: Counter[int]) -> tuple[tuple[int, ...], ...] | N
 
     Returns the runs (5, 5, 3), the first found in ``_RUNS5`` order, or None.
     """
+    # Most hands hold no 5-card run, or a rank four times (three runs hold a rank at most
+    # three times): no partition, found without the search.
+    held = 0
+    for rank in counts:
+        held |= 1 << rank
+    if max(counts.values()) > 3 or not any(held & mask == mask for mask in _RUN5_MASKS):
+        return None
     left = dict(counts)
     for i, first in enumerate(_RUNS5):
         if not all(left.get(r, 0) for r in first):
@@ -704,7 +728,7 @@ def baseline_arrangement(cards13: Iterable[Card], wheel_second_highest: bool = T
 
     hand = tuple(sorted(_check_thirteen(cards13), key=_card_order))
     static = _static()
-    classes5, _ = _classes(hand, _tables(wheel_second_highest))
+    classes5, _ = _hand_classes(hand, wheel_second_highest)
     back = int(np.argmax(classes5))
     disjoint = np.flatnonzero((static.masks5 & int(static.masks5[back])) == 0)
     middle = int(disjoint[int(np.argmax(classes5[disjoint]))])
@@ -729,7 +753,10 @@ def warm() -> None:
 # be valid, or both when the two chi are equal).
 class _Static:
     __slots__ = (
+        "index5",
         "masks5",
+        "member3",
+        "member5",
         "split_first",
         "split_first_by_front",
         "split_front",
@@ -758,6 +785,14 @@ class _Static:
         self.subsets5 = np.array(fives, dtype=np.intp)
         self.masks5 = np.array([sum(1 << p for p in s) for s in fives], dtype=np.int64)
         self.subsets3 = np.array(threes, dtype=np.intp)
+        self.index5 = index5
+        # Membership of each position in each subset, as float64 0/1 rows: the rank keys
+        # of all 1,287 (286) subsets of a hand are one matrix-vector product, exact
+        # because every key sum is an integer below 2**53.
+        self.member5 = np.zeros((len(fives), CARDS_PER_HAND), dtype=np.float64)
+        self.member5[np.arange(len(fives))[:, None], self.subsets5] = 1.0
+        self.member3 = np.zeros((len(threes), CARDS_PER_HAND), dtype=np.float64)
+        self.member3[np.arange(len(threes))[:, None], self.subsets3] = 1.0
         self.split_first = np.array(firsts, dtype=np.intp)
         self.split_second = np.array(seconds, dtype=np.intp)
         self.split_front = np.array(fronts, dtype=np.intp)
@@ -817,15 +852,20 @@ class _Tables:
         # Rank-multiset key (sum of ``_rank_key``) → class, as sorted arrays for searchsorted.
         by_key5 = sorted((sum(map(_rank_key, r)), index[c]) for r, c in nonflush5.items())
         by_key3 = sorted((sum(map(_rank_key, r)), index[c]) for r, c in three.items())
-        self.nonflush5_keys = np.array([k for k, _ in by_key5], dtype=np.int64)
-        self.nonflush5_class = np.array([c for _, c in by_key5], dtype=np.int64)
-        self.three_keys = np.array([k for k, _ in by_key3], dtype=np.int64)
-        self.three_class = np.array([c for _, c in by_key3], dtype=np.int64)
+        # The keys are float64 because a hand's sums are one float matrix product
+        # (``_Static.member5``); every key is below 2**53, so both are exact.
+        self.nonflush5_keys = np.array([k for k, _ in by_key5], dtype=np.float64)
+        self.three_keys = np.array([k for k, _ in by_key3], dtype=np.float64)
+        check(max(k for k, _ in by_key5) < 1 << 53, "rank keys are not exact as floats")
+        # Class indices are int16 (< 8192): the 36,036-split pass moves a quarter of the
+        # bytes of int64, and that pass is most of a suggestion.
+        self.nonflush5_class = np.array([c for _, c in by_key5], dtype=np.int16)
+        self.three_class = np.array([c for _, c in by_key3], dtype=np.int16)
         check(len(set(self.nonflush5_keys.tolist())) == len(by_key5), "rank keys collide")
         flush_by_mask = [0] * (1 << 13)
         for ranks, code in flush5.items():
             flush_by_mask[sum(1 << (r - 2) for r in ranks)] = index[code]
-        self.flush5 = np.array(flush_by_mask, dtype=np.int64)
+        self.flush5 = np.array(flush_by_mask, dtype=np.int16)
         # Scoring terms per position and class, in thousandths: P(win), P(lose), P(win) ×
         # units won, E[units lost] (the opponent's units summed over the stronger samples).
         n = len(self.codes)
@@ -854,12 +894,35 @@ class _Tables:
             np.stack([win[p], lose[p], gain[p], loss[p]], axis=1) for p in range(3)
         )
         self.columns = tuple(tuple(np.ascontiguousarray(t[p]) for t in (win, lose, gain, loss)) for p in range(3))
+        # The four terms as the rows of one (4, classes) array per position: one gather
+        # fetches all four for a set of splits.
+        self.rows = tuple(np.stack([win[p], lose[p], gain[p], loss[p]]) for p in range(3))
         # Per position and class, a term of an upper bound on the criterion, in billionths:
         # the chi's own expected units (P(win) × units − E[units lost]) plus P(win) ×
         # units once more. Every sweep term of the criterion is a product of one chi's
         # P(win) × units with two probabilities (at most 1), or is subtracted, so the sum
         # of the three chi's bounds is never below the criterion of the arrangement.
         self.bound = tuple((2 * gain[p] - loss[p]) * (_SCALE * _SCALE) for p in range(3))
+        # The same bound, coarser and int16 for the 36,036-split pass: in steps of
+        # ``_BOUND_STEP`` thousandths, rounded up, so ``bound_steps`` × _BOUND_STEP × _SCALE²
+        # is never below ``bound``. A fouled split has ``_FOUL_PENALTY`` taken off; the
+        # checks say that its bound then lies below every valid split's and below the
+        # threshold of every possible floor, and that no sum leaves int16.
+        self.bound_steps = tuple((-((loss[p] - 2 * gain[p]) // _BOUND_STEP)).astype(np.int16) for p in range(3))
+        highest = sum(int(b.max()) for b in self.bound_steps)
+        lowest = sum(int(b.min()) for b in self.bound_steps)
+        # A criterion is at least −2 × _SCALE² × (the three largest E[units lost]), so a
+        # floor's threshold (floor / (_BOUND_STEP × _SCALE²), rounded up) is at least this.
+        lowest_threshold = -(2 * sum(int(loss[p].max()) for p in range(3))) // _BOUND_STEP
+        check(
+            lowest - _FOUL_PENALTY >= -(1 << 15) and highest - _FOUL_PENALTY < min(lowest, lowest_threshold),
+            "the coarse bound does not fit int16",
+        )
+        check(highest < 1 << 15, "the coarse bound does not fit int16")
+        # The terms as Python ints, per position and class, to score one split exactly.
+        self.term_rows: tuple[list[tuple[int, int, int, int]], ...] = tuple(
+            [(int(a), int(b), int(c), int(d)) for a, b, c, d in self.terms[p].tolist()] for p in range(3)
+        )
 
 
 _TABLES: dict[bool, _Tables] = {}
@@ -873,22 +936,36 @@ def _tables(wheel_second_highest: bool) -> _Tables:
     return tables
 
 
+@lru_cache(maxsize=64)
+def _hand_classes(hand: tuple[Card, ...], wheel_second_highest: bool) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """``_classes`` of a hand in canonical order, read-only, remembered for the few hands
+    in play: a bot's candidates ask for the suggestion and the baseline of the same cards.
+    The classes depend on the wheel rule only (``_Tables.codes``), not on the samples."""
+    classes5, classes3 = _classes(hand, _tables(wheel_second_highest))
+    classes5.flags.writeable = False
+    classes3.flags.writeable = False
+    return classes5, classes3
+
+
 def _classes(hand: Sequence[Card], tables: _Tables) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
-    """The class index of every 5-card and every 3-card subset of the hand."""
+    """The class index (int16) of every 5-card and every 3-card subset of the hand."""
     import numpy as np
 
     static = _static()
-    keys = np.array([_rank_key(c.rank) for c in hand], dtype=np.int64)
-    suits = np.array([c.suit for c in hand], dtype=np.int64)
-    sums5 = keys[static.subsets5].sum(axis=1)
-    classes5 = tables.nonflush5_class[np.searchsorted(tables.nonflush5_keys, sums5)]
-    suits5 = suits[static.subsets5]
-    flushes = np.flatnonzero((suits5 == suits5[:, :1]).all(axis=1))
-    if flushes.size:
-        bits = np.array([1 << (c.rank - 2) for c in hand], dtype=np.int64)
-        classes5[flushes] = tables.flush5[bits[static.subsets5[flushes]].sum(axis=1)]
-    sums3 = keys[static.subsets3].sum(axis=1)
-    classes3 = tables.three_class[np.searchsorted(tables.three_keys, sums3)]
+    keys = np.array([_rank_key(c.rank) for c in hand], dtype=np.float64)
+    classes5 = tables.nonflush5_class.take(np.searchsorted(tables.nonflush5_keys, static.member5 @ keys))
+    classes3 = tables.three_class.take(np.searchsorted(tables.three_keys, static.member3 @ keys))
+    # The flushes: the 5-subsets of each suit's positions that hold five or more cards.
+    by_suit: dict[int, list[int]] = {}
+    for p, card in enumerate(hand):
+        by_suit.setdefault(card.suit, []).append(p)
+    for positions in by_suit.values():
+        if len(positions) >= 5:
+            for subset in combinations(positions, 5):
+                mask = 0
+                for p in subset:
+                    mask |= 1 << (hand[p].rank - 2)
+                classes5[static.index5[subset]] = tables.flush5[mask]
     return classes5, classes3
 
 
@@ -915,16 +992,17 @@ def _scores(
     """The criterion of ``suggest_arrangement`` for arrangements given by their back, middle
     and front classes, exact int64 in billionths of a unit (every term stays below 10**12).
     """
-    wb, qb, gb, lb = (column.take(back) for column in tables.columns[0])
-    wm, qm, gm, lm = (column.take(middle) for column in tables.columns[1])
-    wf, qf, gf, lf = (column.take(front) for column in tables.columns[2])
+    wb, qb, gb, lb = tables.rows[0].take(back, axis=1)
+    wm, qm, gm, lm = tables.rows[1].take(middle, axis=1)
+    wf, qf, gf, lf = tables.rows[2].take(front, axis=1)
     scores: npt.NDArray[Any] = (gb - lb + gm - lm + gf - lf) * (_SCALE * _SCALE)
     scores += gb * (wm * wf) + gm * (wb * wf) + gf * (wb * wm)
     scores -= lb * (qm * qf) + lm * (qb * qf) + lf * (qb * qm)
     return scores
 
 
-_INVALID: Final = -(1 << 62)  # the bound of a fouled split: below every criterion
+_BOUND_STEP: Final = 4  # thousandths per step of ``_Tables.bound_steps`` (int16)
+_FOUL_PENALTY: Final = 20_000  # steps taken off a fouled split's coarse bound
 
 
 def _best_arrangement(hand: Sequence[Card], wheel_second_highest: bool, tables: _Tables) -> tuple[Arrangement, int]:
@@ -932,34 +1010,42 @@ def _best_arrangement(hand: Sequence[Card], wheel_second_highest: bool, tables: 
     millionths of a unit (the criterion of ``suggest_arrangement``).
 
     Exhaustive, in two passes. The first visits all 36,036 splits with the cheap separable
-    bound of ``_Tables.bound`` (fouled splits get ``_INVALID``) and scores the split with
+    bound of ``_Tables.bound`` (fouled splits sink below every valid split) and scores the split with
     the highest bound exactly: that score ``floor`` is reached by a valid arrangement, so
     the best is at least ``floor``. The second scores exactly every split whose bound is
     at least ``floor``; no other split can reach the best, or tie with it, because its
     criterion is at most its bound. The candidates keep the splits' order, so ties are
     broken as over all valid splits.
+
+    The first pass works in int16: the classes, and the bound in steps of ``_BOUND_STEP``
+    thousandths rounded up (``bound_steps``), which is most of its speed. The coarse bound
+    is still never below a split's criterion, so the candidates (coarse bound at least
+    ``floor`` / (_BOUND_STEP × _SCALE²), rounded up) hold every split that can reach the
+    best; a few more are scored than with the exact bound, and the choice is the same.
     """
     import numpy as np
 
     static = _static()
-    classes5, classes3 = _classes(hand, tables)
+    classes5, classes3 = _hand_classes(tuple(hand), wheel_second_highest)
     # Splits are grouped by front, 126 to a front (``_Static``), so the front's class and
     # bound broadcast down the rows instead of being gathered 36,036 times.
     first = classes5.take(static.split_first_by_front)
     second = classes5.take(static.split_second_by_front)
     back, middle = np.maximum(first, second), np.minimum(first, second)
-    front = classes3[:, None]
-    bound = tables.bound[0].take(back)
-    bound += tables.bound[1].take(middle)
-    bound += tables.bound[2].take(classes3)[:, None]
-    bound[middle < front] = _INVALID
+    bound = tables.bound_steps[0].take(back)
+    bound += tables.bound_steps[1].take(middle)
+    bound += tables.bound_steps[2].take(classes3)[:, None]
+    # Fouled splits (middle below front) sink below every valid one (``_Tables``' checks).
+    bound -= (middle < classes3[:, None]) * np.int16(_FOUL_PENALTY)
     seed = int(np.argmax(bound))
-    check(int(bound.flat[seed]) > _INVALID, "no valid arrangement")
     back, middle = back.ravel(), middle.ravel()
     front_of = static.split_front
-    floor = _scores(tables, back[seed : seed + 1], middle[seed : seed + 1], classes3.take(front_of[seed : seed + 1]))
-    candidates = np.flatnonzero(bound.ravel() >= floor[0])
-    cb, cm, cf = back.take(candidates), middle.take(candidates), classes3.take(front_of.take(candidates))
+    check(int(middle[seed]) >= int(classes3[front_of[seed]]), "no valid arrangement")
+    floor = _score(tables, int(back[seed]), int(middle[seed]), int(classes3[front_of[seed]]))
+    candidates = np.flatnonzero(bound.ravel() >= -(-floor // (_BOUND_STEP * _SCALE * _SCALE)))
+    cb = back.take(candidates).astype(np.int64)
+    cm = middle.take(candidates).astype(np.int64)
+    cf = classes3.take(front_of.take(candidates)).astype(np.int64)
     scores = _scores(tables, cb, cm, cf)
     best_score = scores.max()
     top = np.flatnonzero(scores == best_score)
@@ -977,6 +1063,17 @@ def _best_arrangement(hand: Sequence[Card], wheel_second_highest: bool, tables: 
         )
     ]
     return Arrangement(chi[0], chi[1], chi[2]), int(best_score) // _SCALE
+
+
+def _score(tables: _Tables, back: int, middle: int, front: int) -> int:
+    """``_scores`` of one split, in Python ints (the same exact integer)."""
+    wb, qb, gb, lb = tables.term_rows[0][back]
+    wm, qm, gm, lm = tables.term_rows[1][middle]
+    wf, qf, gf, lf = tables.term_rows[2][front]
+    score = (gb - lb + gm - lm + gf - lf) * (_SCALE * _SCALE)
+    score += gb * (wm * wf) + gm * (wb * wf) + gf * (wb * wm)
+    score -= lb * (qm * qf) + lm * (qb * qf) + lf * (qb * qm)
+    return score
 
 
 # --- the opponents' chi distributions ---------------------------------------------------
