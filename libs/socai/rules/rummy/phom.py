@@ -262,7 +262,9 @@ class State(GameState):
     ``lay_order`` the seats in the order they first laid down (PH-3); ``drew`` the seats
     that drew from the stock (PH-5); ``out`` the seats that lost by leaving or
     disconnecting (PH-14), whose cards are in ``dead``. ``acquired``: ``to_act`` has taken
-    or drawn this turn.
+    or drawn this turn. ``dealt_mask``: the cards dealt so far as bits of ``Card.index``,
+    which are the cards held, in piles, laid and dead (no card leaves play): a deal's
+    duplicate check reads it instead of gathering those cards.
     """
 
     started: HandStarted
@@ -281,6 +283,7 @@ class State(GameState):
     dead: tuple[Card, ...] = ()
     stock_left: int = 0
     dealt_cards: int = 0
+    dealt_mask: int = 0
     phase: str = DEALING
     to_act: int | None = None
     acquired: bool = False
@@ -590,29 +593,9 @@ def _arranged(hand: tuple[Card, ...], taken: frozenset[Card], per_meld: bool) ->
 
 @lru_cache(maxsize=_CACHE_SIZE)
 def _u_cached(hand: tuple[Card, ...], taken: frozenset[Card], drew: bool, per_meld: bool) -> phom_melds.U | None:
-    if _loose_cards(hand) > 1:
+    if phom_melds.loose_cards(hand) > 1:
         return None  # two cards that fit no Phỏm at all: never Ù
     return find_u(hand, taken, drew_from_stock=drew, one_taken_per_meld=per_meld)
-
-
-def _loose_cards(hand: Sequence[Card]) -> int:
-    """How many cards of ``hand`` are in no Phỏm that its cards could make: no two others
-    of their rank and no run of three through them in their suit (A low, PH-10)."""
-    ranks: dict[int, int] = {}
-    held = set()
-    for card in hand:
-        ranks[card.rank] = ranks.get(card.rank, 0) + 1
-        held.add((phom_melds.phom_rank(card), card.suit))
-    loose = 0
-    for card in hand:
-        if ranks[card.rank] >= 3:
-            continue
-        r, suit = phom_melds.phom_rank(card), card.suit
-        below, above = (r - 1, suit) in held, (r + 1, suit) in held
-        if (below and above) or (below and (r - 2, suit) in held) or (above and (r + 2, suit) in held):
-            continue
-        loose += 1
-    return loose
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
@@ -836,26 +819,28 @@ def _results(state: State) -> list[PlayerResult]:
 
 def _deal_slots(state: State) -> tuple[DealSlot, ...]:
     """PH-1: nine rounds of one card each from the first player, then its tenth card."""
-    live = _live(state)
+    return _deal_slots_of(tuple(_live(state)))
+
+
+# Asked twice a hand (what is pending, then the deal applied) for one of a few seatings.
+@lru_cache(maxsize=64)
+def _deal_slots_of(live: tuple[int, ...]) -> tuple[DealSlot, ...]:
     slots = [DealSlot(s, False) for _ in range(CARDS_EACH) for s in live]
     return (*slots, DealSlot(live[0], False))
 
 
-def _check_cards(state: State, cards: Sequence[Card]) -> None:
-    seen = set(state.dead)
-    for held in state.hands.values():
-        seen.update(held)
-    for pile in state.piles.values():
-        seen.update(pile)
-    for melds in state.laid.values():
-        for meld in melds:
-            seen.update(meld)
+def _check_cards(state: State, cards: Sequence[Card]) -> int:
+    """``state.dealt_mask`` with ``cards`` added, after checking each is a card of the deck
+    not dealt before."""
+    seen = state.dealt_mask
     for card in cards:
         if type(card) is not Card or card not in DECK:
             raise RuleViolation("BAD_CARD", f"{card} is not in the deck")
-        if card in seen:
+        bit = 1 << card.index
+        if seen & bit:
             raise RuleViolation("DUPLICATE_CARD", f"{card} was dealt twice")
-        seen.add(card)
+        seen |= bit
+    return seen
 
 
 def _apply_deal(state: State, body: CardsDealt) -> State:
@@ -866,7 +851,7 @@ def _apply_deal(state: State, body: CardsDealt) -> State:
     if got != due:
         raise RuleViolation("WRONG_DEAL", f"expected slots {due}, got {got}")
     cards = [d.card for d in body.cards]
-    _check_cards(state, cards)
+    dealt_mask = _check_cards(state, cards)
     hands = {s: list(h) for s, h in state.hands.items()}
     for d in body.cards:
         hands[d.seat].append(d.card)
@@ -874,6 +859,7 @@ def _apply_deal(state: State, body: CardsDealt) -> State:
     new.hands = {s: tuple(h) for s, h in hands.items()}
     new.stock_left = state.stock_left - len(cards)
     new.dealt_cards = state.dealt_cards + len(cards)
+    new.dealt_mask = dealt_mask
     seat = state.to_act
     if state.phase == DEALING:
         new.to_act = _live(state)[0]
@@ -958,7 +944,7 @@ def _apply_discard(state: State, body: CardsPlayed) -> State:
     taken = state.taken[seat]
     if card in taken:
         raise RuleViolation("ILLEGAL_MOVE", f"{card} was taken and must stay in a Phỏm (PH-13)", seat=seat)
-    if not _discardable(hand, card, taken, state.options.one_taken_per_meld):
+    if taken and not _discardable(hand, card, taken, state.options.one_taken_per_meld):
         raise RuleViolation("ILLEGAL_MOVE", "the taken cards could no longer all be melded (PH-13)", seat=seat)
     final = len(state.piles[seat]) == PILE_FULL - 1
     new = state.draft()
