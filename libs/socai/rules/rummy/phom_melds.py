@@ -193,11 +193,10 @@ def _check_hand(hand: Sequence[Card], taken: Iterable[Card]) -> tuple[int, int]:
     """
     hand_mask, count = 0, 0
     for card in hand:
-        hand_mask |= 1 << _code(card)
+        rank = card.rank  # ``_code``, inline: this runs for every question about a hand
+        hand_mask |= 1 << ((0 if rank == ACE else rank - 1) * 4 + card.suit)
         count += 1
-    taken_mask = 0
-    for card in taken:
-        taken_mask |= 1 << _code(card)
+    taken_mask = _mask_of(taken)
     if hand_mask.bit_count() != count:
         raise RuleViolation("BAD_HAND", "a card appears twice in the hand")
     if count > HAND_CARDS_MAX:
@@ -211,7 +210,8 @@ def _mask_of(cards: Iterable[Card]) -> int:
     """The ``_code`` bits of ``cards``."""
     mask = 0
     for card in cards:
-        mask |= 1 << _code(card)
+        rank = card.rank  # ``_code``, inline
+        mask |= 1 << ((0 if rank == ACE else rank - 1) * 4 + card.suit)
     return mask
 
 
@@ -333,11 +333,13 @@ class _Search:
     i is ``cards[i]``). Built once per hand (``_search_of``): its memo then answers every
     question about the hand's subsets (each discard, each Ù, each lay-down)."""
 
-    __slots__ = ("arranged", "cards", "meld_cards", "meld_masks", "melds_of", "memo", "points", "taken_mask")
+    __slots__ = ("arranged", "cards", "full", "meld_cards", "meld_masks", "melds_of", "memo", "points", "taken_mask")
 
     def __init__(self, hand_mask: int, taken_codes: int, one_taken_per_meld: bool) -> None:
         codes = _codes_of(hand_mask)
         self.cards = tuple(_CARD_OF_CODE[c] for c in codes)
+        self.full = (1 << len(codes)) - 1  # every card of the hand undecided
+        position = {c: i for i, c in enumerate(codes)}
         bit = {c: 1 << i for i, c in enumerate(codes)}
         self.points = [(c >> 2) + 1 for c in codes]  # ``card_points``: A 1 … K 13
         self.taken_mask = sum(bit[c] for c in codes if taken_codes >> c & 1)
@@ -352,7 +354,7 @@ class _Search:
                 mask |= bit[c]
             if one_taken_per_meld and (mask & self.taken_mask).bit_count() > 1:
                 continue
-            melds_of[codes.index(meld[0])].append(len(masks))
+            melds_of[position[meld[0]]].append(len(masks))
             masks.append(mask)
             meld_cards.append(tuple(_CARD_OF_CODE[c] for c in meld))
         self.meld_masks = masks
@@ -360,11 +362,6 @@ class _Search:
         self.melds_of = melds_of
         self.memo: dict[int, _Step | None] = {0: (0, 0, 0, None)}
         self.arranged: dict[int, Arrangement | None] = {}
-
-    @property
-    def full(self) -> int:
-        """Every card of the hand undecided."""
-        return (1 << len(self.cards)) - 1
 
     def best(self, undecided: int) -> _Step | None:
         """The best way to decide the cards of ``undecided``; None if a taken card cannot be melded."""
