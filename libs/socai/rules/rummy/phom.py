@@ -932,6 +932,17 @@ def _apply_take(state: State, body: CardTaken) -> State:
     return base.freeze(new)
 
 
+def _position(hand: tuple[Card, ...], card: Card) -> int | None:
+    """Where ``card`` is in ``hand``, or None: a hand holds each card once (every deal is
+    checked for duplicates), so the hand without it is the hand around that place. One
+    pass that compares by identity first, where a membership test and a filter were two
+    passes of dataclass comparisons."""
+    try:
+        return hand.index(card)
+    except ValueError:
+        return None
+
+
 def _apply_discard(state: State, body: CardsPlayed) -> State:
     seat = body.seat
     _check_turn(state, seat, (DISCARD, SEND))
@@ -939,7 +950,8 @@ def _apply_discard(state: State, body: CardsPlayed) -> State:
         raise RuleViolation("ILLEGAL_MOVE", "a Phỏm discard is one card", seat=seat)
     card = body.cards[0]
     hand = state.hands[seat]
-    if card not in hand:
+    at = _position(hand, card)
+    if at is None:
         raise RuleViolation("NOT_HOLDING", f"seat {seat} does not hold {card}", seat=seat)
     taken = state.taken[seat]
     if card in taken:
@@ -948,7 +960,7 @@ def _apply_discard(state: State, body: CardsPlayed) -> State:
         raise RuleViolation("ILLEGAL_MOVE", "the taken cards could no longer all be melded (PH-13)", seat=seat)
     final = len(state.piles[seat]) == PILE_FULL - 1
     new = state.draft()
-    new.hands = {**state.hands, seat: tuple(c for c in hand if c != card)}
+    new.hands = {**state.hands, seat: hand[:at] + hand[at + 1 :]}
     new.piles = {**state.piles, seat: (*state.piles[seat], card)}
     new.discards = (*state.discards, DiscardRecord(seat, card, final))
     _next_turn(new, seat)
@@ -1002,7 +1014,8 @@ def _apply_send(state: State, body: CardSent) -> State:
     seat = body.seat
     _check_turn(state, seat, (SEND,))
     hand = state.hands[seat]
-    if body.card not in hand:
+    at = _position(hand, body.card)
+    if at is None:
         raise RuleViolation("NOT_HOLDING", f"seat {seat} does not hold {body.card}", seat=seat)
     if len(hand) <= 1:
         raise RuleViolation("ILLEGAL_MOVE", "the last card is the final discard", seat=seat)
@@ -1017,7 +1030,7 @@ def _apply_send(state: State, body: CardSent) -> State:
     extended = tuple(sorted((*meld, body.card), key=card_order))
     new_melds = (*melds[: body.meld_index], extended, *melds[body.meld_index + 1 :])
     return state.derive(
-        hands={**state.hands, seat: tuple(c for c in hand if c != body.card)},
+        hands={**state.hands, seat: hand[:at] + hand[at + 1 :]},
         laid={**state.laid, body.to_seat: new_melds},
     )
 

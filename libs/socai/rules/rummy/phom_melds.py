@@ -336,16 +336,26 @@ class _Search:
     __slots__ = ("arranged", "cards", "full", "meld_cards", "meld_masks", "melds_of", "memo", "points", "taken_mask")
 
     def __init__(self, hand_mask: int, taken_codes: int, one_taken_per_meld: bool) -> None:
-        codes = _codes_of(hand_mask)
-        self.cards = tuple(_CARD_OF_CODE[c] for c in codes)
-        self.full = (1 << len(codes)) - 1  # every card of the hand undecided
-        position = {c: i for i, c in enumerate(codes)}
-        bit = {c: 1 << i for i, c in enumerate(codes)}
-        self.points = [(c >> 2) + 1 for c in codes]  # ``card_points``: A 1 … K 13
-        self.taken_mask = sum(bit[c] for c in codes if taken_codes >> c & 1)
+        cards: list[Card] = []
+        self.points: list[int] = []
+        bit: dict[int, int] = {}  # code -> the card's bit here
+        taken_mask = 0
+        left = hand_mask
+        while left:  # the codes, lowest first: the cards in ``card_order``
+            low = left & -left
+            left ^= low
+            code = low.bit_length() - 1
+            bit[code] = 1 << len(cards)
+            if taken_codes & low:
+                taken_mask |= bit[code]
+            cards.append(_CARD_OF_CODE[code])
+            self.points.append((code >> 2) + 1)  # ``card_points``: A 1 … K 13
+        self.cards = tuple(cards)
+        self.full = (1 << len(cards)) - 1  # every card of the hand undecided
+        self.taken_mask = taken_mask
         masks: list[int] = []
         meld_cards: list[Meld] = []
-        melds_of: list[list[int]] = [[] for _ in codes]
+        melds_of: list[list[int]] = [[] for _ in cards]
         # Each meld is listed under its lowest card, in the tie-break order of the module
         # docstring: the meld whose cards sort first, a shorter one first at an equal start.
         for meld in _search_melds(hand_mask):
@@ -354,7 +364,7 @@ class _Search:
                 mask |= bit[c]
             if one_taken_per_meld and (mask & self.taken_mask).bit_count() > 1:
                 continue
-            melds_of[position[meld[0]]].append(len(masks))
+            melds_of[bit[meld[0]].bit_length() - 1].append(len(masks))
             masks.append(mask)
             meld_cards.append(tuple(_CARD_OF_CODE[c] for c in meld))
         self.meld_masks = masks
