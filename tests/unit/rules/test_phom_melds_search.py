@@ -121,3 +121,98 @@ def test_loose_cards_are_those_no_phom_of_the_hand_could_hold(drawn: tuple[list[
     assert phom_melds.loose_cards(hand) == plain_loose_cards(hand)
     melded = {c for m in phom_melds._candidate_melds(tuple(sorted(hand, key=card_order))) for c in m}
     assert phom_melds.loose_cards(hand) == len(set(hand) - melded)
+
+
+def reference_sends(junk: list[Card], laid_melds: list[tuple[Card, ...]]) -> tuple[phom_melds.Send, ...]:
+    """``sends`` on Cards, as defined before codes: the greedy pass in ``card_order``, then
+    the exact search over the orders of sends when it keeps cards and sends fewer points."""
+    melds = [list(m) for m in laid_melds]
+    fits = [phom_melds._fits(m) for m in melds]
+    left = sorted(junk, key=card_order)
+    out: list[phom_melds.Send] = []
+    progress = True
+    while progress:
+        progress = False
+        for card in list(left):
+            for index, fit in enumerate(fits):
+                if card in fit:
+                    melds[index].append(card)
+                    fits[index] = phom_melds._fits(melds[index])
+                    left.remove(card)
+                    out.append(phom_melds.Send(card, index))
+                    progress = True
+                    break
+    if out and left:
+        best = most_sends(tuple(laid_melds), tuple(sorted(junk, key=card_order)))
+        if best[0] > sum(phom_melds.card_points(s.card) for s in out):
+            return best[1]
+    return tuple(out)
+
+
+def most_sends(melds: tuple[tuple[Card, ...], ...], left: tuple[Card, ...]) -> tuple[int, tuple[phom_melds.Send, ...]]:
+    best: tuple[int, tuple[phom_melds.Send, ...]] = (0, ())
+    for card in left:
+        for index, meld in enumerate(melds):
+            if card not in phom_melds._fits(meld):
+                continue
+            grown = (*melds[:index], (*meld, card), *melds[index + 1 :])
+            rest = most_sends(grown, tuple(c for c in left if c != card))
+            total = rest[0] + phom_melds.card_points(card)
+            if total > best[0]:
+                best = (total, (phom_melds.Send(card, index), *rest[1]))
+    return best
+
+
+ALL_MELDS = [m for m in phom_melds._candidate_melds(tuple(sorted(LOW, key=card_order)))] + [
+    m for m in phom_melds._candidate_melds(tuple(sorted(HIGH, key=card_order)))
+]
+
+
+@st.composite
+def laid_and_junk(draw: st.DrawFn) -> tuple[list[Card], list[tuple[Card, ...]]]:
+    """Up to three disjoint laid melds of a dense part of the deck, and junk around them."""
+    laid: list[tuple[Card, ...]] = []
+    for meld in draw(st.lists(st.sampled_from(ALL_MELDS), max_size=3)):
+        if not any(set(meld) & set(m) for m in laid):
+            laid.append(meld)
+    used = {c for m in laid for c in m}
+    # Mostly cards that fit the melds or would once they grow (the same rank, or within
+    # three ranks in the suit): where sends chain and compete.
+    near = [
+        c
+        for c in ALL_CARDS
+        if c not in used
+        and any(
+            c.rank == m.rank or (c.suit == m.suit and abs(phom_melds.phom_rank(c) - phom_melds.phom_rank(m)) <= 3)
+            for m in used
+        )
+    ]
+    pool = near if near and draw(st.integers(0, 3)) else [c for c in LOW + HIGH if c not in used]
+    junk = draw(st.lists(st.sampled_from(pool), max_size=8, unique=True))
+    return junk, laid
+
+
+@settings(max_examples=500, deadline=None)
+@given(laid_and_junk())
+def test_sends_on_codes_are_the_sends_defined_on_cards(drawn: tuple[list[Card], list[tuple[Card, ...]]]) -> None:
+    junk, laid = drawn
+    assert phom_melds.sends(junk, laid) == reference_sends(junk, laid)
+    memo: phom_melds._SendsMemo = {}
+    for cut in range(len(junk) + 1):  # one memo serves every junk sent to the same melds
+        assert phom_melds._sends(junk[:cut], laid, memo) == reference_sends(junk[:cut], laid)
+
+
+@settings(max_examples=300, deadline=None)
+@given(laid_and_junk())
+def test_the_exact_send_search_on_codes_is_the_search_on_cards(
+    drawn: tuple[list[Card], list[tuple[Card, ...]]],
+) -> None:
+    junk, laid = drawn
+    junk = junk[:6]
+    left = tuple(sorted(junk, key=card_order))
+    found = phom_melds._most_sends(
+        tuple(phom_melds._laid_mask(m) for m in laid), tuple(phom_melds._code(c) for c in left), {}
+    )
+    expected = most_sends(tuple(laid), left)
+    assert found[0] == expected[0]
+    assert tuple(phom_melds.Send(phom_melds._CARD_OF_CODE[c], i) for c, i in found[1]) == expected[1]

@@ -575,8 +575,26 @@ def _fits_of(meld: tuple[Card, ...]) -> frozenset[Card]:
     return frozenset({Card(ACE if r == 1 else r, meld[0].suit) for r in ends})
 
 
-# The exact search's answers, by the melds as they have grown and the cards left to send.
-_SendsMemo = dict[tuple[tuple[frozenset[Card], ...], tuple[Card, ...]], tuple[int, tuple[Send, ...]]]
+# What fits a meld, by the meld's ``_code`` bits: ``_fits_of`` of its cards, as bits (a
+# send asks of every meld for every junk card, and the exact search of every meld as it
+# grows). Bounded; pure.
+@lru_cache(maxsize=4096)
+def _fit_mask(meld_mask: int) -> int:
+    return _mask_of(_fits_of(_cards_of(meld_mask)))
+
+
+def _laid_mask(meld: Sequence[Card]) -> int:
+    """The ``_code`` bits of a laid meld. Raises RuleViolation("BAD_MELD") when it is not a
+    Phỏm (``_fits``), a card twice included."""
+    mask = _mask_of(meld)
+    if mask.bit_count() != len(meld):
+        raise RuleViolation("BAD_MELD", "a laid meld is not a Phỏm")
+    return mask
+
+
+# The exact search's answers, by the melds as they have grown and the cards left to send
+# (``_code`` bits and codes); each send is (card code, meld index).
+_SendsMemo = dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, tuple[tuple[int, int], ...]]]
 
 
 def sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]]) -> tuple[Send, ...]:
@@ -595,18 +613,20 @@ def sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]]) -> tuple[S
 def _sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]], memo: _SendsMemo) -> tuple[Send, ...]:
     """``sends``, with the exact search's ``memo`` given: one memo serves every junk sent
     to the same ``laid_melds`` (``best_lay_down`` asks once per arrangement)."""
-    melds = [list(m) for m in laid_melds]
-    fits = [_fits(m) for m in melds]
+    laid = tuple(_laid_mask(m) for m in laid_melds)
+    melds = list(laid)
+    fits = [_fit_mask(m) for m in melds]
     left = list(_sorted(junk))
     out: list[Send] = []
     progress = True
     while progress:
         progress = False
         for card in list(left):
+            bit = 1 << _code(card)
             for index, fit in enumerate(fits):
-                if card in fit:
-                    melds[index].append(card)
-                    fits[index] = _fits(melds[index])
+                if fit & bit:
+                    melds[index] |= bit
+                    fits[index] = _fit_mask(melds[index])
                     left.remove(card)
                     out.append(Send(card, index))
                     progress = True
@@ -615,32 +635,32 @@ def _sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]], memo: _Se
         # A card sent to one meld can stop another from growing (2♣ sent to 2♠ 2♦ 2♥
         # leaves A♣ out of 3♣ 4♣ 5♣ 6♣): when the greedy pass kept some cards, the exact
         # search decides, and the greedy order stands whenever it already sends the most.
-        best = _most_sends(tuple(tuple(m) for m in laid_melds), tuple(_sorted(junk)), memo)
+        best = _most_sends(laid, tuple(_code(c) for c in _sorted(junk)), memo)
         if best[0] > sum(card_points(s.card) for s in out):
-            return best[1]
+            return tuple(Send(_CARD_OF_CODE[code], index) for code, index in best[1])
     return tuple(out)
 
 
 def _most_sends(
-    melds: tuple[tuple[Card, ...], ...],
-    left: tuple[Card, ...],
-    memo: _SendsMemo,
-) -> tuple[int, tuple[Send, ...]]:
-    """The sends of ``left`` to ``melds`` with the most points sent, trying every card
-    that fits each meld in ``card_order`` (the first best found wins)."""
-    key = (tuple(frozenset(m) for m in melds), left)
+    melds: tuple[int, ...], left: tuple[int, ...], memo: _SendsMemo
+) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """The sends of the cards ``left`` (codes, in ``card_order``) to ``melds`` (their bits)
+    with the most points sent, trying every card that fits each meld in ``card_order``
+    (the first best found wins)."""
+    key = (melds, left)
     if key in memo:
         return memo[key]
-    best: tuple[int, tuple[Send, ...]] = (0, ())
-    for card in left:
+    best: tuple[int, tuple[tuple[int, int], ...]] = (0, ())
+    for code in left:
+        bit = 1 << code
         for index, meld in enumerate(melds):
-            if card not in _fits(meld):
+            if not _fit_mask(meld) & bit:
                 continue
-            grown = (*melds[:index], (*meld, card), *melds[index + 1 :])
-            rest = _most_sends(grown, tuple(c for c in left if c != card), memo)
-            total = rest[0] + card_points(card)
+            grown = (*melds[:index], meld | bit, *melds[index + 1 :])
+            rest = _most_sends(grown, tuple(c for c in left if c != code), memo)
+            total = rest[0] + (code >> 2) + 1  # ``card_points``
             if total > best[0]:
-                best = (total, (Send(card, index), *rest[1]))
+                best = (total, ((code, index), *rest[1]))
     memo[key] = best
     return best
 
