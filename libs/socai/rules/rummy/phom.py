@@ -364,15 +364,35 @@ def apply(state: State, body: Body) -> State:
 def pending(state: State) -> Pending:
     """What the hand waits for: the deal, one drawn card, a seat's decision, or nothing."""
     if state.phase in (PLAY_OVER, ENDED):
-        return Pending(finished=True)
+        return _FINISHED
     if state.phase == DEALING:
-        return Pending(deal=_deal_slots(state))
+        return _dealing(tuple(_live(state)))
     seat = state.to_act
     if seat is None:  # ``check`` in a form mypy narrows on
         raise AssertionError("invariant broken: a hand in play has a seat to act")
     if state.phase == DRAWING:
-        return Pending(deal=(DealSlot(seat, False),))
-    return Pending(to_act=(seat,), timer=TURN_TIMER, timeout_s=state.options.turn_timeout_s)
+        return _drawing(seat)
+    return _waiting(seat, state.options.turn_timeout_s)
+
+
+# ``pending`` is asked before and after every event (~50 times a hand) and has a handful of
+# answers, all immutable: each is built once.
+_FINISHED: Final = Pending(finished=True)
+
+
+@lru_cache(maxsize=64)
+def _dealing(live: tuple[int, ...]) -> Pending:
+    return Pending(deal=_deal_slots_of(live))
+
+
+@lru_cache(maxsize=64)
+def _drawing(seat: int) -> Pending:
+    return Pending(deal=(DealSlot(seat, False),))
+
+
+@lru_cache(maxsize=1024)
+def _waiting(seat: int, timeout_s: int) -> Pending:
+    return Pending(to_act=(seat,), timer=TURN_TIMER, timeout_s=timeout_s)
 
 
 def is_finished(state: State) -> bool:
@@ -817,14 +837,9 @@ def _results(state: State) -> list[PlayerResult]:
 # --- applying events ----------------------------------------------------------------------
 
 
-def _deal_slots(state: State) -> tuple[DealSlot, ...]:
-    """PH-1: nine rounds of one card each from the first player, then its tenth card."""
-    return _deal_slots_of(tuple(_live(state)))
-
-
-# Asked twice a hand (what is pending, then the deal applied) for one of a few seatings.
 @lru_cache(maxsize=64)
 def _deal_slots_of(live: tuple[int, ...]) -> tuple[DealSlot, ...]:
+    """PH-1: nine rounds of one card each from the first player, then its tenth card."""
     slots = [DealSlot(s, False) for _ in range(CARDS_EACH) for s in live]
     return (*slots, DealSlot(live[0], False))
 
@@ -847,8 +862,10 @@ def _apply_deal(state: State, body: CardsDealt) -> State:
     if state.phase not in (DEALING, DRAWING):
         raise RuleViolation("WRONG_DEAL", "no cards are due now")
     due = pending(state).deal
-    got = tuple(DealSlot(d.seat, d.face_up) for d in body.cards)
-    if got != due:
+    if len(body.cards) != len(due) or any(
+        d.seat != slot.seat or d.face_up != slot.face_up for d, slot in zip(body.cards, due, strict=False)
+    ):
+        got = tuple(DealSlot(d.seat, d.face_up) for d in body.cards)
         raise RuleViolation("WRONG_DEAL", f"expected slots {due}, got {got}")
     cards = [d.card for d in body.cards]
     dealt_mask = _check_cards(state, cards)
