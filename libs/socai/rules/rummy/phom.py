@@ -869,11 +869,12 @@ def _apply_deal(state: State, body: CardsDealt) -> State:
         raise RuleViolation("WRONG_DEAL", f"expected slots {due}, got {got}")
     cards = [d.card for d in body.cards]
     dealt_mask = _check_cards(state, cards)
-    hands = {s: list(h) for s, h in state.hands.items()}
+    added: dict[int, list[Card]] = {}
     for d in body.cards:
-        hands[d.seat].append(d.card)
+        added.setdefault(d.seat, []).append(d.card)
     new = state.draft()
-    new.hands = {s: tuple(h) for s, h in hands.items()}
+    # Only the seats dealt to change (one seat for a draw), in the same order of seats.
+    new.hands = {**state.hands, **{s: (*state.hands[s], *dealt) for s, dealt in added.items()}}
     new.stock_left = state.stock_left - len(cards)
     new.dealt_cards = state.dealt_cards + len(cards)
     new.dealt_mask = dealt_mask
