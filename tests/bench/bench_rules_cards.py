@@ -5,7 +5,8 @@
 - ``rules.tienlen.beats``: legal-move generations per second for a 13-card hand against a
   lead (``shedding.legal_plays``, which bots and ``legal_actions`` use);
 - ``rules.phom.meld_search``: best arrangements per second of a random 10-card hand with no
-  taken card (``phom_melds.best_arrangement``).
+  taken card (``phom_melds.best_arrangement``), each searched anew (the kept searches
+  cleared each round).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def run(ctx: BenchContext) -> list[Result]:
     phom_hands = _hands("phom", 10, max(200, n // 20), 9)
 
     def search() -> int:
+        # Each hand's search anew: best_arrangement keeps the searches of recent hands.
+        phom_melds._search_of.cache_clear()
         for hand in phom_hands:
             phom_melds.best_arrangement(hand)
         return len(phom_hands)

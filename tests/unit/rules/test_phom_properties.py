@@ -101,6 +101,8 @@ def _check_hand(state: phom.State, bodies: Sequence[Body]) -> None:
     places += [c for melds in state.laid.values() for m in melds for c in m]
     places += list(state.dead)
     assert len(places) == len(set(places)) == 52 - state.stock_left
+    # The cards dealt, as the deal's duplicate check keeps them, are the cards in play.
+    assert state.dealt_mask == sum(1 << c.index for c in places)
     for melds in state.laid.values():
         assert all(is_meld(m) for m in melds)
     # Every Phỏm is laid down: junk, kept or sent, is only what is in no Phỏm (§6.1, §6.2).

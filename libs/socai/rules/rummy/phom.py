@@ -262,7 +262,9 @@ class State(GameState):
     ``lay_order`` the seats in the order they first laid down (PH-3); ``drew`` the seats
     that drew from the stock (PH-5); ``out`` the seats that lost by leaving or
     disconnecting (PH-14), whose cards are in ``dead``. ``acquired``: ``to_act`` has taken
-    or drawn this turn.
+    or drawn this turn. ``dealt_mask``: the cards dealt so far as bits of ``Card.index``,
+    which are the cards held, in piles, laid and dead (no card leaves play): a deal's
+    duplicate check reads it instead of gathering those cards.
     """
 
     started: HandStarted
@@ -281,6 +283,7 @@ class State(GameState):
     dead: tuple[Card, ...] = ()
     stock_left: int = 0
     dealt_cards: int = 0
+    dealt_mask: int = 0
     phase: str = DEALING
     to_act: int | None = None
     acquired: bool = False
@@ -361,15 +364,35 @@ def apply(state: State, body: Body) -> State:
 def pending(state: State) -> Pending:
     """What the hand waits for: the deal, one drawn card, a seat's decision, or nothing."""
     if state.phase in (PLAY_OVER, ENDED):
-        return Pending(finished=True)
+        return _FINISHED
     if state.phase == DEALING:
-        return Pending(deal=_deal_slots(state))
+        return _dealing(tuple(_live(state)))
     seat = state.to_act
     if seat is None:  # ``check`` in a form mypy narrows on
         raise AssertionError("invariant broken: a hand in play has a seat to act")
     if state.phase == DRAWING:
-        return Pending(deal=(DealSlot(seat, False),))
-    return Pending(to_act=(seat,), timer=TURN_TIMER, timeout_s=state.options.turn_timeout_s)
+        return _drawing(seat)
+    return _waiting(seat, state.options.turn_timeout_s)
+
+
+# ``pending`` is asked before and after every event (~50 times a hand) and has a handful of
+# answers, all immutable: each is built once.
+_FINISHED: Final = Pending(finished=True)
+
+
+@lru_cache(maxsize=64)
+def _dealing(live: tuple[int, ...]) -> Pending:
+    return Pending(deal=_deal_slots_of(live))
+
+
+@lru_cache(maxsize=64)
+def _drawing(seat: int) -> Pending:
+    return Pending(deal=(DealSlot(seat, False),))
+
+
+@lru_cache(maxsize=1024)
+def _waiting(seat: int, timeout_s: int) -> Pending:
+    return Pending(to_act=(seat,), timer=TURN_TIMER, timeout_s=timeout_s)
 
 
 def is_finished(state: State) -> bool:
@@ -590,29 +613,9 @@ def _arranged(hand: tuple[Card, ...], taken: frozenset[Card], per_meld: bool) ->
 
 @lru_cache(maxsize=_CACHE_SIZE)
 def _u_cached(hand: tuple[Card, ...], taken: frozenset[Card], drew: bool, per_meld: bool) -> phom_melds.U | None:
-    if _loose_cards(hand) > 1:
+    if phom_melds.loose_cards(hand) > 1:
         return None  # two cards that fit no Phỏm at all: never Ù
     return find_u(hand, taken, drew_from_stock=drew, one_taken_per_meld=per_meld)
-
-
-def _loose_cards(hand: Sequence[Card]) -> int:
-    """How many cards of ``hand`` are in no Phỏm that its cards could make: no two others
-    of their rank and no run of three through them in their suit (A low, PH-10)."""
-    ranks: dict[int, int] = {}
-    held = set()
-    for card in hand:
-        ranks[card.rank] = ranks.get(card.rank, 0) + 1
-        held.add((phom_melds.phom_rank(card), card.suit))
-    loose = 0
-    for card in hand:
-        if ranks[card.rank] >= 3:
-            continue
-        r, suit = phom_melds.phom_rank(card), card.suit
-        below, above = (r - 1, suit) in held, (r + 1, suit) in held
-        if (below and above) or (below and (r - 2, suit) in held) or (above and (r + 2, suit) in held):
-            continue
-        loose += 1
-    return loose
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
@@ -834,46 +837,47 @@ def _results(state: State) -> list[PlayerResult]:
 # --- applying events ----------------------------------------------------------------------
 
 
-def _deal_slots(state: State) -> tuple[DealSlot, ...]:
+@lru_cache(maxsize=64)
+def _deal_slots_of(live: tuple[int, ...]) -> tuple[DealSlot, ...]:
     """PH-1: nine rounds of one card each from the first player, then its tenth card."""
-    live = _live(state)
     slots = [DealSlot(s, False) for _ in range(CARDS_EACH) for s in live]
     return (*slots, DealSlot(live[0], False))
 
 
-def _check_cards(state: State, cards: Sequence[Card]) -> None:
-    seen = set(state.dead)
-    for held in state.hands.values():
-        seen.update(held)
-    for pile in state.piles.values():
-        seen.update(pile)
-    for melds in state.laid.values():
-        for meld in melds:
-            seen.update(meld)
+def _check_cards(state: State, cards: Sequence[Card]) -> int:
+    """``state.dealt_mask`` with ``cards`` added, after checking each is a card of the deck
+    not dealt before."""
+    seen = state.dealt_mask
     for card in cards:
         if type(card) is not Card or card not in DECK:
             raise RuleViolation("BAD_CARD", f"{card} is not in the deck")
-        if card in seen:
+        bit = 1 << card.index
+        if seen & bit:
             raise RuleViolation("DUPLICATE_CARD", f"{card} was dealt twice")
-        seen.add(card)
+        seen |= bit
+    return seen
 
 
 def _apply_deal(state: State, body: CardsDealt) -> State:
     if state.phase not in (DEALING, DRAWING):
         raise RuleViolation("WRONG_DEAL", "no cards are due now")
     due = pending(state).deal
-    got = tuple(DealSlot(d.seat, d.face_up) for d in body.cards)
-    if got != due:
+    if len(body.cards) != len(due) or any(
+        d.seat != slot.seat or d.face_up != slot.face_up for d, slot in zip(body.cards, due, strict=False)
+    ):
+        got = tuple(DealSlot(d.seat, d.face_up) for d in body.cards)
         raise RuleViolation("WRONG_DEAL", f"expected slots {due}, got {got}")
     cards = [d.card for d in body.cards]
-    _check_cards(state, cards)
-    hands = {s: list(h) for s, h in state.hands.items()}
+    dealt_mask = _check_cards(state, cards)
+    added: dict[int, list[Card]] = {}
     for d in body.cards:
-        hands[d.seat].append(d.card)
+        added.setdefault(d.seat, []).append(d.card)
     new = state.draft()
-    new.hands = {s: tuple(h) for s, h in hands.items()}
+    # Only the seats dealt to change (one seat for a draw), in the same order of seats.
+    new.hands = {**state.hands, **{s: (*state.hands[s], *dealt) for s, dealt in added.items()}}
     new.stock_left = state.stock_left - len(cards)
     new.dealt_cards = state.dealt_cards + len(cards)
+    new.dealt_mask = dealt_mask
     seat = state.to_act
     if state.phase == DEALING:
         new.to_act = _live(state)[0]
@@ -946,6 +950,17 @@ def _apply_take(state: State, body: CardTaken) -> State:
     return base.freeze(new)
 
 
+def _position(hand: tuple[Card, ...], card: Card) -> int | None:
+    """Where ``card`` is in ``hand``, or None: a hand holds each card once (every deal is
+    checked for duplicates), so the hand without it is the hand around that place. One
+    pass that compares by identity first, where a membership test and a filter were two
+    passes of dataclass comparisons."""
+    try:
+        return hand.index(card)
+    except ValueError:
+        return None
+
+
 def _apply_discard(state: State, body: CardsPlayed) -> State:
     seat = body.seat
     _check_turn(state, seat, (DISCARD, SEND))
@@ -953,16 +968,17 @@ def _apply_discard(state: State, body: CardsPlayed) -> State:
         raise RuleViolation("ILLEGAL_MOVE", "a Phỏm discard is one card", seat=seat)
     card = body.cards[0]
     hand = state.hands[seat]
-    if card not in hand:
+    at = _position(hand, card)
+    if at is None:
         raise RuleViolation("NOT_HOLDING", f"seat {seat} does not hold {card}", seat=seat)
     taken = state.taken[seat]
     if card in taken:
         raise RuleViolation("ILLEGAL_MOVE", f"{card} was taken and must stay in a Phỏm (PH-13)", seat=seat)
-    if not _discardable(hand, card, taken, state.options.one_taken_per_meld):
+    if taken and not _discardable(hand, card, taken, state.options.one_taken_per_meld):
         raise RuleViolation("ILLEGAL_MOVE", "the taken cards could no longer all be melded (PH-13)", seat=seat)
     final = len(state.piles[seat]) == PILE_FULL - 1
     new = state.draft()
-    new.hands = {**state.hands, seat: tuple(c for c in hand if c != card)}
+    new.hands = {**state.hands, seat: hand[:at] + hand[at + 1 :]}
     new.piles = {**state.piles, seat: (*state.piles[seat], card)}
     new.discards = (*state.discards, DiscardRecord(seat, card, final))
     _next_turn(new, seat)
@@ -1016,7 +1032,8 @@ def _apply_send(state: State, body: CardSent) -> State:
     seat = body.seat
     _check_turn(state, seat, (SEND,))
     hand = state.hands[seat]
-    if body.card not in hand:
+    at = _position(hand, body.card)
+    if at is None:
         raise RuleViolation("NOT_HOLDING", f"seat {seat} does not hold {body.card}", seat=seat)
     if len(hand) <= 1:
         raise RuleViolation("ILLEGAL_MOVE", "the last card is the final discard", seat=seat)
@@ -1031,7 +1048,7 @@ def _apply_send(state: State, body: CardSent) -> State:
     extended = tuple(sorted((*meld, body.card), key=card_order))
     new_melds = (*melds[: body.meld_index], extended, *melds[body.meld_index + 1 :])
     return state.derive(
-        hands={**state.hands, seat: tuple(c for c in hand if c != body.card)},
+        hands={**state.hands, seat: hand[:at] + hand[at + 1 :]},
         laid={**state.laid, body.to_seat: new_melds},
     )
 

@@ -185,21 +185,142 @@ class Arrangement:
         return junk_points(self.junk)
 
 
-def _check_hand(hand: Sequence[Card], taken: Iterable[Card]) -> tuple[tuple[Card, ...], frozenset[Card]]:
-    """The hand in ``card_order`` and the taken cards as a set, after the shape checks.
+def _check_hand(hand: Sequence[Card], taken: Iterable[Card]) -> tuple[int, int]:
+    """The hand and its taken cards as masks of ``_code`` bits, after the shape checks.
 
     Raises RuleViolation("BAD_HAND") for a repeated card, a hand over HAND_CARDS_MAX cards,
     or a taken card that is not in the hand.
     """
-    cards = _sorted(hand)
-    taken_set = frozenset(taken)
-    if not _distinct(cards):
+    hand_mask, count = 0, 0
+    for card in hand:
+        rank = card.rank  # ``_code``, inline: this runs for every question about a hand
+        hand_mask |= 1 << ((0 if rank == ACE else rank - 1) * 4 + card.suit)
+        count += 1
+    taken_mask = _mask_of(taken)
+    if hand_mask.bit_count() != count:
         raise RuleViolation("BAD_HAND", "a card appears twice in the hand")
-    if len(cards) > HAND_CARDS_MAX:
-        raise RuleViolation("BAD_HAND", f"{len(cards)} cards is more than {HAND_CARDS_MAX}")
-    if not taken_set <= set(cards):
+    if count > HAND_CARDS_MAX:
+        raise RuleViolation("BAD_HAND", f"{count} cards is more than {HAND_CARDS_MAX}")
+    if taken_mask & ~hand_mask:
         raise RuleViolation("BAD_HAND", "a taken card is not in the hand")
-    return cards, taken_set
+    return hand_mask, taken_mask
+
+
+def _mask_of(cards: Iterable[Card]) -> int:
+    """The ``_code`` bits of ``cards``."""
+    mask = 0
+    for card in cards:
+        rank = card.rank  # ``_code``, inline
+        mask |= 1 << ((0 if rank == ACE else rank - 1) * 4 + card.suit)
+    return mask
+
+
+def _codes_of(mask: int) -> tuple[int, ...]:
+    """The set bits of ``mask``, lowest first."""
+    codes = []
+    while mask:
+        low = mask & -mask
+        codes.append(low.bit_length() - 1)
+        mask ^= low
+    return tuple(codes)
+
+
+def _cards_of(mask: int) -> tuple[Card, ...]:
+    """The cards of the ``_code`` bits of ``mask``, in ``card_order``."""
+    return tuple(_CARD_OF_CODE[c] for c in _codes_of(mask))
+
+
+def _code(card: Card) -> int:
+    """The card as a small int, 0 (A♠) … 51 (K♥), in ``card_order``: the search's key (an
+    int hashes and compares at C speed, a Card through its dataclass methods)."""
+    rank = card.rank
+    return (0 if rank == ACE else rank - 1) * 4 + card.suit
+
+
+# The card of each ``_code``, and the cards of each 52-bit mask of codes are those of its
+# set bits, lowest first: in ``card_order``.
+_CARD_OF_CODE: Final[tuple[Card, ...]] = tuple(Card(ACE if code < 4 else code // 4 + 1, code % 4) for code in range(52))
+
+
+def _code_melds(codes: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """``_candidate_melds`` on codes (``codes`` ascending), in the same order."""
+    by_rank: dict[int, list[int]] = defaultdict(list)
+    by_suit: dict[int, list[int]] = defaultdict(list)
+    for c in codes:
+        by_rank[c >> 2].append(c)
+        by_suit[c & 3].append(c)
+    melds: list[tuple[int, ...]] = []
+    for same_rank in by_rank.values():
+        for size in range(SET_CARDS_MIN, min(len(same_rank), SET_CARDS_MAX) + 1):
+            melds.extend(combinations(same_rank, size))
+    for same_suit in by_suit.values():
+        # Ascending codes of one suit: consecutive ranks differ by 4 (A low, PH-10).
+        start = 0
+        for end in range(1, len(same_suit) + 1):
+            if end == len(same_suit) or same_suit[end] != same_suit[end - 1] + 4:
+                stretch = same_suit[start:end]
+                for i in range(len(stretch)):
+                    for j in range(i + RUN_CARDS_MIN, len(stretch) + 1):
+                        melds.append(tuple(stretch[i:j]))
+                start = end
+    return melds
+
+
+# The sets of three and four of each rank among the four cards of a rank: by the rank's
+# four bits of a hand's mask (``_code`` is rank * 4 + suit), in ``_code_melds``'s order.
+_SETS_OF: Final[tuple[tuple[tuple[tuple[int, ...], ...], ...], ...]] = tuple(
+    tuple(
+        tuple(
+            meld
+            for size in range(SET_CARDS_MIN, SET_CARDS_MAX + 1)
+            for meld in combinations([rank * 4 + suit for suit in range(4) if bits >> suit & 1], size)
+        )
+        for bits in range(16)
+    )
+    for rank in range(13)
+)
+
+
+_ONES: Final = sum(1 << (rank * 4) for rank in range(13))
+
+
+def _set_ranks(hand_mask: int) -> int:
+    """A bit at ``rank * 4`` for each rank of which ``hand_mask`` holds 3 or 4 cards: the
+    four suits' bits of every rank summed at once (at most 4, so the nibbles never carry);
+    a count plus one has its bit 2 set only from 3 up."""
+    count = (hand_mask & _ONES) + (hand_mask >> 1 & _ONES) + (hand_mask >> 2 & _ONES) + (hand_mask >> 3 & _ONES)
+    return (count + _ONES) >> 2 & _ONES
+
+
+def _run_starts(hand_mask: int) -> int:
+    """The bit of each card of ``hand_mask`` whose suit holds the next two ranks too."""
+    return hand_mask & hand_mask >> 4 & hand_mask >> 8
+
+
+def _search_melds(hand_mask: int) -> list[tuple[int, ...]]:
+    """``_code_melds`` of the cards of ``hand_mask``, sorted: the search's tie-break order
+    (codes compare as the cards do). Read off the mask's bits: a run starts at each card
+    whose suit holds the next two ranks too."""
+    melds: list[tuple[int, ...]] = []
+    set_ranks = _set_ranks(hand_mask)
+    while set_ranks:
+        low = set_ranks & -set_ranks
+        set_ranks ^= low
+        rank = (low.bit_length() - 1) >> 2
+        melds.extend(_SETS_OF[rank][hand_mask >> (rank * 4) & 15])
+    starts = _run_starts(hand_mask)
+    while starts:
+        low = starts & -starts
+        starts ^= low
+        first = low.bit_length() - 1
+        last = first + 8
+        while True:
+            melds.append(tuple(range(first, last + 1, 4)))
+            last += 4
+            if not hand_mask >> last & 1:
+                break
+    melds.sort()
+    return melds
 
 
 # One step of the search for a set of undecided cards: (junk points, junk cards, melds) of
@@ -208,29 +329,49 @@ _Step = tuple[int, int, int, int | None]
 
 
 class _Search:
-    """The exact search behind ``best_arrangement``, on bit masks of the hand's cards."""
+    """The exact search behind ``best_arrangement``, on bit masks of the hand's cards (bit
+    i is ``cards[i]``). Built once per hand (``_search_of``): its memo then answers every
+    question about the hand's subsets (each discard, each Ù, each lay-down)."""
 
-    __slots__ = ("cards", "meld_masks", "melds_of", "memo", "points", "taken_mask")
+    __slots__ = ("arranged", "cards", "full", "meld_cards", "meld_masks", "melds_of", "memo", "points", "taken_mask")
 
-    def __init__(self, cards: tuple[Card, ...], taken: frozenset[Card], one_taken_per_meld: bool) -> None:
-        self.cards = cards
-        bit = {c: 1 << i for i, c in enumerate(cards)}
-        self.points = [card_points(c) for c in cards]
-        self.taken_mask = sum(bit[c] for c in taken)
+    def __init__(self, hand_mask: int, taken_codes: int, one_taken_per_meld: bool) -> None:
+        cards: list[Card] = []
+        self.points: list[int] = []
+        bit: dict[int, int] = {}  # code -> the card's bit here
+        taken_mask = 0
+        left = hand_mask
+        while left:  # the codes, lowest first: the cards in ``card_order``
+            low = left & -left
+            left ^= low
+            code = low.bit_length() - 1
+            bit[code] = 1 << len(cards)
+            if taken_codes & low:
+                taken_mask |= bit[code]
+            cards.append(_CARD_OF_CODE[code])
+            self.points.append((code >> 2) + 1)  # ``card_points``: A 1 … K 13
+        self.cards = tuple(cards)
+        self.full = (1 << len(cards)) - 1  # every card of the hand undecided
+        self.taken_mask = taken_mask
         masks: list[int] = []
+        meld_cards: list[Meld] = []
         melds_of: list[list[int]] = [[] for _ in cards]
         # Each meld is listed under its lowest card, in the tie-break order of the module
         # docstring: the meld whose cards sort first, a shorter one first at an equal start.
-        found = sorted(_candidate_melds(cards), key=lambda m: [card_order(c) for c in m])
-        for meld in found:
-            mask = sum(bit[c] for c in meld)
+        for meld in _search_melds(hand_mask):
+            mask = 0
+            for c in meld:
+                mask |= bit[c]
             if one_taken_per_meld and (mask & self.taken_mask).bit_count() > 1:
                 continue
-            melds_of[cards.index(meld[0])].append(len(masks))
+            melds_of[bit[meld[0]].bit_length() - 1].append(len(masks))
             masks.append(mask)
+            meld_cards.append(tuple(_CARD_OF_CODE[c] for c in meld))
         self.meld_masks = masks
+        self.meld_cards = meld_cards
         self.melds_of = melds_of
         self.memo: dict[int, _Step | None] = {0: (0, 0, 0, None)}
+        self.arranged: dict[int, Arrangement | None] = {}
 
     def best(self, undecided: int) -> _Step | None:
         """The best way to decide the cards of ``undecided``; None if a taken card cannot be melded."""
@@ -255,7 +396,14 @@ class _Search:
         return best
 
     def arrangement(self, undecided: int) -> Arrangement | None:
-        """The arrangement ``best`` found for ``undecided``, rebuilt step by step."""
+        """The arrangement ``best`` found for ``undecided``, rebuilt step by step (and kept)."""
+        if undecided in self.arranged:
+            return self.arranged[undecided]
+        result = self._rebuild(undecided)
+        self.arranged[undecided] = result
+        return result
+
+    def _rebuild(self, undecided: int) -> Arrangement | None:
         if self.best(undecided) is None:
             return None
         melds: list[Meld] = []
@@ -269,10 +417,26 @@ class _Search:
                 junk.append(self.cards[low.bit_length() - 1])
                 undecided &= ~low
             else:
-                mask = self.meld_masks[step[3]]
-                melds.append(tuple(c for i, c in enumerate(self.cards) if mask >> i & 1))
-                undecided &= ~mask
+                melds.append(self.meld_cards[step[3]])
+                undecided &= ~self.meld_masks[step[3]]
         return Arrangement(tuple(melds), tuple(junk))
+
+    def bit_of(self, card: Card) -> int:
+        """The bit of ``card`` (in the hand) in this search's masks."""
+        return 1 << self.cards.index(card)
+
+
+# A self-played hand asks about the same cards again and again (the candidates, the take,
+# the discard, Ù and the lay-down of a turn, then apply again for the move played): one
+# search per (cards, taken cards, flag), its memo filled as questions come. The memos are
+# pure answers about immutable values, so sharing them is safe (two threads filling one
+# write the same values). Bounded: a search holds at most 2^10 steps for a 10-card hand.
+_SEARCHES_MAX: Final = 2048
+
+
+@lru_cache(maxsize=_SEARCHES_MAX)
+def _search_of(hand_mask: int, taken_mask: int, one_taken_per_meld: bool) -> _Search:
+    return _Search(hand_mask, taken_mask, one_taken_per_meld)
 
 
 def best_arrangement(
@@ -286,9 +450,8 @@ def best_arrangement(
     Raises RuleViolation("BAD_HAND") for a repeated card, more than HAND_CARDS_MAX cards or
     a taken card not in the hand.
     """
-    cards, taken_set = _check_hand(hand, taken)
-    search = _Search(cards, taken_set, one_taken_per_meld)
-    return search.arrangement((1 << len(cards)) - 1)
+    search = _search_of(*_check_hand(hand, taken), one_taken_per_meld)
+    return search.arrangement(search.full)
 
 
 def iter_arrangements(
@@ -301,17 +464,18 @@ def iter_arrangements(
     grows with sets and runs that share cards: 114 for a run of 10 cards, the most found
     for any 10-card hand. Raises as ``best_arrangement``.
     """
-    cards, taken_set = _check_hand(hand, taken)
-    search = _Search(cards, taken_set, one_taken_per_meld)
+    return _arrangements(_search_of(*_check_hand(hand, taken), one_taken_per_meld))
+
+
+def _arrangements(search: _Search) -> Iterable[Arrangement]:
+    """``iter_arrangements`` of the hand of ``search``."""
+    cards = search.cards
 
     def walk(undecided: int, melds: tuple[int, ...], junk: tuple[int, ...]) -> Iterable[Arrangement]:
         if search.best(undecided) is None:
             return
         if not undecided:
-            yield Arrangement(
-                tuple(tuple(c for i, c in enumerate(cards) if search.meld_masks[m] >> i & 1) for m in melds),
-                tuple(cards[i] for i in junk),
-            )
+            yield Arrangement(tuple(search.meld_cards[m] for m in melds), tuple(cards[i] for i in junk))
             return
         low = undecided & -undecided
         i = low.bit_length() - 1
@@ -322,7 +486,7 @@ def iter_arrangements(
         if not low & search.taken_mask:
             yield from walk(undecided & ~low, melds, (*junk, i))
 
-    return walk((1 << len(cards)) - 1, (), ())
+    return walk(search.full, (), ())
 
 
 # --- taking and discarding --------------------------------------------------------------
@@ -352,13 +516,21 @@ def can_discard(
 
     Raises RuleViolation("BAD_HAND") as ``best_arrangement``, and when ``card`` is not in ``hand``.
     """
-    taken_set = frozenset(taken)
-    if card not in set(hand):
+    taken = tuple(taken)
+    code = _code(card)
+    if not _mask_of(hand) >> code & 1:
         raise RuleViolation("BAD_HAND", f"{card} is not in the hand")
-    if card in taken_set:
+    if _mask_of(taken) >> code & 1:
         return False
-    rest = [c for c in hand if c != card]
-    return best_arrangement(rest, taken_set, one_taken_per_meld=one_taken_per_meld) is not None
+    try:
+        hand_mask, taken_mask = _check_hand(hand, taken)
+    except RuleViolation:
+        rest = [c for c in hand if c != card]
+        return best_arrangement(rest, taken, one_taken_per_meld=one_taken_per_meld) is not None
+    # The search of the whole hand answers for the hand without ``card``: the melds of the
+    # rest are the hand's melds without it, in the same order.
+    search = _search_of(hand_mask, taken_mask, one_taken_per_meld)
+    return search.best(search.full & ~search.bit_of(card)) is not None
 
 
 # --- sending (gửi) ----------------------------------------------------------------------
@@ -403,8 +575,26 @@ def _fits_of(meld: tuple[Card, ...]) -> frozenset[Card]:
     return frozenset({Card(ACE if r == 1 else r, meld[0].suit) for r in ends})
 
 
-# The exact search's answers, by the melds as they have grown and the cards left to send.
-_SendsMemo = dict[tuple[tuple[frozenset[Card], ...], tuple[Card, ...]], tuple[int, tuple[Send, ...]]]
+# What fits a meld, by the meld's ``_code`` bits: ``_fits_of`` of its cards, as bits (a
+# send asks of every meld for every junk card, and the exact search of every meld as it
+# grows). Bounded; pure.
+@lru_cache(maxsize=4096)
+def _fit_mask(meld_mask: int) -> int:
+    return _mask_of(_fits_of(_cards_of(meld_mask)))
+
+
+def _laid_mask(meld: Sequence[Card]) -> int:
+    """The ``_code`` bits of a laid meld. Raises RuleViolation("BAD_MELD") when it is not a
+    Phỏm (``_fits``), a card twice included."""
+    mask = _mask_of(meld)
+    if mask.bit_count() != len(meld):
+        raise RuleViolation("BAD_MELD", "a laid meld is not a Phỏm")
+    return mask
+
+
+# The exact search's answers, by the melds as they have grown and the cards left to send
+# (``_code`` bits and codes); each send is (card code, meld index).
+_SendsMemo = dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, tuple[tuple[int, int], ...]]]
 
 
 def sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]]) -> tuple[Send, ...]:
@@ -423,18 +613,20 @@ def sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]]) -> tuple[S
 def _sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]], memo: _SendsMemo) -> tuple[Send, ...]:
     """``sends``, with the exact search's ``memo`` given: one memo serves every junk sent
     to the same ``laid_melds`` (``best_lay_down`` asks once per arrangement)."""
-    melds = [list(m) for m in laid_melds]
-    fits = [_fits(m) for m in melds]
+    laid = tuple(_laid_mask(m) for m in laid_melds)
+    melds = list(laid)
+    fits = [_fit_mask(m) for m in melds]
     left = list(_sorted(junk))
     out: list[Send] = []
     progress = True
     while progress:
         progress = False
         for card in list(left):
+            bit = 1 << _code(card)
             for index, fit in enumerate(fits):
-                if card in fit:
-                    melds[index].append(card)
-                    fits[index] = _fits(melds[index])
+                if fit & bit:
+                    melds[index] |= bit
+                    fits[index] = _fit_mask(melds[index])
                     left.remove(card)
                     out.append(Send(card, index))
                     progress = True
@@ -443,32 +635,32 @@ def _sends(junk: Sequence[Card], laid_melds: Sequence[Sequence[Card]], memo: _Se
         # A card sent to one meld can stop another from growing (2♣ sent to 2♠ 2♦ 2♥
         # leaves A♣ out of 3♣ 4♣ 5♣ 6♣): when the greedy pass kept some cards, the exact
         # search decides, and the greedy order stands whenever it already sends the most.
-        best = _most_sends(tuple(tuple(m) for m in laid_melds), tuple(_sorted(junk)), memo)
+        best = _most_sends(laid, tuple(_code(c) for c in _sorted(junk)), memo)
         if best[0] > sum(card_points(s.card) for s in out):
-            return best[1]
+            return tuple(Send(_CARD_OF_CODE[code], index) for code, index in best[1])
     return tuple(out)
 
 
 def _most_sends(
-    melds: tuple[tuple[Card, ...], ...],
-    left: tuple[Card, ...],
-    memo: _SendsMemo,
-) -> tuple[int, tuple[Send, ...]]:
-    """The sends of ``left`` to ``melds`` with the most points sent, trying every card
-    that fits each meld in ``card_order`` (the first best found wins)."""
-    key = (tuple(frozenset(m) for m in melds), left)
+    melds: tuple[int, ...], left: tuple[int, ...], memo: _SendsMemo
+) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """The sends of the cards ``left`` (codes, in ``card_order``) to ``melds`` (their bits)
+    with the most points sent, trying every card that fits each meld in ``card_order``
+    (the first best found wins)."""
+    key = (melds, left)
     if key in memo:
         return memo[key]
-    best: tuple[int, tuple[Send, ...]] = (0, ())
-    for card in left:
+    best: tuple[int, tuple[tuple[int, int], ...]] = (0, ())
+    for code in left:
+        bit = 1 << code
         for index, meld in enumerate(melds):
-            if card not in _fits(meld):
+            if not _fit_mask(meld) & bit:
                 continue
-            grown = (*melds[:index], (*meld, card), *melds[index + 1 :])
-            rest = _most_sends(grown, tuple(c for c in left if c != card), memo)
-            total = rest[0] + card_points(card)
+            grown = (*melds[:index], meld | bit, *melds[index + 1 :])
+            rest = _most_sends(grown, tuple(c for c in left if c != code), memo)
+            total = rest[0] + (code >> 2) + 1  # ``card_points``
             if total > best[0]:
-                best = (total, (Send(card, index), *rest[1]))
+                best = (total, ((code, index), *rest[1]))
     memo[key] = best
     return best
 
@@ -496,15 +688,19 @@ def meld_left_to_lay(kept: Sequence[Card]) -> Meld | None:
 
     Raises RuleViolation("BAD_HAND") as ``best_arrangement``.
     """
-    cards, _ = _check_hand(kept, ())
-    return _meld_left(cards)
+    hand_mask, _ = _check_hand(kept, ())
+    return _meld_left(hand_mask)
 
 
 # Asked of every arrangement ``best_lay_down`` weighs and again by the table when the lay
-# is played, for the same cards: kept by the cards (in ``card_order``). Bounded; pure.
+# is played, for the same cards: kept by the cards (their ``_code`` bits). Bounded; pure.
 @lru_cache(maxsize=4096)
-def _meld_left(cards: tuple[Card, ...]) -> Meld | None:
-    return next((m for m in _candidate_melds(cards) if len(m) < len(cards)), None)
+def _meld_left(hand_mask: int) -> Meld | None:
+    if not _set_ranks(hand_mask) and not _run_starts(hand_mask):
+        return None  # no Phỏm at all among the cards
+    codes = _codes_of(hand_mask)
+    meld = next((m for m in _code_melds(codes) if len(m) < len(codes)), None)
+    return None if meld is None else tuple(_CARD_OF_CODE[c] for c in meld)
 
 
 def best_lay_down(
@@ -538,19 +734,20 @@ def best_lay_down(
     Raises as ``best_arrangement``, and RuleViolation("BAD_HAND") for a hand over
     LAY_DOWN_CARDS_MAX cards.
     """
-    cards, taken_set = _check_hand(hand, taken)
-    if len(cards) > LAY_DOWN_CARDS_MAX:
-        raise RuleViolation("BAD_HAND", f"{len(cards)} cards is more than {LAY_DOWN_CARDS_MAX} to lay down")
+    hand_mask, taken_mask = _check_hand(hand, taken)
+    if hand_mask.bit_count() > LAY_DOWN_CARDS_MAX:
+        raise RuleViolation("BAD_HAND", f"{hand_mask.bit_count()} cards is more than {LAY_DOWN_CARDS_MAX} to lay down")
+    search = _search_of(hand_mask, taken_mask, one_taken_per_meld)
     # Whether any card could be sent even if every free card were junk: if not, the
     # sends of each arrangement need not be worked out (with no card fitting a laid meld
     # as it is, no subset of them can be sent either).
     memo: _SendsMemo = {}
-    may_send = bool(_sends([c for c in cards if c not in taken_set], laid_melds, memo))
+    may_send = bool(_sends(_cards_of(hand_mask & ~taken_mask), laid_melds, memo))
     best: tuple[tuple[bool, int, int, int, int], LayDown] | None = None
     # ``iter_arrangements`` lists arrangements in the tie-break order: the first of the
     # cheapest wins. Laying no meld at all is móm (4 × S, more than any place pays), so a
     # hand that can lay a meld never sends them all away instead.
-    for arrangement in iter_arrangements(cards, taken_set, one_taken_per_meld=one_taken_per_meld):
+    for arrangement in _arrangements(search):
         if lay_every_meld and (not arrangement.junk or meld_left_to_lay(arrangement.junk) is not None):
             continue
         sent = _sends(arrangement.junk, laid_melds, memo) if may_send and arrangement.junk else ()
@@ -637,12 +834,13 @@ def find_u(
     and RuleViolation("BAD_HAND") for a hand of other than U_HAND_CARDS (10) cards: Ù is
     defined for no other size (9 cards all in Phỏm are neither tròn nor thường).
     """
-    cards, taken_set = _check_hand(hand, taken)
-    if len(cards) != U_HAND_CARDS:
-        raise RuleViolation("BAD_HAND", f"Ù is judged on {U_HAND_CARDS} cards, not {len(cards)}")
+    hand_mask, taken_mask = _check_hand(hand, taken)
+    if hand_mask.bit_count() != U_HAND_CARDS:
+        raise RuleViolation("BAD_HAND", f"Ù is judged on {U_HAND_CARDS} cards, not {hand_mask.bit_count()}")
     # One search serves every question below: each is about a subset of the same cards.
-    search = _Search(cards, taken_set, one_taken_per_meld)
-    all_cards = (1 << len(cards)) - 1
+    search = _search_of(hand_mask, taken_mask, one_taken_per_meld)
+    cards = search.cards
+    all_cards = search.full
     full = _melded(search, all_cards)
     if full is not None:
         king_melds = None if drew_from_stock else _melded_with_kings(search, all_cards, one_taken_per_meld)
@@ -651,7 +849,7 @@ def find_u(
         return U(tron=True, kings=False, discard=None, melds=full.melds)
     plain: U | None = None
     for i, discard in enumerate(cards):
-        if discard in taken_set:
+        if search.taken_mask >> i & 1:
             continue
         rest = all_cards & ~(1 << i)
         arrangement = _melded(search, rest)
@@ -665,13 +863,24 @@ def find_u(
     return plain
 
 
+def loose_cards(hand: Iterable[Card]) -> int:
+    """How many cards of ``hand`` are in no Phỏm that its cards could make: no two others of
+    their rank and no run of three through them in their suit (A low, PH-10). A hand with
+    two is never Ù (one card may be thrown), whatever the search would find."""
+    held = _mask_of(hand)
+    melded = _set_ranks(held) * 15
+    starts = _run_starts(held)
+    melded |= starts | starts << 4 | starts << 8
+    return (held & ~melded).bit_count()
+
+
 def is_u_khan(hand: Sequence[Card]) -> bool:
     """Ù khan (PH-16, optional, off by default): no two cards of the dealt hand could be in
     one Phỏm: no two of a rank, and no two of a suit within 2 ranks of each other (A low).
 
     Raises RuleViolation("BAD_HAND") for a repeated card.
     """
-    cards, _ = _check_hand(hand, ())
+    cards = _cards_of(_check_hand(hand, ())[0])
     for a, b in combinations(cards, 2):
         if a.rank == b.rank or (a.suit == b.suit and abs(phom_rank(a) - phom_rank(b)) <= 2):
             return False
