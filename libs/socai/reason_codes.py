@@ -100,6 +100,7 @@ MEANINGS: Final[Mapping[str, str]] = MappingProxyType(
         "TABLE_NOT_OPENED": "the table's TableOpened is not written yet; retry",
         "TABLE_NOT_HELD": "this instance's lease on the table lapsed; retry (another instance takes over)",
         "TABLE_OWNER_UNKNOWN": "no instance holds the table's partition just now; retry after retry_after_ms",
+        "TABLE_OWNER_UNREACHABLE": "the instance holding the table went away mid-call (stopped or restarted); retry after retry_after_ms",
         "TABLE_RESYNC": "the table changed under this instance; retry after retry_after_ms",
         "TABLE_MOVED": "the table moved to another instance: watch again",
         "NO_HAND_IN_PLAY": "no hand is in play (and the act's key names no earlier decision)",

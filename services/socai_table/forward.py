@@ -45,11 +45,29 @@ LIST_DEADLINE_S: Final = 5.0  # a holder's part of a ListTables page
 SERVICE_NAME: Final = pb.DESCRIPTOR.services_by_name["TableService"].full_name
 
 
+# What a call to the holder fails with when the holder itself went away mid-call (it stopped
+# or restarted: a rolling upgrade's SIGTERM, a crash), as gRPC's transport reports it.
+TRANSPORT_FAILURES: Final = frozenset(
+    {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
+)
+
+
 def owner_error(exc: grpc.aio.AioRpcError) -> errors.SocaiError:
     """The owner's refusal as a domain error with its code, reason and details (a retry
-    hint, ``retry_after_ms``, must reach the caller as the owner gave it)."""
-    error = from_rpc_error(exc)
+    hint, ``retry_after_ms``, must reach the caller as the owner gave it).
+
+    An answer without socai's ErrorInfo is not the owner's refusal but the transport's: the
+    holder went away mid-call (a stream reset reads INTERNAL, a closed socket UNAVAILABLE).
+    The caller gets UNAVAILABLE with ``TABLE_OWNER_UNREACHABLE`` and a retry hint, which
+    its retries handle, never an INTERNAL that says the table service failed."""
     info = error_info(exc)
+    if info is None and exc.code() in TRANSPORT_FAILURES:
+        return errors.Unavailable(
+            "TABLE_OWNER_UNREACHABLE",
+            f"the instance holding the table did not answer ({exc.code().name}: {exc.details() or ''}); retry",
+            retry_after_ms=500,
+        )
+    error = from_rpc_error(exc)
     if info is not None:
         error.details = {**info.metadata}
     return error

@@ -111,6 +111,7 @@ def _stop(name: str, attr: str = "stop_s") -> FaultFn:
 
 LEASE_BUCKETS = {"table": "table_leases_{stream}", "settlement": "settlement_leases_{stream}"}
 HANDOVER_TIMEOUT_S = 90.0
+DUPLICATE_MARGIN_S = 10.0  # a republished message this much younger than the window: surely inside it
 
 
 async def holders(ctx: Ctx, js: JetStreamContext) -> dict[str, dict[int, str]]:
@@ -204,7 +205,13 @@ async def postgres_immediate(ctx: Ctx) -> float:
 
 async def duplicate_messages(ctx: Ctx) -> float:
     """every table's latest event and its last HandEnded published again with their own
-    Nats-Msg-Id: the stream must drop them (duplicate window) and nothing may change"""
+    Nats-Msg-Id: the stream must drop them (duplicate window) and nothing may change.
+
+    Only messages stored within the stream's duplicate window are sent again: that is a
+    writer's retry after a lost acknowledgement, which JetStream deduplicates; an older
+    copy is a stranger's message, which no retry produces and which the table's rebuild
+    quarantines and the audit names (a table idle for longer than the window, a frozen
+    one, has only such old messages)."""
     s = ctx.stack.settings
     assert s is not None
     nc = await connect(s.nats_url_for(TEST_HARNESS), name="socai-chaos-dup")
@@ -219,7 +226,9 @@ async def duplicate_messages(ctx: Ctx) -> float:
                     return await js.get_last_msg(s.events_stream, stored_as)
             return None
 
-        before = (await js.stream_info(s.events_stream)).state.last_seq
+        info = await js.stream_info(s.events_stream)
+        before = info.state.last_seq
+        window_s = float(info.config.duplicate_window or 0) - DUPLICATE_MARGIN_S
         stored = 0
         scan = await scan_stream(ctx.stack)
         subjects = [f"{s.events_prefix}.{table_id}.*" for table_id in ctx.bots.loads] + [
@@ -228,7 +237,7 @@ async def duplicate_messages(ctx: Ctx) -> float:
         ]
         for subject in subjects:
             msg = await last_of(subject)
-            if msg is None:
+            if msg is None or msg.time is None or (datetime.now(UTC) - msg.time).total_seconds() > window_s:
                 continue
             headers = {k: v for k, v in (msg.headers or {}).items() if not k.startswith("Nats-Expected")}
             ack = await js.publish(str(msg.subject), bytes(msg.data or b""), stream=s.events_stream, headers=headers)
