@@ -346,6 +346,9 @@ class Bots:
                 return
             except (grpc.aio.AioRpcError, TableError) as exc:
                 status, reason = _status(exc)
+                if reason == "ALREADY_SEATED":
+                    await self._count_seated(load)  # seated already (a join whose answer was lost)
+                    return
                 _failed(load, f"rebuy:{reason or status.name}", status)
             except RuntimeError:
                 load.errors["rebuy:RETRIES"] += 1

@@ -356,13 +356,20 @@ class Seat:
         return Turn(self, view)
 
     def stood_up(self, update: Update) -> bool:
-        """Whether ``update`` is the player standing up (PlayerStoodUp of this player)."""
+        """Whether ``update`` shows the player stood up: their PlayerStoodUp, or the view at
+        the end of a change naming no seat of theirs (``viewer_seat`` -1). The second covers
+        a stand-up written while the stream was down (a restart, a handover, a timeout that
+        stood them up): the stream opened again starts from the hand in play, so its
+        PlayerStoodUp, a table fact of the moment, is not sent again, and a client that
+        waited for it would sit at a table it has left."""
         event = update.event
-        return (
+        if (
             event is not None
             and event.WhichOneof("body") == "player_stood_up"
             and event.player_stood_up.player_id == self.player_id
-        )
+        ):
+            return True
+        return not update.view.more_follows and update.view.viewer_seat < 0
 
     async def act(self, action: pb.PlayerAction, *, hand_id: str, key: str | None = None) -> pb.ActResponse:
         """Play ``action`` in ``hand_id`` for this player (its seat left 0: the caller's).
