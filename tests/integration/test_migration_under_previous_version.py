@@ -150,6 +150,16 @@ async def settings(
     await nats_client.jetstream().delete_stream(s.ledger_stream)
 
 
+async def assert_books_clean(settings: Settings) -> None:
+    """The running ledger's own VerifyJournal and TrialBalance, asked as the auditor."""
+    async with channel(settings.ledger_addr, settings.tokens["auditor"]) as audit_ch:
+        auditor = pb_grpc.LedgerServiceStub(audit_ch)
+        verified = await auditor.VerifyJournal(pb.VerifyJournalRequest())
+        assert verified.ok, verified.mismatches
+        trial = await auditor.TrialBalance(pb.TrialBalanceRequest())
+        assert trial.total_gold == 0
+
+
 def revision_of(url: str, service: str) -> str:
     with psycopg.connect(url) as conn:
         row = conn.execute(f'select version_num from "socai_{service}".alembic_version').fetchone()
@@ -211,12 +221,7 @@ async def test_the_newest_ledger_migration_applies_while_the_previous_version_se
             assert not failures, failures[:5]
             assert before > 10 and done["calls"] > after_migration + 10, (before, after_migration, done["calls"])
             assert proc.poll() is None, "the previous ledger kept running"
-        async with channel(settings.ledger_addr, settings.tokens["auditor"]) as audit_ch:
-            auditor = pb_grpc.LedgerServiceStub(audit_ch)
-            verified = await auditor.VerifyJournal(pb.VerifyJournalRequest())
-            assert verified.ok, verified.mismatches
-            trial = await auditor.TrialBalance(pb.TrialBalanceRequest())
-            assert trial.total_gold == 0
+        await assert_books_clean(settings)
 
     # This version reads the journal the previous one wrote across the migration as clean.
     pool = db.create_pool(url)
@@ -374,11 +379,6 @@ async def test_the_newest_settlement_migration_applies_while_the_previous_versio
         assert await settled_at_least(ended) == ended
         assert count(url, DEAD_LETTERS_SQL) == 0
 
-        async with channel(s.ledger_addr, s.tokens["auditor"]) as audit_ch:
-            auditor = pb_grpc.LedgerServiceStub(audit_ch)
-            verified = await auditor.VerifyJournal(pb.VerifyJournalRequest())
-            assert verified.ok, verified.mismatches
-            trial = await auditor.TrialBalance(pb.TrialBalanceRequest())
-            assert trial.total_gold == 0
+        await assert_books_clean(s)
         for name in ("ledger", "settlement"):
             assert procs[name].poll() is None, f"the previous {name} kept running: {logs[name].read_text()[-3000:]}"
