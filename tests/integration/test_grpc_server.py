@@ -167,6 +167,12 @@ async def test_every_rpc_writes_one_log_line_with_method_status_and_latency(serv
     try:
         with capture_logs() as logs:
             await _two_calls(server)
+            # The server logs a call after its answer has gone out: wait for the refusal's line.
+            deadline = time.monotonic() + 10
+            while not any(e["event"] == "rpc" and e["status"] == "NOT_FOUND" for e in logs):
+                if time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.01)
     finally:
         structlog.configure(wrapper_class=previous)
     lines = [entry for entry in logs if entry["event"] == "rpc"]
