@@ -49,23 +49,34 @@ class StreamScan:
 
 
 async def scan_stream(stack: ProcessStack) -> StreamScan:
+    """What the stream holds now (HandEnded per hand, undecodable messages), read on from
+    the stack's last scan (``ProcessStack.scanned``): an hour's stream holds ~2 M messages,
+    which a full read takes minutes to go through, and ``wait_settled`` scans every half
+    second after every fault. A copy: callers keep theirs while later scans go on."""
     assert stack.settings is not None
     s = stack.settings
+    before: StreamScan = stack.scanned or StreamScan()
+    scan = StreamScan(before.last_seq, dict(before.ended), Counter(before.hand_ended_messages), before.undecodable)
     nc = await connect(s.nats_url_for(TEST_HARNESS), name="socai-chaos-scan")
-    scan = StreamScan()
     try:
         log = EventLog(nc, s.events_stream, s.events_prefix)
-        async for raw in read_stream(log):
-            scan.last_seq = max(scan.last_seq, raw.stream_seq)
+        # Up to the stream's end now: a partitioned stream is read subject by subject, and a
+        # message stored meanwhile on a subject already read must wait for the next scan.
+        upto = (await nc.jetstream().stream_info(s.events_stream)).state.last_seq
+        async for raw in read_stream(log, after_seq=before.last_seq):
+            if raw.stream_seq > upto:
+                continue
             if raw.message is None:
                 scan.undecodable += 1
                 continue
             if raw.message.WhichOneof("body") == "hand_ended":
                 scan.ended[raw.hand_id] = raw.table_id
                 scan.hand_ended_messages[raw.hand_id] += 1
+        scan.last_seq = max(before.last_seq, upto)
     finally:
         await nc.close()
-    return scan
+    stack.scanned = scan  # only a scan that read to its end: a failed one is read again
+    return StreamScan(scan.last_seq, dict(scan.ended), Counter(scan.hand_ended_messages), scan.undecodable)
 
 
 @dataclass

@@ -21,7 +21,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import psutil
 
@@ -85,6 +85,8 @@ class ProcessStack:
     # process happens to listen at would answer the clients.
     spare_instances: dict[str, int] = field(default_factory=dict)
     base: Settings | None = None  # the settings before the clients' multi-instance addresses
+    # What ``checks.scan_stream`` has read of the event stream so far (a ``StreamScan``).
+    scanned: Any = None
 
     # ---- whole stack ---------------------------------------------------------------
 

@@ -235,6 +235,13 @@ async def test_the_auditor_reads_a_table_under_every_p_it_had(
         assert [(raw.table_id, raw.message.seq) for raw in audited if raw.message] == [
             (tables[0], n) for n in (1, 2, 3)
         ]
-        assert len([raw async for raw in read_stream(new)]) == 5
+        everything = [raw async for raw in read_stream(new)]
+        assert len(everything) == 5
+        # A reader that keeps up reads on from the last sequence it saw, under every subject.
+        middle = sorted(raw.stream_seq for raw in everything)[2]
+        later = [raw async for raw in read_stream(new, after_seq=middle)]
+        assert sorted(raw.stream_seq for raw in later) == sorted(
+            r.stream_seq for r in everything if r.stream_seq > middle
+        )
     finally:
         await old.js.delete_stream(spec.name)

@@ -133,22 +133,24 @@ class EventFilter:
         return self.keep(raw.table_id, raw.hand_id, msg.game, at, raw.is_table_fact)
 
 
-async def read_stream(event_log: EventLog, flt: EventFilter | None = None) -> AsyncIterator[RawEvent]:
+async def read_stream(
+    event_log: EventLog, flt: EventFilter | None = None, *, after_seq: int = 0
+) -> AsyncIterator[RawEvent]:
     """Every stored message of the log's prefix (or of the selected tables), in stream order
-    per subject, filtered by ``flt``."""
+    per subject, filtered by ``flt``; only those stored after stream sequence ``after_seq``
+    (a reader that keeps up with the stream reads each message once)."""
     flt = flt or EventFilter()
     await event_log.layout()  # a table's subjects under every P the stream has had
     subjects = [f for t in sorted(flt.tables) for f in event_log.filters(f"{event_log.prefix}.{t}.>")]
     subjects = subjects or [f"{event_log.prefix}.>"]
     for subj in subjects:
-        async for raw in _read_raw(event_log, subj):
+        async for raw in _read_raw(event_log, subj, after_seq + 1):
             if flt.keep_raw(raw):
                 yield raw
 
 
-async def _read_raw(event_log: EventLog, subj: str) -> AsyncIterator[RawEvent]:
+async def _read_raw(event_log: EventLog, subj: str, seq: int = 1) -> AsyncIterator[RawEvent]:
     nc = event_log.nc
-    seq = 1
     while True:
         inbox = nc.new_inbox()
         sub = await nc.subscribe(inbox)
