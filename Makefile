@@ -11,7 +11,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 
-.PHONY: run up test test-fast lint typecheck contract proto proto-check bench chaos nemesis soak golden golden-record lock install install-dev clean clean-var
+.PHONY: run up test test-heavy test-fast lint typecheck contract proto proto-check bench chaos nemesis soak golden golden-record lock install install-dev clean clean-var
 
 run: $(STAMP_RUN)            ## bring up the whole stack, play, settle and audit hands, print a summary
 	$(BIN)/socai demo
@@ -34,9 +34,16 @@ up: $(STAMP_RUN)             ## keep the stack serving in the foreground (Ctrl-C
 # compiled for the dependencies would be ignored and compiled again.)
 TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 
-test: $(STAMP_DEV) lint      ## linters, then every test suite on real NATS and PostgreSQL
-	$(TEST_ENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude $(PYTEST_ARGS)
-	$(TEST_ENV) $(BIN)/pytest --serial-group=only $(PYTEST_ARGS)
+# The suites marked heavy (a minute or more each: the RPC fuzz, the 100,000 and 10,000-hand
+# rules properties, the short nemesis, back-in-time) run in test-heavy, the same two ways;
+# CI (.ci/run) runs make test, then make test-heavy.
+test: $(STAMP_DEV) lint      ## linters, then every test suite on real NATS and PostgreSQL but the heavy ones
+	$(TEST_ENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m "not heavy" $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/pytest --serial-group=only -m "not heavy" $(PYTEST_ARGS)
+
+test-heavy: $(STAMP_DEV)     ## the suites marked heavy (CI runs them after make test)
+	$(TEST_ENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m heavy $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/pytest --serial-group=only -m heavy $(PYTEST_ARGS)
 
 test-fast: $(STAMP_DEV)      ## unit tests only
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

@@ -80,6 +80,7 @@ def test_the_seed_s_schedule_covers_what_the_short_and_scale_out_chaos_runs_did(
     assert any(len(g.faults) == 2 for g in groups)  # two faults at once
 
 
+@pytest.mark.heavy
 async def test_a_seeded_round_of_every_fault_leaves_the_books_exact_and_every_table_back() -> None:
     root = ROOT / "var" / "chaos" / f"nemesis-short-{os.getpid()}"
     report = await run_nemesis(options(root), log=print)

@@ -55,7 +55,7 @@ from tests.support.clients import Backend
 from tests.support.ports import free_port
 from tests.support.services import running, service_settings
 
-pytestmark = [pytest.mark.fault, pytest.mark.slow]
+pytestmark = [pytest.mark.fault, pytest.mark.slow, pytest.mark.heavy]
 
 P = 4
 TABLES = 16

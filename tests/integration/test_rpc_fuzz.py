@@ -323,5 +323,6 @@ def run_fuzz(stack: Stack, examples: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_fuzz_every_rpc(stack: Stack):
     run_fuzz(stack, examples=600)

@@ -159,6 +159,7 @@ def test_suggestion_is_never_fouled_when_sanh_nhi_is_the_lowest_straight() -> No
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(900)  # about 45 s of CPU; the default 300 s is too close on a loaded machine
 def test_suggestion_is_never_fouled_over_100_000_deals() -> None:
     """Issue 13's count: 100,000 random 13-card hands (seeded, so every run sees the same

@@ -166,6 +166,7 @@ def test_self_play_keeps_every_invariant_and_reaches_every_kind_of_move() -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_ten_thousand_self_played_hands_keep_every_invariant() -> None:
     seen = _play(10_000, seed=2)
     assert seen["u_tron"] > 0 and seen["u_den"] > 0 and seen["an_cay_2"] > 0

@@ -19,7 +19,7 @@ from socai.events.model import CardsDealt, HandStarted
 from socai.rules import autoplay, registry
 from tests.support.simulate import simulate
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 HANDS = 10_000
 # Lá per obligation, by reason: the settlement tables of RULES.md.
