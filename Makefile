@@ -11,7 +11,7 @@ STAMP_DEV  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 
-.PHONY: run up test test-heavy test-fast lint typecheck contract proto proto-check bench chaos nemesis soak golden golden-record lock install install-dev clean clean-var
+.PHONY: run up test test-heavy test-fast lint docs typecheck contract proto proto-check bench chaos nemesis soak golden golden-record lock install install-dev clean clean-var
 
 run: $(STAMP_RUN)            ## bring up the whole stack, play, settle and audit hands, print a summary
 	$(BIN)/socai demo
@@ -19,7 +19,7 @@ run: $(STAMP_RUN)            ## bring up the whole stack, play, settle and audit
 up: $(STAMP_RUN)             ## keep the stack serving in the foreground (Ctrl-C stops it)
 	$(BIN)/socai up
 
-# The tests in two runs (README "Two commands"). First every test but the serial group on
+# The tests in two runs (docs/inside/testing.md). First every test but the serial group on
 # three xdist workers (each with its own NATS and PostgreSQL): the CPU-bound unit tests fill
 # the cores while the integration and end-to-end tests wait on servers, timers and child
 # processes. The worksteal scheduler lets an idle worker take half of a busy one's queue, and
@@ -37,13 +37,18 @@ TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 # The suites marked heavy (a minute or more each: the RPC fuzz, the 100,000 and 10,000-hand
 # rules properties, the short nemesis, back-in-time) run in test-heavy, the same two ways;
 # CI (.ci/run) runs make test, then make test-heavy.
-test: $(STAMP_DEV) lint      ## linters, then every test suite on real NATS and PostgreSQL but the heavy ones
+test: $(STAMP_DEV) lint docs ## linters, the docs, then every test suite on real NATS and PostgreSQL but the heavy ones
 	$(TEST_ENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m "not heavy" $(PYTEST_ARGS)
 	$(TEST_ENV) $(BIN)/pytest --serial-group=only -m "not heavy" $(PYTEST_ARGS)
 
 test-heavy: $(STAMP_DEV)     ## the suites marked heavy (CI runs them after make test)
 	$(TEST_ENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m heavy $(PYTEST_ARGS)
 	$(TEST_ENV) $(BIN)/pytest --serial-group=only -m heavy $(PYTEST_ARGS)
+
+# The documentation site (mkdocs.yml): --strict, so a broken link or a page left out of the
+# nav fails the build, and make test with it.
+docs: $(STAMP_DEV)           ## build the docs site from docs/ into var/site (mkdocs, --strict)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 test-fast: $(STAMP_DEV)      ## unit tests only
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

@@ -5,8 +5,8 @@ grants included) with PostgreSQL's own ``pg_dump`` (custom format), the one the 
 server ships (``EmbeddedPostgres.bin_dir``), and writes beside it what the journal held
 (``<file>.json``: head, relay cursor, time).
 
-``socai restore FILE`` rebuilds the database after a loss, in four steps (README
-"Operations"; every service stopped):
+``socai restore FILE`` rebuilds the database after a loss, in four steps
+(docs/run/operations.md; every service stopped):
 
 1. ``pg_restore`` of the backup into an empty database (the embedded server makes a fresh
    data directory when its own was lost; an external one must be empty of socai's schemas:
@@ -372,6 +372,6 @@ def add_commands(subparsers: Any, command: Callable[[str], Callable[[Handler], H
         "--without-ledger-stream",
         action="store_true",
         help="the ledger's stream was lost too: restore and rewind settlement without the catch-up "
-        "(every posting after the backup but the hands' settlements is lost; README Operations)",
+        "(every posting after the backup but the hands' settlements is lost; docs/run/operations.md)",
     )
     command("restore")(cmd_restore)

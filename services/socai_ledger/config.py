@@ -8,7 +8,7 @@
 Sizing the bound: the lag it allows is also how long postings go on while NATS is down
 (10,000 transactions: about 5 minutes at the soak's ~30 postings a second, a few seconds
 at full speed) and how long a consumer of ``SOCAI_LEDGER`` may trail the journal (the
-relay publishes ~1,000–3,000 a second here). README "Ledger" → "Outbox" says what happens
+relay publishes ~1,000–3,000 a second here). docs/use/ledger.md, "Outbox", says what happens
 past it.
 """
 

@@ -951,7 +951,7 @@ def authorize(caller: str, item: PreparedTransaction) -> None:
 
     - IDEMPOTENCY_KEY_RESERVED: the key's prefix belongs to another caller;
     - EXTERNAL_ACCOUNT_RESERVED: an ``external:`` entry from neither the cashier nor an operator;
-    - ACCOUNT_NOT_ALLOWED: an account outside the caller's rules (README, LedgerService);
+    - ACCOUNT_NOT_ALLOWED: an account outside the caller's rules (docs/use/ledger.md);
     - SETTLEMENT_KEY_REQUIRED: a settlement posted under another key than ``settle:{hand_id}``;
     - POSTING_NOT_ALLOWED: a caller without posting rules.
 

@@ -1,6 +1,6 @@
 """Bring a journal restored from a backup up to date from the ledger's own stream.
 
-Disaster recovery (README "Operations"): PostgreSQL is lost, the last base backup is
+Disaster recovery (docs/run/operations.md): PostgreSQL is lost, the last base backup is
 restored (``socai restore``), and the journal then lacks every transaction committed after
 the backup. The outbox relay published each of them, in journal order, to the stream
 ``SOCAI_LEDGER`` (``outbox``): the ``socai.ledger.v1.Transaction`` with its id, key, kind,
@@ -172,7 +172,7 @@ async def stream_bounds(nc: NatsClient, stream: str) -> tuple[int, int, int]:
         raise errors.PreconditionFailed(
             "LEDGER_STREAM_MISSING",
             f"the ledger's stream {stream} does not exist: the postings after the backup cannot come back from it "
-            '(README "Operations": when the streams are lost too)',
+            "(docs/run/operations.md: when the streams are lost too)",
         ) from exc
     except NatsError as exc:
         raise errors.Unavailable("NATS_UNAVAILABLE", f"the stream {stream}: {exc!r}") from exc

@@ -29,7 +29,7 @@ def default_replay_workers() -> int:
     """Two replay processes beside the service when there is a second core: replay is most
     of a hand's CPU, and with two the replay of a batch is split in halves that use what the
     service, the ledger, PostgreSQL and NATS leave of both cores (one worker drains a backlog
-    markedly slower on two cores; README, "Settlement"). Never more than two by default:
+    markedly slower on two cores; docs/use/settlement.md). Never more than two by default:
     ``os.cpu_count`` is the node's, not the container's CPU limit."""
     return 2 if (os.cpu_count() or 1) >= 2 else 0
 

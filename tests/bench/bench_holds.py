@@ -1,5 +1,5 @@
 """What holds on house:bank cost: the Hold call, and the write path of batches that touch a
-held bank (README "Ledger", "Holds").
+held bank (docs/use/ledger.md, "Holds").
 
 Setup as ``bench_ledger``: an embedded PostgreSQL and nats-server, a real
 ``python -m socai_ledger`` process (production logging, the outbox's bound off: the write

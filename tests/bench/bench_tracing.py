@@ -17,7 +17,7 @@ the CPU away between rounds, which wall-clock time would count):
 Each also has peer ``python_call_ns``, one Python call doing nothing in the same run: on a
 loaded machine everything slows alike, and the overheads read best as a number of calls.
 
-Compare them with what the paths cost whole (README "Traces"): an append acknowledged by
+Compare them with what the paths cost whole (docs/run/operations.md, "Traces"): an append acknowledged by
 JetStream ~0.6 ms (p50, fsync included), a hand settled ~1.3 ms of settlement's time (``settlement.drain``).
 """
 

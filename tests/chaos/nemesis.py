@@ -528,7 +528,7 @@ def rebuild_s(log_paths: list[Path], start: float, end: float) -> float:
 
 
 def rolling_failures(bots: Bots, records: list[list[Record]], end: float) -> list[str]:
-    """A rolling restart must fail no player's call past the client's retries (README's
+    """A rolling restart must fail no player's call past the client's retries (the docs'
     retry advice: the typed client's ``retry_for_s``): the calls that gave up between its
     start and the end of its window, noted on its record, each a problem."""
     problems = []

@@ -315,7 +315,7 @@ async def test_a_table_service_stopped_inside_the_closing_hand_finishes_the_clos
     assert [type(x.event.body).__name__ for x in await log.read_hand(table_id, closing_hand)] == ["HandStarted"]
 
     # A stranger's message on the table's facts: the rebuild quarantines it, and a quarantined
-    # table closes like any other (the operator's way out, README "Table").
+    # table closes like any other (the operator's way out, docs/use/table.md).
     facts_subject = log.subject_of(table_id, f"{table_id}-t")
     stranger = await first.nc.jetstream().publish(
         facts_subject, b"\x00not an event", stream=s.running.settings.events_stream

@@ -2,7 +2,7 @@
 
 The methods come from the protobuf descriptors, so a method added to a proto is called
 here the day it exists: it must have an allow-list entry in its service and a row in
-README.md's method table of that service, and both must agree. Each method is then called
+the method table of that service's page in docs/use, and both must agree. Each method is then called
 with no token, a wrong token, a player token in place of a service token, and each
 service's token, with an empty request: a caller outside the list is PERMISSION_DENIED by
 the interceptor, one inside it gets past it (to whatever the empty request deserves), and
@@ -39,13 +39,13 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = {
-    # service -> (proto file descriptor, service name, README section, allow-list)
-    "ledger": (ledger_pb2.DESCRIPTOR, "LedgerService", "## Ledger", ledger_policy(DEV_TOKENS).allow),
-    "table": (table_pb2.DESCRIPTOR, "TableService", "## Table", table_policy(DEV_TOKENS).allow),
+    # service -> (proto file descriptor, service name, its page of the docs, allow-list)
+    "ledger": (ledger_pb2.DESCRIPTOR, "LedgerService", "docs/use/ledger.md", ledger_policy(DEV_TOKENS).allow),
+    "table": (table_pb2.DESCRIPTOR, "TableService", "docs/use/table.md", table_policy(DEV_TOKENS).allow),
     "settlement": (
         settlement_pb2.DESCRIPTOR,
         "SettlementService",
-        "## Settlement",
+        "docs/use/settlement.md",
         settlement_policy(DEV_TOKENS).allow,
     ),
 }
@@ -58,14 +58,13 @@ def methods_of(service: str) -> list[Any]:
     return list(file_descriptor.services_by_name[name].methods)
 
 
-def readme_allow_list(section: str) -> dict[str, frozenset[str]]:
-    """The ``| method | what | callers |`` table of one README section, as an allow-list."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"\n{section}\n")
-    end = text.find("\n## ", start + 1)
+def documented_allow_list(page: str) -> dict[str, frozenset[str]]:
+    """The ``| method | what | callers |`` table of a service's page of the docs, as an
+    allow-list."""
+    text = (ROOT / page).read_text()
     table: dict[str, frozenset[str]] = {}
     in_table = False
-    for line in text[start : end if end > 0 else None].splitlines():
+    for line in text.splitlines():
         if line.startswith("| method |") and line.rstrip().endswith("| callers |"):
             in_table = True
             continue
@@ -88,14 +87,14 @@ def readme_allow_list(section: str) -> dict[str, frozenset[str]]:
 
 
 @pytest.mark.parametrize("service", sorted(SERVICES))
-def test_every_method_has_an_allow_list_and_a_readme_row_that_agree(service: str):
-    _, _, section, allow = SERVICES[service]
-    documented = readme_allow_list(section)
+def test_every_method_has_an_allow_list_and_a_documented_row_that_agree(service: str):
+    _, _, page, allow = SERVICES[service]
+    documented = documented_allow_list(page)
     for method in methods_of(service):
         assert method.name in allow, f"{service}.{method.name} has no allow-list entry"
-        assert method.name in documented, f"{service}.{method.name} has no row in README {section}"
+        assert method.name in documented, f"{service}.{method.name} has no row in {page}"
         assert documented[method.name] == allow[method.name], (service, method.name)
-    assert set(documented) == {m.name for m in methods_of(service)}, "README documents a method that does not exist"
+    assert set(documented) == {m.name for m in methods_of(service)}, f"{page} documents a method that does not exist"
 
 
 @pytest.fixture

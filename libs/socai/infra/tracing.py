@@ -1,6 +1,6 @@
 """OpenTelemetry tracing: one trace per hand, across the services and across NATS. Off by default.
 
-What a hand's trace holds (README "Traces"): the gRPC server span of the player's call that
+What a hand's trace holds (docs/run/operations.md, "Traces"): the gRPC server span of the player's call that
 ended the hand (``Act``), the ``append`` span of each event that call wrote, settlement's
 ``settle`` span (its parent is the HandEnded's ``append``; links go to the traces of the
 hand's other events), its ``replay`` and ``post`` spans and the gRPC client span of the

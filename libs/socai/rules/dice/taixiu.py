@@ -41,7 +41,7 @@ stack" hold without any cap at settlement.
 
 House capacity (system): the bank is ``house:bank``, whose balance the rules do not know, so
 a bet is not refused here; the table asks the ledger to hold the round's worst case against
-``house:bank`` before it accepts a bet (README, "Ledger" / "Holds"), and the worst case is
+``house:bank`` before it accepts a bet (docs/use/ledger.md, "Holds"), and the worst case is
 this module's to say: ``house_exposure_gold``, the most the bank can lose over every roll of
 the three dice, each roll's payouts net of the stakes it takes on the other bets (a Tài and
 a Xỉu bet of the same size cost the bank nothing but on a triple, where it wins both).

@@ -1,0 +1,34 @@
+"""The way in stays short and inside the repository: README.md is the front door (at most
+~250 lines: what socai is, the picture, the two commands, where to read next), the rest is
+the docs site (mkdocs.yml, built with --strict by make test), and nothing points outside
+the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_readme_is_a_front_door_not_a_manual() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines: move the details to docs/"
+    text = "\n".join(lines)
+    for command in ("make run", "make test", "SOCAI_NATS_URL", "SOCAI_DATABASE_URL", "socai audit", "TableService"):
+        assert command in text, command
+
+
+def test_no_page_points_outside_the_repository() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        assert "../shared/" not in text, f"{page.relative_to(ROOT)} points outside the repository"
+
+
+def test_every_page_of_the_site_is_in_its_nav() -> None:
+    config = (ROOT / "mkdocs.yml").read_text()
+    in_nav = set(re.findall(r"(?:^|: |- )([\w/.-]+\.md)\s*$", config, re.M))
+    pages = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
+    assert pages - in_nav == set(), "pages the nav leaves out"
+    assert in_nav - pages == set(), "nav entries without their page"
