@@ -11,7 +11,9 @@
 - ``moves.md``: the vocabulary of move kinds, facings and timers, and the games of each;
 - one page per game (``<game>.md``): seating and direction of play, card notation, the
   ``Act`` message of every kind of move the game has (JSON and Python), what the game's
-  ``Facing`` and timers are, its leaving rule and its reason codes with the rule each cites.
+  ``Facing`` and timers are, its leaving rule and its reason codes with the rule each cites;
+- one reference page per proto file (``reference-<area>.md``), made of the protos' comments
+  (``socai_cli.protodocs``): the command fails while any RPC, field, message or enum has none.
 
 With ``--check`` nothing is written: the exit status is 1 when a page differs from what the
 code generates (CI: the pages are committed and must be today's).
@@ -34,6 +36,7 @@ from socai.infra.config import Settings
 from socai.infra.grpc_errors import STATUS_OF
 from socai.rules import base, registry
 from socai.settle.replay import ReplayError
+from socai_cli import protodocs
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("libs/socai", "services")
@@ -432,6 +435,7 @@ def pages() -> dict[str, str]:
     out = {"reason-codes.md": reason_codes_page(catalogue(raised), raised), "moves.md": moves_page()}
     for game in registry.available():
         out[f"{game}.md"] = game_page(game, raised)
+    out.update(protodocs.reference_pages())
     return out
 
 
@@ -445,6 +449,11 @@ def add_commands(sub: Any, command: Any) -> None:
 
 
 def cmd_docs(args: argparse.Namespace, settings: Settings) -> int:
+    undescribed = protodocs.missing(protodocs.descriptor_set())
+    if undescribed:
+        print("socai docs api: the API reference is made of the protos' comments; these have none:")
+        print("\n".join(f"  {name}" for name in undescribed))
+        return 1
     out = Path(args.out)
     stale = []
     for name, text in pages().items():
