@@ -151,9 +151,9 @@ def table_user(layout: Layout) -> User:
         (
             "table: appends hand events, reads them back (direct get), never touches a consumer",
             "of the log. Several instances share the tables through leases on the table partitions",
-            f"in the KV bucket {tb} (services/socai_table/ownership.py, README",
-            '"Table"): the bucket\'s stream is the one stream this user may create (the first',
-            "instance does); it may not update, delete or purge it.",
+            f"in the KV bucket {tb} (services/socai_table/ownership.py, docs/use/table.md):",
+            "the bucket's stream is the one stream this user may create (the first instance",
+            "does); it may not update, delete or purge it.",
         ),
         publish=(
             _g(f"{layout.events_prefix}.>", *_event_log_reads(e)),
