@@ -39,9 +39,8 @@ makes a new key pair. Ed25519 is OpenSSL's, through ``cryptography``.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Final
@@ -49,6 +48,15 @@ from typing import Final
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+# The keys' ids, derivation and parsing live with the settings that read them; importable
+# from here as before.
+from socai.infra.keys import KEY_ID_HEX_CHARS as KEY_ID_HEX_CHARS
+from socai.infra.keys import derive_private_key as derive_private_key
+from socai.infra.keys import key_id as key_id
+from socai.infra.keys import parse_private_key as parse_private_key
+from socai.infra.keys import parse_public_keys as parse_public_keys
+from socai.infra.keys import public_key_of as public_key_of
 
 PREV_HEADER: Final = "Socai-Prev"
 SEAL_HEADER: Final = "Socai-Hand-Seal"
@@ -60,9 +68,7 @@ CHAIN_HEADERS: Final = (PREV_HEADER, SEAL_HEADER, FACTS_SEAL_HEADER, SEAL_KEY_HE
 _GENESIS_LABEL: Final = b"socai/hand-chain/v1"
 _SEAL_LABEL: Final = b"socai/hand-seal/v1"
 _FACTS_SEAL_LABEL: Final = b"socai/facts-seal/v1"
-_DERIVE_LABEL: Final = b"socai/hand-seal-key/v1"
 CHAIN_BYTES: Final = 32
-KEY_ID_HEX_CHARS: Final = 16
 
 # Why a message or a hand is not the table's (settlement's dead letters and ignored
 # messages, the audit's findings).
@@ -116,43 +122,6 @@ def facts_seal_message(subject: str, chain: bytes) -> bytes:
     return _FACTS_SEAL_LABEL + b"\x00" + subject.encode() + b"\x00" + chain
 
 
-def key_id(public_key: bytes) -> str:
-    """A public key's id (``Socai-Seal-Key``): its fingerprint, so no key can be filed under another's id."""
-    return hashlib.sha256(public_key).hexdigest()[:KEY_ID_HEX_CHARS]
-
-
-def derive_private_key(secret: str) -> bytes:
-    """A development seal key derived from the table service's secret (as ``signing.writer_key``
-    is): ``socai up`` and the tests need no extra setting. Never used outside development mode."""
-    return hmac.new(secret.encode(), _DERIVE_LABEL, hashlib.sha256).digest()
-
-
-def parse_private_key(text: str) -> bytes:
-    """The 32-byte seed of ``SOCAI_TABLE_SEAL_KEY`` (64 hex digits). Raises ValueError."""
-    raw = bytes.fromhex(text.strip())
-    if len(raw) != 32:
-        raise ValueError("a seal key is 64 hex digits (the 32-byte Ed25519 private key)")
-    return raw
-
-
-def parse_public_keys(texts: Iterable[str]) -> dict[str, bytes]:
-    """Key id → raw public key, from hex public keys (``SOCAI_TABLE_SEAL_PUBLIC_KEYS`` split on
-    commas, or ``--seal-public-key`` flags). Raises ValueError naming a bad item."""
-    keys: dict[str, bytes] = {}
-    for text in texts:
-        item = text.strip()
-        if not item:
-            continue
-        try:
-            raw = bytes.fromhex(item)
-        except ValueError:
-            raw = b""
-        if len(raw) != 32:
-            raise ValueError(f"seal public key {item[:20]!r}… is not 64 hex digits")
-        keys[key_id(raw)] = raw
-    return keys
-
-
 class HandSigner:
     """The table service's seal: signs a hand's last chain value with its private key."""
 
@@ -174,10 +143,6 @@ class HandSigner:
             FACTS_SEAL_HEADER: self._key.sign(facts_seal_message(subject, chain)).hex(),
             SEAL_KEY_HEADER: self.key_id,
         }
-
-
-def public_key_of(private_key: bytes) -> bytes:
-    return HandSigner(private_key).public_key
 
 
 class SealVerifier:

@@ -238,23 +238,23 @@ class Settings:
         if self.player_token_key == DEV_PLAYER_TOKEN_KEY:
             found.append("SOCAI_PLAYER_TOKEN_KEY")
         if self.table_seal_key or self.table_seal_public_keys:
-            from socai.events import seal
+            from socai.infra import keys  # cryptography: only where a key is read
 
-            dev_private = seal.derive_private_key(DEV_PLAYER_TOKEN_KEY)
+            dev_private = keys.derive_private_key(DEV_PLAYER_TOKEN_KEY)
             if self.table_seal_key and self.table_seal_key.lower() == dev_private.hex():
                 found.append("SOCAI_TABLE_SEAL_KEY")
-            if seal.public_key_of(dev_private).hex() in {k.lower() for k in self.table_seal_public_keys}:
+            if keys.public_key_of(dev_private).hex() in {k.lower() for k in self.table_seal_public_keys}:
                 found.append("SOCAI_TABLE_SEAL_PUBLIC_KEYS")
         if self.ledger_seal_key or self.ledger_seal_public_keys:
             import hashlib
             import hmac
 
-            from socai.events import seal
+            from socai.infra import keys  # cryptography: only where a key is read
 
             dev_journal = hmac.new(DEV_PLAYER_TOKEN_KEY.encode(), JOURNAL_SEAL_DERIVE_LABEL, hashlib.sha256).digest()
             if self.ledger_seal_key and self.ledger_seal_key.lower() == dev_journal.hex():
                 found.append("SOCAI_LEDGER_SEAL_KEY")
-            if seal.public_key_of(dev_journal).hex() in {k.lower() for k in self.ledger_seal_public_keys}:
+            if keys.public_key_of(dev_journal).hex() in {k.lower() for k in self.ledger_seal_public_keys}:
                 found.append("SOCAI_LEDGER_SEAL_PUBLIC_KEYS")
         return found
 
@@ -267,18 +267,18 @@ class Settings:
         InvalidArgument("BAD_SEAL_KEY") when it is not 64 hex digits.
         """
         from socai import errors
-        from socai.events import seal
+        from socai.infra import keys  # cryptography: only where a key is read
 
         if self.table_seal_key:
             try:
-                return seal.parse_private_key(self.table_seal_key)
+                return keys.parse_private_key(self.table_seal_key)
             except ValueError as exc:
                 raise errors.InvalidArgument("BAD_SEAL_KEY", f"SOCAI_TABLE_SEAL_KEY: {exc}") from exc
         if not self.dev_mode:
             raise errors.PreconditionFailed(
                 "SEAL_KEY_MISSING", "set SOCAI_TABLE_SEAL_KEY (python -m socai.events.seal makes a key pair)"
             )
-        return seal.derive_private_key(self.player_token_key)
+        return keys.derive_private_key(self.player_token_key)
 
     def hand_seal_public_keys(self) -> dict[str, bytes]:
         """Key id → public key of the hand seals to accept: SOCAI_TABLE_SEAL_PUBLIC_KEYS, else, in
@@ -289,19 +289,19 @@ class Settings:
         key that is not 64 hex digits.
         """
         from socai import errors
-        from socai.events import seal
+        from socai.infra import keys  # cryptography: only where a key is read
 
         if self.table_seal_public_keys:
             try:
-                return seal.parse_public_keys(self.table_seal_public_keys)
+                return keys.parse_public_keys(self.table_seal_public_keys)
             except ValueError as exc:
                 raise errors.InvalidArgument("BAD_SEAL_KEY", f"SOCAI_TABLE_SEAL_PUBLIC_KEYS: {exc}") from exc
         if not self.dev_mode:
             raise errors.PreconditionFailed(
                 "SEAL_KEYS_MISSING", "set SOCAI_TABLE_SEAL_PUBLIC_KEYS to the table service's hand-seal public key(s)"
             )
-        public = seal.public_key_of(self.hand_seal_private_key())
-        return {seal.key_id(public): public}
+        public = keys.public_key_of(self.hand_seal_private_key())
+        return {keys.key_id(public): public}
 
     def journal_seal_private_key(self) -> bytes | None:
         """The ledger's journal seal key (``socai.audit.journal``): SOCAI_LEDGER_SEAL_KEY, else,
@@ -312,11 +312,11 @@ class Settings:
         import hmac
 
         from socai import errors
-        from socai.events import seal
+        from socai.infra import keys  # cryptography: only where a key is read
 
         if self.ledger_seal_key:
             try:
-                return seal.parse_private_key(self.ledger_seal_key)
+                return keys.parse_private_key(self.ledger_seal_key)
             except ValueError as exc:
                 raise errors.InvalidArgument("BAD_SEAL_KEY", f"SOCAI_LEDGER_SEAL_KEY: {exc}") from exc
         if not self.dev_mode:
@@ -328,18 +328,18 @@ class Settings:
         in development mode, the public key of ``journal_seal_private_key``; else none.
         Raises InvalidArgument("BAD_SEAL_KEY") for a key that is not 64 hex digits."""
         from socai import errors
-        from socai.events import seal
+        from socai.infra import keys  # cryptography: only where a key is read
 
         if self.ledger_seal_public_keys:
             try:
-                return seal.parse_public_keys(self.ledger_seal_public_keys)
+                return keys.parse_public_keys(self.ledger_seal_public_keys)
             except ValueError as exc:
                 raise errors.InvalidArgument("BAD_SEAL_KEY", f"SOCAI_LEDGER_SEAL_PUBLIC_KEYS: {exc}") from exc
         private = self.journal_seal_private_key()
         if private is None:
             return {}
-        public = seal.public_key_of(private)
-        return {seal.key_id(public): public}
+        public = keys.public_key_of(private)
+        return {keys.key_id(public): public}
 
     def check_secrets(self) -> None:
         """Refuse public development secrets outside development mode.
