@@ -192,13 +192,10 @@ async def rewind_settlement(database_url: str, nats_url: str, settings: Settings
     """Start settlement's durables again right after the newest hand its (restored) records
     hold (``socai_settlement.rewind``); returns each durable's start. Needs the NATS rights
     of the provisioner (settlement's durables are created and deleted as when P changes)."""
-    from nats.js.errors import NotFoundError
-
     from socai.infra.nats import connect
     from socai.infra.partitions import partitions_of
-    from socai_cli.stack import _durable_config
+    from socai_settlement import durables
     from socai_settlement.config import SettlementConfig
-    from socai_settlement.partitions import durable_of, filter_of
     from socai_settlement.rewind import NEWEST_PER_TABLE_SQL, start_seqs
 
     with psycopg.connect(libpq_url(database_url), connect_timeout=10) as conn:
@@ -212,13 +209,9 @@ async def rewind_settlement(database_url: str, nats_url: str, settings: Settings
         base = SettlementConfig.from_env()
         starts: dict[str, int] = {}
         for k, start in start_seqs(newest, partitions).items():
-            durable = durable_of(base.durable, partitions, k)
-            subject = filter_of(settings.events_prefix, partitions, k)
-            try:
-                await js.delete_consumer(stream, durable)
-            except NotFoundError:
-                pass
-            await js.add_consumer(stream, _durable_config(replace(base, durable=durable), subject, start))
+            durable = durables.durable_of(base.durable, partitions, k)
+            subject = durables.filter_of(settings.events_prefix, partitions, k)
+            await durables.restart_at(js, stream, replace(base, durable=durable), subject, start)
             starts[durable] = start
             log.info("settlement_durable_rewound", durable=durable, filter=subject, stream_seq=start)
         return starts

@@ -26,12 +26,9 @@ import signal
 import subprocess
 import sys
 import time
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING
-
-from nats.js import api as js_api
 
 from socai import errors
 from socai.infra.config import Settings
@@ -44,7 +41,6 @@ from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres
 if TYPE_CHECKING:
     from nats.js import JetStreamContext
 
-    from socai_settlement.config import SettlementConfig
 
 log = get_logger("socai.stack")
 
@@ -327,13 +323,12 @@ async def repartition(js: JetStreamContext, settings: Settings) -> None:
 
     from socai.infra.nats import ensure_stream
     from socai.infra.partitions import partitions_of
+    from socai_settlement import durables
     from socai_settlement.config import SettlementConfig
-    from socai_settlement.partitions import durable_of, filter_of
 
     spec = settings.events_stream_spec()
     prefix = settings.events_prefix
     settlement = SettlementConfig.from_env()
-    base = settlement.durable
     try:
         info = await js.stream_info(spec.name)
     except NotFoundError:
@@ -344,63 +339,12 @@ async def repartition(js: JetStreamContext, settings: Settings) -> None:
     if before == after:
         await ensure_stream(js, spec)
         return
-    old = {durable_of(base, before, k): filter_of(prefix, before, k) for k in range(max(before, 1))}
-    new = {durable_of(base, after, k): filter_of(prefix, after, k) for k in range(max(after, 1))}
-    for durable in old:
-        consumer = await _consumer(js, spec.name, durable)
-        if consumer is not None and (consumer.num_pending or consumer.num_ack_pending):
-            raise errors.PreconditionFailed(
-                "SETTLEMENT_LAG_NOT_ZERO",
-                f"durable {durable} has {consumer.num_pending} undelivered and {consumer.num_ack_pending} unacked "
-                "messages: stop the tables and wait until settlement's lag is 0 before changing P",
-            )
+    old = durables.layout(settlement.durable, prefix, before)
+    await durables.require_drained(js, spec.name, old)
     info = await ensure_stream(js, spec, allow_repartition=True)
-    start_seq = int(info.state.last_seq) + 1
-    for durable in old.keys() - new.keys():
-        await js.delete_consumer(spec.name, durable)
-        log.info("settlement_durable_deleted", durable=durable)
-    for durable, subject in new.items():
-        consumer = await _consumer(js, spec.name, durable)
-        if consumer is not None and consumer.config.filter_subject == subject and not consumer.num_pending:
-            continue  # the same durable goes on from where it is: the change
-        if consumer is None and not await _has_messages(js, spec.name, subject):
-            continue  # nothing stored under it yet: settlement creates it from the start
-        if consumer is not None:
-            await js.delete_consumer(spec.name, durable)
-        await js.add_consumer(spec.name, _durable_config(replace(settlement, durable=durable), subject, start_seq))
-        log.info("settlement_durable_started_after", durable=durable, filter=subject, stream_seq=start_seq)
+    new = durables.layout(settlement.durable, prefix, after)
+    await durables.relayout(js, spec.name, settlement, old, new, int(info.state.last_seq) + 1)
     log.info("event_log_repartitioned", stream=spec.name, partitions_before=before, partitions=after)
-
-
-async def _consumer(js: JetStreamContext, stream: str, durable: str) -> js_api.ConsumerInfo | None:
-    from nats.js.errors import NotFoundError
-
-    try:
-        info: js_api.ConsumerInfo = await js.consumer_info(stream, durable)
-    except NotFoundError:
-        return None
-    return info
-
-
-async def _has_messages(js: JetStreamContext, stream: str, subject: str) -> bool:
-    from nats.js.errors import NotFoundError
-
-    try:
-        await js.get_msg(stream, seq=1, next=True, subject=subject)
-    except NotFoundError:
-        return False
-    return True
-
-
-def _durable_config(config: SettlementConfig, subject: str, start_seq: int) -> js_api.ConsumerConfig:
-    """The consumer settlement's pipeline creates, starting at ``start_seq`` instead of the
-    first message. (Settlement then keeps it as it is and logs ``consumer_config_kept``:
-    the start point is immutable.)"""
-    from socai_settlement.pipeline import Pipeline
-
-    shape = types.SimpleNamespace(config=config, filter_subject=subject)
-    wanted: js_api.ConsumerConfig = Pipeline.consumer_config(shape)  # type: ignore[arg-type]
-    return replace(wanted, deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start_seq)
 
 
 def running_services(settings: Settings) -> dict[str, str]:

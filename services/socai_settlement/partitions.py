@@ -45,9 +45,10 @@ from socai.events.log import EventLog
 from socai.gen.ledger.v1 import ledger_pb2
 from socai.infra.leases import LeaseConfig, LeaseManager, LeaseMetrics
 from socai.infra.logging import get_logger
-from socai.infra.partitions import partition_filter
 from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig
+from socai_settlement.durables import durable_of as durable_of
+from socai_settlement.durables import filter_of as filter_of
 from socai_settlement.pipeline import Pipeline
 from socai_settlement.poster import POSTING_FENCE
 from socai_settlement.settler import Settler
@@ -62,14 +63,6 @@ STOP_GRACE_S: Final = 10.0
 def instance_id() -> str:
     """Unique per process start (a reused id would let two processes share one's leases)."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
-def durable_of(base: str, partitions: int, partition: int) -> str:
-    return base if partitions == 0 else f"{base}-p{partition}"
-
-
-def filter_of(prefix: str, partitions: int, partition: int) -> str:
-    return f"{prefix}.>" if partitions == 0 else partition_filter(prefix, partition)
 
 
 @dataclass

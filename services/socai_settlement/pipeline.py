@@ -56,7 +56,7 @@ from socai import errors
 from socai.gen.events.v1 import events_pb2
 from socai.infra.logging import get_logger
 from socai.infra.nats_pull import ACK, IN_PROGRESS, NAK, Delivery, Pull
-from socai_settlement import metrics
+from socai_settlement import durables, metrics
 from socai_settlement.config import SettlementConfig
 from socai_settlement.dead_letters import BAD_EVENT, MAX_DELIVERIES, DeadLetters
 from socai_settlement.hand_cache import HandCache
@@ -170,19 +170,7 @@ class Pipeline:
     # --- setup --------------------------------------------------------------------------
 
     def consumer_config(self) -> js_api.ConsumerConfig:
-        c = self.config
-        return js_api.ConsumerConfig(
-            durable_name=c.durable,
-            name=c.durable,
-            description="settlement: replays each finished hand and posts it to the ledger",
-            deliver_policy=js_api.DeliverPolicy.ALL,
-            ack_policy=js_api.AckPolicy.EXPLICIT,
-            ack_wait=c.ack_wait_s,
-            max_deliver=c.max_deliver,
-            max_ack_pending=c.max_ack_pending,
-            filter_subject=self.filter_subject,
-            replay_policy=js_api.ReplayPolicy.INSTANT,
-        )
+        return durables.consumer_config(self.config, self.filter_subject)
 
     async def subscribe(self) -> Pull:
         """Create (or bring up to date) the durable consumer and bind a pull subscription."""
