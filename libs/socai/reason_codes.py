@@ -162,6 +162,7 @@ MEANINGS: Final[Mapping[str, str]] = MappingProxyType(
         "SETTLEMENT_NOT_FOUND": "no settlement of that hand (not settled yet, or no such hand)",
         "SETTLEMENT_NOT_VISIBLE": "the hand is settled but not readable yet; retry",
         "DEAD_LETTER_NOT_FOUND": "no such dead letter",
+        "SETTLEMENT_LAG_NOT_ZERO": "socai migrate --repartition: a settlement durable still has hands to settle; stop the tables, wait until its lag is 0",
         "BAD_ID": "a hand, table or player id of the wrong form",
         "BAD_FILTER": "give exactly one of table_id and player_id",
         "BAD_FILE": "a file that cannot be read",

@@ -45,27 +45,57 @@ class _ActionKind:
 class _ActionKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ActionKind.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     ACTION_KIND_UNSPECIFIED: _ActionKind.ValueType  # 0
+    """Never written; a reader refuses it (BAD_EVENT)."""
     ACTION_KIND_CHECK: _ActionKind.ValueType  # 1
+    """Add nothing (Liêng Sảnh's "Chuyển"): only when the seat owes nothing."""
     ACTION_KIND_BET: _ActionKind.ValueType  # 2
+    """Open the round's betting when nobody has bet."""
     ACTION_KIND_CALL: _ActionKind.ValueType  # 3
+    """Match the highest contribution of the round, or put in everything left when that is
+    less.
+    """
     ACTION_KIND_RAISE: _ActionKind.ValueType  # 4
+    """The call plus an increment within the game's sizing; reopens the round."""
     ACTION_KIND_FOLD: _ActionKind.ValueType  # 5
+    """Give up the hand; the chips put in stay in the pot."""
     ACTION_KIND_ALL_IN: _ActionKind.ValueType  # 6
+    """Put in everything left: a short stack's call, or a voluntary all-in where the game
+    allows one (else ALL_IN_NOT_ALLOWED).
+    """
 
-class ActionKind(_ActionKind, metaclass=_ActionKindEnumTypeWrapper): ...
+class ActionKind(_ActionKind, metaclass=_ActionKindEnumTypeWrapper):
+    """The kind of a betting decision (Hold'em, Xì Tố, Liêng, Liêng Sảnh)."""
 
 ACTION_KIND_UNSPECIFIED: ActionKind.ValueType  # 0
+"""Never written; a reader refuses it (BAD_EVENT)."""
 ACTION_KIND_CHECK: ActionKind.ValueType  # 1
+"""Add nothing (Liêng Sảnh's "Chuyển"): only when the seat owes nothing."""
 ACTION_KIND_BET: ActionKind.ValueType  # 2
+"""Open the round's betting when nobody has bet."""
 ACTION_KIND_CALL: ActionKind.ValueType  # 3
+"""Match the highest contribution of the round, or put in everything left when that is
+less.
+"""
 ACTION_KIND_RAISE: ActionKind.ValueType  # 4
+"""The call plus an increment within the game's sizing; reopens the round."""
 ACTION_KIND_FOLD: ActionKind.ValueType  # 5
+"""Give up the hand; the chips put in stay in the pot."""
 ACTION_KIND_ALL_IN: ActionKind.ValueType  # 6
+"""Put in everything left: a short stack's call, or a voluntary all-in where the game
+allows one (else ALL_IN_NOT_ALLOWED).
+"""
 Global___ActionKind: _TypeAlias = ActionKind  # noqa: Y015
 
 @_typing.final
 class Event(_message.Message):
-    """The envelope. event_id = "{hand_id}/{seq}"; seq is gapless from 1 within a hand."""
+    """The envelope of every message of the event log: one fact of a hand or of a table, written
+    by the table service (its only writer) and read by settlement, the auditor, a restarting
+    table and `socai events export`. Also what the table's views carry (GetTableState,
+    WatchTable, GetHand), with the cards the viewer may not see left empty. A reader refuses an
+    envelope that does not decode, has no body or whose event_id disagrees with hand_id and
+    seq (BAD_EVENT); the replay refuses a hand whose envelopes name another table, hand or
+    game than its HandStarted (ENVELOPE_MISMATCH).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -97,60 +127,124 @@ class Event(_message.Message):
     PLAYER_STOOD_UP_FIELD_NUMBER: _builtins.int
     TABLE_CLOSED_FIELD_NUMBER: _builtins.int
     event_id: _builtins.str
+    """"{hand_id}/{seq}", e.g. "t1-h3/2"; also the message's Nats-Msg-Id, so a retried
+    append is stored once.
+    """
     table_id: _builtins.str
+    """The table's id: 1-32 ASCII letters and digits (CreateTable's, or 16 hex digits the
+    service chose).
+    """
     hand_id: _builtins.str
+    """"{table_id}-h{n}" for hand n of the table (n = HandStarted.hand_number), or
+    "{table_id}-t" for the table's own facts (TableOpened, PlayerSeated, PlayerStoodUp,
+    TableClosed).
+    """
     seq: _builtins.int
+    """1, 2, 3 … within the hand_id, without a gap or a repeat (the replay's SEQ_GAP,
+    OUT_OF_ORDER): HandStarted is seq 1 of a hand, TableOpened seq 1 of the table's facts.
+    """
     game: _builtins.str
+    """The table's game id (holdem xito maubinh lieng lieng_sanh bacay_ga bacay_chuong taixiu
+    tienlen samloc phom); the same in every event of a hand and of a table.
+    """
     @_builtins.property
-    def occurred_at(self) -> _timestamp_pb2.Timestamp: ...
+    def occurred_at(self) -> _timestamp_pb2.Timestamp:
+        """When the table service accepted the event, by its clock (UTC). Shown and used to cut
+        an export or an audit to a period (--since/--until); never read by the replay.
+        """
+
     @_builtins.property
     def hand_started(self) -> Global___HandStarted:
-        """Common to every game (10-29)."""
+        """A hand begins (seq 1)."""
 
     @_builtins.property
-    def cards_dealt(self) -> Global___CardsDealt: ...
+    def cards_dealt(self) -> Global___CardsDealt:
+        """Cards dealt from the shuffled deck."""
+
     @_builtins.property
-    def dice_rolled(self) -> Global___DiceRolled: ...
+    def dice_rolled(self) -> Global___DiceRolled:
+        """Tài Xỉu's three dice."""
+
     @_builtins.property
-    def bet_action(self) -> Global___BetAction: ...
+    def bet_action(self) -> Global___BetAction:
+        """A betting decision (Hold'em, Xì Tố, Liêng, Liêng Sảnh)."""
+
     @_builtins.property
-    def wager_placed(self) -> Global___WagerPlaced: ...
+    def wager_placed(self) -> Global___WagerPlaced:
+        """A wager (Tài Xỉu, Ba Cây Chương)."""
+
     @_builtins.property
-    def timer_expired(self) -> Global___TimerExpired: ...
+    def timer_expired(self) -> Global___TimerExpired:
+        """A timer ran out, and the move the rules made for the seat."""
+
     @_builtins.property
-    def player_disconnected(self) -> Global___PlayerDisconnected: ...
+    def player_disconnected(self) -> Global___PlayerDisconnected:
+        """A player of the hand stopped sending heartbeats."""
+
     @_builtins.property
-    def player_reconnected(self) -> Global___PlayerReconnected: ...
+    def player_reconnected(self) -> Global___PlayerReconnected:
+        """A disconnected player of the hand is back."""
+
     @_builtins.property
-    def player_left(self) -> Global___PlayerLeft: ...
+    def player_left(self) -> Global___PlayerLeft:
+        """A player left the hand in play."""
+
     @_builtins.property
-    def hand_ended(self) -> Global___HandEnded: ...
+    def hand_ended(self) -> Global___HandEnded:
+        """The hand is over; its seed revealed (always the last event)."""
+
     @_builtins.property
     def cards_played(self) -> Global___CardsPlayed:
-        """Shedding, drawing and arranging games (30-49)."""
+        """Shedding, drawing and arranging games (30-49).
+
+        Cards played from a hand (Tiến Lên, Sâm Lốc; a Phỏm discard).
+        """
 
     @_builtins.property
-    def passed(self) -> Global___Passed: ...
+    def passed(self) -> Global___Passed:
+        """A pass (Tiến Lên, Sâm Lốc)."""
+
     @_builtins.property
-    def declared(self) -> Global___Declared: ...
+    def declared(self) -> Global___Declared:
+        """A declaration (sam, no_sam, draw, u, u_khan, flip)."""
+
     @_builtins.property
-    def arranged(self) -> Global___Arranged: ...
+    def arranged(self) -> Global___Arranged:
+        """Mậu Binh's arrangement of a seat's 13 cards."""
+
     @_builtins.property
-    def card_taken(self) -> Global___CardTaken: ...
+    def card_taken(self) -> Global___CardTaken:
+        """Phỏm: the last discard taken."""
+
     @_builtins.property
-    def melds_laid(self) -> Global___MeldsLaid: ...
+    def melds_laid(self) -> Global___MeldsLaid:
+        """Phỏm: melds laid face up."""
+
     @_builtins.property
-    def card_sent(self) -> Global___CardSent: ...
+    def card_sent(self) -> Global___CardSent:
+        """Phỏm: a card added to another seat's meld."""
+
     @_builtins.property
     def table_opened(self) -> Global___TableOpened:
-        """Table-level facts, on the table's own subject socai.events.{table_id}.table (50-69)."""
+        """Table-level facts, hand_id "{table_id}-t", on the table's own subject
+        socai.events.{table_id}.{table_id}-t (50-69). They move no gold themselves (the
+        ledger's buy-ins and cash-outs do); settlement acks them and the auditor sums them.
+
+        The table opens (its first fact).
+        """
 
     @_builtins.property
-    def player_seated(self) -> Global___PlayerSeated: ...
+    def player_seated(self) -> Global___PlayerSeated:
+        """A player sits down with their buy-in."""
+
     @_builtins.property
-    def player_stood_up(self) -> Global___PlayerStoodUp: ...
+    def player_stood_up(self) -> Global___PlayerStoodUp:
+        """A player stands up; their stack is cashed out."""
+
     @_builtins.property
-    def table_closed(self) -> Global___TableClosed: ...
+    def table_closed(self) -> Global___TableClosed:
+        """The table is closed for good (its last fact)."""
+
     def __init__(
         self,
         *,
@@ -194,6 +288,8 @@ Global___Event: _TypeAlias = Event  # noqa: Y015
 
 @_typing.final
 class SeatInfo(_message.Message):
+    """A seat dealt into a hand (HandStarted.seats) and its player."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -201,10 +297,21 @@ class SeatInfo(_message.Message):
     STACK_GOLD_FIELD_NUMBER: _builtins.int
     GUILD_ID_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat, 0..seats_max-1; each seat at most once in a hand."""
     player_id: _builtins.str
+    """The player seated there: 1-64 of A-Z a-z 0-9 _ . - @ (it names the ledger accounts
+    player:{player_id} and escrow:{table_id}:{player_id}); each player at most once.
+    """
     stack_gold: _builtins.int
-    """Chips (tẩy) the player brings into the hand."""
+    """Chips (tẩy) the player brings into the hand: their escrow stack at the start; at least
+    1, or what the game needs to play (BAD_STACK). A seat never pays more than this in the
+    hand (RULES.md GEN-4).
+    """
     guild_id: _builtins.str
+    """The player's guild (bang hội), empty for none; Tài Xỉu pays its guild_fee to
+    guild:{guild_id} (TX-6). JoinTable takes no guild, so the table service writes it
+    empty.
+    """
     def __init__(
         self,
         *,
@@ -223,7 +330,11 @@ Global___SeatInfo: _TypeAlias = SeatInfo  # noqa: Y015
 
 @_typing.final
 class HandStarted(_message.Message):
-    """A hand begins: everything the rules engine needs to replay it."""
+    """A hand begins: everything the rules engine needs to replay it. Always the hand's seq 1;
+    the table writes it when a hand starts (StartHand, or automatically) and for a closing
+    hand. The rules engine refuses a start that breaks the game's limits (RuleViolation:
+    BAD_SEAT_COUNT, BAD_SEATS, BAD_STACK, BAD_STAKE, BAD_FEE, BAD_DEALER, BAD_OWNER).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -264,23 +375,45 @@ class HandStarted(_message.Message):
     CLOSING_FIELD_NUMBER: _builtins.int
     FACE_DOWN_BY_POSITION_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The envelope's table_id."""
     hand_id: _builtins.str
+    """The envelope's hand_id: "{table_id}-h{hand_number}"."""
     game: _builtins.str
+    """The envelope's game id; the rules module that replays the hand (UNKNOWN_GAME when
+    this engine has none).
+    """
     hand_number: _builtins.int
-    """1 for the first hand at the table."""
+    """1 for the first hand at the table, then 2, 3 … (hand_id "{table_id}-h{hand_number}";
+    the auditor's HAND_MISSING names a gap).
+    """
     stake_gold: _builtins.int
     """The table stake S (Hold'em: the Tẩy the blinds derive from)."""
     fee_bps: _builtins.int
-    """House fee on each winner's net result, in basis points (500 = 5 %)."""
+    """House fee on each winner's net result, in basis points (500 = 5 %), 0..1000 (BAD_FEE),
+    rounded down (RULES.md GEN-1); paid to house:fees.
+    """
     seats_max: _builtins.int
+    """The table's number of seats (TableConfig.seats_max after its default, the game's
+    most players): seats are numbered 0..seats_max-1.
+    """
     dealer_seat: _builtins.int
-    """The game's reference seat: dealer button, seat dealt first, or banker."""
+    """The game's reference seat: dealer button (Hold'em), seat dealt first (Xì Tố), banker
+    (Ba Cây Chương, Tài Xỉu against a player) or first to play (shedding games), as the
+    rules choose it from the previous hand (the auditor's DEALER_MISMATCH).
+    """
     deck_commitment: _builtins.str
-    """Lowercase hex sha256 of the deck seed, revealed by HandEnded."""
+    """Lowercase hex sha256 of the deck seed (64 hex digits), revealed by HandEnded; the
+    seed deals every card and rolls the dice (BAD_SEED when they do not match).
+    """
     owner_seat: _builtins.int
-    """The table owner's seat, or -1."""
+    """The seat of the table owner (TableConfig.owner_player_id) when they are dealt into the
+    hand, or -1.
+    """
     pot_gold: _builtins.int
-    """What the table's pot account carries into the hand (3 Cây Gà)."""
+    """What the table's pot account pot:{table_id} carries into the hand (3 Cây Gà's Gà): the
+    previous hand's Settlement.pot_carry_gold (the auditor's POT_CARRY_MISMATCH); 0 in
+    other games.
+    """
     rules_version: _builtins.int
     """The game's rules version the hand was played under (0: logged before versions were
     recorded, replayed as version 1). Replay refuses a version it does not know.
@@ -297,10 +430,16 @@ class HandStarted(_message.Message):
     logged before, read as they always were): every card is written in the clear.
     """
     @_builtins.property
-    def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatInfo]: ...
+    def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatInfo]:
+        """The seats dealt into the hand, with their players and stacks: those seated, not
+        leaving, whose stack the game accepts (a closing hand: every seated player).
+        """
+
     @_builtins.property
     def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """The game's named rule options (RULES.md [Proposed] flags), as strings."""
+        """The game's named rule options (RULES.md [Proposed] flags), as strings: every option
+        of the game with its value after defaults, so the log alone says how the hand plays.
+        """
 
     def __init__(
         self,
@@ -332,17 +471,27 @@ Global___HandStarted: _TypeAlias = HandStarted  # noqa: Y015
 
 @_typing.final
 class DealtCard(_message.Message):
+    """One card of a deal (CardsDealt.cards)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     CARD_FIELD_NUMBER: _builtins.int
     FACE_UP_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat the card is dealt to, 0..seats_max-1; -1 for a board (community) card."""
     card: _builtins.str
-    """Empty for a card dealt face down in a hand with face_down_by_position: the n-th card
-    dealt in the hand (counting every CardsDealt in order) is the shuffled deck's card n.
+    """The card, e.g. "As". Empty for a card dealt face down in a hand with
+    face_down_by_position: the n-th card dealt in the hand (counting every CardsDealt in
+    order, from 0) is the shuffled deck's card n (a card written there: CARD_IN_CLEAR).
+    In a view (GetTableState, WatchTable, GetHand of a hand in play) also empty for a
+    card the viewer may not see yet.
+    Empty nowhere else (CARD_FORMAT).
     """
     face_up: _builtins.bool
+    """True for a card every reader sees at once (the board, Xì Tố's up cards); false for a
+    card only its seat sees while the hand is in play.
+    """
     def __init__(
         self,
         *,
@@ -360,13 +509,18 @@ Global___DealtCard: _TypeAlias = DealtCard  # noqa: Y015
 
 @_typing.final
 class CardsDealt(_message.Message):
-    """Cards taken from the shuffled deck, in deck order. A draw from the stock is a deal."""
+    """Cards taken from the shuffled deck, in deck order, written by the table when the rules
+    ask for a deal. A draw from the stock (Phỏm) is a deal of one card to the drawer. The
+    replay checks each against the seed's shuffle (DEAL_MISMATCH).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     CARDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def cards(self) -> _containers.RepeatedCompositeFieldContainer[Global___DealtCard]: ...
+    def cards(self) -> _containers.RepeatedCompositeFieldContainer[Global___DealtCard]:
+        """The cards of this deal, in deck order."""
+
     def __init__(
         self,
         *,
@@ -382,11 +536,17 @@ Global___CardsDealt: _TypeAlias = CardsDealt  # noqa: Y015
 
 @_typing.final
 class DiceRolled(_message.Message):
+    """Tài Xỉu's roll, written by the table when the betting window has closed; the replay
+    checks it against the seed (DICE_MISMATCH).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     DICE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def dice(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def dice(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Three dice, each 1..6 (1 + uniform(6) from the hand's seed)."""
+
     def __init__(
         self,
         *,
@@ -402,7 +562,10 @@ Global___DiceRolled: _TypeAlias = DiceRolled  # noqa: Y015
 
 @_typing.final
 class BetAction(_message.Message):
-    """A betting decision; amount_gold is the chips this action adds (0 for check and fold)."""
+    """A betting decision; amount_gold is the chips this action adds (0 for check and fold).
+    Written as the player decides (Act: PlayerAction.bet); a check or fold the rules make for
+    a seat whose timer ran out is a TimerExpired, not a BetAction.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -410,8 +573,15 @@ class BetAction(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The acting seat. In PlayerAction it may be left 0: the caller's own seat (another
+    seat: INVALID_ARGUMENT SEAT_MISMATCH).
+    """
     kind: Global___ActionKind.ValueType
+    """What the seat does (UNSPECIFIED: BAD_EVENT)."""
     amount_gold: _builtins.int
+    """The chips this action adds to the seat's commitment in the round, not the total it
+    raises to; checked by the rules (BAD_AMOUNT …).
+    """
     def __init__(
         self,
         *,
@@ -429,7 +599,10 @@ Global___BetAction: _TypeAlias = BetAction  # noqa: Y015
 
 @_typing.final
 class WagerPlaced(_message.Message):
-    """A wager on an outcome (Tài Xỉu bet kinds: tai xiu single pair total double triple any_triple)."""
+    """A wager on an outcome during a betting window: Tài Xỉu's bets, Ba Cây Chương's bet
+    against the banker (kind "bet", no selection). Written as the player places it (Act:
+    PlayerAction.wager).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -438,10 +611,20 @@ class WagerPlaced(_message.Message):
     SELECTION_FIELD_NUMBER: _builtins.int
     AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The betting seat. In PlayerAction it may be left 0: the caller's own seat."""
     kind: _builtins.str
+    """The game's bet kind: Tài Xỉu tai xiu single pair total double triple any_triple
+    (another: BAD_BET_KIND); Ba Cây Chương "bet".
+    """
     amount_gold: _builtins.int
+    """The gold staked, within the table's bet limits and the seat's stack."""
     @_builtins.property
-    def selection(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def selection(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """What the bet names (Tài Xỉu): empty for tai, xiu and any_triple; [n], n 1..6, for
+        single, double and triple; [a, b], 1 <= a < b <= 6, for pair; [t], t 4..17, for total.
+        Empty in Ba Cây Chương. Another shape: BAD_SELECTION.
+        """
+
     def __init__(
         self,
         *,
@@ -460,7 +643,10 @@ Global___WagerPlaced: _TypeAlias = WagerPlaced  # noqa: Y015
 
 @_typing.final
 class TimerExpired(_message.Message):
-    """A timer ran out: turn, arrange, flip, betting (seat -1 for a table-level timer)."""
+    """A timer ran out: turn, declare (Sâm Lốc's báo Sâm window), arrange (Mậu Binh), flip (Ba
+    Cây), betting (a betting window). The game's own timeout rule decides what follows
+    (RULES.md GEN-5). Written by the table.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -468,7 +654,11 @@ class TimerExpired(_message.Message):
     TIMER_FIELD_NUMBER: _builtins.int
     AUTOMATIC_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat whose time ran out, or -1 for a table-level timer (a betting or arranging
+    window closing for everyone still in it).
+    """
     timer: _builtins.str
+    """Which timer: turn, declare, arrange, flip or betting."""
     automatic: _builtins.str
     """The move the rules made for the seat when the timer ran out, as the table derived it
     (socai.rules.automatic: "play 3s 3c", "pass", "check", "fold", "discard Kd" …); the
@@ -492,10 +682,16 @@ Global___TimerExpired: _TypeAlias = TimerExpired  # noqa: Y015
 
 @_typing.final
 class PlayerDisconnected(_message.Message):
+    """A player dealt into the hand in play, who had sent heartbeats, sent none for
+    SOCAI_HEARTBEAT_TIMEOUT_S (10 s by default); the game's disconnect rule applies
+    (docs/api per game). Written by the table.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat of the player who went away."""
     def __init__(
         self,
         *,
@@ -511,10 +707,15 @@ Global___PlayerDisconnected: _TypeAlias = PlayerDisconnected  # noqa: Y015
 
 @_typing.final
 class PlayerReconnected(_message.Message):
+    """A disconnected player dealt into the hand in play is back (a Heartbeat or Reconnect);
+    whether they take part again is the game's rule (in the Ba Cây games they do not).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat of the player who came back."""
     def __init__(
         self,
         *,
@@ -530,10 +731,15 @@ Global___PlayerReconnected: _TypeAlias = PlayerReconnected  # noqa: Y015
 
 @_typing.final
 class PlayerLeft(_message.Message):
+    """The player left the hand in play (LeaveTable now, while dealt in): the game's leaving
+    rule applies (RULES.md GEN-6: LeaveTableResponse.forfeit); they stand up when it ends.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat of the player who left."""
     def __init__(
         self,
         *,
@@ -549,12 +755,18 @@ Global___PlayerLeft: _TypeAlias = PlayerLeft  # noqa: Y015
 
 @_typing.final
 class HandEnded(_message.Message):
-    """The hand is over; deck_seed (64 hex digits) lets anyone re-deal it."""
+    """The hand is over; deck_seed (64 hex digits) lets anyone re-deal it. Always the hand's
+    last event, exactly once (MISSING_END, DUPLICATE_END); it carries the hand's seal
+    (Socai-Hand-Seal) and makes settlement settle the hand.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     DECK_SEED_FIELD_NUMBER: _builtins.int
     deck_seed: _builtins.str
+    """The hand's 32-byte seed as 64 lowercase hex digits; its sha256 is HandStarted's
+    deck_commitment (BAD_SEED otherwise). It re-deals the deck and re-rolls the dice.
+    """
     def __init__(
         self,
         *,
@@ -570,13 +782,21 @@ Global___HandEnded: _TypeAlias = HandEnded  # noqa: Y015
 
 @_typing.final
 class CardsPlayed(_message.Message):
+    """Cards put on the table from a hand: a Tiến Lên or Sâm Lốc combination, a Phỏm discard
+    (one card). Written as the player plays (Act: PlayerAction.play); a move the rules made
+    on a timeout is recorded as TimerExpired instead.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     CARDS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The playing seat. In PlayerAction it may be left 0: the caller's own seat."""
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The cards, e.g. ["3s", "3c"]; each one the seat holds (NOT_HOLDING otherwise)."""
+
     def __init__(
         self,
         *,
@@ -593,10 +813,13 @@ Global___CardsPlayed: _TypeAlias = CardsPlayed  # noqa: Y015
 
 @_typing.final
 class Passed(_message.Message):
+    """Bỏ lượt: the seat passes in the current round (Tiến Lên, Sâm Lốc). PlayerAction.pass_turn."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The passing seat. In PlayerAction it may be left 0: the caller's own seat."""
     def __init__(
         self,
         *,
@@ -612,14 +835,22 @@ Global___Passed: _TypeAlias = Passed  # noqa: Y015
 
 @_typing.final
 class Declared(_message.Message):
-    """sam, no_sam, u, special, instant_win, bank, flip …"""
+    """A declaration (PlayerAction.declare): sam (báo Sâm) or no_sam (Sâm Lốc); draw (bốc: the
+    table then deals the seat one card from the stock), u (Ù) or u_khan (Phỏm); flip (lật
+    bài, the Ba Cây games).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     DECLARATION_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The declaring seat. In PlayerAction it may be left 0: the caller's own seat."""
     declaration: _builtins.str
+    """What is declared: sam, no_sam, draw, u, u_khan or flip, as the game allows it now.
+    special, instant_win and bank are reserved: no game takes them (the games detect those
+    from the cards).
+    """
     def __init__(
         self,
         *,
@@ -639,7 +870,9 @@ class Arranged(_message.Message):
     """Mậu Binh: back (5 cards), middle (5) and front (3) chi. In a hand with
     face_down_by_position the cards are given by their positions in the shuffled deck (each
     a card dealt face down to the seat) and back, middle and front are empty; otherwise the
-    cards are written and the positions are empty.
+    cards are written and the positions are empty. A player's arrangement (Act:
+    PlayerAction.arrange) always names its cards (positions there: INVALID_ARGUMENT
+    BAD_ACTION); in another seat's view before the comparison every card is empty.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -652,18 +885,33 @@ class Arranged(_message.Message):
     MIDDLE_POSITIONS_FIELD_NUMBER: _builtins.int
     FRONT_POSITIONS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The arranging seat. In PlayerAction it may be left 0: the caller's own seat."""
     @_builtins.property
-    def back(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def back(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The back chi: 5 cards."""
+
     @_builtins.property
-    def middle(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def middle(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The middle chi: 5 cards."""
+
     @_builtins.property
-    def front(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def front(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The front chi: 3 cards."""
+
     @_builtins.property
-    def back_positions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def back_positions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The back chi's cards by position in the shuffled deck (from 0), each a card dealt face
+        down to this seat, each named once (CARD_FORMAT otherwise).
+        """
+
     @_builtins.property
-    def middle_positions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def middle_positions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The middle chi's cards by deck position, as back_positions."""
+
     @_builtins.property
-    def front_positions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def front_positions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The front chi's cards by deck position, as back_positions."""
+
     def __init__(
         self,
         *,
@@ -685,14 +933,21 @@ Global___Arranged: _TypeAlias = Arranged  # noqa: Y015
 
 @_typing.final
 class CardTaken(_message.Message):
+    """Phỏm ăn: the seat takes the card just discarded by the seat before it (PlayerAction.take)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     FROM_SEAT_FIELD_NUMBER: _builtins.int
     CARD_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The taking seat. In PlayerAction it may be left 0: the caller's own seat."""
     from_seat: _builtins.int
+    """The seat that discarded the card (ILLEGAL_MOVE when it is not the last discard's)."""
     card: _builtins.str
+    """The card taken: the last discard (ILLEGAL_MOVE otherwise); it must make a phỏm with
+    the cards held (BAD_MELD).
+    """
     def __init__(
         self,
         *,
@@ -710,11 +965,15 @@ Global___CardTaken: _TypeAlias = CardTaken  # noqa: Y015
 
 @_typing.final
 class Meld(_message.Message):
+    """One phỏm (meld): a set or a run of cards."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CARDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The meld's cards, e.g. ["8s", "8c", "8d"]."""
+
     def __init__(
         self,
         *,
@@ -730,13 +989,18 @@ Global___Meld: _TypeAlias = Meld  # noqa: Y015
 
 @_typing.final
 class MeldsLaid(_message.Message):
+    """Phỏm hạ: the seat lays its melds face up (PlayerAction.lay)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     MELDS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The laying seat. In PlayerAction it may be left 0: the caller's own seat."""
     @_builtins.property
-    def melds(self) -> _containers.RepeatedCompositeFieldContainer[Global___Meld]: ...
+    def melds(self) -> _containers.RepeatedCompositeFieldContainer[Global___Meld]:
+        """The melds laid, in order; CardSent.meld_index counts them from 0."""
+
     def __init__(
         self,
         *,
@@ -753,6 +1017,8 @@ Global___MeldsLaid: _TypeAlias = MeldsLaid  # noqa: Y015
 
 @_typing.final
 class CardSent(_message.Message):
+    """Phỏm gửi: the seat adds one of its cards to another seat's laid meld (PlayerAction.send)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -760,9 +1026,15 @@ class CardSent(_message.Message):
     MELD_INDEX_FIELD_NUMBER: _builtins.int
     CARD_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The sending seat. In PlayerAction it may be left 0: the caller's own seat."""
     to_seat: _builtins.int
+    """The seat whose meld the card joins: another seat that has laid its melds."""
     meld_index: _builtins.int
+    """Which of to_seat's laid melds, from 0 in the order laid (BAD_MELD when it has none
+    of that index).
+    """
     card: _builtins.str
+    """The card sent, one the seat holds."""
     def __init__(
         self,
         *,
@@ -781,6 +1053,10 @@ Global___CardSent: _TypeAlias = CardSent  # noqa: Y015
 
 @_typing.final
 class TableOpened(_message.Message):
+    """The table opens: its first fact ({table_id}-t/1), with its configuration as validated
+    (defaults filled in).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -813,15 +1089,32 @@ class TableOpened(_message.Message):
     BUY_IN_MIN_GOLD_FIELD_NUMBER: _builtins.int
     BUY_IN_MAX_GOLD_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table's id, as the envelope's."""
     game: _builtins.str
+    """The table's game id."""
     stake_gold: _builtins.int
+    """The table stake S, 1..INT64_MAX/1000 (CreateTable's BAD_STAKE otherwise)."""
     fee_bps: _builtins.int
+    """House fee in basis points, 0..1000: the operator's, or the game's default for its mode
+    when none was set.
+    """
     seats_max: _builtins.int
+    """The number of seats, after its default (the game's most players)."""
     owner_player_id: _builtins.str
+    """The player who owns the table, or empty: a table of the house."""
     buy_in_min_gold: _builtins.int
+    """The smallest buy-in JoinTable takes; unset at CreateTable: the stake."""
     buy_in_max_gold: _builtins.int
+    """The largest buy-in JoinTable takes; unset at CreateTable: 100 x the stake (at least
+    buy_in_min_gold).
+    """
     @_builtins.property
-    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The rule options the table was created with, as strings (CreateTable's turn_timeout_s
+        written in as the game's turn_timeout_s option); the defaults are not filled in here
+        (HandStarted.options has every one).
+        """
+
     def __init__(
         self,
         *,
@@ -845,6 +1138,8 @@ Global___TableOpened: _TypeAlias = TableOpened  # noqa: Y015
 
 @_typing.final
 class PlayerSeated(_message.Message):
+    """A player sits down (JoinTable), after the ledger moved their buy-in wallet → escrow."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -853,9 +1148,15 @@ class PlayerSeated(_message.Message):
     GUILD_ID_FIELD_NUMBER: _builtins.int
     LEDGER_TRANSACTION_ID_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat taken, 0..seats_max-1."""
     player_id: _builtins.str
+    """The seated player (player:{player_id} paid the buy-in)."""
     buy_in_gold: _builtins.int
+    """The buy-in moved to escrow:{table_id}:{player_id}: the seat's first stack, within the
+    table's buy-in range. The auditor adds it to the escrow's expected balance.
+    """
     guild_id: _builtins.str
+    """The player's guild, empty for none (SeatInfo.guild_id)."""
     ledger_transaction_id: _builtins.str
     """The ledger transaction that moved the buy-in wallet → escrow."""
     def __init__(
@@ -877,6 +1178,10 @@ Global___PlayerSeated: _TypeAlias = PlayerSeated  # noqa: Y015
 
 @_typing.final
 class PlayerStoodUp(_message.Message):
+    """A player stands up: their stack leaves the table as a cash-out (escrow → wallet), paid
+    once the hand they last played is settled (GetCashOut).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -884,9 +1189,17 @@ class PlayerStoodUp(_message.Message):
     CASH_OUT_GOLD_FIELD_NUMBER: _builtins.int
     LEDGER_TRANSACTION_ID_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat freed."""
     player_id: _builtins.str
+    """The player who stood up."""
     cash_out_gold: _builtins.int
+    """The stack the cash-out pays escrow:{table_id}:{player_id} → player:{player_id}. The
+    auditor takes it from the escrow's expected balance.
+    """
     ledger_transaction_id: _builtins.str
+    """Empty: the fact is written before the cash-out is posted; the cash-out's transaction
+    is CashOut.ledger_transaction_id (GetCashOut).
+    """
     def __init__(
         self,
         *,
@@ -905,10 +1218,13 @@ Global___PlayerStoodUp: _TypeAlias = PlayerStoodUp  # noqa: Y015
 
 @_typing.final
 class TableClosed(_message.Message):
+    """The table is closed for good (CloseTable): its last fact, after every seat stood up."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REASON_FIELD_NUMBER: _builtins.int
     reason: _builtins.str
+    """The operator's reason given to CloseTable (the first one, when asked more than once)."""
     def __init__(
         self,
         *,

@@ -7,7 +7,9 @@ Gold is int64 in minor units. Every transaction's entries sum to zero, so the su
 balances is always zero. Errors carry a google.rpc.ErrorInfo reason (domain "socai"):
 INVALID_ARGUMENT for malformed input; FAILED_PRECONDITION with INSUFFICIENT_FUNDS or
 IDEMPOTENCY_KEY_REUSED, or FENCED (a stale lease holder, see Fence); NOT_FOUND with
-ACCOUNT_NOT_FOUND; ABORTED for a retryable conflict.
+ACCOUNT_NOT_FOUND; PERMISSION_DENIED outside the caller's rules; UNAVAILABLE
+(DATABASE_UNAVAILABLE, OUTBOX_BACKLOG, LEDGER_STOPPING) when the call is to be tried
+again under the same idempotency key (serialization conflicts are retried inside).
 
 Holds: gold of house:bank set aside for a hand in play (a game against the house). An
 account's balance may not fall below the sum of its holds not released (held_gold): the
@@ -40,22 +42,35 @@ class _PostStatus:
 class _PostStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PostStatus.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     POST_STATUS_UNSPECIFIED: _PostStatus.ValueType  # 0
+    """Never sent."""
     POST_STATUS_APPLIED: _PostStatus.ValueType  # 1
     """Applied by this request."""
     POST_STATUS_REPLAYED: _PostStatus.ValueType  # 2
     """Applied earlier under the same key with the same request; the original result."""
     POST_STATUS_REJECTED: _PostStatus.ValueType  # 3
-    """Refused; the refusal is remembered under the key (a retry gets the same answer)."""
+    """Refused (only PostTransactions answers it; the other posting RPCs answer a refusal as
+    their status). A refusal decided against the journal (INSUFFICIENT_FUNDS,
+    ACCOUNT_NOT_FOUND, BALANCE_OVERFLOW) is remembered under the key (a retry gets the same
+    answer); a malformed or forbidden item, a key reused, FENCED or UNAVAILABLE writes
+    nothing under the key.
+    """
 
-class PostStatus(_PostStatus, metaclass=_PostStatusEnumTypeWrapper): ...
+class PostStatus(_PostStatus, metaclass=_PostStatusEnumTypeWrapper):
+    """What became of one posting."""
 
 POST_STATUS_UNSPECIFIED: PostStatus.ValueType  # 0
+"""Never sent."""
 POST_STATUS_APPLIED: PostStatus.ValueType  # 1
 """Applied by this request."""
 POST_STATUS_REPLAYED: PostStatus.ValueType  # 2
 """Applied earlier under the same key with the same request; the original result."""
 POST_STATUS_REJECTED: PostStatus.ValueType  # 3
-"""Refused; the refusal is remembered under the key (a retry gets the same answer)."""
+"""Refused (only PostTransactions answers it; the other posting RPCs answer a refusal as
+their status). A refusal decided against the journal (INSUFFICIENT_FUNDS,
+ACCOUNT_NOT_FOUND, BALANCE_OVERFLOW) is remembered under the key (a retry gets the same
+answer); a malformed or forbidden item, a key reused, FENCED or UNAVAILABLE writes
+nothing under the key.
+"""
 Global___PostStatus: _TypeAlias = PostStatus  # noqa: Y015
 
 class _HoldStatus:
@@ -65,6 +80,7 @@ class _HoldStatus:
 class _HoldStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldStatus.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     HOLD_STATUS_UNSPECIFIED: _HoldStatus.ValueType  # 0
+    """Never sent."""
     HOLD_STATUS_OPEN: _HoldStatus.ValueType  # 1
     """Raised as the hand's bets arrive."""
     HOLD_STATUS_FINAL: _HoldStatus.ValueType  # 2
@@ -72,9 +88,13 @@ class _HoldStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldStatus
     HOLD_STATUS_RELEASED: _HoldStatus.ValueType  # 3
     """Released: by the hand's settlement, by its outcome (nothing to debit), or by an operator."""
 
-class HoldStatus(_HoldStatus, metaclass=_HoldStatusEnumTypeWrapper): ...
+class HoldStatus(_HoldStatus, metaclass=_HoldStatusEnumTypeWrapper):
+    """Where a hold stands. It only moves forward: open → final → released, or straight to
+    released.
+    """
 
 HOLD_STATUS_UNSPECIFIED: HoldStatus.ValueType  # 0
+"""Never sent."""
 HOLD_STATUS_OPEN: HoldStatus.ValueType  # 1
 """Raised as the hand's bets arrive."""
 HOLD_STATUS_FINAL: HoldStatus.ValueType  # 2
@@ -85,6 +105,10 @@ Global___HoldStatus: _TypeAlias = HoldStatus  # noqa: Y015
 
 @_typing.final
 class Account(_message.Message):
+    """An account and its balance projection: in the answers of OpenAccount, GetAccount and
+    ListAccounts.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
@@ -97,14 +121,25 @@ class Account(_message.Message):
     account_id: _builtins.str
     """player:{id} escrow:{table}:{player} house:fees house:bank pot:{table} guild:{id} external:cashier"""
     kind: _builtins.str
+    """The id's first part: player, escrow, house, pot, guild or external."""
     balance_gold: _builtins.int
+    """The account's gold now. Never negative nor below held_gold, except on external:cashier
+    (may_go_negative).
+    """
     version: _builtins.int
     """Increments with every entry on the account."""
     may_go_negative: _builtins.bool
+    """True only for external:cashier, the world outside (its balance falls as gold comes in);
+    set when the account is opened and never changed.
+    """
     held_gold: _builtins.int
     """Gold held for hands in play (holds not released); balance_gold - held_gold is free."""
     @_builtins.property
-    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the account was opened (the ledger database's clock); for house:fees, house:bank
+        and external:cashier, when the journal's migration made them.
+        """
+
     def __init__(
         self,
         *,
@@ -126,10 +161,15 @@ Global___Account: _TypeAlias = Account  # noqa: Y015
 
 @_typing.final
 class OpenAccountRequest(_message.Message):
+    """OpenAccount's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
     account_id: _builtins.str
+    """The account to open: a well-formed id of any kind (INVALID_ARGUMENT BAD_ACCOUNT_ID
+    otherwise). house:fees, house:bank and external:cashier exist already.
+    """
     def __init__(
         self,
         *,
@@ -145,6 +185,8 @@ Global___OpenAccountRequest: _TypeAlias = OpenAccountRequest  # noqa: Y015
 
 @_typing.final
 class OpenAccountResponse(_message.Message):
+    """OpenAccount's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_FIELD_NUMBER: _builtins.int
@@ -152,7 +194,9 @@ class OpenAccountResponse(_message.Message):
     created: _builtins.bool
     """False when the account already existed."""
     @_builtins.property
-    def account(self) -> Global___Account: ...
+    def account(self) -> Global___Account:
+        """The account as it is now (a new one: balance 0, version 0)."""
+
     def __init__(
         self,
         *,
@@ -169,10 +213,13 @@ Global___OpenAccountResponse: _TypeAlias = OpenAccountResponse  # noqa: Y015
 
 @_typing.final
 class GetAccountRequest(_message.Message):
+    """GetAccount's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
     account_id: _builtins.str
+    """A well-formed account id (INVALID_ARGUMENT BAD_ACCOUNT_ID otherwise)."""
     def __init__(
         self,
         *,
@@ -188,11 +235,15 @@ Global___GetAccountRequest: _TypeAlias = GetAccountRequest  # noqa: Y015
 
 @_typing.final
 class GetAccountResponse(_message.Message):
+    """GetAccount's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def account(self) -> Global___Account: ...
+    def account(self) -> Global___Account:
+        """The account as read."""
+
     def __init__(
         self,
         *,
@@ -208,6 +259,8 @@ Global___GetAccountResponse: _TypeAlias = GetAccountResponse  # noqa: Y015
 
 @_typing.final
 class ListAccountsRequest(_message.Message):
+    """ListAccounts' request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     KIND_FIELD_NUMBER: _builtins.int
@@ -215,11 +268,19 @@ class ListAccountsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
-    """Either kind or id_prefix (or neither, for all accounts)."""
+    """Either kind or id_prefix (or neither, for all accounts); both is INVALID_ARGUMENT
+    KIND_AND_PREFIX. A kind is player, escrow, house, pot, guild or external (BAD_KIND).
+    """
     id_prefix: _builtins.str
+    """Only ids that start with this, case-sensitive, e.g. "escrow:t9:" for a table's
+    escrows: at most 200 printable characters (INVALID_ARGUMENT BAD_ID_PREFIX).
+    """
     page_size: _builtins.int
     """At most 1000; 0 means 100."""
     page_token: _builtins.str
+    """next_page_token of the previous page (send the same kind or id_prefix again); empty for
+    the first page. INVALID_ARGUMENT BAD_PAGE_TOKEN for a token this service did not issue.
+    """
     def __init__(
         self,
         *,
@@ -238,13 +299,18 @@ Global___ListAccountsRequest: _TypeAlias = ListAccountsRequest  # noqa: Y015
 
 @_typing.final
 class ListAccountsResponse(_message.Message):
+    """ListAccounts' answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNTS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Pass as page_token for the next page; empty on the last page."""
     @_builtins.property
-    def accounts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Account]: ...
+    def accounts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Account]:
+        """Up to page_size accounts, by account_id ascending (byte order)."""
+
     def __init__(
         self,
         *,
@@ -261,13 +327,24 @@ Global___ListAccountsResponse: _TypeAlias = ListAccountsResponse  # noqa: Y015
 
 @_typing.final
 class EntryInput(_message.Message):
+    """One leg of a TransactionInput: gold credited to or debited from one account."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
     AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
     account_id: _builtins.str
+    """A well-formed account id (INVALID_ARGUMENT BAD_ACCOUNT_ID). It must exist (NOT_FOUND
+    ACCOUNT_NOT_FOUND, remembered under the key) unless open_accounts opens it,
+    and be within the caller's account rules (PERMISSION_DENIED ACCOUNT_NOT_ALLOWED, or
+    EXTERNAL_ACCOUNT_RESERVED for external:cashier from anyone but the cashier or an
+    operator; docs/use/ledger.md).
+    """
     amount_gold: _builtins.int
-    """Signed: positive credits the account, negative debits it."""
+    """Signed: positive credits the account, negative debits it. Never 0 (ZERO_AMOUNT),
+    within ±(2^63 - 1) (AMOUNT_OUT_OF_RANGE). A debit past the account's free gold
+    (balance - held) is INSUFFICIENT_FUNDS, except on external:cashier.
+    """
     def __init__(
         self,
         *,
@@ -284,6 +361,11 @@ Global___EntryInput: _TypeAlias = EntryInput  # noqa: Y015
 
 @_typing.final
 class TransactionInput(_message.Message):
+    """A balanced transaction as a caller asks for it (PostTransaction, PostTransactions). All
+    but idempotency_key make up its request hash (entries sorted by account, metadata by
+    key): the same key with another request is FAILED_PRECONDITION IDEMPOTENCY_KEY_REUSED.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -313,19 +395,36 @@ class TransactionInput(_message.Message):
     METADATA_FIELD_NUMBER: _builtins.int
     OPEN_ACCOUNTS_FIELD_NUMBER: _builtins.int
     idempotency_key: _builtins.str
-    """Required, 1-200 printable characters, e.g. "settle:{hand_id}"."""
+    """Required, 1-200 printable characters, e.g. "settle:{hand_id}".
+    INVALID_ARGUMENT IDEMPOTENCY_KEY_REQUIRED / BAD_IDEMPOTENCY_KEY. Keys are one namespace
+    across callers; settle: is settlement's, join: cashout: refund: the table's
+    (PERMISSION_DENIED IDEMPOTENCY_KEY_RESERVED for anyone else).
+    """
     kind: _builtins.str
-    """A short kind: settlement, buy_in, cash_out, deposit, withdrawal, transfer …"""
+    """A short kind: settlement, buy_in, cash_out, deposit, withdrawal, transfer …
+    1-64 of a-z 0-9 _ . - starting with a letter (INVALID_ARGUMENT BAD_KIND).
+    """
     reference: _builtins.str
-    """What the transaction is about, e.g. a hand id."""
+    """What the transaction is about, e.g. a hand id. At most 200 printable characters, may
+    be empty (INVALID_ARGUMENT BAD_REFERENCE).
+    """
     open_accounts: _builtins.bool
     """Open unknown accounts of well-known kinds (player, escrow, pot, guild) instead of NOT_FOUND."""
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___EntryInput]:
-        """Two or more entries summing to zero; an account appears at most once."""
+        """Two or more entries summing to zero; an account appears at most once.
+        2-256 entries (TOO_FEW_ENTRIES, TOO_MANY_ENTRIES), UNBALANCED_TRANSACTION,
+        DUPLICATE_ACCOUNT; kept in this order (Transaction.entries).
+        """
 
     @_builtins.property
-    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Notes kept with the transaction, e.g. settlement's game, table_id, hand_id, reasons: at
+        most 32 pairs, keys 1-64 of A-Z a-z 0-9 _ . -, values at most 1024 printable characters
+        (INVALID_ARGUMENT BAD_METADATA). A settlement's table_id must be its key's table
+        (PERMISSION_DENIED ACCOUNT_NOT_ALLOWED).
+        """
+
     def __init__(
         self,
         *,
@@ -346,6 +445,10 @@ Global___TransactionInput: _TypeAlias = TransactionInput  # noqa: Y015
 
 @_typing.final
 class Entry(_message.Message):
+    """One leg of an applied transaction as the journal keeps it: in Transaction.entries and
+    ListEntries.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TRANSACTION_ID_FIELD_NUMBER: _builtins.int
@@ -356,14 +459,23 @@ class Entry(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     JOURNAL_SEQ_FIELD_NUMBER: _builtins.int
     transaction_id: _builtins.str
+    """The transaction it belongs to (Transaction.transaction_id)."""
     account_id: _builtins.str
+    """The account it moved."""
     amount_gold: _builtins.int
+    """Signed: positive credited the account, negative debited it; never 0."""
     balance_after_gold: _builtins.int
+    """The account's balance right after this entry (the previous entry's plus amount_gold)."""
     account_version: _builtins.int
+    """The account's version after this entry: its entries are numbered 1, 2, 3 … without
+    gaps (Account.version is the last one).
+    """
     journal_seq: _builtins.int
     """The position of the transaction in the journal (commit order)."""
     @_builtins.property
-    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """The transaction's time (Transaction.created_at)."""
+
     def __init__(
         self,
         *,
@@ -385,6 +497,10 @@ Global___Entry: _TypeAlias = Entry  # noqa: Y015
 
 @_typing.final
 class Transaction(_message.Message):
+    """An applied transaction, as the journal keeps it: in PostResult, GetTransaction and
+    ListTransactions. A refused request has none.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -416,16 +532,32 @@ class Transaction(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     JOURNAL_SEQ_FIELD_NUMBER: _builtins.int
     transaction_id: _builtins.str
+    """The ledger's id for it: a UUID in its 36-character text form, given when it applied."""
     idempotency_key: _builtins.str
+    """The key it was posted under."""
     kind: _builtins.str
+    """As posted (TransactionInput.kind); "deposit", "withdrawal" for Deposit and Withdraw,
+    "transfer" for a Transfer without one.
+    """
     reference: _builtins.str
+    """As posted; may be empty."""
     journal_seq: _builtins.int
+    """Its position in the journal: gapless from 1, in commit order."""
     @_builtins.property
-    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entry]: ...
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entry]:
+        """Its entries in the order they were posted, summing to 0."""
+
     @_builtins.property
-    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """As posted; empty when none."""
+
     @_builtins.property
-    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was applied: the ledger database's clock, read under the journal's lock when
+        its write batch began, so every transaction of one batch shares it and it never
+        decreases with journal_seq.
+        """
+
     def __init__(
         self,
         *,
@@ -448,6 +580,10 @@ Global___Transaction: _TypeAlias = Transaction  # noqa: Y015
 
 @_typing.final
 class PostResult(_message.Message):
+    """The outcome of one posting: in the answers of PostTransaction(s), Deposit, Withdraw and
+    Transfer.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     STATUS_FIELD_NUMBER: _builtins.int
@@ -455,11 +591,17 @@ class PostResult(_message.Message):
     ERROR_REASON_FIELD_NUMBER: _builtins.int
     ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
     status: Global___PostStatus.ValueType
+    """APPLIED or REPLAYED; REJECTED only in PostTransactionsResponse."""
     error_reason: _builtins.str
     """For REJECTED: the reason (INSUFFICIENT_FUNDS, ACCOUNT_NOT_FOUND, IDEMPOTENCY_KEY_REUSED …)"""
     error_message: _builtins.str
+    """For REJECTED: what was wrong, in words (at most 512 characters); empty otherwise."""
     @_builtins.property
-    def transaction(self) -> Global___Transaction: ...
+    def transaction(self) -> Global___Transaction:
+        """The transaction applied (for REPLAYED the original: same id, time and journal_seq);
+        unset for REJECTED.
+        """
+
     def __init__(
         self,
         *,
@@ -478,11 +620,15 @@ Global___PostResult: _TypeAlias = PostResult  # noqa: Y015
 
 @_typing.final
 class PostTransactionRequest(_message.Message):
+    """PostTransaction's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TRANSACTION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def transaction(self) -> Global___TransactionInput: ...
+    def transaction(self) -> Global___TransactionInput:
+        """The transaction to post (TransactionInput says what is checked)."""
+
     def __init__(
         self,
         *,
@@ -498,11 +644,18 @@ Global___PostTransactionRequest: _TypeAlias = PostTransactionRequest  # noqa: Y0
 
 @_typing.final
 class PostTransactionResponse(_message.Message):
+    """PostTransaction's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> Global___PostResult: ...
+    def result(self) -> Global___PostResult:
+        """APPLIED or REPLAYED. A refusal is the call's status instead, e.g. FAILED_PRECONDITION
+        INSUFFICIENT_FUNDS (ErrorInfo metadata remembered=true when it repeats an earlier
+        refusal under the key); after UNAVAILABLE retry under the same key (the one outcome).
+        """
+
     def __init__(
         self,
         *,
@@ -518,13 +671,17 @@ Global___PostTransactionResponse: _TypeAlias = PostTransactionResponse  # noqa: 
 
 @_typing.final
 class PostTransactionsRequest(_message.Message):
+    """PostTransactions' request: up to 1,000 transactions (settlement posts many hands a call)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TRANSACTIONS_FIELD_NUMBER: _builtins.int
     FENCE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TransactionInput]:
-        """At most 1000 transactions. Empty only with a fence: then the request is a claim."""
+        """At most 1000 transactions. Empty only with a fence: then the request is a claim.
+        INVALID_ARGUMENT EMPTY_BATCH, BATCH_TOO_LARGE for the whole call.
+        """
 
     @_builtins.property
     def fence(self) -> Global___Fence:
@@ -564,11 +721,15 @@ class Fence(_message.Message):
     PARTITION_FIELD_NUMBER: _builtins.int
     TOKEN_FIELD_NUMBER: _builtins.int
     scope: _builtins.str
-    """What the partitions belong to, e.g. "settlement": 1-64 printable characters."""
+    """What the partitions belong to, e.g. "settlement": 1-64 printable characters
+    (INVALID_ARGUMENT BAD_FENCE_SCOPE).
+    """
     partition: _builtins.int
-    """The partition of the event log, 0-1023."""
+    """The partition of the event log, 0-1023 (BAD_FENCE_PARTITION)."""
     token: _builtins.int
-    """The lease's fencing token, > 0. Equal tokens pass (one holder posts many times)."""
+    """The lease's fencing token, > 0 (BAD_FENCE_TOKEN). Equal tokens pass (one holder posts
+    many times).
+    """
     def __init__(
         self,
         *,
@@ -586,6 +747,10 @@ Global___Fence: _TypeAlias = Fence  # noqa: Y015
 
 @_typing.final
 class PostTransactionsResponse(_message.Message):
+    """PostTransactions' answer. A malformed, forbidden or refused item is a REJECTED result of
+    its own, the others unaffected.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RESULTS_FIELD_NUMBER: _builtins.int
@@ -608,6 +773,10 @@ Global___PostTransactionsResponse: _TypeAlias = PostTransactionsResponse  # noqa
 
 @_typing.final
 class DepositRequest(_message.Message):
+    """Deposit's request: gold from the world outside (external:cashier) into a player's wallet,
+    kind "deposit"; the first deposit opens the wallet.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
@@ -615,9 +784,20 @@ class DepositRequest(_message.Message):
     AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
     REFERENCE_FIELD_NUMBER: _builtins.int
     idempotency_key: _builtins.str
+    """Required, 1-200 printable characters, e.g. the cashier's ticket
+    (IDEMPOTENCY_KEY_REQUIRED, BAD_IDEMPOTENCY_KEY); not under a reserved prefix (settle:
+    join: cashout: refund:, PERMISSION_DENIED IDEMPOTENCY_KEY_RESERVED).
+    """
     player_id: _builtins.str
+    """The player's id without "player:" (the wallet is player:{player_id}): 1-64 of
+    A-Z a-z 0-9 _ . - @, not dots alone (INVALID_ARGUMENT BAD_ACCOUNT_ID).
+    """
     amount_gold: _builtins.int
+    """Gold credited to the wallet, > 0 (ZERO_AMOUNT, NEGATIVE_AMOUNT)."""
     reference: _builtins.str
+    """What the deposit is about, e.g. a bank transfer: at most 200 printable characters, may
+    be empty (BAD_REFERENCE).
+    """
     def __init__(
         self,
         *,
@@ -636,11 +816,15 @@ Global___DepositRequest: _TypeAlias = DepositRequest  # noqa: Y015
 
 @_typing.final
 class DepositResponse(_message.Message):
+    """Deposit's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> Global___PostResult: ...
+    def result(self) -> Global___PostResult:
+        """APPLIED or REPLAYED; a refusal is the call's status."""
+
     def __init__(
         self,
         *,
@@ -656,6 +840,10 @@ Global___DepositResponse: _TypeAlias = DepositResponse  # noqa: Y015
 
 @_typing.final
 class WithdrawRequest(_message.Message):
+    """Withdraw's request: gold from a player's wallet to the world outside (external:cashier),
+    kind "withdrawal".
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
@@ -663,9 +851,19 @@ class WithdrawRequest(_message.Message):
     AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
     REFERENCE_FIELD_NUMBER: _builtins.int
     idempotency_key: _builtins.str
+    """As DepositRequest.idempotency_key."""
     player_id: _builtins.str
+    """The player's id without "player:", as DepositRequest.player_id. The wallet must exist
+    (NOT_FOUND ACCOUNT_NOT_FOUND, remembered under the key).
+    """
     amount_gold: _builtins.int
+    """Gold debited from the wallet, > 0 (ZERO_AMOUNT, NEGATIVE_AMOUNT), at most its balance
+    (FAILED_PRECONDITION INSUFFICIENT_FUNDS, remembered under the key).
+    """
     reference: _builtins.str
+    """What the withdrawal is about: at most 200 printable characters, may be empty
+    (BAD_REFERENCE).
+    """
     def __init__(
         self,
         *,
@@ -684,11 +882,15 @@ Global___WithdrawRequest: _TypeAlias = WithdrawRequest  # noqa: Y015
 
 @_typing.final
 class WithdrawResponse(_message.Message):
+    """Withdraw's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> Global___PostResult: ...
+    def result(self) -> Global___PostResult:
+        """APPLIED or REPLAYED; a refusal is the call's status."""
+
     def __init__(
         self,
         *,
@@ -704,6 +906,11 @@ Global___WithdrawResponse: _TypeAlias = WithdrawResponse  # noqa: Y015
 
 @_typing.final
 class TransferRequest(_message.Message):
+    """Transfer's request: amount_gold from one account to another as a two-entry transaction,
+    under the caller's account and key rules as for PostTransaction (an operator funds
+    house:bank from external:cashier this way).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -735,14 +942,30 @@ class TransferRequest(_message.Message):
     METADATA_FIELD_NUMBER: _builtins.int
     OPEN_ACCOUNTS_FIELD_NUMBER: _builtins.int
     idempotency_key: _builtins.str
+    """As TransactionInput.idempotency_key."""
     from_account_id: _builtins.str
+    """The account debited: a well-formed id (BAD_ACCOUNT_ID) other than to_account_id
+    (SAME_ACCOUNT). It must hold the amount free (INSUFFICIENT_FUNDS) unless it is
+    external:cashier.
+    """
     to_account_id: _builtins.str
+    """The account credited: a well-formed id; NOT_FOUND ACCOUNT_NOT_FOUND unless it exists
+    or open_accounts opens it.
+    """
     amount_gold: _builtins.int
+    """Gold moved, > 0 (ZERO_AMOUNT, NEGATIVE_AMOUNT)."""
     kind: _builtins.str
+    """The transaction's kind, "transfer" when empty; else 1-64 of a-z 0-9 _ . - starting with
+    a letter (BAD_KIND), e.g. the table's cash_out or buy_in_refund.
+    """
     reference: _builtins.str
+    """As TransactionInput.reference."""
     open_accounts: _builtins.bool
+    """As TransactionInput.open_accounts."""
     @_builtins.property
-    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """As TransactionInput.metadata."""
+
     def __init__(
         self,
         *,
@@ -765,11 +988,15 @@ Global___TransferRequest: _TypeAlias = TransferRequest  # noqa: Y015
 
 @_typing.final
 class TransferResponse(_message.Message):
+    """Transfer's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RESULT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> Global___PostResult: ...
+    def result(self) -> Global___PostResult:
+        """APPLIED or REPLAYED; a refusal is the call's status."""
+
     def __init__(
         self,
         *,
@@ -785,13 +1012,20 @@ Global___TransferResponse: _TypeAlias = TransferResponse  # noqa: Y015
 
 @_typing.final
 class GetTransactionRequest(_message.Message):
+    """GetTransaction's request: exactly one of the two (INVALID_ARGUMENT ONE_OF_ID_OR_KEY)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TRANSACTION_ID_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     transaction_id: _builtins.str
-    """Either the id or the idempotency key."""
+    """Either the id or the idempotency key.
+    The id is Transaction.transaction_id, a UUID (INVALID_ARGUMENT BAD_TRANSACTION_ID).
+    """
     idempotency_key: _builtins.str
+    """The key it was posted under (1-200 printable characters). A key whose request was
+    refused is NOT_FOUND TRANSACTION_NOT_FOUND too, with ErrorInfo metadata refused_reason.
+    """
     def __init__(
         self,
         *,
@@ -808,11 +1042,15 @@ Global___GetTransactionRequest: _TypeAlias = GetTransactionRequest  # noqa: Y015
 
 @_typing.final
 class GetTransactionResponse(_message.Message):
+    """GetTransaction's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TRANSACTION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def transaction(self) -> Global___Transaction: ...
+    def transaction(self) -> Global___Transaction:
+        """The applied transaction with all its entries."""
+
     def __init__(
         self,
         *,
@@ -828,15 +1066,23 @@ Global___GetTransactionResponse: _TypeAlias = GetTransactionResponse  # noqa: Y0
 
 @_typing.final
 class ListEntriesRequest(_message.Message):
+    """ListEntries' request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     account_id: _builtins.str
+    """The account whose statement this is: well-formed (BAD_ACCOUNT_ID) and existing
+    (NOT_FOUND ACCOUNT_NOT_FOUND).
+    """
     page_size: _builtins.int
     """At most 1000; 0 means 100."""
     page_token: _builtins.str
+    """next_page_token of the previous page of the same account's statement (BAD_PAGE_TOKEN
+    for another's, or one this service did not issue); empty for the newest entries.
+    """
     def __init__(
         self,
         *,
@@ -854,13 +1100,18 @@ Global___ListEntriesRequest: _TypeAlias = ListEntriesRequest  # noqa: Y015
 
 @_typing.final
 class ListEntriesResponse(_message.Message):
+    """ListEntries' answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTRIES_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Pass as page_token for older entries; empty when none are left."""
     @_builtins.property
-    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entry]: ...
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___Entry]:
+        """Up to page_size entries, newest first (account_version descending)."""
+
     def __init__(
         self,
         *,
@@ -877,17 +1128,25 @@ Global___ListEntriesResponse: _TypeAlias = ListEntriesResponse  # noqa: Y015
 
 @_typing.final
 class GetBalanceAtRequest(_message.Message):
+    """GetBalanceAt's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
     TRANSACTION_ID_FIELD_NUMBER: _builtins.int
     TIME_FIELD_NUMBER: _builtins.int
     account_id: _builtins.str
+    """A well-formed (BAD_ACCOUNT_ID), existing account (NOT_FOUND ACCOUNT_NOT_FOUND)."""
     transaction_id: _builtins.str
-    """The balance right after this transaction committed."""
+    """The balance right after this transaction committed.
+    Any applied transaction, not only the account's: a UUID (BAD_TRANSACTION_ID); NOT_FOUND
+    TRANSACTION_NOT_FOUND when it is not in the journal.
+    """
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp:
-        """The balance at this time."""
+        """The balance at this time.
+        Entries made at or before it count; 0001-9999, nanos 0..999,999,999 (BAD_TIME).
+        """
 
     def __init__(
         self,
@@ -908,12 +1167,16 @@ Global___GetBalanceAtRequest: _TypeAlias = GetBalanceAtRequest  # noqa: Y015
 
 @_typing.final
 class GetBalanceAtResponse(_message.Message):
+    """GetBalanceAt's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     BALANCE_GOLD_FIELD_NUMBER: _builtins.int
     ACCOUNT_VERSION_FIELD_NUMBER: _builtins.int
     balance_gold: _builtins.int
+    """The account's balance at that point; 0 when it had no entry yet."""
     account_version: _builtins.int
+    """The account's version at that point (its last entry's account_version); 0 when none."""
     def __init__(
         self,
         *,
@@ -930,6 +1193,8 @@ Global___GetBalanceAtResponse: _TypeAlias = GetBalanceAtResponse  # noqa: Y015
 
 @_typing.final
 class VerifyJournalRequest(_message.Message):
+    """VerifyJournal's request: no parameters (the whole journal is checked)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -945,6 +1210,8 @@ Global___VerifyJournalRequest: _TypeAlias = VerifyJournalRequest  # noqa: Y015
 
 @_typing.final
 class Mismatch(_message.Message):
+    """One thing VerifyJournal found wrong; detail says what."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
@@ -952,9 +1219,20 @@ class Mismatch(_message.Message):
     COMPUTED_BALANCE_GOLD_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
     account_id: _builtins.str
+    """The account concerned; empty for a transaction whose entries do not balance (detail
+    names the transaction and its journal_seq).
+    """
     stored_balance_gold: _builtins.int
+    """What is stored: the account's balance, or an entry's balance_after for a broken chain;
+    0 for an unbalanced transaction or entries on a missing account.
+    """
     computed_balance_gold: _builtins.int
+    """What the entries say: the sum of the account's entries, the previous balance_after plus
+    the entry's amount, or the sum of the transaction's (or the missing account's) entries;
+    clamped to int64. For a holds mismatch both figures are the balance.
+    """
     detail: _builtins.str
+    """Every disagreement found, in words, e.g. "balance 5 but entries sum to 7"."""
     def __init__(
         self,
         *,
@@ -973,6 +1251,8 @@ Global___Mismatch: _TypeAlias = Mismatch  # noqa: Y015
 
 @_typing.final
 class VerifyJournalResponse(_message.Message):
+    """VerifyJournal's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     OK_FIELD_NUMBER: _builtins.int
@@ -980,10 +1260,15 @@ class VerifyJournalResponse(_message.Message):
     ENTRIES_CHECKED_FIELD_NUMBER: _builtins.int
     MISMATCHES_FIELD_NUMBER: _builtins.int
     ok: _builtins.bool
+    """True when no mismatch was found."""
     accounts_checked: _builtins.int
+    """Accounts in the snapshot checked."""
     entries_checked: _builtins.int
+    """Entries in the snapshot checked."""
     @_builtins.property
-    def mismatches(self) -> _containers.RepeatedCompositeFieldContainer[Global___Mismatch]: ...
+    def mismatches(self) -> _containers.RepeatedCompositeFieldContainer[Global___Mismatch]:
+        """What disagrees, at most 1,000 (the rest are not listed; fix and run again)."""
+
     def __init__(
         self,
         *,
@@ -1002,6 +1287,8 @@ Global___VerifyJournalResponse: _TypeAlias = VerifyJournalResponse  # noqa: Y015
 
 @_typing.final
 class TrialBalanceRequest(_message.Message):
+    """TrialBalance's request: no parameters."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -1017,14 +1304,21 @@ Global___TrialBalanceRequest: _TypeAlias = TrialBalanceRequest  # noqa: Y015
 
 @_typing.final
 class KindTotal(_message.Message):
+    """The accounts of one kind, in TrialBalanceResponse."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     KIND_FIELD_NUMBER: _builtins.int
     BALANCE_GOLD_FIELD_NUMBER: _builtins.int
     ACCOUNTS_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
+    """player, escrow, house, pot, guild or external."""
     balance_gold: _builtins.int
+    """The sum of their balances, clamped to int64. With the total at 0, external's is minus
+    what all the other kinds hold.
+    """
     accounts: _builtins.int
+    """How many accounts of this kind exist."""
     def __init__(
         self,
         *,
@@ -1042,6 +1336,8 @@ Global___KindTotal: _TypeAlias = KindTotal  # noqa: Y015
 
 @_typing.final
 class TrialBalanceResponse(_message.Message):
+    """TrialBalance's answer, read in one snapshot."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TOTAL_GOLD_FIELD_NUMBER: _builtins.int
@@ -1049,7 +1345,9 @@ class TrialBalanceResponse(_message.Message):
     total_gold: _builtins.int
     """Must be 0."""
     @_builtins.property
-    def kinds(self) -> _containers.RepeatedCompositeFieldContainer[Global___KindTotal]: ...
+    def kinds(self) -> _containers.RepeatedCompositeFieldContainer[Global___KindTotal]:
+        """One per kind with at least one account, in kind order."""
+
     def __init__(
         self,
         *,
@@ -1066,6 +1364,8 @@ Global___TrialBalanceResponse: _TypeAlias = TrialBalanceResponse  # noqa: Y015
 
 @_typing.final
 class ListTransactionsRequest(_message.Message):
+    """ListTransactions' request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
@@ -1087,7 +1387,11 @@ class ListTransactionsRequest(_message.Message):
         """
 
     @_builtins.property
-    def until(self) -> _timestamp_pb2.Timestamp: ...
+    def until(self) -> _timestamp_pb2.Timestamp:
+        """The period's end, excluded. INVALID_ARGUMENT BAD_PERIOD when it is not after since,
+        BAD_TIME for either outside 0001-9999.
+        """
+
     def __init__(
         self,
         *,
@@ -1106,6 +1410,8 @@ Global___ListTransactionsRequest: _TypeAlias = ListTransactionsRequest  # noqa: 
 
 @_typing.final
 class ListTransactionsResponse(_message.Message):
+    """ListTransactions' answer: one page of the journal."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TRANSACTIONS_FIELD_NUMBER: _builtins.int
@@ -1163,6 +1469,7 @@ class JournalPageSeal(_message.Message):
     to after_seq for an empty page).
     """
     last_seq: _builtins.int
+    """The journal_seq of the page's last transaction (after_seq for an empty page)."""
     more: _builtins.bool
     """False when nothing of the period follows this page (the listing is complete)."""
     key_id: _builtins.str
@@ -1176,7 +1483,9 @@ class JournalPageSeal(_message.Message):
         """The period asked for (unset: open)."""
 
     @_builtins.property
-    def until(self) -> _timestamp_pb2.Timestamp: ...
+    def until(self) -> _timestamp_pb2.Timestamp:
+        """The period's end asked for (unset: open)."""
+
     @_builtins.property
     def transaction_digests(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """For each transaction of the page in order (journal_seq after_seq + 1 … last_seq): the
@@ -1206,6 +1515,10 @@ Global___JournalPageSeal: _TypeAlias = JournalPageSeal  # noqa: Y015
 
 @_typing.final
 class Hold(_message.Message):
+    """Gold of an account set aside for one hand: in the answers of Hold, FinalizeHold,
+    ReleaseHold and ListHolds. Released holds are kept.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
@@ -1219,11 +1532,13 @@ class Hold(_message.Message):
     RELEASE_TRANSACTION_ID_FIELD_NUMBER: _builtins.int
     RELEASE_REASON_FIELD_NUMBER: _builtins.int
     account_id: _builtins.str
+    """The account held: house:bank (the only one holds apply to)."""
     hand_id: _builtins.str
     """{table_id}-h{n}"""
     amount_gold: _builtins.int
     """What is held; a released hold keeps what it held until it was released."""
     status: Global___HoldStatus.ValueType
+    """Open, final or released."""
     released_by: _builtins.str
     """settlement, outcome or operator."""
     release_transaction_id: _builtins.str
@@ -1231,11 +1546,17 @@ class Hold(_message.Message):
     release_reason: _builtins.str
     """The operator's reason."""
     @_builtins.property
-    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the hand's first Hold made it (the ledger database's clock)."""
+
     @_builtins.property
-    def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    def updated_at(self) -> _timestamp_pb2.Timestamp:
+        """When it last changed."""
+
     @_builtins.property
-    def released_at(self) -> _timestamp_pb2.Timestamp: ...
+    def released_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was released; unset while open or final."""
+
     def __init__(
         self,
         *,
@@ -1260,16 +1581,24 @@ Global___Hold: _TypeAlias = Hold  # noqa: Y015
 
 @_typing.final
 class HoldRequest(_message.Message):
+    """Hold's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
     HAND_ID_FIELD_NUMBER: _builtins.int
     AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
     account_id: _builtins.str
-    """house:bank"""
+    """house:bank
+    The only account held: PERMISSION_DENIED ACCOUNT_NOT_ALLOWED for another,
+    INVALID_ARGUMENT BAD_ACCOUNT_ID for a malformed id.
+    """
     hand_id: _builtins.str
+    """The hand, {table_id}-h{n} (INVALID_ARGUMENT BAD_HAND_ID)."""
     amount_gold: _builtins.int
-    """The hand's worst case now, > 0."""
+    """The hand's worst case now, > 0.
+    ZERO_AMOUNT, NEGATIVE_AMOUNT otherwise.
+    """
     def __init__(
         self,
         *,
@@ -1287,6 +1616,8 @@ Global___HoldRequest: _TypeAlias = HoldRequest  # noqa: Y015
 
 @_typing.final
 class HoldResponse(_message.Message):
+    """Hold's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HOLD_FIELD_NUMBER: _builtins.int
@@ -1294,7 +1625,9 @@ class HoldResponse(_message.Message):
     free_gold: _builtins.int
     """The account's free gold after the call (balance - held)."""
     @_builtins.property
-    def hold(self) -> Global___Hold: ...
+    def hold(self) -> Global___Hold:
+        """The hold after the call (unchanged when it already held as much)."""
+
     def __init__(
         self,
         *,
@@ -1311,15 +1644,23 @@ Global___HoldResponse: _TypeAlias = HoldResponse  # noqa: Y015
 
 @_typing.final
 class FinalizeHoldRequest(_message.Message):
+    """FinalizeHold's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
     HAND_ID_FIELD_NUMBER: _builtins.int
     AMOUNT_GOLD_FIELD_NUMBER: _builtins.int
     account_id: _builtins.str
+    """house:bank, as HoldRequest.account_id."""
     hand_id: _builtins.str
+    """The hand, {table_id}-h{n} (BAD_HAND_ID); NOT_FOUND HOLD_NOT_FOUND when it holds
+    nothing of the account.
+    """
     amount_gold: _builtins.int
-    """What the hand's settlement will debit the account, >= 0."""
+    """What the hand's settlement will debit the account, >= 0.
+    NEGATIVE_AMOUNT otherwise.
+    """
     def __init__(
         self,
         *,
@@ -1337,13 +1678,20 @@ Global___FinalizeHoldRequest: _TypeAlias = FinalizeHoldRequest  # noqa: Y015
 
 @_typing.final
 class FinalizeHoldResponse(_message.Message):
+    """FinalizeHold's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HOLD_FIELD_NUMBER: _builtins.int
     FREE_GOLD_FIELD_NUMBER: _builtins.int
     free_gold: _builtins.int
+    """The account's free gold after the call (balance - held)."""
     @_builtins.property
-    def hold(self) -> Global___Hold: ...
+    def hold(self) -> Global___Hold:
+        """The hold after the call: final at the lesser of what it held and amount_gold, released
+        (released_by outcome) for 0, or as it was when already released.
+        """
+
     def __init__(
         self,
         *,
@@ -1360,15 +1708,23 @@ Global___FinalizeHoldResponse: _TypeAlias = FinalizeHoldResponse  # noqa: Y015
 
 @_typing.final
 class ReleaseHoldRequest(_message.Message):
+    """ReleaseHold's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
     HAND_ID_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     account_id: _builtins.str
+    """house:bank, as HoldRequest.account_id."""
     hand_id: _builtins.str
+    """The hand, {table_id}-h{n} (BAD_HAND_ID); NOT_FOUND HOLD_NOT_FOUND when it holds
+    nothing of the account.
+    """
     reason: _builtins.str
-    """Why the hand will never settle: 1-200 printable characters."""
+    """Why the hand will never settle: 1-200 printable characters.
+    Trimmed; INVALID_ARGUMENT BAD_REASON otherwise. Kept as Hold.release_reason.
+    """
     def __init__(
         self,
         *,
@@ -1386,13 +1742,20 @@ Global___ReleaseHoldRequest: _TypeAlias = ReleaseHoldRequest  # noqa: Y015
 
 @_typing.final
 class ReleaseHoldResponse(_message.Message):
+    """ReleaseHold's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HOLD_FIELD_NUMBER: _builtins.int
     FREE_GOLD_FIELD_NUMBER: _builtins.int
     free_gold: _builtins.int
+    """The account's free gold after the call (balance - held)."""
     @_builtins.property
-    def hold(self) -> Global___Hold: ...
+    def hold(self) -> Global___Hold:
+        """The hold after the call: released by the operator, or as it was when already released
+        (this call's reason is then not kept).
+        """
+
     def __init__(
         self,
         *,
@@ -1409,6 +1772,8 @@ Global___ReleaseHoldResponse: _TypeAlias = ReleaseHoldResponse  # noqa: Y015
 
 @_typing.final
 class ListHoldsRequest(_message.Message):
+    """ListHolds' request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
@@ -1416,10 +1781,17 @@ class ListHoldsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     account_id: _builtins.str
+    """The account whose holds to list (house:bank): a well-formed id (BAD_ACCOUNT_ID); an
+    account without holds, or that does not exist, lists nothing.
+    """
     include_released: _builtins.bool
+    """Also list released holds; false lists open and final ones only."""
     page_size: _builtins.int
     """At most 1000; 0 means 100."""
     page_token: _builtins.str
+    """next_page_token of the previous page (send the same account_id and include_released);
+    empty for the first page. BAD_PAGE_TOKEN for a token this service did not issue.
+    """
     def __init__(
         self,
         *,
@@ -1438,13 +1810,18 @@ Global___ListHoldsRequest: _TypeAlias = ListHoldsRequest  # noqa: Y015
 
 @_typing.final
 class ListHoldsResponse(_message.Message):
+    """ListHolds' answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HOLDS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Pass as page_token for the next page; empty on the last page."""
     @_builtins.property
-    def holds(self) -> _containers.RepeatedCompositeFieldContainer[Global___Hold]: ...
+    def holds(self) -> _containers.RepeatedCompositeFieldContainer[Global___Hold]:
+        """Up to page_size holds by hand_id ascending, as text (t1-h10 comes before t1-h9)."""
+
     def __init__(
         self,
         *,

@@ -26,7 +26,13 @@ if _version_not_supported:
 
 
 class LedgerServiceStub:
-    """Missing associated documentation comment in .proto file."""
+    """The ledger service (`python -m socai_ledger`, docs/use/ledger.md). Callers authenticate
+    with a bearer token that names them (SOCAI_TOKENS: table, settlement, backend, cashier,
+    operator, auditor): a missing or unknown token is UNAUTHENTICATED, a method outside the
+    caller's allow-list (given on each RPC below) PERMISSION_DENIED, reason PERMISSION_DENIED.
+    Every write is idempotent (postings by idempotency key, holds by hand); the reads answer
+    from the database as it is at the call. Reason codes: docs/api/reason-codes.md.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -127,23 +133,33 @@ class LedgerServiceStub:
 
 
 class LedgerServiceServicer:
-    """Missing associated documentation comment in .proto file."""
+    """The ledger service (`python -m socai_ledger`, docs/use/ledger.md). Callers authenticate
+    with a bearer token that names them (SOCAI_TOKENS: table, settlement, backend, cashier,
+    operator, auditor): a missing or unknown token is UNAUTHENTICATED, a method outside the
+    caller's allow-list (given on each RPC below) PERMISSION_DENIED, reason PERMISSION_DENIED.
+    Every write is idempotent (postings by idempotency key, holds by hand); the reads answer
+    from the database as it is at the call. Reason codes: docs/api/reason-codes.md.
+    """
 
     def OpenAccount(self, request, context):
         """Open an account; opening an existing account with the same kind is a no-op.
+        Callers: table, settlement, backend, cashier, operator. Idempotent (created says which
+        call opened it). INVALID_ARGUMENT BAD_ACCOUNT_ID for a malformed id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetAccount(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One account with its balance, version and held gold. Any authenticated caller.
+        NOT_FOUND ACCOUNT_NOT_FOUND when it was never opened.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListAccounts(self, request, context):
-        """Accounts by kind or id prefix, ordered by id, paginated.
+        """Accounts by kind or id prefix, ordered by id, paginated. Any authenticated caller.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -151,6 +167,8 @@ class LedgerServiceServicer:
 
     def PostTransaction(self, request, context):
         """One balanced transaction, applied atomically; idempotent by idempotency_key.
+        Callers: table, settlement, backend, each within its account and key rules
+        (PERMISSION_DENIED otherwise, nothing written). A refusal is the call's status.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -158,61 +176,68 @@ class LedgerServiceServicer:
 
     def PostTransactions(self, request, context):
         """Many transactions, each atomic on its own, a result per item (the settlement path).
+        Callers: table, settlement, backend (each within its rules; a fence from settlement
+        only, else PERMISSION_DENIED FENCE_NOT_ALLOWED). Idempotent item by item.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Deposit(self, request, context):
-        """external:cashier → player wallet.
+        """external:cashier → player wallet. Callers: cashier, operator. Idempotent by key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Withdraw(self, request, context):
-        """player wallet → external:cashier.
+        """player wallet → external:cashier. Callers: cashier, operator. Idempotent by key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Transfer(self, request, context):
-        """A two-leg transfer between any two accounts.
+        """A two-leg transfer between any two accounts. Callers: table, settlement, backend
+        (within their account rules), cashier, operator. Idempotent by key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetTransaction(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One applied transaction with its entries, by id or by idempotency key. Any
+        authenticated caller. NOT_FOUND TRANSACTION_NOT_FOUND when the journal has none.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListEntries(self, request, context):
-        """An account statement, newest first, cursor pagination.
+        """An account statement, newest first, cursor pagination. Any authenticated caller.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetBalanceAt(self, request, context):
-        """An account's balance as of a transaction or a time.
+        """An account's balance as of a transaction or a time. Any authenticated caller.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def VerifyJournal(self, request, context):
-        """Recompute every balance from the entries and list mismatches.
+        """Recompute every balance from the entries and list mismatches, in one snapshot; writes
+        nothing. Callers: auditor, operator, settlement, backend.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def TrialBalance(self, request, context):
-        """The sum of all balances (must be 0).
+        """The sum of all balances (must be 0), and per account kind; writes nothing. Callers:
+        auditor, operator, settlement, backend.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -221,6 +246,7 @@ class LedgerServiceServicer:
     def ListTransactions(self, request, context):
         """The journal in commit order (journal_seq ascending), applied transactions with their
         entries, paginated: what `socai ledger export` writes for an offline audit.
+        Callers: auditor, operator.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -232,7 +258,7 @@ class LedgerServiceServicer:
         FAILED_PRECONDITION BANKER_CAPACITY when the account's free gold (balance - held) cannot
         cover the increase (ErrorInfo metadata: account_id, free_gold, needed_gold, held_gold,
         balance_gold), HOLD_RELEASED when the hand's hold was released, HOLD_FINAL when its
-        outcome fixed it lower. Nothing is written on a refusal.
+        outcome fixed it lower. Nothing is written on a refusal. Caller: table.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -240,7 +266,8 @@ class LedgerServiceServicer:
 
     def FinalizeHold(self, request, context):
         """The hand's outcome is known: its hold becomes what its settlement will debit the account
-        (at most what it holds) and no longer grows; 0 releases it. Idempotent.
+        (at most what it holds) and no longer grows; 0 releases it. Idempotent. Caller: table.
+        NOT_FOUND HOLD_NOT_FOUND when the hand holds nothing of the account.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -248,13 +275,15 @@ class LedgerServiceServicer:
 
     def ReleaseHold(self, request, context):
         """Release the hold of a hand that will never settle (the operator). Idempotent.
+        Caller: operator (`socai ledger release-hold`). NOT_FOUND HOLD_NOT_FOUND as above.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListHolds(self, request, context):
-        """An account's holds by hand id, not released ones only unless asked, paginated.
+        """An account's holds by hand id, not released ones only unless asked, paginated. Any
+        authenticated caller.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -362,7 +391,13 @@ def add_LedgerServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class LedgerService:
-    """Missing associated documentation comment in .proto file."""
+    """The ledger service (`python -m socai_ledger`, docs/use/ledger.md). Callers authenticate
+    with a bearer token that names them (SOCAI_TOKENS: table, settlement, backend, cashier,
+    operator, auditor): a missing or unknown token is UNAUTHENTICATED, a method outside the
+    caller's allow-list (given on each RPC below) PERMISSION_DENIED, reason PERMISSION_DENIED.
+    Every write is idempotent (postings by idempotency key, holds by hand); the reads answer
+    from the database as it is at the call. Reason codes: docs/api/reason-codes.md.
+    """
 
     @staticmethod
     def OpenAccount(request,

@@ -7,7 +7,9 @@ Gold is int64 in minor units. Every transaction's entries sum to zero, so the su
 balances is always zero. Errors carry a google.rpc.ErrorInfo reason (domain "socai"):
 INVALID_ARGUMENT for malformed input; FAILED_PRECONDITION with INSUFFICIENT_FUNDS or
 IDEMPOTENCY_KEY_REUSED, or FENCED (a stale lease holder, see Fence); NOT_FOUND with
-ACCOUNT_NOT_FOUND; ABORTED for a retryable conflict.
+ACCOUNT_NOT_FOUND; PERMISSION_DENIED outside the caller's rules; UNAVAILABLE
+(DATABASE_UNAVAILABLE, OUTBOX_BACKLOG, LEDGER_STOPPING) when the call is to be tried
+again under the same idempotency key (serialization conflicts are retried inside).
 
 Holds: gold of house:bank set aside for a hand in play (a game against the house). An
 account's balance may not fall below the sum of its holds not released (held_gold): the
@@ -40,37 +42,67 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class LedgerServiceStub:
+    """The ledger service (`python -m socai_ledger`, docs/use/ledger.md). Callers authenticate
+    with a bearer token that names them (SOCAI_TOKENS: table, settlement, backend, cashier,
+    operator, auditor): a missing or unknown token is UNAUTHENTICATED, a method outside the
+    caller's allow-list (given on each RPC below) PERMISSION_DENIED, reason PERMISSION_DENIED.
+    Every write is idempotent (postings by idempotency key, holds by hand); the reads answer
+    from the database as it is at the call. Reason codes: docs/api/reason-codes.md.
+    """
+
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> LedgerServiceAsyncStub: ...
     OpenAccount: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.OpenAccountRequest, _ledger_pb2.OpenAccountResponse]
-    """Open an account; opening an existing account with the same kind is a no-op."""
+    """Open an account; opening an existing account with the same kind is a no-op.
+    Callers: table, settlement, backend, cashier, operator. Idempotent (created says which
+    call opened it). INVALID_ARGUMENT BAD_ACCOUNT_ID for a malformed id.
+    """
     GetAccount: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.GetAccountRequest, _ledger_pb2.GetAccountResponse]
+    """One account with its balance, version and held gold. Any authenticated caller.
+    NOT_FOUND ACCOUNT_NOT_FOUND when it was never opened.
+    """
     ListAccounts: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ListAccountsRequest, _ledger_pb2.ListAccountsResponse]
-    """Accounts by kind or id prefix, ordered by id, paginated."""
+    """Accounts by kind or id prefix, ordered by id, paginated. Any authenticated caller."""
     PostTransaction: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.PostTransactionRequest, _ledger_pb2.PostTransactionResponse]
-    """One balanced transaction, applied atomically; idempotent by idempotency_key."""
+    """One balanced transaction, applied atomically; idempotent by idempotency_key.
+    Callers: table, settlement, backend, each within its account and key rules
+    (PERMISSION_DENIED otherwise, nothing written). A refusal is the call's status.
+    """
     PostTransactions: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.PostTransactionsRequest, _ledger_pb2.PostTransactionsResponse]
-    """Many transactions, each atomic on its own, a result per item (the settlement path)."""
+    """Many transactions, each atomic on its own, a result per item (the settlement path).
+    Callers: table, settlement, backend (each within its rules; a fence from settlement
+    only, else PERMISSION_DENIED FENCE_NOT_ALLOWED). Idempotent item by item.
+    """
     Deposit: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.DepositRequest, _ledger_pb2.DepositResponse]
-    """external:cashier → player wallet."""
+    """external:cashier → player wallet. Callers: cashier, operator. Idempotent by key."""
     Withdraw: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.WithdrawRequest, _ledger_pb2.WithdrawResponse]
-    """player wallet → external:cashier."""
+    """player wallet → external:cashier. Callers: cashier, operator. Idempotent by key."""
     Transfer: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.TransferRequest, _ledger_pb2.TransferResponse]
-    """A two-leg transfer between any two accounts."""
+    """A two-leg transfer between any two accounts. Callers: table, settlement, backend
+    (within their account rules), cashier, operator. Idempotent by key.
+    """
     GetTransaction: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.GetTransactionRequest, _ledger_pb2.GetTransactionResponse]
+    """One applied transaction with its entries, by id or by idempotency key. Any
+    authenticated caller. NOT_FOUND TRANSACTION_NOT_FOUND when the journal has none.
+    """
     ListEntries: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ListEntriesRequest, _ledger_pb2.ListEntriesResponse]
-    """An account statement, newest first, cursor pagination."""
+    """An account statement, newest first, cursor pagination. Any authenticated caller."""
     GetBalanceAt: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.GetBalanceAtRequest, _ledger_pb2.GetBalanceAtResponse]
-    """An account's balance as of a transaction or a time."""
+    """An account's balance as of a transaction or a time. Any authenticated caller."""
     VerifyJournal: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.VerifyJournalRequest, _ledger_pb2.VerifyJournalResponse]
-    """Recompute every balance from the entries and list mismatches."""
+    """Recompute every balance from the entries and list mismatches, in one snapshot; writes
+    nothing. Callers: auditor, operator, settlement, backend.
+    """
     TrialBalance: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.TrialBalanceRequest, _ledger_pb2.TrialBalanceResponse]
-    """The sum of all balances (must be 0)."""
+    """The sum of all balances (must be 0), and per account kind; writes nothing. Callers:
+    auditor, operator, settlement, backend.
+    """
     ListTransactions: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ListTransactionsRequest, _ledger_pb2.ListTransactionsResponse]
     """The journal in commit order (journal_seq ascending), applied transactions with their
     entries, paginated: what `socai ledger export` writes for an offline audit.
+    Callers: auditor, operator.
     """
     Hold: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.HoldRequest, _ledger_pb2.HoldResponse]
     """Hold at least amount_gold of an account for a hand (the table, before it accepts a bet
@@ -78,47 +110,82 @@ class LedgerServiceStub:
     FAILED_PRECONDITION BANKER_CAPACITY when the account's free gold (balance - held) cannot
     cover the increase (ErrorInfo metadata: account_id, free_gold, needed_gold, held_gold,
     balance_gold), HOLD_RELEASED when the hand's hold was released, HOLD_FINAL when its
-    outcome fixed it lower. Nothing is written on a refusal.
+    outcome fixed it lower. Nothing is written on a refusal. Caller: table.
     """
     FinalizeHold: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.FinalizeHoldRequest, _ledger_pb2.FinalizeHoldResponse]
     """The hand's outcome is known: its hold becomes what its settlement will debit the account
-    (at most what it holds) and no longer grows; 0 releases it. Idempotent.
+    (at most what it holds) and no longer grows; 0 releases it. Idempotent. Caller: table.
+    NOT_FOUND HOLD_NOT_FOUND when the hand holds nothing of the account.
     """
     ReleaseHold: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ReleaseHoldRequest, _ledger_pb2.ReleaseHoldResponse]
-    """Release the hold of a hand that will never settle (the operator). Idempotent."""
+    """Release the hold of a hand that will never settle (the operator). Idempotent.
+    Caller: operator (`socai ledger release-hold`). NOT_FOUND HOLD_NOT_FOUND as above.
+    """
     ListHolds: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ListHoldsRequest, _ledger_pb2.ListHoldsResponse]
-    """An account's holds by hand id, not released ones only unless asked, paginated."""
+    """An account's holds by hand id, not released ones only unless asked, paginated. Any
+    authenticated caller.
+    """
 
 @_typing.type_check_only
 class LedgerServiceAsyncStub(LedgerServiceStub):
+    """The ledger service (`python -m socai_ledger`, docs/use/ledger.md). Callers authenticate
+    with a bearer token that names them (SOCAI_TOKENS: table, settlement, backend, cashier,
+    operator, auditor): a missing or unknown token is UNAUTHENTICATED, a method outside the
+    caller's allow-list (given on each RPC below) PERMISSION_DENIED, reason PERMISSION_DENIED.
+    Every write is idempotent (postings by idempotency key, holds by hand); the reads answer
+    from the database as it is at the call. Reason codes: docs/api/reason-codes.md.
+    """
+
     def __init__(self, channel: _aio.Channel) -> None: ...
     OpenAccount: _aio.UnaryUnaryMultiCallable[_ledger_pb2.OpenAccountRequest, _ledger_pb2.OpenAccountResponse]  # type: ignore[assignment]
-    """Open an account; opening an existing account with the same kind is a no-op."""
+    """Open an account; opening an existing account with the same kind is a no-op.
+    Callers: table, settlement, backend, cashier, operator. Idempotent (created says which
+    call opened it). INVALID_ARGUMENT BAD_ACCOUNT_ID for a malformed id.
+    """
     GetAccount: _aio.UnaryUnaryMultiCallable[_ledger_pb2.GetAccountRequest, _ledger_pb2.GetAccountResponse]  # type: ignore[assignment]
+    """One account with its balance, version and held gold. Any authenticated caller.
+    NOT_FOUND ACCOUNT_NOT_FOUND when it was never opened.
+    """
     ListAccounts: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ListAccountsRequest, _ledger_pb2.ListAccountsResponse]  # type: ignore[assignment]
-    """Accounts by kind or id prefix, ordered by id, paginated."""
+    """Accounts by kind or id prefix, ordered by id, paginated. Any authenticated caller."""
     PostTransaction: _aio.UnaryUnaryMultiCallable[_ledger_pb2.PostTransactionRequest, _ledger_pb2.PostTransactionResponse]  # type: ignore[assignment]
-    """One balanced transaction, applied atomically; idempotent by idempotency_key."""
+    """One balanced transaction, applied atomically; idempotent by idempotency_key.
+    Callers: table, settlement, backend, each within its account and key rules
+    (PERMISSION_DENIED otherwise, nothing written). A refusal is the call's status.
+    """
     PostTransactions: _aio.UnaryUnaryMultiCallable[_ledger_pb2.PostTransactionsRequest, _ledger_pb2.PostTransactionsResponse]  # type: ignore[assignment]
-    """Many transactions, each atomic on its own, a result per item (the settlement path)."""
+    """Many transactions, each atomic on its own, a result per item (the settlement path).
+    Callers: table, settlement, backend (each within its rules; a fence from settlement
+    only, else PERMISSION_DENIED FENCE_NOT_ALLOWED). Idempotent item by item.
+    """
     Deposit: _aio.UnaryUnaryMultiCallable[_ledger_pb2.DepositRequest, _ledger_pb2.DepositResponse]  # type: ignore[assignment]
-    """external:cashier → player wallet."""
+    """external:cashier → player wallet. Callers: cashier, operator. Idempotent by key."""
     Withdraw: _aio.UnaryUnaryMultiCallable[_ledger_pb2.WithdrawRequest, _ledger_pb2.WithdrawResponse]  # type: ignore[assignment]
-    """player wallet → external:cashier."""
+    """player wallet → external:cashier. Callers: cashier, operator. Idempotent by key."""
     Transfer: _aio.UnaryUnaryMultiCallable[_ledger_pb2.TransferRequest, _ledger_pb2.TransferResponse]  # type: ignore[assignment]
-    """A two-leg transfer between any two accounts."""
+    """A two-leg transfer between any two accounts. Callers: table, settlement, backend
+    (within their account rules), cashier, operator. Idempotent by key.
+    """
     GetTransaction: _aio.UnaryUnaryMultiCallable[_ledger_pb2.GetTransactionRequest, _ledger_pb2.GetTransactionResponse]  # type: ignore[assignment]
+    """One applied transaction with its entries, by id or by idempotency key. Any
+    authenticated caller. NOT_FOUND TRANSACTION_NOT_FOUND when the journal has none.
+    """
     ListEntries: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ListEntriesRequest, _ledger_pb2.ListEntriesResponse]  # type: ignore[assignment]
-    """An account statement, newest first, cursor pagination."""
+    """An account statement, newest first, cursor pagination. Any authenticated caller."""
     GetBalanceAt: _aio.UnaryUnaryMultiCallable[_ledger_pb2.GetBalanceAtRequest, _ledger_pb2.GetBalanceAtResponse]  # type: ignore[assignment]
-    """An account's balance as of a transaction or a time."""
+    """An account's balance as of a transaction or a time. Any authenticated caller."""
     VerifyJournal: _aio.UnaryUnaryMultiCallable[_ledger_pb2.VerifyJournalRequest, _ledger_pb2.VerifyJournalResponse]  # type: ignore[assignment]
-    """Recompute every balance from the entries and list mismatches."""
+    """Recompute every balance from the entries and list mismatches, in one snapshot; writes
+    nothing. Callers: auditor, operator, settlement, backend.
+    """
     TrialBalance: _aio.UnaryUnaryMultiCallable[_ledger_pb2.TrialBalanceRequest, _ledger_pb2.TrialBalanceResponse]  # type: ignore[assignment]
-    """The sum of all balances (must be 0)."""
+    """The sum of all balances (must be 0), and per account kind; writes nothing. Callers:
+    auditor, operator, settlement, backend.
+    """
     ListTransactions: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ListTransactionsRequest, _ledger_pb2.ListTransactionsResponse]  # type: ignore[assignment]
     """The journal in commit order (journal_seq ascending), applied transactions with their
     entries, paginated: what `socai ledger export` writes for an offline audit.
+    Callers: auditor, operator.
     """
     Hold: _aio.UnaryUnaryMultiCallable[_ledger_pb2.HoldRequest, _ledger_pb2.HoldResponse]  # type: ignore[assignment]
     """Hold at least amount_gold of an account for a hand (the table, before it accepts a bet
@@ -126,32 +193,51 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     FAILED_PRECONDITION BANKER_CAPACITY when the account's free gold (balance - held) cannot
     cover the increase (ErrorInfo metadata: account_id, free_gold, needed_gold, held_gold,
     balance_gold), HOLD_RELEASED when the hand's hold was released, HOLD_FINAL when its
-    outcome fixed it lower. Nothing is written on a refusal.
+    outcome fixed it lower. Nothing is written on a refusal. Caller: table.
     """
     FinalizeHold: _aio.UnaryUnaryMultiCallable[_ledger_pb2.FinalizeHoldRequest, _ledger_pb2.FinalizeHoldResponse]  # type: ignore[assignment]
     """The hand's outcome is known: its hold becomes what its settlement will debit the account
-    (at most what it holds) and no longer grows; 0 releases it. Idempotent.
+    (at most what it holds) and no longer grows; 0 releases it. Idempotent. Caller: table.
+    NOT_FOUND HOLD_NOT_FOUND when the hand holds nothing of the account.
     """
     ReleaseHold: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ReleaseHoldRequest, _ledger_pb2.ReleaseHoldResponse]  # type: ignore[assignment]
-    """Release the hold of a hand that will never settle (the operator). Idempotent."""
+    """Release the hold of a hand that will never settle (the operator). Idempotent.
+    Caller: operator (`socai ledger release-hold`). NOT_FOUND HOLD_NOT_FOUND as above.
+    """
     ListHolds: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ListHoldsRequest, _ledger_pb2.ListHoldsResponse]  # type: ignore[assignment]
-    """An account's holds by hand id, not released ones only unless asked, paginated."""
+    """An account's holds by hand id, not released ones only unless asked, paginated. Any
+    authenticated caller.
+    """
 
 class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
+    """The ledger service (`python -m socai_ledger`, docs/use/ledger.md). Callers authenticate
+    with a bearer token that names them (SOCAI_TOKENS: table, settlement, backend, cashier,
+    operator, auditor): a missing or unknown token is UNAUTHENTICATED, a method outside the
+    caller's allow-list (given on each RPC below) PERMISSION_DENIED, reason PERMISSION_DENIED.
+    Every write is idempotent (postings by idempotency key, holds by hand); the reads answer
+    from the database as it is at the call. Reason codes: docs/api/reason-codes.md.
+    """
+
     @_abc_1.abstractmethod
     def OpenAccount(
         self,
         request: _ledger_pb2.OpenAccountRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.OpenAccountResponse, _abc.Awaitable[_ledger_pb2.OpenAccountResponse]]:
-        """Open an account; opening an existing account with the same kind is a no-op."""
+        """Open an account; opening an existing account with the same kind is a no-op.
+        Callers: table, settlement, backend, cashier, operator. Idempotent (created says which
+        call opened it). INVALID_ARGUMENT BAD_ACCOUNT_ID for a malformed id.
+        """
 
     @_abc_1.abstractmethod
     def GetAccount(
         self,
         request: _ledger_pb2.GetAccountRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_ledger_pb2.GetAccountResponse, _abc.Awaitable[_ledger_pb2.GetAccountResponse]]: ...
+    ) -> _typing.Union[_ledger_pb2.GetAccountResponse, _abc.Awaitable[_ledger_pb2.GetAccountResponse]]:
+        """One account with its balance, version and held gold. Any authenticated caller.
+        NOT_FOUND ACCOUNT_NOT_FOUND when it was never opened.
+        """
 
     @_abc_1.abstractmethod
     def ListAccounts(
@@ -159,7 +245,7 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.ListAccountsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.ListAccountsResponse, _abc.Awaitable[_ledger_pb2.ListAccountsResponse]]:
-        """Accounts by kind or id prefix, ordered by id, paginated."""
+        """Accounts by kind or id prefix, ordered by id, paginated. Any authenticated caller."""
 
     @_abc_1.abstractmethod
     def PostTransaction(
@@ -167,7 +253,10 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.PostTransactionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.PostTransactionResponse, _abc.Awaitable[_ledger_pb2.PostTransactionResponse]]:
-        """One balanced transaction, applied atomically; idempotent by idempotency_key."""
+        """One balanced transaction, applied atomically; idempotent by idempotency_key.
+        Callers: table, settlement, backend, each within its account and key rules
+        (PERMISSION_DENIED otherwise, nothing written). A refusal is the call's status.
+        """
 
     @_abc_1.abstractmethod
     def PostTransactions(
@@ -175,7 +264,10 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.PostTransactionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.PostTransactionsResponse, _abc.Awaitable[_ledger_pb2.PostTransactionsResponse]]:
-        """Many transactions, each atomic on its own, a result per item (the settlement path)."""
+        """Many transactions, each atomic on its own, a result per item (the settlement path).
+        Callers: table, settlement, backend (each within its rules; a fence from settlement
+        only, else PERMISSION_DENIED FENCE_NOT_ALLOWED). Idempotent item by item.
+        """
 
     @_abc_1.abstractmethod
     def Deposit(
@@ -183,7 +275,7 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.DepositRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.DepositResponse, _abc.Awaitable[_ledger_pb2.DepositResponse]]:
-        """external:cashier → player wallet."""
+        """external:cashier → player wallet. Callers: cashier, operator. Idempotent by key."""
 
     @_abc_1.abstractmethod
     def Withdraw(
@@ -191,7 +283,7 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.WithdrawRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.WithdrawResponse, _abc.Awaitable[_ledger_pb2.WithdrawResponse]]:
-        """player wallet → external:cashier."""
+        """player wallet → external:cashier. Callers: cashier, operator. Idempotent by key."""
 
     @_abc_1.abstractmethod
     def Transfer(
@@ -199,14 +291,19 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.TransferRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.TransferResponse, _abc.Awaitable[_ledger_pb2.TransferResponse]]:
-        """A two-leg transfer between any two accounts."""
+        """A two-leg transfer between any two accounts. Callers: table, settlement, backend
+        (within their account rules), cashier, operator. Idempotent by key.
+        """
 
     @_abc_1.abstractmethod
     def GetTransaction(
         self,
         request: _ledger_pb2.GetTransactionRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_ledger_pb2.GetTransactionResponse, _abc.Awaitable[_ledger_pb2.GetTransactionResponse]]: ...
+    ) -> _typing.Union[_ledger_pb2.GetTransactionResponse, _abc.Awaitable[_ledger_pb2.GetTransactionResponse]]:
+        """One applied transaction with its entries, by id or by idempotency key. Any
+        authenticated caller. NOT_FOUND TRANSACTION_NOT_FOUND when the journal has none.
+        """
 
     @_abc_1.abstractmethod
     def ListEntries(
@@ -214,7 +311,7 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.ListEntriesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.ListEntriesResponse, _abc.Awaitable[_ledger_pb2.ListEntriesResponse]]:
-        """An account statement, newest first, cursor pagination."""
+        """An account statement, newest first, cursor pagination. Any authenticated caller."""
 
     @_abc_1.abstractmethod
     def GetBalanceAt(
@@ -222,7 +319,7 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.GetBalanceAtRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.GetBalanceAtResponse, _abc.Awaitable[_ledger_pb2.GetBalanceAtResponse]]:
-        """An account's balance as of a transaction or a time."""
+        """An account's balance as of a transaction or a time. Any authenticated caller."""
 
     @_abc_1.abstractmethod
     def VerifyJournal(
@@ -230,7 +327,9 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.VerifyJournalRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.VerifyJournalResponse, _abc.Awaitable[_ledger_pb2.VerifyJournalResponse]]:
-        """Recompute every balance from the entries and list mismatches."""
+        """Recompute every balance from the entries and list mismatches, in one snapshot; writes
+        nothing. Callers: auditor, operator, settlement, backend.
+        """
 
     @_abc_1.abstractmethod
     def TrialBalance(
@@ -238,7 +337,9 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.TrialBalanceRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.TrialBalanceResponse, _abc.Awaitable[_ledger_pb2.TrialBalanceResponse]]:
-        """The sum of all balances (must be 0)."""
+        """The sum of all balances (must be 0), and per account kind; writes nothing. Callers:
+        auditor, operator, settlement, backend.
+        """
 
     @_abc_1.abstractmethod
     def ListTransactions(
@@ -248,6 +349,7 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_ledger_pb2.ListTransactionsResponse, _abc.Awaitable[_ledger_pb2.ListTransactionsResponse]]:
         """The journal in commit order (journal_seq ascending), applied transactions with their
         entries, paginated: what `socai ledger export` writes for an offline audit.
+        Callers: auditor, operator.
         """
 
     @_abc_1.abstractmethod
@@ -261,7 +363,7 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         FAILED_PRECONDITION BANKER_CAPACITY when the account's free gold (balance - held) cannot
         cover the increase (ErrorInfo metadata: account_id, free_gold, needed_gold, held_gold,
         balance_gold), HOLD_RELEASED when the hand's hold was released, HOLD_FINAL when its
-        outcome fixed it lower. Nothing is written on a refusal.
+        outcome fixed it lower. Nothing is written on a refusal. Caller: table.
         """
 
     @_abc_1.abstractmethod
@@ -271,7 +373,8 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.FinalizeHoldResponse, _abc.Awaitable[_ledger_pb2.FinalizeHoldResponse]]:
         """The hand's outcome is known: its hold becomes what its settlement will debit the account
-        (at most what it holds) and no longer grows; 0 releases it. Idempotent.
+        (at most what it holds) and no longer grows; 0 releases it. Idempotent. Caller: table.
+        NOT_FOUND HOLD_NOT_FOUND when the hand holds nothing of the account.
         """
 
     @_abc_1.abstractmethod
@@ -280,7 +383,9 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.ReleaseHoldRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.ReleaseHoldResponse, _abc.Awaitable[_ledger_pb2.ReleaseHoldResponse]]:
-        """Release the hold of a hand that will never settle (the operator). Idempotent."""
+        """Release the hold of a hand that will never settle (the operator). Idempotent.
+        Caller: operator (`socai ledger release-hold`). NOT_FOUND HOLD_NOT_FOUND as above.
+        """
 
     @_abc_1.abstractmethod
     def ListHolds(
@@ -288,6 +393,8 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ledger_pb2.ListHoldsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.ListHoldsResponse, _abc.Awaitable[_ledger_pb2.ListHoldsResponse]]:
-        """An account's holds by hand id, not released ones only unless asked, paginated."""
+        """An account's holds by hand id, not released ones only unless asked, paginated. Any
+        authenticated caller.
+        """
 
 def add_LedgerServiceServicer_to_server(servicer: LedgerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -3,6 +3,19 @@
 isort:skip_file
 The settlement service: replays each finished hand through the rules engine and posts
 it to the ledger exactly once (idempotency key "settle:{hand_id}").
+
+It consumes the event log (socai.events.v1): a HandEnded whose seal verifies starts the
+settlement of its hand, which becomes one ledger transaction (kind "settlement",
+reference the hand id) and one stored settlement record, or a dead letter when it cannot
+be settled. This API reads those records, replays a hand again without posting, and
+retries a dead letter (docs/use/settlement.md).
+
+Callers authenticate as a service (bearer token in the "authorization" metadata: missing
+or unknown, UNAUTHENTICATED); a caller not allowed a method is PERMISSION_DENIED. Errors
+carry a google.rpc.ErrorInfo (domain "socai") whose reason is a stable code
+(docs/api/reason-codes.md). Hand and table ids in requests are 1-64 of A-Z a-z 0-9 _ - @
+(NATS subject tokens), a player id may also hold "." (not dots alone); anything else is
+INVALID_ARGUMENT BAD_ID. Gold is int64 (integer gold).
 """
 
 from collections import abc as _abc
@@ -23,6 +36,8 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class SeatResult(_message.Message):
+    """What one seat dealt into the hand won or lost."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -30,10 +45,16 @@ class SeatResult(_message.Message):
     ACCOUNT_ID_FIELD_NUMBER: _builtins.int
     NET_GOLD_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat, 0..seats_max-1 (HandStarted.seats)."""
     player_id: _builtins.str
+    """The seat's player (HandStarted's SeatInfo.player_id)."""
     account_id: _builtins.str
+    """The seat's escrow account, "escrow:{table_id}:{player_id}"."""
     net_gold: _builtins.int
-    """Net change of the seat's stack after fees."""
+    """Net change of the seat's stack after fees.
+    Positive won, negative lost, 0 included: the sum of the transfers in and out of
+    account_id.
+    """
     def __init__(
         self,
         *,
@@ -52,6 +73,8 @@ Global___SeatResult: _TypeAlias = SeatResult  # noqa: Y015
 
 @_typing.final
 class SettlementTransfer(_message.Message):
+    """One movement of gold the hand's rules make, from one ledger account to another."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     FROM_ACCOUNT_ID_FIELD_NUMBER: _builtins.int
@@ -60,10 +83,18 @@ class SettlementTransfer(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
     from_account_id: _builtins.str
+    """The paying account: a seat's escrow, house:bank, pot:{table_id} …"""
     to_account_id: _builtins.str
+    """The paid account: a seat's escrow, house:fees, house:bank, pot:{table_id},
+    guild:{guild_id} …
+    """
     amount_gold: _builtins.int
+    """The gold moved, always more than 0."""
     reason: _builtins.str
-    """Stable reason code: pot side_pot uncalled fee guild_fee bet_win bet_loss thoi_heo chat den …"""
+    """Stable reason code, lowercase: pot side_pot fee guild_fee bet_win bet_loss ga_pot
+    chat_heo_den thoi_heo_den cong den_bao an_chot … (each game's REASONS; its docs/api
+    page gives every code with the RULES.md rule it implements).
+    """
     detail: _builtins.str
     """What caused it, when the rules know more than the reason: the rule and the hand's
     plays, e.g. "TL-6; plays 7, 8, 9" for a chop chain (plays numbered from 1). Empty otherwise.
@@ -87,6 +118,10 @@ Global___SettlementTransfer: _TypeAlias = SettlementTransfer  # noqa: Y015
 
 @_typing.final
 class Shortfall(_message.Message):
+    """A payer that could not cover what the rules say it owes (RULES.md GEN-4: a seat pays at
+    most its chips, and the payees share what it has pro rata).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -94,9 +129,15 @@ class Shortfall(_message.Message):
     PAID_GOLD_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat that fell short."""
     owed_gold: _builtins.int
+    """What the rules say it owes for reason."""
     paid_gold: _builtins.int
+    """What it paid, less than owed_gold."""
     reason: _builtins.str
+    """The reason code of the obligation (a transfer reason, e.g. toi_trang; Mậu Binh's
+    gen4_cap for a loss capped at the seat's stack).
+    """
     def __init__(
         self,
         *,
@@ -115,6 +156,12 @@ Global___Shortfall: _TypeAlias = Shortfall  # noqa: Y015
 
 @_typing.final
 class Settlement(_message.Message):
+    """A hand's settlement: each seat's net, every transfer, and where it was posted. Stored
+    once per hand (GetSettlement, ListSettlements); also what ReplayHand recomputes and what
+    the table's GetHand computes from an ended hand's events (there without
+    ledger_transaction_id, stream_seq, settled_at and idempotency_key).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -151,29 +198,57 @@ class Settlement(_message.Message):
     POT_CARRY_GOLD_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
+    """The settled hand, "{table_id}-h{n}"."""
     table_id: _builtins.str
+    """The hand's table."""
     game: _builtins.str
+    """The hand's game id."""
     fees_gold: _builtins.int
+    """The gold paid to house:fees: the table's fee_bps of each net win, rounded down (reason
+    fee, RULES.md GEN-1). A guild's share (guild_fee) is not in it.
+    """
     ledger_transaction_id: _builtins.str
+    """The ledger transaction the hand was posted as; empty for a hand that moves no gold
+    (nothing is posted) and in a recomputation (ReplayHand of a hand not stored, GetHand).
+    """
     stream_seq: _builtins.int
-    """JetStream sequence of the HandEnded event."""
+    """JetStream sequence of the HandEnded event.
+    The one the hand was settled from (its seal's); 0 in GetHand.
+    """
     pot_carry_gold: _builtins.int
+    """What the table's pot account pot:{table_id} holds after the hand (3 Cây Gà's Gà), the
+    next hand's HandStarted.pot_gold; 0 in other games.
+    """
     idempotency_key: _builtins.str
     """The ledger key the hand was posted under: "settle:{hand_id}", or
     "settle:{hand_id}:retryN" when earlier keys were refused and the hand was retried.
+    Empty in GetHand.
     """
     @_builtins.property
-    def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatResult]: ...
-    @_builtins.property
-    def transfers(self) -> _containers.RepeatedCompositeFieldContainer[Global___SettlementTransfer]: ...
-    @_builtins.property
-    def penalties_gold(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
-        """Penalty transfers by reason code."""
+    def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatResult]:
+        """Every seat dealt into the hand, by seat number."""
 
     @_builtins.property
-    def shortfalls(self) -> _containers.RepeatedCompositeFieldContainer[Global___Shortfall]: ...
+    def transfers(self) -> _containers.RepeatedCompositeFieldContainer[Global___SettlementTransfer]:
+        """Every transfer, in the order the rules made them; their net per account is the
+        ledger transaction's entries.
+        """
+
     @_builtins.property
-    def settled_at(self) -> _timestamp_pb2.Timestamp: ...
+    def penalties_gold(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Penalty transfers by reason code.
+        Only the reasons the game declares penalties (chat_heo_den, cong, den_bao, an_chot,
+        foul …), each summed over its transfers; a reason with none is left out.
+        """
+
+    @_builtins.property
+    def shortfalls(self) -> _containers.RepeatedCompositeFieldContainer[Global___Shortfall]:
+        """Every obligation a seat could not pay in full."""
+
+    @_builtins.property
+    def settled_at(self) -> _timestamp_pb2.Timestamp:
+        """When the settlement was stored; unset in a recomputation (ReplayHand, GetHand)."""
+
     def __init__(
         self,
         *,
@@ -201,10 +276,13 @@ Global___Settlement: _TypeAlias = Settlement  # noqa: Y015
 
 @_typing.final
 class GetSettlementRequest(_message.Message):
+    """GetSettlement's question."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HAND_ID_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
+    """The hand's id, e.g. "t1-h7": 1-64 of A-Z a-z 0-9 _ - @ (else INVALID_ARGUMENT BAD_ID)."""
     def __init__(
         self,
         *,
@@ -220,11 +298,15 @@ Global___GetSettlementRequest: _TypeAlias = GetSettlementRequest  # noqa: Y015
 
 @_typing.final
 class GetSettlementResponse(_message.Message):
+    """GetSettlement's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SETTLEMENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def settlement(self) -> Global___Settlement: ...
+    def settlement(self) -> Global___Settlement:
+        """The hand's stored settlement."""
+
     def __init__(
         self,
         *,
@@ -240,6 +322,8 @@ Global___GetSettlementResponse: _TypeAlias = GetSettlementResponse  # noqa: Y015
 
 @_typing.final
 class ListSettlementsRequest(_message.Message):
+    """ListSettlements' question: one table's settlements or one player's."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
@@ -247,10 +331,22 @@ class ListSettlementsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
-    """Exactly one of table_id or player_id."""
+    """Exactly one of table_id or player_id.
+    The table whose hands to list: 1-64 of A-Z a-z 0-9 _ - @ (else INVALID_ARGUMENT
+    BAD_ID).
+    """
     player_id: _builtins.str
+    """The player whose hands to list, every hand they were dealt into: 1-64 of A-Z a-z 0-9
+    _ . - @, not dots alone (else INVALID_ARGUMENT BAD_ID).
+    """
     page_size: _builtins.int
+    """Settlements per page: 0 means 50, more than 500 means 500; negative: INVALID_ARGUMENT
+    BAD_PAGE_SIZE.
+    """
     page_token: _builtins.str
+    """Empty for the first page, else a next_page_token of the same listing (another:
+    INVALID_ARGUMENT BAD_PAGE_TOKEN).
+    """
     def __init__(
         self,
         *,
@@ -269,13 +365,18 @@ Global___ListSettlementsRequest: _TypeAlias = ListSettlementsRequest  # noqa: Y0
 
 @_typing.final
 class ListSettlementsResponse(_message.Message):
+    """ListSettlements' answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SETTLEMENTS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Pass it as page_token for the next page; empty on the last page."""
     @_builtins.property
-    def settlements(self) -> _containers.RepeatedCompositeFieldContainer[Global___Settlement]: ...
+    def settlements(self) -> _containers.RepeatedCompositeFieldContainer[Global___Settlement]:
+        """A page of settlements, newest first."""
+
     def __init__(
         self,
         *,
@@ -292,10 +393,15 @@ Global___ListSettlementsResponse: _TypeAlias = ListSettlementsResponse  # noqa: 
 
 @_typing.final
 class ReplayHandRequest(_message.Message):
+    """ReplayHand's question."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HAND_ID_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
+    """The hand to replay, e.g. "t1-h7": 1-64 of A-Z a-z 0-9 _ - @ (else INVALID_ARGUMENT
+    BAD_ID).
+    """
     def __init__(
         self,
         *,
@@ -311,15 +417,26 @@ Global___ReplayHandRequest: _TypeAlias = ReplayHandRequest  # noqa: Y015
 
 @_typing.final
 class ReplayHandResponse(_message.Message):
+    """ReplayHand's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RECOMPUTED_FIELD_NUMBER: _builtins.int
     DIFFERENCES_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def recomputed(self) -> Global___Settlement: ...
+    def recomputed(self) -> Global___Settlement:
+        """The settlement recomputed from the hand's sealed events, with the stored settlement's
+        stream_seq, ledger_transaction_id and idempotency_key (none stored: the sealed
+        HandEnded's stream_seq, no transaction, "settle:{hand_id}").
+        """
+
     @_builtins.property
     def differences(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Empty when the stored settlement matches the recomputation."""
+        """Empty when the stored settlement matches the recomputation.
+        Otherwise one line per difference (the table or game, a seat's net or account, fees, a
+        penalty, shortfalls, the pot carry, a transfer only on one side; a transfer's detail is
+        not compared), or "no stored settlement for this hand".
+        """
 
     def __init__(
         self,
@@ -337,6 +454,8 @@ Global___ReplayHandResponse: _TypeAlias = ReplayHandResponse  # noqa: Y015
 
 @_typing.final
 class DeadLetter(_message.Message):
+    """A hand settlement could not post, kept until a later attempt settles it."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HAND_ID_FIELD_NUMBER: _builtins.int
@@ -348,16 +467,40 @@ class DeadLetter(_message.Message):
     FIRST_FAILED_AT_FIELD_NUMBER: _builtins.int
     LAST_FAILED_AT_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
+    """The hand, read off the message's subject."""
     table_id: _builtins.str
+    """The hand's table, read off the subject; empty when the subject names none."""
     reason: _builtins.str
-    """Stable reason code: SEQ_GAP BAD_SEED DEAL_MISMATCH ILLEGAL_EVENT LEDGER_REJECTED …"""
+    """Stable reason code: SEQ_GAP BAD_SEED DEAL_MISMATCH ILLEGAL_EVENT LEDGER_REJECTED …
+    The replay's (also OUT_OF_ORDER NOT_STARTED MISSING_END DUPLICATE_END DICE_MISMATCH
+    ENVELOPE_MISMATCH UNKNOWN_GAME BAD_EVENT ENGINE_INVARIANT UNKNOWN_RULES_VERSION
+    CARD_IN_CLEAR CARD_FORMAT AUTOMATIC_MISMATCH), the seal's (HAND_UNSEALED
+    HAND_SEAL_INVALID CHAIN_BROKEN: not the table's hand, never posted), LEDGER_REJECTED
+    (the ledger refused the transaction, e.g. INSUFFICIENT_FUNDS), a retry's
+    (LEDGER_CONFLICT RETRY_LIMIT), MAX_DELIVERIES (its attempts failed
+    SOCAI_SETTLEMENT_POISON_AFTER times, 5 by default) or REPLAY_FAILED (an unexpected
+    error, in the log); always the latest attempt's.
+    """
     detail: _builtins.str
+    """What failed, precisely (the event and what differs, the ledger's answer …), at most
+    4000 characters.
+    """
     stream_seq: _builtins.int
+    """The stream sequence of the HandEnded (of the message itself for a BAD_EVENT message
+    that is not an Event); the highest when several were tried.
+    """
     attempts: _builtins.int
+    """Failed attempts so far: 1 at the first, one more for each later failure (a
+    redelivery, a RetryDeadLetter).
+    """
     @_builtins.property
-    def first_failed_at(self) -> _timestamp_pb2.Timestamp: ...
+    def first_failed_at(self) -> _timestamp_pb2.Timestamp:
+        """When the first attempt failed."""
+
     @_builtins.property
-    def last_failed_at(self) -> _timestamp_pb2.Timestamp: ...
+    def last_failed_at(self) -> _timestamp_pb2.Timestamp:
+        """When the latest attempt failed."""
+
     def __init__(
         self,
         *,
@@ -380,12 +523,20 @@ Global___DeadLetter: _TypeAlias = DeadLetter  # noqa: Y015
 
 @_typing.final
 class ListDeadLettersRequest(_message.Message):
+    """ListDeadLetters' question."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
+    """Dead letters per page: 0 means 50, more than 500 means 500; negative: INVALID_ARGUMENT
+    BAD_PAGE_SIZE.
+    """
     page_token: _builtins.str
+    """Empty for the first page, else the last answer's next_page_token (another:
+    INVALID_ARGUMENT BAD_PAGE_TOKEN).
+    """
     def __init__(
         self,
         *,
@@ -402,13 +553,18 @@ Global___ListDeadLettersRequest: _TypeAlias = ListDeadLettersRequest  # noqa: Y0
 
 @_typing.final
 class ListDeadLettersResponse(_message.Message):
+    """ListDeadLetters' answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     DEAD_LETTERS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Pass it as page_token for the next page; empty on the last page."""
     @_builtins.property
-    def dead_letters(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeadLetter]: ...
+    def dead_letters(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeadLetter]:
+        """A page of open dead letters, oldest first."""
+
     def __init__(
         self,
         *,
@@ -425,10 +581,15 @@ Global___ListDeadLettersResponse: _TypeAlias = ListDeadLettersResponse  # noqa: 
 
 @_typing.final
 class RetryDeadLetterRequest(_message.Message):
+    """RetryDeadLetter's question."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HAND_ID_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
+    """The dead-lettered hand, e.g. "t1-h7": 1-64 of A-Z a-z 0-9 _ - @ (else INVALID_ARGUMENT
+    BAD_ID).
+    """
     def __init__(
         self,
         *,
@@ -444,16 +605,23 @@ Global___RetryDeadLetterRequest: _TypeAlias = RetryDeadLetterRequest  # noqa: Y0
 
 @_typing.final
 class RetryDeadLetterResponse(_message.Message):
+    """RetryDeadLetter's answer: settled with its settlement, or still a dead letter."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SETTLED_FIELD_NUMBER: _builtins.int
     SETTLEMENT_FIELD_NUMBER: _builtins.int
     DEAD_LETTER_FIELD_NUMBER: _builtins.int
     settled: _builtins.bool
+    """True when the hand is settled (by this retry or before it)."""
     @_builtins.property
-    def settlement(self) -> Global___Settlement: ...
+    def settlement(self) -> Global___Settlement:
+        """The hand's settlement, when settled."""
+
     @_builtins.property
-    def dead_letter(self) -> Global___DeadLetter: ...
+    def dead_letter(self) -> Global___DeadLetter:
+        """The dead letter after this attempt (its latest reason and detail), when not settled."""
+
     def __init__(
         self,
         *,

@@ -26,7 +26,9 @@ if _version_not_supported:
 
 
 class SettlementServiceStub:
-    """Missing associated documentation comment in .proto file."""
+    """Read settlements and dead letters (callers auditor, operator, backend, table); retry a
+    dead letter (the operator only: it posts money).
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -62,16 +64,24 @@ class SettlementServiceStub:
 
 
 class SettlementServiceServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Read settlements and dead letters (callers auditor, operator, backend, table); retry a
+    dead letter (the operator only: it posts money).
+    """
 
     def GetSettlement(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One hand's stored settlement. NOT_FOUND SETTLEMENT_NOT_FOUND until the hand is settled
+        (or when no such hand exists). Callers: auditor, operator, backend, table (the table
+        waits on it before paying a cash-out). Read-only.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListSettlements(self, request, context):
         """By table or by player, newest first, paginated.
+        Newest first is by the HandEnded's stream sequence. INVALID_ARGUMENT BAD_FILTER unless
+        exactly one of table_id and player_id is given. Callers: auditor, operator, backend,
+        table. Read-only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -79,19 +89,36 @@ class SettlementServiceServicer:
 
     def ReplayHand(self, request, context):
         """Recompute a hand from its events and diff against the stored settlement; writes nothing.
+        The hand is read from the stream as the consumer reads it: only the table's sealed hand
+        chain (a stranger's messages on the subject are left out and logged). NOT_FOUND
+        HAND_NOT_FOUND when the stream holds no event of the hand; FAILED_PRECONDITION with the
+        seal's reason (HAND_UNSEALED, HAND_SEAL_INVALID, CHAIN_BROKEN) or the replay's (SEQ_GAP,
+        BAD_SEED, DEAL_MISMATCH, ILLEGAL_EVENT …); UNAVAILABLE NATS_UNAVAILABLE. Callers:
+        auditor, operator, backend, table.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListDeadLetters(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The open dead letters (hands settlement could not post, not settled since), oldest
+        first by the HandEnded's stream sequence, paginated. Callers: auditor, operator,
+        backend, table. Read-only.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RetryDeadLetter(self, request, context):
         """Try a dead-lettered hand again (after its cause was fixed).
+        The same path as the consumer: replay, post, store. After a LEDGER_REJECTED the ledger
+        remembers the refusal under its key, so the retry posts under the hand's next unused
+        key (settle:{hand_id}:retry1 … :retry5); a key already applied with the replay's
+        entries is adopted, one with other entries is a LEDGER_CONFLICT dead letter, and
+        RETRY_LIMIT when every key was refused. Idempotent: a hand settled meanwhile answers
+        settled with its settlement. NOT_FOUND DEAD_LETTER_NOT_FOUND when the hand has neither
+        a dead letter nor a settlement; UNAVAILABLE when the ledger or the database does not
+        answer within the call's deadline. Caller: operator only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -134,7 +161,9 @@ def add_SettlementServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class SettlementService:
-    """Missing associated documentation comment in .proto file."""
+    """Read settlements and dead letters (callers auditor, operator, backend, table); retry a
+    dead letter (the operator only: it posts money).
+    """
 
     @staticmethod
     def GetSettlement(request,

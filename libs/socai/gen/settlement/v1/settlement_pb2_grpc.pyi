@@ -3,6 +3,19 @@
 isort:skip_file
 The settlement service: replays each finished hand through the rules engine and posts
 it to the ledger exactly once (idempotency key "settle:{hand_id}").
+
+It consumes the event log (socai.events.v1): a HandEnded whose seal verifies starts the
+settlement of its hand, which becomes one ledger transaction (kind "settlement",
+reference the hand id) and one stored settlement record, or a dead letter when it cannot
+be settled. This API reads those records, replays a hand again without posting, and
+retries a dead letter (docs/use/settlement.md).
+
+Callers authenticate as a service (bearer token in the "authorization" metadata: missing
+or unknown, UNAUTHENTICATED); a caller not allowed a method is PERMISSION_DENIED. Errors
+carry a google.rpc.ErrorInfo (domain "socai") whose reason is a stable code
+(docs/api/reason-codes.md). Hand and table ids in requests are 1-64 of A-Z a-z 0-9 _ - @
+(NATS subject tokens), a player id may also hold "." (not dots alone); anything else is
+INVALID_ARGUMENT BAD_ID. Gold is int64 (integer gold).
 """
 
 from collections import abc as _abc
@@ -29,38 +42,110 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class SettlementServiceStub:
+    """Read settlements and dead letters (callers auditor, operator, backend, table); retry a
+    dead letter (the operator only: it posts money).
+    """
+
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> SettlementServiceAsyncStub: ...
     GetSettlement: _grpc.UnaryUnaryMultiCallable[_settlement_pb2.GetSettlementRequest, _settlement_pb2.GetSettlementResponse]
+    """One hand's stored settlement. NOT_FOUND SETTLEMENT_NOT_FOUND until the hand is settled
+    (or when no such hand exists). Callers: auditor, operator, backend, table (the table
+    waits on it before paying a cash-out). Read-only.
+    """
     ListSettlements: _grpc.UnaryUnaryMultiCallable[_settlement_pb2.ListSettlementsRequest, _settlement_pb2.ListSettlementsResponse]
-    """By table or by player, newest first, paginated."""
+    """By table or by player, newest first, paginated.
+    Newest first is by the HandEnded's stream sequence. INVALID_ARGUMENT BAD_FILTER unless
+    exactly one of table_id and player_id is given. Callers: auditor, operator, backend,
+    table. Read-only.
+    """
     ReplayHand: _grpc.UnaryUnaryMultiCallable[_settlement_pb2.ReplayHandRequest, _settlement_pb2.ReplayHandResponse]
-    """Recompute a hand from its events and diff against the stored settlement; writes nothing."""
+    """Recompute a hand from its events and diff against the stored settlement; writes nothing.
+    The hand is read from the stream as the consumer reads it: only the table's sealed hand
+    chain (a stranger's messages on the subject are left out and logged). NOT_FOUND
+    HAND_NOT_FOUND when the stream holds no event of the hand; FAILED_PRECONDITION with the
+    seal's reason (HAND_UNSEALED, HAND_SEAL_INVALID, CHAIN_BROKEN) or the replay's (SEQ_GAP,
+    BAD_SEED, DEAL_MISMATCH, ILLEGAL_EVENT …); UNAVAILABLE NATS_UNAVAILABLE. Callers:
+    auditor, operator, backend, table.
+    """
     ListDeadLetters: _grpc.UnaryUnaryMultiCallable[_settlement_pb2.ListDeadLettersRequest, _settlement_pb2.ListDeadLettersResponse]
+    """The open dead letters (hands settlement could not post, not settled since), oldest
+    first by the HandEnded's stream sequence, paginated. Callers: auditor, operator,
+    backend, table. Read-only.
+    """
     RetryDeadLetter: _grpc.UnaryUnaryMultiCallable[_settlement_pb2.RetryDeadLetterRequest, _settlement_pb2.RetryDeadLetterResponse]
-    """Try a dead-lettered hand again (after its cause was fixed)."""
+    """Try a dead-lettered hand again (after its cause was fixed).
+    The same path as the consumer: replay, post, store. After a LEDGER_REJECTED the ledger
+    remembers the refusal under its key, so the retry posts under the hand's next unused
+    key (settle:{hand_id}:retry1 … :retry5); a key already applied with the replay's
+    entries is adopted, one with other entries is a LEDGER_CONFLICT dead letter, and
+    RETRY_LIMIT when every key was refused. Idempotent: a hand settled meanwhile answers
+    settled with its settlement. NOT_FOUND DEAD_LETTER_NOT_FOUND when the hand has neither
+    a dead letter nor a settlement; UNAVAILABLE when the ledger or the database does not
+    answer within the call's deadline. Caller: operator only.
+    """
 
 @_typing.type_check_only
 class SettlementServiceAsyncStub(SettlementServiceStub):
+    """Read settlements and dead letters (callers auditor, operator, backend, table); retry a
+    dead letter (the operator only: it posts money).
+    """
+
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetSettlement: _aio.UnaryUnaryMultiCallable[_settlement_pb2.GetSettlementRequest, _settlement_pb2.GetSettlementResponse]  # type: ignore[assignment]
+    """One hand's stored settlement. NOT_FOUND SETTLEMENT_NOT_FOUND until the hand is settled
+    (or when no such hand exists). Callers: auditor, operator, backend, table (the table
+    waits on it before paying a cash-out). Read-only.
+    """
     ListSettlements: _aio.UnaryUnaryMultiCallable[_settlement_pb2.ListSettlementsRequest, _settlement_pb2.ListSettlementsResponse]  # type: ignore[assignment]
-    """By table or by player, newest first, paginated."""
+    """By table or by player, newest first, paginated.
+    Newest first is by the HandEnded's stream sequence. INVALID_ARGUMENT BAD_FILTER unless
+    exactly one of table_id and player_id is given. Callers: auditor, operator, backend,
+    table. Read-only.
+    """
     ReplayHand: _aio.UnaryUnaryMultiCallable[_settlement_pb2.ReplayHandRequest, _settlement_pb2.ReplayHandResponse]  # type: ignore[assignment]
-    """Recompute a hand from its events and diff against the stored settlement; writes nothing."""
+    """Recompute a hand from its events and diff against the stored settlement; writes nothing.
+    The hand is read from the stream as the consumer reads it: only the table's sealed hand
+    chain (a stranger's messages on the subject are left out and logged). NOT_FOUND
+    HAND_NOT_FOUND when the stream holds no event of the hand; FAILED_PRECONDITION with the
+    seal's reason (HAND_UNSEALED, HAND_SEAL_INVALID, CHAIN_BROKEN) or the replay's (SEQ_GAP,
+    BAD_SEED, DEAL_MISMATCH, ILLEGAL_EVENT …); UNAVAILABLE NATS_UNAVAILABLE. Callers:
+    auditor, operator, backend, table.
+    """
     ListDeadLetters: _aio.UnaryUnaryMultiCallable[_settlement_pb2.ListDeadLettersRequest, _settlement_pb2.ListDeadLettersResponse]  # type: ignore[assignment]
+    """The open dead letters (hands settlement could not post, not settled since), oldest
+    first by the HandEnded's stream sequence, paginated. Callers: auditor, operator,
+    backend, table. Read-only.
+    """
     RetryDeadLetter: _aio.UnaryUnaryMultiCallable[_settlement_pb2.RetryDeadLetterRequest, _settlement_pb2.RetryDeadLetterResponse]  # type: ignore[assignment]
-    """Try a dead-lettered hand again (after its cause was fixed)."""
+    """Try a dead-lettered hand again (after its cause was fixed).
+    The same path as the consumer: replay, post, store. After a LEDGER_REJECTED the ledger
+    remembers the refusal under its key, so the retry posts under the hand's next unused
+    key (settle:{hand_id}:retry1 … :retry5); a key already applied with the replay's
+    entries is adopted, one with other entries is a LEDGER_CONFLICT dead letter, and
+    RETRY_LIMIT when every key was refused. Idempotent: a hand settled meanwhile answers
+    settled with its settlement. NOT_FOUND DEAD_LETTER_NOT_FOUND when the hand has neither
+    a dead letter nor a settlement; UNAVAILABLE when the ledger or the database does not
+    answer within the call's deadline. Caller: operator only.
+    """
 
 class SettlementServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Read settlements and dead letters (callers auditor, operator, backend, table); retry a
+    dead letter (the operator only: it posts money).
+    """
+
     @_abc_1.abstractmethod
     def GetSettlement(
         self,
         request: _settlement_pb2.GetSettlementRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_settlement_pb2.GetSettlementResponse, _abc.Awaitable[_settlement_pb2.GetSettlementResponse]]: ...
+    ) -> _typing.Union[_settlement_pb2.GetSettlementResponse, _abc.Awaitable[_settlement_pb2.GetSettlementResponse]]:
+        """One hand's stored settlement. NOT_FOUND SETTLEMENT_NOT_FOUND until the hand is settled
+        (or when no such hand exists). Callers: auditor, operator, backend, table (the table
+        waits on it before paying a cash-out). Read-only.
+        """
 
     @_abc_1.abstractmethod
     def ListSettlements(
@@ -68,7 +153,11 @@ class SettlementServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _settlement_pb2.ListSettlementsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_settlement_pb2.ListSettlementsResponse, _abc.Awaitable[_settlement_pb2.ListSettlementsResponse]]:
-        """By table or by player, newest first, paginated."""
+        """By table or by player, newest first, paginated.
+        Newest first is by the HandEnded's stream sequence. INVALID_ARGUMENT BAD_FILTER unless
+        exactly one of table_id and player_id is given. Callers: auditor, operator, backend,
+        table. Read-only.
+        """
 
     @_abc_1.abstractmethod
     def ReplayHand(
@@ -76,14 +165,25 @@ class SettlementServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _settlement_pb2.ReplayHandRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_settlement_pb2.ReplayHandResponse, _abc.Awaitable[_settlement_pb2.ReplayHandResponse]]:
-        """Recompute a hand from its events and diff against the stored settlement; writes nothing."""
+        """Recompute a hand from its events and diff against the stored settlement; writes nothing.
+        The hand is read from the stream as the consumer reads it: only the table's sealed hand
+        chain (a stranger's messages on the subject are left out and logged). NOT_FOUND
+        HAND_NOT_FOUND when the stream holds no event of the hand; FAILED_PRECONDITION with the
+        seal's reason (HAND_UNSEALED, HAND_SEAL_INVALID, CHAIN_BROKEN) or the replay's (SEQ_GAP,
+        BAD_SEED, DEAL_MISMATCH, ILLEGAL_EVENT …); UNAVAILABLE NATS_UNAVAILABLE. Callers:
+        auditor, operator, backend, table.
+        """
 
     @_abc_1.abstractmethod
     def ListDeadLetters(
         self,
         request: _settlement_pb2.ListDeadLettersRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_settlement_pb2.ListDeadLettersResponse, _abc.Awaitable[_settlement_pb2.ListDeadLettersResponse]]: ...
+    ) -> _typing.Union[_settlement_pb2.ListDeadLettersResponse, _abc.Awaitable[_settlement_pb2.ListDeadLettersResponse]]:
+        """The open dead letters (hands settlement could not post, not settled since), oldest
+        first by the HandEnded's stream sequence, paginated. Callers: auditor, operator,
+        backend, table. Read-only.
+        """
 
     @_abc_1.abstractmethod
     def RetryDeadLetter(
@@ -91,6 +191,15 @@ class SettlementServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _settlement_pb2.RetryDeadLetterRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_settlement_pb2.RetryDeadLetterResponse, _abc.Awaitable[_settlement_pb2.RetryDeadLetterResponse]]:
-        """Try a dead-lettered hand again (after its cause was fixed)."""
+        """Try a dead-lettered hand again (after its cause was fixed).
+        The same path as the consumer: replay, post, store. After a LEDGER_REJECTED the ledger
+        remembers the refusal under its key, so the retry posts under the hand's next unused
+        key (settle:{hand_id}:retry1 … :retry5); a key already applied with the replay's
+        entries is adopted, one with other entries is a LEDGER_CONFLICT dead letter, and
+        RETRY_LIMIT when every key was refused. Idempotent: a hand settled meanwhile answers
+        settled with its settlement. NOT_FOUND DEAD_LETTER_NOT_FOUND when the hand has neither
+        a dead letter nor a settlement; UNAVAILABLE when the ledger or the database does not
+        answer within the call's deadline. Caller: operator only.
+        """
 
 def add_SettlementServiceServicer_to_server(servicer: SettlementServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -47,18 +47,35 @@ class _TableStatus:
 class _TableStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TableStatus.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     TABLE_STATUS_UNSPECIFIED: _TableStatus.ValueType  # 0
+    """Not known: a ListTables entry whose instance did not answer (its config alone is shown)."""
     TABLE_STATUS_WAITING: _TableStatus.ValueType  # 1
+    """Open with no hand in play: takes joins; a hand starts by StartHand or by
+    auto_start_players.
+    """
     TABLE_STATUS_PLAYING: _TableStatus.ValueType  # 2
+    """A hand is in play (Table.hand_id); joins are still taken, the new seat waits for the
+    next hand.
+    """
     TABLE_STATUS_CLOSED: _TableStatus.ValueType  # 3
+    """Closed for good: every seat stood up, TableClosed written; answered from the store."""
     TABLE_STATUS_CLOSING: _TableStatus.ValueType  # 4
     """CloseTable was called: no joins or new hands; the close completes by itself."""
 
-class TableStatus(_TableStatus, metaclass=_TableStatusEnumTypeWrapper): ...
+class TableStatus(_TableStatus, metaclass=_TableStatusEnumTypeWrapper):
+    """Where a table is in its life (Table.status)."""
 
 TABLE_STATUS_UNSPECIFIED: TableStatus.ValueType  # 0
+"""Not known: a ListTables entry whose instance did not answer (its config alone is shown)."""
 TABLE_STATUS_WAITING: TableStatus.ValueType  # 1
+"""Open with no hand in play: takes joins; a hand starts by StartHand or by
+auto_start_players.
+"""
 TABLE_STATUS_PLAYING: TableStatus.ValueType  # 2
+"""A hand is in play (Table.hand_id); joins are still taken, the new seat waits for the
+next hand.
+"""
 TABLE_STATUS_CLOSED: TableStatus.ValueType  # 3
+"""Closed for good: every seat stood up, TableClosed written; answered from the store."""
 TABLE_STATUS_CLOSING: TableStatus.ValueType  # 4
 """CloseTable was called: no joins or new hands; the close completes by itself."""
 Global___TableStatus: _TypeAlias = TableStatus  # noqa: Y015
@@ -104,6 +121,7 @@ class _LeaveOutcome:
 class _LeaveOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LeaveOutcome.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     LEAVE_OUTCOME_UNSPECIFIED: _LeaveOutcome.ValueType  # 0
+    """Never answered (proto3's default value)."""
     LEAVE_OUTCOME_STOOD_UP: _LeaveOutcome.ValueType  # 1
     """No hand of the player's was in play: they stood up now; the cash-out follows."""
     LEAVE_OUTCOME_FORFEITED: _LeaveOutcome.ValueType  # 2
@@ -117,6 +135,7 @@ class LeaveOutcome(_LeaveOutcome, metaclass=_LeaveOutcomeEnumTypeWrapper):
     """What LeaveTable did."""
 
 LEAVE_OUTCOME_UNSPECIFIED: LeaveOutcome.ValueType  # 0
+"""Never answered (proto3's default value)."""
 LEAVE_OUTCOME_STOOD_UP: LeaveOutcome.ValueType  # 1
 """No hand of the player's was in play: they stood up now; the cash-out follows."""
 LEAVE_OUTCOME_FORFEITED: LeaveOutcome.ValueType  # 2
@@ -134,6 +153,7 @@ class _CashOutStatus:
 class _CashOutStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CashOutStatus.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     CASH_OUT_STATUS_UNSPECIFIED: _CashOutStatus.ValueType  # 0
+    """Not answered by today's code (a cash-out row in a state this version does not know)."""
     CASH_OUT_STATUS_NONE: _CashOutStatus.ValueType  # 1
     """No cash-out of this player at this table."""
     CASH_OUT_STATUS_WAITING_FOR_HAND: _CashOutStatus.ValueType  # 2
@@ -145,9 +165,11 @@ class _CashOutStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CashOut
     CASH_OUT_STATUS_ALARM: _CashOutStatus.ValueType  # 5
     """The ledger's escrow differed from the table's stack: held for an operator."""
 
-class CashOutStatus(_CashOutStatus, metaclass=_CashOutStatusEnumTypeWrapper): ...
+class CashOutStatus(_CashOutStatus, metaclass=_CashOutStatusEnumTypeWrapper):
+    """Where a player's cash-out is (CashOut.status)."""
 
 CASH_OUT_STATUS_UNSPECIFIED: CashOutStatus.ValueType  # 0
+"""Not answered by today's code (a cash-out row in a state this version does not know)."""
 CASH_OUT_STATUS_NONE: CashOutStatus.ValueType  # 1
 """No cash-out of this player at this table."""
 CASH_OUT_STATUS_WAITING_FOR_HAND: CashOutStatus.ValueType  # 2
@@ -162,6 +184,10 @@ Global___CashOutStatus: _TypeAlias = CashOutStatus  # noqa: Y015
 
 @_typing.final
 class TableConfig(_message.Message):
+    """A table's settings, fixed at CreateTable and checked there against the game's rules (the
+    codes at each field); Table.config shows them with the defaults filled in.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -200,19 +226,33 @@ class TableConfig(_message.Message):
     bacay_chuong taixiu tienlen samloc phom.
     """
     stake_gold: _builtins.int
+    """The table stake S (RULES.md GEN-3), the per-table unit the game's rules count amounts
+    in; gold, 1..9223372036854775 (int64 max / 1000), else INVALID_ARGUMENT BAD_STAKE.
+    """
     fee_bps: _builtins.int
     """0..1000 basis points; 0 means no fee. Unset: the game's default for its mode
     (Tài Xỉu 500 against the system, 300 against players; Mậu Binh 500; others 0).
     """
     seats_max: _builtins.int
+    """Seats at the table, within the game's player range (at most 200); 0 takes the game's
+    maximum. Outside it: INVALID_ARGUMENT BAD_SEATS.
+    """
     buy_in_min_gold: _builtins.int
     """The buy-in range; 0 takes the default: the stake (min), 100 x the stake (max)."""
     buy_in_max_gold: _builtins.int
+    """The most one JoinTable may buy in, gold; 0: 100 x the stake (or buy_in_min_gold when
+    that is more). Below buy_in_min_gold: INVALID_ARGUMENT BAD_BUY_IN.
+    """
     auto_start_players: _builtins.int
     """Start a hand automatically when at least this many players are seated (0: manual)."""
     turn_timeout_s: _builtins.int
     """Per-turn timer; 0 means the game's default."""
     owner_player_id: _builtins.str
+    """The player who owns the table, "" for the house's: 1-64 of A-Z a-z 0-9 _ . - @ (else
+    INVALID_ARGUMENT BAD_PLAYER_ID). Their creations and open tables are limited
+    (CreateTable); when they play a hand, the games that name the owner (e.g. for the first
+    dealer) use their seat (HandStarted.owner_seat).
+    """
     between_hands_ms: _builtins.int
     """Pause between two hands when starting automatically (0: 1000 ms)."""
     @_builtins.property
@@ -246,6 +286,8 @@ Global___TableConfig: _TypeAlias = TableConfig  # noqa: Y015
 
 @_typing.final
 class SeatState(_message.Message):
+    """A seated player (Table.seats)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -256,12 +298,28 @@ class SeatState(_message.Message):
     LEAVING_FIELD_NUMBER: _builtins.int
     GUILD_ID_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat, 0..seats_max-1."""
     player_id: _builtins.str
+    """The player (their wallet is player:{player_id})."""
     stack_gold: _builtins.int
+    """The chips the table holds for the player (escrow:{table_id}:{player_id}), gold: during a
+    hand, what they brought into it (its bets not taken off); the hand's net is added when
+    it ends.
+    """
     connected: _builtins.bool
+    """False once a player who has sent heartbeats sent none for SOCAI_HEARTBEAT_TIMEOUT_S;
+    true again after their next Heartbeat or Reconnect.
+    """
     in_hand: _builtins.bool
+    """Dealt into the hand in play (false between hands, and for a seat taken after the deal)."""
     leaving: _builtins.bool
+    """Stands up when the hand in play ends (LeaveTable after the hand, or a hand left and
+    forfeited), and is dealt into no further hand.
+    """
     guild_id: _builtins.str
+    """The player's guild (Tài Xỉu's guild fee, RULES.md TX-6). JoinTable has no field for it,
+    so it is "" for every seat taken through this API.
+    """
     def __init__(
         self,
         *,
@@ -283,6 +341,8 @@ Global___SeatState: _TypeAlias = SeatState  # noqa: Y015
 
 @_typing.final
 class Table(_message.Message):
+    """A table: its configuration, status and seats (GetTable, ListTables, and most answers)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
@@ -295,17 +355,36 @@ class Table(_message.Message):
     CLOSE_REASON_FIELD_NUMBER: _builtins.int
     CLOSED_AT_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """1-32 ASCII letters and digits (the service chooses 16 hex digits when CreateTable is
+    given none).
+    """
     status: Global___TableStatus.ValueType
+    """Where the table is in its life."""
     hand_id: _builtins.str
+    """The hand in play, "{table_id}-h{n}"; "" when none is."""
     hands_played: _builtins.int
+    """Hands started at the table so far, the one in play and a closing hand included: the
+    last hand is "{table_id}-h{hands_played}".
+    """
     close_reason: _builtins.str
     """Why an operator closed it (CLOSING and CLOSED tables)."""
     @_builtins.property
-    def config(self) -> Global___TableConfig: ...
+    def config(self) -> Global___TableConfig:
+        """The configuration as validated, its defaults filled in (turn_timeout_s stays 0 for the
+        game's own timer).
+        """
+
     @_builtins.property
-    def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatState]: ...
+    def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatState]:
+        """The seated players by seat number (free seats are absent; none once closed)."""
+
     @_builtins.property
-    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the table was created, as the shared directory records it: in ListTables and for
+        a closed table. In the other answers (GetTable, JoinTable …) it is when the instance
+        running the table built it in memory, later than the creation after a restart or a move.
+        """
+
     @_builtins.property
     def closed_at(self) -> _timestamp_pb2.Timestamp:
         """When the close completed (CLOSED tables)."""
@@ -333,6 +412,8 @@ Global___Table: _TypeAlias = Table  # noqa: Y015
 
 @_typing.final
 class CreateTableRequest(_message.Message):
+    """CreateTable's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONFIG_FIELD_NUMBER: _builtins.int
@@ -342,7 +423,11 @@ class CreateTableRequest(_message.Message):
     let the service choose.
     """
     @_builtins.property
-    def config(self) -> Global___TableConfig: ...
+    def config(self) -> Global___TableConfig:
+        """The table's settings; game is required (empty: INVALID_ARGUMENT BAD_GAME; unknown:
+        GAME_NOT_AVAILABLE).
+        """
+
     def __init__(
         self,
         *,
@@ -359,11 +444,15 @@ Global___CreateTableRequest: _TypeAlias = CreateTableRequest  # noqa: Y015
 
 @_typing.final
 class CreateTableResponse(_message.Message):
+    """CreateTable's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def table(self) -> Global___Table: ...
+    def table(self) -> Global___Table:
+        """The table created (or, for a retry, the one created before)."""
+
     def __init__(
         self,
         *,
@@ -379,10 +468,13 @@ Global___CreateTableResponse: _TypeAlias = CreateTableResponse  # noqa: Y015
 
 @_typing.final
 class GetTableRequest(_message.Message):
+    """GetTable's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table: 1-32 ASCII letters and digits (else INVALID_ARGUMENT BAD_TABLE_ID)."""
     def __init__(
         self,
         *,
@@ -398,11 +490,15 @@ Global___GetTableRequest: _TypeAlias = GetTableRequest  # noqa: Y015
 
 @_typing.final
 class GetTableResponse(_message.Message):
+    """GetTable's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def table(self) -> Global___Table: ...
+    def table(self) -> Global___Table:
+        """The table; a closed one as its row keeps it (CLOSED, close_reason, closed_at, no seats)."""
+
     def __init__(
         self,
         *,
@@ -418,6 +514,8 @@ Global___GetTableResponse: _TypeAlias = GetTableResponse  # noqa: Y015
 
 @_typing.final
 class ListTablesRequest(_message.Message):
+    """ListTables' request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GAME_FIELD_NUMBER: _builtins.int
@@ -425,10 +523,21 @@ class ListTablesRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     INCLUDE_CLOSED_FIELD_NUMBER: _builtins.int
     game: _builtins.str
+    """Only the tables of this game id (TableConfig.game); "" for every game. A game no table
+    plays answers an empty page.
+    """
     page_size: _builtins.int
+    """Tables per page: 0 means 100, more than 500 is read as 500; negative is
+    INVALID_ARGUMENT BAD_PAGE_SIZE.
+    """
     page_token: _builtins.str
+    """"" for the first page, else the previous page's next_page_token (the page starts after
+    that table id); anything else INVALID_ARGUMENT BAD_PAGE_TOKEN.
+    """
     include_closed: _builtins.bool
-    """Also the closed tables of the partitions the answering instance holds (from its store)."""
+    """Also the closed tables (every instance's, from the shared store), merged into the page
+    by table_id.
+    """
     def __init__(
         self,
         *,
@@ -447,13 +556,18 @@ Global___ListTablesRequest: _TypeAlias = ListTablesRequest  # noqa: Y015
 
 @_typing.final
 class ListTablesResponse(_message.Message):
+    """ListTables' answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLES_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """The page_token of the next page; "" on the last page."""
     @_builtins.property
-    def tables(self) -> _containers.RepeatedCompositeFieldContainer[Global___Table]: ...
+    def tables(self) -> _containers.RepeatedCompositeFieldContainer[Global___Table]:
+        """The page, ordered by table_id."""
+
     def __init__(
         self,
         *,
@@ -470,6 +584,8 @@ Global___ListTablesResponse: _TypeAlias = ListTablesResponse  # noqa: Y015
 
 @_typing.final
 class JoinTableRequest(_message.Message):
+    """JoinTable's request: one player buying in and taking a seat."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
@@ -478,11 +594,24 @@ class JoinTableRequest(_message.Message):
     SEAT_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table (1-32 ASCII letters and digits; unknown: NOT_FOUND TABLE_NOT_FOUND)."""
     player_token: _builtins.str
+    """The joining player's token (IssuePlayerToken); missing, forged or expired:
+    UNAUTHENTICATED BAD_PLAYER_TOKEN.
+    """
     buy_in_gold: _builtins.int
+    """Gold moved from the player's wallet to their escrow at the table, their stack: within
+    config.buy_in_min_gold..buy_in_max_gold (else INVALID_ARGUMENT BAD_BUY_IN); a wallet
+    that holds less is FAILED_PRECONDITION INSUFFICIENT_FUNDS.
+    """
     seat: _builtins.int
     """-1 for any free seat."""
     idempotency_key: _builtins.str
+    """Required, 1..200 printable characters (else INVALID_ARGUMENT BAD_IDEMPOTENCY_KEY),
+    scoped by player: one key means one seating. A retry answers the same seat; the key with
+    another table or buy-in is IDEMPOTENCY_KEY_REUSED, once the player has left
+    JOIN_KEY_USED, after a failed join JOIN_FAILED.
+    """
     def __init__(
         self,
         *,
@@ -502,13 +631,18 @@ Global___JoinTableRequest: _TypeAlias = JoinTableRequest  # noqa: Y015
 
 @_typing.final
 class JoinTableResponse(_message.Message):
+    """JoinTable's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     TABLE_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat taken, 0..seats_max-1."""
     @_builtins.property
-    def table(self) -> Global___Table: ...
+    def table(self) -> Global___Table:
+        """The table with the player seated."""
+
     def __init__(
         self,
         *,
@@ -525,6 +659,8 @@ Global___JoinTableResponse: _TypeAlias = JoinTableResponse  # noqa: Y015
 
 @_typing.final
 class LeaveTableRequest(_message.Message):
+    """LeaveTable's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
@@ -532,10 +668,15 @@ class LeaveTableRequest(_message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     WHEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table (1-32 ASCII letters and digits; unknown: NOT_FOUND TABLE_NOT_FOUND)."""
     player_token: _builtins.str
+    """The leaving player's token; a player with no seat at the table (never sat, or already
+    stood up) is NOT_FOUND NOT_SEATED.
+    """
     idempotency_key: _builtins.str
     """Unused: leaving is idempotent by itself (a second call answers what the first did)."""
     when: Global___LeaveWhen.ValueType
+    """Now (the default) or after the hand in play."""
     def __init__(
         self,
         *,
@@ -598,8 +739,11 @@ class CashOut(_message.Message):
     LEDGER_TRANSACTION_ID_FIELD_NUMBER: _builtins.int
     COMPLETED_AT_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table it is from."""
     player_id: _builtins.str
+    """The player it pays (wallet player:{player_id})."""
     status: Global___CashOutStatus.ValueType
+    """Where it is."""
     amount_gold: _builtins.int
     """What is (or was) paid; 0 while the player still waits for a hand's end."""
     after_hand_id: _builtins.str
@@ -607,7 +751,9 @@ class CashOut(_message.Message):
     ledger_transaction_id: _builtins.str
     """The ledger transaction that paid it (DONE, when more than 0 was paid)."""
     @_builtins.property
-    def completed_at(self) -> _timestamp_pb2.Timestamp: ...
+    def completed_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was paid (DONE) or held (ALARM); unset before."""
+
     def __init__(
         self,
         *,
@@ -629,6 +775,8 @@ Global___CashOut: _TypeAlias = CashOut  # noqa: Y015
 
 @_typing.final
 class LeaveTableResponse(_message.Message):
+    """LeaveTable's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CASHED_OUT_FIELD_NUMBER: _builtins.int
@@ -645,6 +793,7 @@ class LeaveTableResponse(_message.Message):
     before that hand, which is not what a forfeited hand pays out).
     """
     outcome: Global___LeaveOutcome.ValueType
+    """What leaving did: stood up now, left the hand (forfeited), or plays it out."""
     hand_id: _builtins.str
     """The hand the player forfeited or plays out ("" when they stood up at once)."""
     @_builtins.property
@@ -677,10 +826,13 @@ Global___LeaveTableResponse: _TypeAlias = LeaveTableResponse  # noqa: Y015
 
 @_typing.final
 class StartHandRequest(_message.Message):
+    """StartHand's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table (1-32 ASCII letters and digits; unknown: NOT_FOUND TABLE_NOT_FOUND)."""
     def __init__(
         self,
         *,
@@ -696,10 +848,13 @@ Global___StartHandRequest: _TypeAlias = StartHandRequest  # noqa: Y015
 
 @_typing.final
 class StartHandResponse(_message.Message):
+    """StartHand's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HAND_ID_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
+    """The new hand, "{table_id}-h{n}" (n = Table.hands_played)."""
     def __init__(
         self,
         *,
@@ -730,21 +885,43 @@ class PlayerAction(_message.Message):
     SEND_FIELD_NUMBER: _builtins.int
     PASS_TURN_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def bet(self) -> _events_pb2.BetAction: ...
+    def bet(self) -> _events_pb2.BetAction:
+        """A betting move, check call bet raise fold or all-in (Hold'em, Xì Tố, Liêng, Liêng
+        Sảnh); amount_gold is what the seat adds.
+        """
+
     @_builtins.property
-    def wager(self) -> _events_pb2.WagerPlaced: ...
+    def wager(self) -> _events_pb2.WagerPlaced:
+        """A wager: a bet on an outcome (Tài Xỉu) or against the banker (Ba Cây Chương)."""
+
     @_builtins.property
-    def play(self) -> _events_pb2.CardsPlayed: ...
+    def play(self) -> _events_pb2.CardsPlayed:
+        """Cards played: a combination (Tiến Lên, Sâm Lốc) or one discard (Phỏm)."""
+
     @_builtins.property
-    def declare(self) -> _events_pb2.Declared: ...
+    def declare(self) -> _events_pb2.Declared:
+        """A declaration: Phỏm's draw, u, u_khan; Sâm Lốc's sam, no_sam; 3 Cây Gà's and Ba Cây
+        Chương's flip (docs/api/moves.md).
+        """
+
     @_builtins.property
-    def arrange(self) -> _events_pb2.Arranged: ...
+    def arrange(self) -> _events_pb2.Arranged:
+        """Mậu Binh: the seat's 13 cards as back (5), middle (5) and front (3), named by their
+        cards (deck positions are INVALID_ARGUMENT BAD_ACTION).
+        """
+
     @_builtins.property
-    def take(self) -> _events_pb2.CardTaken: ...
+    def take(self) -> _events_pb2.CardTaken:
+        """Phỏm: take the previous discard into a Phỏm."""
+
     @_builtins.property
-    def lay(self) -> _events_pb2.MeldsLaid: ...
+    def lay(self) -> _events_pb2.MeldsLaid:
+        """Phỏm: lay down the seat's Phỏm (final turn)."""
+
     @_builtins.property
-    def send(self) -> _events_pb2.CardSent: ...
+    def send(self) -> _events_pb2.CardSent:
+        """Phỏm: add a card to another seat's laid Phỏm (after laying down)."""
+
     @_builtins.property
     def pass_turn(self) -> _events_pb2.Passed:
         """A pass (shedding games): TableView.legal_moves offers it under this name."""
@@ -774,6 +951,8 @@ Global___PlayerAction: _TypeAlias = PlayerAction  # noqa: Y015
 
 @_typing.final
 class ActRequest(_message.Message):
+    """Act's request: one player decision in the hand in play."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
@@ -783,6 +962,7 @@ class ActRequest(_message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table (1-32 ASCII letters and digits; unknown: NOT_FOUND TABLE_NOT_FOUND)."""
     hand_id: _builtins.str
     """The hand the decision is for (TableView.hand_id)."""
     seat: _builtins.int
@@ -799,8 +979,13 @@ class ActRequest(_message.Message):
     action is IDEMPOTENCY_KEY_REUSED.
     """
     player_token: _builtins.str
+    """The acting player's token; missing, forged or expired: UNAUTHENTICATED BAD_PLAYER_TOKEN."""
     @_builtins.property
-    def action(self) -> Global___PlayerAction: ...
+    def action(self) -> Global___PlayerAction:
+        """The move, exactly one field set (none: INVALID_ARGUMENT BAD_ACTION); the game's rules
+        decide whether it is legal now.
+        """
+
     def __init__(
         self,
         *,
@@ -821,6 +1006,8 @@ Global___ActRequest: _TypeAlias = ActRequest  # noqa: Y015
 
 @_typing.final
 class ActResponse(_message.Message):
+    """Act's answer: the event the action became."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEQ_FIELD_NUMBER: _builtins.int
@@ -830,6 +1017,7 @@ class ActResponse(_message.Message):
     seq: _builtins.int
     """The event the action became."""
     event_id: _builtins.str
+    """That event's id, "{hand_id}/{seq}" (Event.event_id)."""
     replayed: _builtins.bool
     """True when this answers a retry (the action was accepted earlier under this key)."""
     log_seq: _builtins.int
@@ -852,6 +1040,8 @@ Global___ActResponse: _TypeAlias = ActResponse  # noqa: Y015
 
 @_typing.final
 class ValidateActionRequest(_message.Message):
+    """ValidateAction's request: Act's, without the idempotency key."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
@@ -860,12 +1050,19 @@ class ValidateActionRequest(_message.Message):
     ACTION_FIELD_NUMBER: _builtins.int
     PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table (1-32 ASCII letters and digits; unknown: NOT_FOUND TABLE_NOT_FOUND, an error)."""
     hand_id: _builtins.str
+    """As ActRequest.hand_id."""
     seat: _builtins.int
     """As ActRequest.seat."""
     player_token: _builtins.str
+    """The player's token; missing, forged or expired: UNAUTHENTICATED BAD_PLAYER_TOKEN (an
+    error, not an answer).
+    """
     @_builtins.property
-    def action(self) -> Global___PlayerAction: ...
+    def action(self) -> Global___PlayerAction:
+        """As ActRequest.action (an empty or malformed one is refused in the answer)."""
+
     def __init__(
         self,
         *,
@@ -885,6 +1082,8 @@ Global___ValidateActionRequest: _TypeAlias = ValidateActionRequest  # noqa: Y015
 
 @_typing.final
 class ValidateActionResponse(_message.Message):
+    """ValidateAction's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCEPTED_FIELD_NUMBER: _builtins.int
@@ -898,7 +1097,9 @@ class ValidateActionResponse(_message.Message):
     the rule it cites.
     """
     message: _builtins.str
+    """When refused: the refusal's message, in English; "" when accepted."""
     rule: _builtins.str
+    """When refused by the game's rules: the RULES.md rule it cites; "" otherwise."""
     def __init__(
         self,
         *,
@@ -917,13 +1118,19 @@ Global___ValidateActionResponse: _TypeAlias = ValidateActionResponse  # noqa: Y0
 
 @_typing.final
 class GetHandRequest(_message.Message):
+    """GetHand's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     HAND_ID_FIELD_NUMBER: _builtins.int
     PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table (1-32 ASCII letters and digits; unknown: NOT_FOUND TABLE_NOT_FOUND)."""
     hand_id: _builtins.str
+    """The hand, "{table_id}-h{n}": the hand in play or an ended one; any other is NOT_FOUND
+    HAND_NOT_FOUND.
+    """
     player_token: _builtins.str
     """Empty for a spectator."""
     def __init__(
@@ -943,6 +1150,8 @@ Global___GetHandRequest: _TypeAlias = GetHandRequest  # noqa: Y015
 
 @_typing.final
 class GetHandResponse(_message.Message):
+    """GetHand's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HAND_ID_FIELD_NUMBER: _builtins.int
@@ -950,12 +1159,15 @@ class GetHandResponse(_message.Message):
     EVENTS_FIELD_NUMBER: _builtins.int
     SETTLEMENT_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
+    """The hand asked for."""
     ended: _builtins.bool
     """Ended: every card is shown (the revealed seed deals them anyway). In play: the events
     as GetTableState shows them to this viewer.
     """
     @_builtins.property
-    def events(self) -> _containers.RepeatedCompositeFieldContainer[_events_pb2.Event]: ...
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_events_pb2.Event]:
+        """The hand's events in seq order, as this viewer may see them."""
+
     @_builtins.property
     def settlement(self) -> _settlement_pb2.Settlement:
         """Once ended: the hand's settlement as the rules engine computes it from these events
@@ -981,12 +1193,16 @@ Global___GetHandResponse: _TypeAlias = GetHandResponse  # noqa: Y015
 
 @_typing.final
 class GetCashOutRequest(_message.Message):
+    """GetCashOut's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table (1-32 ASCII letters and digits); a closed table's cash-outs are answered too."""
     player_token: _builtins.str
+    """The token of the player whose cash-out it is."""
     def __init__(
         self,
         *,
@@ -1003,11 +1219,15 @@ Global___GetCashOutRequest: _TypeAlias = GetCashOutRequest  # noqa: Y015
 
 @_typing.final
 class GetCashOutResponse(_message.Message):
+    """GetCashOut's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CASH_OUT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def cash_out(self) -> Global___CashOut: ...
+    def cash_out(self) -> Global___CashOut:
+        """The player's last cash-out at the table (status NONE when there is none)."""
+
     def __init__(
         self,
         *,
@@ -1023,6 +1243,10 @@ Global___GetCashOutResponse: _TypeAlias = GetCashOutResponse  # noqa: Y015
 
 @_typing.final
 class LegalAction(_message.Message):
+    """One kind of move the viewer may make now, with the amounts allowed
+    (TableState.legal_actions; TableView.legal_moves says more).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     KIND_FIELD_NUMBER: _builtins.int
@@ -1034,7 +1258,13 @@ class LegalAction(_message.Message):
     pass arrange take lay send declare:draw declare:u …).
     """
     min_gold: _builtins.int
+    """The least amount_gold the move may carry, gold (inclusive): what a call, bet, raise or
+    all-in adds, a wager's amount; 0 for a kind without an amount (check, fold, play …).
+    """
     max_gold: _builtins.int
+    """The most amount_gold the move may carry, gold (inclusive); 0 for a kind without an
+    amount.
+    """
     step_gold: _builtins.int
     """A bet or raise above min_gold is min_gold plus a multiple of this, or exactly max_gold;
     0 or 1: any amount in between.
@@ -1078,10 +1308,17 @@ class LegalMove(_message.Message):
     amount bounds say which others are legal, and ValidateAction answers for any.
     """
     min_gold: _builtins.int
+    """As LegalAction.min_gold, for a kind with an amount; 0 otherwise."""
     max_gold: _builtins.int
+    """As LegalAction.max_gold, for a kind with an amount; 0 otherwise."""
     step_gold: _builtins.int
+    """As LegalAction.step_gold."""
     @_builtins.property
-    def actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlayerAction]: ...
+    def actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlayerAction]:
+        """The moves, each ready for ActRequest.action (a pass in pass_turn): every one when
+        complete, examples otherwise.
+        """
+
     def __init__(
         self,
         *,
@@ -1124,11 +1361,17 @@ class Facing(_message.Message):
     amount_gold: _builtins.int
     """bet: what calling adds; wager: the least one bet may be (max_gold the most)."""
     max_gold: _builtins.int
+    """wager: the most one bet may be, gold; 0 for the other kinds."""
     takeable: _builtins.bool
     """discard: whether this seat may take it now."""
     text: _builtins.str
+    """What it is, in English words for a UI ("call 40", "you lead: any combination"); "" for
+    nothing.
+    """
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Its cards: the trick to beat, the discard that may be taken; empty for the other kinds."""
+
     def __init__(
         self,
         *,
@@ -1180,7 +1423,11 @@ class TableView(_message.Message):
     seq: _builtins.int
     """The last seq of that hand this view includes."""
     hand_over: _builtins.bool
+    """True once that hand has ended (its HandEnded included): it waits for nobody."""
     timer: _builtins.str
+    """The timer it waits on: turn, arrange, flip, betting or declare (docs/api/moves.md);
+    "" when it waits for nobody.
+    """
     viewer_seat: _builtins.int
     """The viewer's seat (-1: a spectator)."""
     more_follows: _builtins.bool
@@ -1193,7 +1440,11 @@ class TableView(_message.Message):
         """The seats the hand waits for, on which timer, until when."""
 
     @_builtins.property
-    def deadline(self) -> _timestamp_pb2.Timestamp: ...
+    def deadline(self) -> _timestamp_pb2.Timestamp:
+        """When that timer runs out (wall clock); set only on a view whose more_follows is false
+        and whose to_act names a seat.
+        """
+
     @_builtins.property
     def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The viewer's own cards now, face up and down (none of another seat's)."""
@@ -1232,6 +1483,10 @@ Global___TableView: _TypeAlias = TableView  # noqa: Y015
 
 @_typing.final
 class TableState(_message.Message):
+    """What one viewer may see of a table now (GetTableState, Reconnect): the table, the hand in
+    play (else the last one) as the viewer may see it, and the view.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_FIELD_NUMBER: _builtins.int
@@ -1246,20 +1501,29 @@ class TableState(_message.Message):
     VIEWER_SEAT_FIELD_NUMBER: _builtins.int
     VIEW_FIELD_NUMBER: _builtins.int
     hand_id: _builtins.str
+    """The hand in play, else the last one ("" before the first)."""
     last_seq: _builtins.int
+    """The last seq of that hand (0 before the first hand)."""
     timer: _builtins.str
+    """The timer it waits on (TableView.timer); "" when it waits for nobody."""
     viewer_seat: _builtins.int
     """The viewer's seat, or -1 for a spectator."""
     @_builtins.property
-    def table(self) -> Global___Table: ...
+    def table(self) -> Global___Table:
+        """The table now."""
+
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_events_pb2.Event]:
         """The hand's events as this viewer may see them (hidden cards of others redacted)."""
 
     @_builtins.property
-    def to_act(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def to_act(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The seats the hand waits for (empty once it has ended, and for a closing hand)."""
+
     @_builtins.property
-    def deadline(self) -> _timestamp_pb2.Timestamp: ...
+    def deadline(self) -> _timestamp_pb2.Timestamp:
+        """When that timer runs out (wall clock); unset when no timer runs."""
+
     @_builtins.property
     def legal_actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___LegalAction]:
         """The viewer's own legal actions now (empty when it is not their decision)."""
@@ -1297,11 +1561,14 @@ Global___TableState: _TypeAlias = TableState  # noqa: Y015
 
 @_typing.final
 class GetTableStateRequest(_message.Message):
+    """GetTableState's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table (1-32 ASCII letters and digits; unknown: NOT_FOUND TABLE_NOT_FOUND)."""
     player_token: _builtins.str
     """Empty for a spectator."""
     def __init__(
@@ -1320,11 +1587,15 @@ Global___GetTableStateRequest: _TypeAlias = GetTableStateRequest  # noqa: Y015
 
 @_typing.final
 class GetTableStateResponse(_message.Message):
+    """GetTableState's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     STATE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def state(self) -> Global___TableState: ...
+    def state(self) -> Global___TableState:
+        """What the viewer may see now."""
+
     def __init__(
         self,
         *,
@@ -1340,13 +1611,19 @@ Global___GetTableStateResponse: _TypeAlias = GetTableStateResponse  # noqa: Y015
 
 @_typing.final
 class WatchTableRequest(_message.Message):
+    """WatchTable's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
     FROM_SEQ_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table (1-32 ASCII letters and digits; unknown: NOT_FOUND TABLE_NOT_FOUND)."""
     player_token: _builtins.str
+    """The player's token, for their own view (their cards, their legal moves); "" to watch
+    as a spectator. A player without a seat sees what a spectator sees.
+    """
     from_seq: _builtins.int
     """Replay from this hand sequence (0: from the start of the hand in play)."""
     def __init__(
@@ -1366,6 +1643,12 @@ Global___WatchTableRequest: _TypeAlias = WatchTableRequest  # noqa: Y015
 
 @_typing.final
 class WatchTableResponse(_message.Message):
+    """One message of a WatchTable stream: an event as the viewer may see it, or the viewer's
+    completed cash-out, each with the view right after it; or the view alone. The stream
+    ends after TableClosed; one that falls behind ends RESOURCE_EXHAUSTED WATCH_QUEUE_FULL or
+    WATCH_MEMORY_FULL, and one whose table moves UNAVAILABLE TABLE_MOVED: watch again.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
@@ -1402,12 +1685,16 @@ Global___WatchTableResponse: _TypeAlias = WatchTableResponse  # noqa: Y015
 
 @_typing.final
 class HeartbeatRequest(_message.Message):
+    """Heartbeat's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table (1-32 ASCII letters and digits; unknown: NOT_FOUND TABLE_NOT_FOUND)."""
     player_token: _builtins.str
+    """The seated player's token (no seat: NOT_FOUND NOT_SEATED)."""
     def __init__(
         self,
         *,
@@ -1424,11 +1711,15 @@ Global___HeartbeatRequest: _TypeAlias = HeartbeatRequest  # noqa: Y015
 
 @_typing.final
 class HeartbeatResponse(_message.Message):
+    """Heartbeat's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SERVER_TIME_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def server_time(self) -> _timestamp_pb2.Timestamp: ...
+    def server_time(self) -> _timestamp_pb2.Timestamp:
+        """The service's clock when it answered."""
+
     def __init__(
         self,
         *,
@@ -1444,12 +1735,16 @@ Global___HeartbeatResponse: _TypeAlias = HeartbeatResponse  # noqa: Y015
 
 @_typing.final
 class ReconnectRequest(_message.Message):
+    """Reconnect's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table (1-32 ASCII letters and digits; unknown: NOT_FOUND TABLE_NOT_FOUND)."""
     player_token: _builtins.str
+    """The seated player's token (no seat: NOT_FOUND NOT_SEATED)."""
     def __init__(
         self,
         *,
@@ -1466,11 +1761,15 @@ Global___ReconnectRequest: _TypeAlias = ReconnectRequest  # noqa: Y015
 
 @_typing.final
 class ReconnectResponse(_message.Message):
+    """Reconnect's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     STATE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def state(self) -> Global___TableState: ...
+    def state(self) -> Global___TableState:
+        """What the player may see now, as GetTableState answers it."""
+
     def __init__(
         self,
         *,
@@ -1486,11 +1785,16 @@ Global___ReconnectResponse: _TypeAlias = ReconnectResponse  # noqa: Y015
 
 @_typing.final
 class IssuePlayerTokenRequest(_message.Message):
+    """IssuePlayerToken's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PLAYER_ID_FIELD_NUMBER: _builtins.int
     TTL_S_FIELD_NUMBER: _builtins.int
     player_id: _builtins.str
+    """The player: 1-64 of A-Z a-z 0-9 _ . - @, not dots alone (else INVALID_ARGUMENT
+    BAD_PLAYER_ID); their wallet is player:{player_id}.
+    """
     ttl_s: _builtins.int
     """0 means 24 hours; at most 7 days."""
     def __init__(
@@ -1509,13 +1813,20 @@ Global___IssuePlayerTokenRequest: _TypeAlias = IssuePlayerTokenRequest  # noqa: 
 
 @_typing.final
 class IssuePlayerTokenResponse(_message.Message):
+    """IssuePlayerToken's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PLAYER_TOKEN_FIELD_NUMBER: _builtins.int
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
     player_token: _builtins.str
+    """The token for the player_token field of that player's calls: opaque (the player id and
+    expiry, signed by the service). Every call issues a new one; none is revoked.
+    """
     @_builtins.property
-    def expires_at(self) -> _timestamp_pb2.Timestamp: ...
+    def expires_at(self) -> _timestamp_pb2.Timestamp:
+        """When it stops being accepted (then UNAUTHENTICATED BAD_PLAYER_TOKEN)."""
+
     def __init__(
         self,
         *,
@@ -1532,11 +1843,14 @@ Global___IssuePlayerTokenResponse: _TypeAlias = IssuePlayerTokenResponse  # noqa
 
 @_typing.final
 class CloseTableRequest(_message.Message):
+    """CloseTable's request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table (1-32 ASCII letters and digits; unknown: NOT_FOUND TABLE_NOT_FOUND)."""
     reason: _builtins.str
     """Why (1..200 printable characters), recorded with the close."""
     def __init__(
@@ -1555,6 +1869,8 @@ Global___CloseTableRequest: _TypeAlias = CloseTableRequest  # noqa: Y015
 
 @_typing.final
 class CloseTableResponse(_message.Message):
+    """CloseTable's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_FIELD_NUMBER: _builtins.int

@@ -26,7 +26,14 @@ if _version_not_supported:
 
 
 class TableServiceStub:
-    """Missing associated documentation comment in .proto file."""
+    """Tables of the eleven games, their seats, hands, views and cash-outs (services/socai_table;
+    guide: docs/api/README.md). Callers: "backend" (the game gateway, relaying its players'
+    calls with their tokens) and "operator" (a human with the ops token); the read-only calls
+    GetTable, ListTables, GetTableState, WatchTable and GetHand take any authenticated
+    caller. Any instance answers any call: a call for a table another instance runs is
+    forwarded there. A player's calls are rate-limited (RESOURCE_EXHAUSTED RATE_LIMITED,
+    SOCAI_LIMIT_*).
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -117,22 +124,39 @@ class TableServiceStub:
 
 
 class TableServiceServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Tables of the eleven games, their seats, hands, views and cash-outs (services/socai_table;
+    guide: docs/api/README.md). Callers: "backend" (the game gateway, relaying its players'
+    calls with their tokens) and "operator" (a human with the ops token); the read-only calls
+    GetTable, ListTables, GetTableState, WatchTable and GetHand take any authenticated
+    caller. Any instance answers any call: a call for a table another instance runs is
+    forwarded there. A player's calls are rate-limited (RESOURCE_EXHAUSTED RATE_LIMITED,
+    SOCAI_LIMIT_*).
+    """
 
     def CreateTable(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Open a table (backend, operator): the config is checked against the game's rules, the
+        table recorded and its TableOpened written. Idempotent for the same table_id and config;
+        the same id with another config is ALREADY_EXISTS TABLE_EXISTS, a closed table's id
+        FAILED_PRECONDITION TABLE_CLOSED. An owner (config.owner_player_id) may create 30 tables
+        a minute and hold 50 open ones by default (SOCAI_LIMIT_OWNER_TABLES_PER_MIN,
+        SOCAI_LIMIT_OWNER_TABLES; beyond: RESOURCE_EXHAUSTED RATE_LIMITED, TOO_MANY_TABLES).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetTable(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A table, open or closed (a closed one from the store: no seats); any caller. An unknown
+        id is NOT_FOUND TABLE_NOT_FOUND.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListTables(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A page of every instance's open tables (and closed ones with include_closed), ordered by
+        table_id; any caller.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -152,7 +176,11 @@ class TableServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StartHand(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Start the next hand now (backend, operator); a table with auto_start_players starts its
+        own. Not idempotent: while a hand is in play it is FAILED_PRECONDITION HAND_IN_PLAY; too
+        few seated players with chips NOT_ENOUGH_PLAYERS; a closing or closed table
+        TABLE_CLOSING or TABLE_CLOSED.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -179,13 +207,20 @@ class TableServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Heartbeat(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The player is here (backend, operator; the player's token). Once a player has sent one,
+        SOCAI_HEARTBEAT_TIMEOUT_S (10 s) without another marks their seat disconnected (with
+        PlayerDisconnected when they are in the hand in play: the game's rule for it applies);
+        the next heartbeat reconnects it. A player who never sends one is never disconnected.
+        A player with no seat: NOT_FOUND NOT_SEATED.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Reconnect(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Back after a disconnect (backend, operator; the player's token): a Heartbeat, then the
+        player's state as GetTableState gives it. A player with no seat: NOT_FOUND NOT_SEATED.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -323,7 +358,14 @@ def add_TableServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class TableService:
-    """Missing associated documentation comment in .proto file."""
+    """Tables of the eleven games, their seats, hands, views and cash-outs (services/socai_table;
+    guide: docs/api/README.md). Callers: "backend" (the game gateway, relaying its players'
+    calls with their tokens) and "operator" (a human with the ops token); the read-only calls
+    GetTable, ListTables, GetTableState, WatchTable and GetHand take any authenticated
+    caller. Any instance answers any call: a call for a table another instance runs is
+    forwarded there. A player's calls are rate-limited (RESOURCE_EXHAUSTED RATE_LIMITED,
+    SOCAI_LIMIT_*).
+    """
 
     @staticmethod
     def CreateTable(request,

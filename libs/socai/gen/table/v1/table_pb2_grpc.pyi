@@ -45,18 +45,45 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class TableServiceStub:
+    """Tables of the eleven games, their seats, hands, views and cash-outs (services/socai_table;
+    guide: docs/api/README.md). Callers: "backend" (the game gateway, relaying its players'
+    calls with their tokens) and "operator" (a human with the ops token); the read-only calls
+    GetTable, ListTables, GetTableState, WatchTable and GetHand take any authenticated
+    caller. Any instance answers any call: a call for a table another instance runs is
+    forwarded there. A player's calls are rate-limited (RESOURCE_EXHAUSTED RATE_LIMITED,
+    SOCAI_LIMIT_*).
+    """
+
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> TableServiceAsyncStub: ...
     CreateTable: _grpc.UnaryUnaryMultiCallable[_table_pb2.CreateTableRequest, _table_pb2.CreateTableResponse]
+    """Open a table (backend, operator): the config is checked against the game's rules, the
+    table recorded and its TableOpened written. Idempotent for the same table_id and config;
+    the same id with another config is ALREADY_EXISTS TABLE_EXISTS, a closed table's id
+    FAILED_PRECONDITION TABLE_CLOSED. An owner (config.owner_player_id) may create 30 tables
+    a minute and hold 50 open ones by default (SOCAI_LIMIT_OWNER_TABLES_PER_MIN,
+    SOCAI_LIMIT_OWNER_TABLES; beyond: RESOURCE_EXHAUSTED RATE_LIMITED, TOO_MANY_TABLES).
+    """
     GetTable: _grpc.UnaryUnaryMultiCallable[_table_pb2.GetTableRequest, _table_pb2.GetTableResponse]
+    """A table, open or closed (a closed one from the store: no seats); any caller. An unknown
+    id is NOT_FOUND TABLE_NOT_FOUND.
+    """
     ListTables: _grpc.UnaryUnaryMultiCallable[_table_pb2.ListTablesRequest, _table_pb2.ListTablesResponse]
+    """A page of every instance's open tables (and closed ones with include_closed), ordered by
+    table_id; any caller.
+    """
     JoinTable: _grpc.UnaryUnaryMultiCallable[_table_pb2.JoinTableRequest, _table_pb2.JoinTableResponse]
     """Buy in: a ledger transfer wallet → escrow, then a seat."""
     LeaveTable: _grpc.UnaryUnaryMultiCallable[_table_pb2.LeaveTableRequest, _table_pb2.LeaveTableResponse]
     """Cash out: escrow → wallet, at the end of the hand if one is in play."""
     StartHand: _grpc.UnaryUnaryMultiCallable[_table_pb2.StartHandRequest, _table_pb2.StartHandResponse]
+    """Start the next hand now (backend, operator); a table with auto_start_players starts its
+    own. Not idempotent: while a hand is in play it is FAILED_PRECONDITION HAND_IN_PLAY; too
+    few seated players with chips NOT_ENOUGH_PLAYERS; a closing or closed table
+    TABLE_CLOSING or TABLE_CLOSED.
+    """
     Act: _grpc.UnaryUnaryMultiCallable[_table_pb2.ActRequest, _table_pb2.ActResponse]
     """A player decision, validated by the rules engine before anything is written."""
     GetTableState: _grpc.UnaryUnaryMultiCallable[_table_pb2.GetTableStateRequest, _table_pb2.GetTableStateResponse]
@@ -64,7 +91,16 @@ class TableServiceStub:
     WatchTable: _grpc.UnaryStreamMultiCallable[_table_pb2.WatchTableRequest, _table_pb2.WatchTableResponse]
     """A stream of what that viewer may see, from a sequence on."""
     Heartbeat: _grpc.UnaryUnaryMultiCallable[_table_pb2.HeartbeatRequest, _table_pb2.HeartbeatResponse]
+    """The player is here (backend, operator; the player's token). Once a player has sent one,
+    SOCAI_HEARTBEAT_TIMEOUT_S (10 s) without another marks their seat disconnected (with
+    PlayerDisconnected when they are in the hand in play: the game's rule for it applies);
+    the next heartbeat reconnects it. A player who never sends one is never disconnected.
+    A player with no seat: NOT_FOUND NOT_SEATED.
+    """
     Reconnect: _grpc.UnaryUnaryMultiCallable[_table_pb2.ReconnectRequest, _table_pb2.ReconnectResponse]
+    """Back after a disconnect (backend, operator; the player's token): a Heartbeat, then the
+    player's state as GetTableState gives it. A player with no seat: NOT_FOUND NOT_SEATED.
+    """
     IssuePlayerToken: _grpc.UnaryUnaryMultiCallable[_table_pb2.IssuePlayerTokenRequest, _table_pb2.IssuePlayerTokenResponse]
     """For a trusted backend (caller "backend"): a signed player token for Join, Act, Leave …"""
     ValidateAction: _grpc.UnaryUnaryMultiCallable[_table_pb2.ValidateActionRequest, _table_pb2.ValidateActionResponse]
@@ -87,15 +123,42 @@ class TableServiceStub:
 
 @_typing.type_check_only
 class TableServiceAsyncStub(TableServiceStub):
+    """Tables of the eleven games, their seats, hands, views and cash-outs (services/socai_table;
+    guide: docs/api/README.md). Callers: "backend" (the game gateway, relaying its players'
+    calls with their tokens) and "operator" (a human with the ops token); the read-only calls
+    GetTable, ListTables, GetTableState, WatchTable and GetHand take any authenticated
+    caller. Any instance answers any call: a call for a table another instance runs is
+    forwarded there. A player's calls are rate-limited (RESOURCE_EXHAUSTED RATE_LIMITED,
+    SOCAI_LIMIT_*).
+    """
+
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateTable: _aio.UnaryUnaryMultiCallable[_table_pb2.CreateTableRequest, _table_pb2.CreateTableResponse]  # type: ignore[assignment]
+    """Open a table (backend, operator): the config is checked against the game's rules, the
+    table recorded and its TableOpened written. Idempotent for the same table_id and config;
+    the same id with another config is ALREADY_EXISTS TABLE_EXISTS, a closed table's id
+    FAILED_PRECONDITION TABLE_CLOSED. An owner (config.owner_player_id) may create 30 tables
+    a minute and hold 50 open ones by default (SOCAI_LIMIT_OWNER_TABLES_PER_MIN,
+    SOCAI_LIMIT_OWNER_TABLES; beyond: RESOURCE_EXHAUSTED RATE_LIMITED, TOO_MANY_TABLES).
+    """
     GetTable: _aio.UnaryUnaryMultiCallable[_table_pb2.GetTableRequest, _table_pb2.GetTableResponse]  # type: ignore[assignment]
+    """A table, open or closed (a closed one from the store: no seats); any caller. An unknown
+    id is NOT_FOUND TABLE_NOT_FOUND.
+    """
     ListTables: _aio.UnaryUnaryMultiCallable[_table_pb2.ListTablesRequest, _table_pb2.ListTablesResponse]  # type: ignore[assignment]
+    """A page of every instance's open tables (and closed ones with include_closed), ordered by
+    table_id; any caller.
+    """
     JoinTable: _aio.UnaryUnaryMultiCallable[_table_pb2.JoinTableRequest, _table_pb2.JoinTableResponse]  # type: ignore[assignment]
     """Buy in: a ledger transfer wallet → escrow, then a seat."""
     LeaveTable: _aio.UnaryUnaryMultiCallable[_table_pb2.LeaveTableRequest, _table_pb2.LeaveTableResponse]  # type: ignore[assignment]
     """Cash out: escrow → wallet, at the end of the hand if one is in play."""
     StartHand: _aio.UnaryUnaryMultiCallable[_table_pb2.StartHandRequest, _table_pb2.StartHandResponse]  # type: ignore[assignment]
+    """Start the next hand now (backend, operator); a table with auto_start_players starts its
+    own. Not idempotent: while a hand is in play it is FAILED_PRECONDITION HAND_IN_PLAY; too
+    few seated players with chips NOT_ENOUGH_PLAYERS; a closing or closed table
+    TABLE_CLOSING or TABLE_CLOSED.
+    """
     Act: _aio.UnaryUnaryMultiCallable[_table_pb2.ActRequest, _table_pb2.ActResponse]  # type: ignore[assignment]
     """A player decision, validated by the rules engine before anything is written."""
     GetTableState: _aio.UnaryUnaryMultiCallable[_table_pb2.GetTableStateRequest, _table_pb2.GetTableStateResponse]  # type: ignore[assignment]
@@ -103,7 +166,16 @@ class TableServiceAsyncStub(TableServiceStub):
     WatchTable: _aio.UnaryStreamMultiCallable[_table_pb2.WatchTableRequest, _table_pb2.WatchTableResponse]  # type: ignore[assignment]
     """A stream of what that viewer may see, from a sequence on."""
     Heartbeat: _aio.UnaryUnaryMultiCallable[_table_pb2.HeartbeatRequest, _table_pb2.HeartbeatResponse]  # type: ignore[assignment]
+    """The player is here (backend, operator; the player's token). Once a player has sent one,
+    SOCAI_HEARTBEAT_TIMEOUT_S (10 s) without another marks their seat disconnected (with
+    PlayerDisconnected when they are in the hand in play: the game's rule for it applies);
+    the next heartbeat reconnects it. A player who never sends one is never disconnected.
+    A player with no seat: NOT_FOUND NOT_SEATED.
+    """
     Reconnect: _aio.UnaryUnaryMultiCallable[_table_pb2.ReconnectRequest, _table_pb2.ReconnectResponse]  # type: ignore[assignment]
+    """Back after a disconnect (backend, operator; the player's token): a Heartbeat, then the
+    player's state as GetTableState gives it. A player with no seat: NOT_FOUND NOT_SEATED.
+    """
     IssuePlayerToken: _aio.UnaryUnaryMultiCallable[_table_pb2.IssuePlayerTokenRequest, _table_pb2.IssuePlayerTokenResponse]  # type: ignore[assignment]
     """For a trusted backend (caller "backend"): a signed player token for Join, Act, Leave …"""
     ValidateAction: _aio.UnaryUnaryMultiCallable[_table_pb2.ValidateActionRequest, _table_pb2.ValidateActionResponse]  # type: ignore[assignment]
@@ -125,26 +197,48 @@ class TableServiceAsyncStub(TableServiceStub):
     """
 
 class TableServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Tables of the eleven games, their seats, hands, views and cash-outs (services/socai_table;
+    guide: docs/api/README.md). Callers: "backend" (the game gateway, relaying its players'
+    calls with their tokens) and "operator" (a human with the ops token); the read-only calls
+    GetTable, ListTables, GetTableState, WatchTable and GetHand take any authenticated
+    caller. Any instance answers any call: a call for a table another instance runs is
+    forwarded there. A player's calls are rate-limited (RESOURCE_EXHAUSTED RATE_LIMITED,
+    SOCAI_LIMIT_*).
+    """
+
     @_abc_1.abstractmethod
     def CreateTable(
         self,
         request: _table_pb2.CreateTableRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_table_pb2.CreateTableResponse, _abc.Awaitable[_table_pb2.CreateTableResponse]]: ...
+    ) -> _typing.Union[_table_pb2.CreateTableResponse, _abc.Awaitable[_table_pb2.CreateTableResponse]]:
+        """Open a table (backend, operator): the config is checked against the game's rules, the
+        table recorded and its TableOpened written. Idempotent for the same table_id and config;
+        the same id with another config is ALREADY_EXISTS TABLE_EXISTS, a closed table's id
+        FAILED_PRECONDITION TABLE_CLOSED. An owner (config.owner_player_id) may create 30 tables
+        a minute and hold 50 open ones by default (SOCAI_LIMIT_OWNER_TABLES_PER_MIN,
+        SOCAI_LIMIT_OWNER_TABLES; beyond: RESOURCE_EXHAUSTED RATE_LIMITED, TOO_MANY_TABLES).
+        """
 
     @_abc_1.abstractmethod
     def GetTable(
         self,
         request: _table_pb2.GetTableRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_table_pb2.GetTableResponse, _abc.Awaitable[_table_pb2.GetTableResponse]]: ...
+    ) -> _typing.Union[_table_pb2.GetTableResponse, _abc.Awaitable[_table_pb2.GetTableResponse]]:
+        """A table, open or closed (a closed one from the store: no seats); any caller. An unknown
+        id is NOT_FOUND TABLE_NOT_FOUND.
+        """
 
     @_abc_1.abstractmethod
     def ListTables(
         self,
         request: _table_pb2.ListTablesRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_table_pb2.ListTablesResponse, _abc.Awaitable[_table_pb2.ListTablesResponse]]: ...
+    ) -> _typing.Union[_table_pb2.ListTablesResponse, _abc.Awaitable[_table_pb2.ListTablesResponse]]:
+        """A page of every instance's open tables (and closed ones with include_closed), ordered by
+        table_id; any caller.
+        """
 
     @_abc_1.abstractmethod
     def JoinTable(
@@ -167,7 +261,12 @@ class TableServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _table_pb2.StartHandRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_table_pb2.StartHandResponse, _abc.Awaitable[_table_pb2.StartHandResponse]]: ...
+    ) -> _typing.Union[_table_pb2.StartHandResponse, _abc.Awaitable[_table_pb2.StartHandResponse]]:
+        """Start the next hand now (backend, operator); a table with auto_start_players starts its
+        own. Not idempotent: while a hand is in play it is FAILED_PRECONDITION HAND_IN_PLAY; too
+        few seated players with chips NOT_ENOUGH_PLAYERS; a closing or closed table
+        TABLE_CLOSING or TABLE_CLOSED.
+        """
 
     @_abc_1.abstractmethod
     def Act(
@@ -198,14 +297,23 @@ class TableServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _table_pb2.HeartbeatRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_table_pb2.HeartbeatResponse, _abc.Awaitable[_table_pb2.HeartbeatResponse]]: ...
+    ) -> _typing.Union[_table_pb2.HeartbeatResponse, _abc.Awaitable[_table_pb2.HeartbeatResponse]]:
+        """The player is here (backend, operator; the player's token). Once a player has sent one,
+        SOCAI_HEARTBEAT_TIMEOUT_S (10 s) without another marks their seat disconnected (with
+        PlayerDisconnected when they are in the hand in play: the game's rule for it applies);
+        the next heartbeat reconnects it. A player who never sends one is never disconnected.
+        A player with no seat: NOT_FOUND NOT_SEATED.
+        """
 
     @_abc_1.abstractmethod
     def Reconnect(
         self,
         request: _table_pb2.ReconnectRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_table_pb2.ReconnectResponse, _abc.Awaitable[_table_pb2.ReconnectResponse]]: ...
+    ) -> _typing.Union[_table_pb2.ReconnectResponse, _abc.Awaitable[_table_pb2.ReconnectResponse]]:
+        """Back after a disconnect (backend, operator; the player's token): a Heartbeat, then the
+        player's state as GetTableState gives it. A player with no seat: NOT_FOUND NOT_SEATED.
+        """
 
     @_abc_1.abstractmethod
     def IssuePlayerToken(
