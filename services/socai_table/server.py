@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from socai import errors
+from socai import accounts, errors
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.gen.table.v1 import table_pb2_grpc as pb_grpc
 from socai.infra import player_tokens
@@ -274,9 +274,11 @@ class TableServicer(pb_grpc.TableServiceServicer):
             return await self._forward("JoinTable", request.table_id, request, context)  # type: ignore[no-any-return]
         player = self._player(request.player_token)
         key = _key(request.idempotency_key)
+        if request.guild_id:
+            accounts.guild(request.guild_id)  # a malformed id: BAD_ACCOUNT_ID, nothing written
         table = await self.manager.get(request.table_id)
         with bound(table_id=table.table_id):
-            seat = await table.join(player, request.buy_in_gold, request.seat, key)
+            seat = await table.join(player, request.buy_in_gold, request.seat, key, request.guild_id)
         return pb.JoinTableResponse(seat=seat, table=convert.table_to_proto(table))
 
     async def LeaveTable(self, request: pb.LeaveTableRequest, context: Any) -> pb.LeaveTableResponse:

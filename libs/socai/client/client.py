@@ -238,9 +238,11 @@ class TableClient:
         player_token: str | None = None,
         seat: int = -1,
         key: str | None = None,
+        guild_id: str = "",
     ) -> Seat:
-        """Buy in and sit ``player_id`` down (any free seat with -1); the join's key (one
-        of its own when none is given) makes a retry answer the same seating."""
+        """Buy in and sit ``player_id`` down (any free seat with -1), a member of
+        ``guild_id`` if given; the join's key (one of its own when none is given) makes a
+        retry answer the same seating."""
         token = player_token or await self.issue_player_token(player_id)
         request = pb.JoinTableRequest(
             table_id=table_id,
@@ -248,6 +250,7 @@ class TableClient:
             buy_in_gold=buy_in_gold,
             seat=seat,
             idempotency_key=key or f"join-{uuid.uuid4().hex}",
+            guild_id=guild_id,
         )
         reply = await self.call("JoinTable", request)
         return Seat(self, table_id, player_id, token, int(reply.seat))

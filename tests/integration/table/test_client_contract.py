@@ -387,3 +387,40 @@ async def now_of(seat: Seat) -> Update:
         if not update.view.more_follows:
             return update
     raise AssertionError("the stream ended")
+
+
+# --- guilds --------------------------------------------------------------------------------
+
+
+async def test_a_guild_member_s_seat_carries_the_guild_into_the_hand_and_a_bad_guild_id_writes_nothing(world: World):
+    """JoinTable's guild_id is the seat's (SeatState) and every hand's (SeatInfo of
+    HandStarted): what Tài Xỉu's guild share (TX-6) is paid by. A malformed id is refused
+    before anything moves."""
+    w = world
+    async with client_of(w) as tables:
+        table = await tables.create_table(
+            game="taixiu",
+            stake_gold=10,
+            seats_max=3,
+            turn_timeout_s=30,
+            owner_player_id="gm-banker",
+            options=options_for("taixiu", 1),
+            buy_in_max_gold=5 * BUY_IN,
+        )
+        await w.backend.deposit("gm-banker", 5 * BUY_IN)
+        await w.backend.deposit("gm-member", BUY_IN)
+        with pytest.raises(TableError) as bad:
+            await tables.join(table.table_id, "gm-member", BUY_IN, guild_id="no spaces allowed")
+        assert (bad.value.status, bad.value.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_ACCOUNT_ID")
+        assert await w.backend.balance("player:gm-member") == BUY_IN  # nothing moved
+        assert (await tables.table(table.table_id)).seats == []
+
+        await tables.join(table.table_id, "gm-banker", 5 * BUY_IN, seat=0)
+        member = await tables.join(table.table_id, "gm-member", BUY_IN, seat=1, guild_id="rong-vang")
+        seats = {s.player_id: s.guild_id for s in (await tables.table(table.table_id)).seats}
+        assert seats == {"gm-banker": "", "gm-member": "rong-vang"}
+        hand_id = await tables.start_hand(table.table_id)
+        stored = [e.event.body for e in await w.log.read_hand(table.table_id, hand_id)]
+        started = next(b for b in stored if isinstance(b, HandStarted))
+        assert {s.player_id: s.guild_id for s in started.seats} == {"gm-banker": "", "gm-member": "rong-vang"}
+        assert member.seat == 1

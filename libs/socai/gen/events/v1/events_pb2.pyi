@@ -309,8 +309,7 @@ class SeatInfo(_message.Message):
     """
     guild_id: _builtins.str
     """The player's guild (bang hội), empty for none; Tài Xỉu pays its guild_fee to
-    guild:{guild_id} (TX-6). JoinTable takes no guild, so the table service writes it
-    empty.
+    guild:{guild_id} (TX-6). The seat's, as JoinTable gave it (JoinTableRequest.guild_id).
     """
     def __init__(
         self,

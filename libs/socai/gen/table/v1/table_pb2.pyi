@@ -317,8 +317,8 @@ class SeatState(_message.Message):
     forfeited), and is dealt into no further hand.
     """
     guild_id: _builtins.str
-    """The player's guild (Tài Xỉu's guild fee, RULES.md TX-6). JoinTable has no field for it,
-    so it is "" for every seat taken through this API.
+    """The player's guild (Tài Xỉu's guild fee, RULES.md TX-6), as JoinTable gave it; empty
+    for none.
     """
     def __init__(
         self,
@@ -593,6 +593,7 @@ class JoinTableRequest(_message.Message):
     BUY_IN_GOLD_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    GUILD_ID_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     """The table (1-32 ASCII letters and digits; unknown: NOT_FOUND TABLE_NOT_FOUND)."""
     player_token: _builtins.str
@@ -612,6 +613,12 @@ class JoinTableRequest(_message.Message):
     another table or buy-in is IDEMPOTENCY_KEY_REUSED, once the player has left
     JOIN_KEY_USED, after a failed join JOIN_FAILED.
     """
+    guild_id: _builtins.str
+    """The player's guild (bang hội), as the backend knows it; empty for none. 1-64 of
+    A-Z a-z 0-9 _ . - @ (else INVALID_ARGUMENT BAD_ACCOUNT_ID). Carried by the seat into
+    every hand it plays (SeatInfo.guild_id): Tài Xỉu pays a qualifying member's guild
+    share to the ledger account guild:{guild_id} (RULES.md TX-6).
+    """
     def __init__(
         self,
         *,
@@ -620,10 +627,11 @@ class JoinTableRequest(_message.Message):
         buy_in_gold: _builtins.int = ...,
         seat: _builtins.int = ...,
         idempotency_key: _builtins.str = ...,
+        guild_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["buy_in_gold", b"buy_in_gold", "idempotency_key", b"idempotency_key", "player_token", b"player_token", "seat", b"seat", "table_id", b"table_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["buy_in_gold", b"buy_in_gold", "guild_id", b"guild_id", "idempotency_key", b"idempotency_key", "player_token", b"player_token", "seat", b"seat", "table_id", b"table_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
