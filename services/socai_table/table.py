@@ -225,6 +225,7 @@ class Table:
         self.timer = HandTimer()
         self.autostart = AutoStart()
         self.dirty = False
+        # When the table opened (its TableOpened, read back by every rebuild); until then, now.
         self.created_at = time.time()
         # Ended hands whose house-bank hold is still to be finalized: hand id -> what the
         # hand's settlement debits house:bank (``_finalize_holds``).
@@ -436,7 +437,8 @@ class Table:
         async with self._lock:
             await self._rebuild()
             if self.facts_seq == 0:
-                await self._fact(table_opened(self.table_id, self.config))
+                opened = await self._fact(table_opened(self.table_id, self.config))
+                self.created_at = opened.occurred_at.timestamp()
 
     async def rebuild(self) -> None:
         async with self._lock:
@@ -477,6 +479,8 @@ class Table:
             self.facts_subject_seq = stream_seq
             if event is not None:
                 state = core.evolve(state, event, stream_seq)
+                if isinstance(event.body, TableOpened):
+                    self.created_at = event.occurred_at.timestamp()  # when it opened, not when loaded here
         # A seated player with a pending cash-out here asked to leave and was not stood up
         # (the PlayerStoodUp append failed: a crash, another writer): they play no further
         # hand, and stand up now (no hand played yet) or when the last hand ends

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import defaultdict
+from datetime import UTC
 from typing import Any
 
 import grpc
@@ -424,3 +425,19 @@ async def test_a_guild_member_s_seat_carries_the_guild_into_the_hand_and_a_bad_g
         started = next(b for b in stored if isinstance(b, HandStarted))
         assert {s.player_id: s.guild_id for s in started.seats} == {"gm-banker": "", "gm-member": "rong-vang"}
         assert member.seat == 1
+
+
+async def test_a_table_s_creation_time_is_when_it_opened_not_when_an_instance_loaded_it(world: World):
+    """``Table.created_at`` is the TableOpened's time, read back by every rebuild: a table
+    dropped and loaded again (a restart, a handover) keeps it."""
+    w = world
+    manager = w.running.apps["table"].manager
+    async with client_of(w) as tables:
+        table = await tables.create_table(game="holdem", stake_gold=10, seats_max=2)
+        opened = table.created_at.ToDatetime(tzinfo=UTC)
+        await asyncio.sleep(1.2)
+        await manager.drop(lambda t: t == table.table_id)
+        assert table.table_id not in manager.tables
+        again = await tables.table(table.table_id)  # loaded again, rebuilt from the log
+        assert table.table_id in manager.tables
+        assert again.created_at.ToDatetime(tzinfo=UTC) == opened

@@ -380,9 +380,9 @@ class Table(_message.Message):
 
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
-        """When the table was created, as the shared directory records it: in ListTables and for
-        a closed table. In the other answers (GetTable, JoinTable …) it is when the instance
-        running the table built it in memory, later than the creation after a restart or a move.
+        """When the table was created: its TableOpened (read back by every rebuild, so the same
+        after a restart or a move), or the shared directory's record of it (ListTables, a
+        closed table), which is the same moment within the opening's few milliseconds.
         """
 
     @_builtins.property
