@@ -78,7 +78,7 @@ async def build_app(settings: Settings, own: OwnershipSettings | None = None) ->
         store,
         money,
         instance,
-        seeds.seal_key(settings.player_token_key),
+        seeds.rest_key(settings.player_token_key),
         signing.writer_key(settings.player_token_key),
         hand_signer=seal.HandSigner(settings.hand_seal_private_key()),
         heartbeat_timeout_s=settings.heartbeat_timeout_s,

@@ -37,7 +37,7 @@ class LogReader:
         log: EventLog,
         store: TableStore,
         writer_key: bytes,
-        seal_key: bytes,
+        seed_key: bytes,
     ) -> None:
         self.table_id = table_id
         self.game = game
@@ -45,7 +45,7 @@ class LogReader:
         self.log = log
         self.store = store
         self.writer_key = writer_key
-        self.seal_key = seal_key
+        self.seed_key = seed_key
         # subject -> the chain value of its last accepted message (socai.events.seal): the
         # ``Socai-Prev`` of the table's next event there.
         self.chains: dict[str, bytes] = {}
@@ -66,7 +66,7 @@ class LogReader:
                 self.chains[subject] = reader.chain or b""
             yield event, raw.stream_seq
 
-    async def hand(self, number: int, hand_id: str, sealed_seed: bytes) -> Hand | None:
+    async def hand(self, number: int, hand_id: str, stored_seed: bytes) -> Hand | None:
         """The hand as its own events make it, or None when none of its events stands."""
         subject = self.log.subject_of(self.table_id, hand_id)
         reader = signing.SubjectReader(self.writer_key)
@@ -83,7 +83,7 @@ class LogReader:
                 if not isinstance(body, HandStarted):
                     await self.quarantine(hand_id, raw.stream_seq, "OUT_OF_ORDER", "a hand starts with HandStarted")
                     continue
-                seed = seeds.open_seed(self.seal_key, hand_id, sealed_seed, body.deck_commitment)
+                seed = seeds.recover(self.seed_key, hand_id, stored_seed, body.deck_commitment)
                 if body.closing:
                     # A closing hand has no rules state: only its HandEnded may follow.
                     hand = Hand(hand_id, number, body, seed, [], None)

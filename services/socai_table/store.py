@@ -254,9 +254,9 @@ class TableStore:
     # seeds -----------------------------------------------------------------------------
 
     async def save_seed(self, table_id: str, hand_id: str, hand_number: int, sealed_seed: bytes) -> bytes:
-        """Store the hand's sealed seed (``socai_table.seeds``) before HandStarted is
+        """Store the hand's encrypted seed (``socai_table.seeds``) before HandStarted is
         published; an existing row wins (a restart re-uses the seed it already committed
-        to). Returns the stored sealed seed."""
+        to). Returns the stored (encrypted) seed."""
         rows = await self._exec(
             f"insert into {SCHEMA}.hand_seeds (hand_id, table_id, hand_number, seed) values (%s, %s, %s, %s) "
             f"on conflict (hand_id) do update set hand_id = excluded.hand_id returning seed",
@@ -265,7 +265,7 @@ class TableStore:
         return bytes(rows[0]["seed"])
 
     async def last_hands(self, table_id: str, limit: int = 2) -> list[tuple[int, str, bytes]]:
-        """(hand number, hand id, sealed seed) of the table's last hands, newest first."""
+        """(hand number, hand id, encrypted seed) of the table's last hands, newest first."""
         rows = await self._exec(
             f"select hand_number, hand_id, seed from {SCHEMA}.hand_seeds where table_id = %s "
             f"order by hand_number desc limit %s",

@@ -120,7 +120,7 @@ class Deps:
     store: TableStore
     money: Money
     instance: str
-    seal_key: bytes  # seals hand seeds at rest (socai_table.seeds)
+    seed_key: bytes  # encrypts hand seeds at rest (socai_table.seeds)
     writer_key: bytes  # signs every event this service appends (socai_table.signing)
     hand_signer: seal.HandSigner  # seals every HandEnded for settlement and the auditor (socai.events.seal)
     on_cashout: Callable[[], None] = lambda: None
@@ -473,7 +473,7 @@ class Table:
         closing_reason = await d.store.closing_reason(self.table_id)
         if closing_reason is not None:
             state = core.evolve(state, core.CloseBegun(closing_reason))
-        reader = LogReader(self.table_id, self.config.game, self.module, d.log, d.store, d.writer_key, d.seal_key)
+        reader = LogReader(self.table_id, self.config.game, self.module, d.log, d.store, d.writer_key, d.seed_key)
         async for event, stream_seq in reader.facts():
             # The next append must name the subject's real last sequence, a stranger's included.
             self.facts_subject_seq = stream_seq
@@ -858,7 +858,7 @@ class Table:
     ) -> tuple[HandStarted, bytes]:
         """The HandStarted of hand ``number`` for ``seats`` (at their stacks now) and its seed:
         the dealer the rules choose (``kit.choose_dealer``, as the auditor checks it), a fresh
-        seed stored sealed before its commitment is published (``save_seed``: a restart
+        seed stored encrypted before its commitment is published (``save_seed``: a restart
         re-uses the seed it committed to), every option with its value after defaults and the
         rules version (the hand log replays the same after a default changes in code)."""
         stacks = {s: self.seats[s].stack_gold for s in seats}
@@ -872,9 +872,9 @@ class Table:
             owner_seat,
             stacks,
         )
-        sealed = seeds.seal(self.deps.seal_key, hand_id, fairness.new_seed())
-        seed = seeds.unseal(
-            self.deps.seal_key, hand_id, await self.deps.store.save_seed(self.table_id, hand_id, number, sealed)
+        stored = seeds.encrypt(self.deps.seed_key, hand_id, fairness.new_seed())
+        seed = seeds.decrypt(
+            self.deps.seed_key, hand_id, await self.deps.store.save_seed(self.table_id, hand_id, number, stored)
         )
         started = HandStarted(
             table_id=self.table_id,

@@ -16,7 +16,7 @@
 | ``SOCAI_METRICS_HOST`` | the host gRPC listens on | where the Prometheus endpoint listens (it has no authentication: by default exactly as exposed as the service's gRPC port, loopback on a laptop, ``0.0.0.0`` in a container) |
 | ``SOCAI_TOKENS`` | dev tokens | ``caller=token,…`` bearer tokens of calling services; ``caller=new|old`` accepts both during a rotation |
 | ``SOCAI_SERVICE_TOKEN`` | dev token of the caller | the token this process presents when it calls others |
-| ``SOCAI_PLAYER_TOKEN_KEY`` | dev key | HMAC key of player tokens (table service; hand seeds are sealed with a key derived from it) |
+| ``SOCAI_PLAYER_TOKEN_KEY`` | dev key | HMAC key of player tokens (table service; hand seeds are encrypted at rest with a key derived from it) |
 | ``SOCAI_TABLE_SEAL_KEY`` | dev: derived from the player-token key | the table service's Ed25519 hand-seal key, 64 hex digits (``socai.events.seal``; ``python -m socai.events.seal`` makes a pair); required outside development mode |
 | ``SOCAI_TABLE_SEAL_PUBLIC_KEYS`` | dev: the public key of the table's seal key | ``hex,hex``: the public keys whose hand seals settlement and the auditor accept (two during a rotation); required outside development mode |
 | ``SOCAI_LEDGER_SEAL_KEY`` | dev: derived from the player-token key | the ledger's Ed25519 key that signs each page of the journal it lists (``socai.audit.journal``), 64 hex digits; unset outside development mode: pages are listed unsigned |
