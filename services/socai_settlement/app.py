@@ -32,13 +32,13 @@ from socai.infra.nats_liveness import ConnectionWatch
 from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig, lease_config
 from socai_settlement.lag import LagWatch
-from socai_settlement.partitions import PartitionWorkers, instance_id
 from socai_settlement.pipeline import Pipeline
 from socai_settlement.poster import LedgerPoster
 from socai_settlement.replayer import Replayer, seal_policy
 from socai_settlement.server import SERVICE_NAME, SettlementServicer, access_policy
 from socai_settlement.settler import Settler
 from socai_settlement.store import Store
+from socai_settlement.workers import PartitionWorkers, instance_id
 
 log = get_logger("socai.settlement")
 

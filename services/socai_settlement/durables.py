@@ -4,7 +4,7 @@ config, and moving them when P changes (``socai migrate --repartition``) or afte
 its durables' layout.
 
 Durables: ``settlement`` (P = 0) on every event, or ``settlement-p<k>`` filtered on
-``<prefix>.<k>.*.*`` (``socai_settlement.partitions``).
+``<prefix>.<k>.*.*`` (``socai_settlement.workers``).
 """
 
 from __future__ import annotations

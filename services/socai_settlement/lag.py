@@ -15,7 +15,7 @@ import contextlib
 from socai.events.log import EventLog
 from socai.infra.logging import get_logger
 from socai_settlement import metrics
-from socai_settlement.partitions import durable_of
+from socai_settlement.durables import durable_of
 
 log = get_logger("socai.settlement.lag")
 

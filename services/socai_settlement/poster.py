@@ -90,7 +90,7 @@ class Backoff:
         self.attempt = 0
 
 
-# The fence of the partition whose pipeline is posting: ``socai_settlement.partitions`` sets
+# The fence of the partition whose pipeline is posting: ``socai_settlement.workers`` sets
 # it in the partition's task, and every task the pipeline starts (its poster, its startup
 # recovery) inherits it, so each PostTransactions carries the lease's token without passing
 # it through every layer. None: an unfenced post (an operator's RetryDeadLetter, tests).

@@ -142,7 +142,7 @@ class StartupRecovery:
     before it is made and taken back when it ends because this instance stops or loses the
     lease, and a hand with ``poison_after_deliveries`` unfinished attempts is dead-lettered
     MAX_DELIVERIES instead. (One instance per durable at a time: the partition's lease,
-    ``socai_settlement.partitions``.)
+    ``socai_settlement.workers``.)
     """
 
     def __init__(

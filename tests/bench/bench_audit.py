@@ -1,7 +1,7 @@
 """The auditor's desk (issue 20).
 
 - ``audit.html_hands_per_s`` (hand pages/s): ``socai audit --html`` on a 20,000-hand export
-  of every game (``tests/support/simulate.py``, no services), reconciled with a journal
+  of every game (``tests/support/synthetic.py``, no services), reconciled with a journal
   export of the same hands: the hand views (``socai.audit.handview``) and every page,
   the hand list and the overview written to disk, divided into the hands written. The
   replay and the reconciliation are done once before the clock starts: ``audit.replay``
@@ -20,7 +20,7 @@ from socai.audit.export import read_jsonl, write_jsonl
 from socai.audit.ledger_source import JournalLedger
 from socai.rules import registry
 from tests.bench.harness import BenchContext, Result, rate
-from tests.support.simulate import simulate
+from tests.support.synthetic import simulate
 from tests.unit.audit.ledger_journal import journal_of
 
 HANDS = 20_000

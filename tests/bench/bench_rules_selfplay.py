@@ -3,7 +3,7 @@
 (hands/s) for every game: the recorded hands of a self-played run replayed as settlement and
 the auditor replay them, no bot.
 
-Whole tables of random bots through ``tests.support.simulate``: each hand deals from the fair
+Whole tables of random bots through ``tests.support.synthetic``: each hand deals from the fair
 shuffle (or rolls the seeded dice), the bots choose among ``candidate_actions`` through
 ``autoplay.play_hand``, the events are recorded as the table service writes them, and the
 hand is settled. A game added to the registry gets its figure here without changes.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from socai.rules import registry
 from socai.settle.replay import replay
 from tests.bench.harness import BenchContext, Result, rate
-from tests.support.simulate import HANDS_PER_TABLE, setup_of, simulate
+from tests.support.synthetic import HANDS_PER_TABLE, setup_of, simulate
 
 
 def run(ctx: BenchContext) -> list[Result]:
@@ -37,7 +37,7 @@ def run(ctx: BenchContext) -> list[Result]:
                     "hands": hands,
                     "players": f"{setup.players_min}-{setup.players_max}",
                     "hands_per_table": HANDS_PER_TABLE,
-                    "chooser": "uniform over candidate_actions (tests.support.simulate.random_bot)",
+                    "chooser": "uniform over candidate_actions (tests.support.synthetic.random_bot)",
                     "includes": "fair shuffle or dice, events recorded, settle",
                 },
             )

@@ -23,7 +23,7 @@ from socai_settlement.config import default_replay_workers
 from socai_settlement.replayer import EventBytes, HandInput, SealPolicy, authenticate, replay_payloads
 from tests.bench.bench_settlement import DRAIN_HANDS, DRAIN_HANDS_QUICK, _backlogged
 from tests.bench.harness import BenchContext, Result
-from tests.support.simulate import DEV_SIGNER, Simulation, sealed, simulate
+from tests.support.synthetic import DEV_SIGNER, Simulation, sealed, simulate
 
 UNCHECKED_LEGACY_BEFORE = 2**62  # every message of the unsealed backlog is "legacy"
 

@@ -1,7 +1,7 @@
 """Settlement and audit benchmarks, on real NATS, PostgreSQL and the real ledger.
 
 - ``settlement.drain`` (hands/s): 20,000 finished hands of every available game (500 with
-  ``--quick``), from ``tests.support.simulate`` at 10 hands a table, are in the stream before
+  ``--quick``), from ``tests.support.synthetic`` at 10 hands a table, are in the stream before
   settlement starts; the ledger (``python -m socai_ledger``) and settlement
   (``python -m socai_settlement``) run as their own processes, as in production. The figure
   is hands / (last ``settled_at`` − first ``settled_at``) from the settlement database, once
@@ -91,7 +91,7 @@ from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
 from socai_cli.stack import grpc_health
 from socai_settlement.config import SettlementConfig, default_replay_workers
 from tests.bench.harness import BenchContext, Result, percentile, rate
-from tests.support.simulate import DEV_SIGNER, Simulation, fund, sealed, simulate
+from tests.support.synthetic import DEV_SIGNER, Simulation, fund, sealed, simulate
 
 DRAIN_HANDS = 20_000
 DRAIN_HANDS_QUICK = 500
@@ -515,7 +515,7 @@ async def _latency(ctx: BenchContext, env: BenchEnv) -> list[Result]:
         "tables": LATENCY_TABLES,
         "hands": hands,
         "think_ms": 2,
-        "publisher": "tests.support.simulate via EventLog",
+        "publisher": "tests.support.synthetic via EventLog",
     }
     return [
         Result(

@@ -3,7 +3,7 @@ microseconds (lower is better): the kit's ``legal_moves``, ``facing`` and ``held
 that seat, which every ``WatchTable`` message ending a change and every ``GetTableState``
 compute for each viewer whose decision is due (issue 36).
 
-Measured at every decision of self-played hands (``tests.support.simulate``), the mean over
+Measured at every decision of self-played hands (``tests.support.synthetic``), the mean over
 all of them; Tiến Lên lists every play of the seat, Mậu Binh's example is the suggested
 arrangement, Tài Xỉu describes each of its 50 bets.
 """
@@ -14,7 +14,7 @@ import time
 
 from socai.rules import base, registry
 from tests.bench.harness import BenchContext, Result
-from tests.support.simulate import simulate
+from tests.support.synthetic import simulate
 
 
 def run(ctx: BenchContext) -> list[Result]:

@@ -18,7 +18,7 @@ from socai.infra.nats import connect
 from tests.support.e2e import settled_simulation, socai
 from tests.support.isolated import fresh_database, new_stream_spec
 from tests.support.settlement import Harness
-from tests.support.simulate import Simulation
+from tests.support.synthetic import Simulation
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -27,7 +27,7 @@ from socai.gen.ledger.v1 import ledger_pb2
 from socai.infra.nats import StreamSpec
 from tests.support.e2e import settled_simulation, socai
 from tests.support.settlement import Harness
-from tests.support.simulate import Simulation
+from tests.support.synthetic import Simulation
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -13,7 +13,7 @@ from nats.aio.client import Client as NatsClient
 from socai.infra.nats import StreamSpec
 from tests.support.e2e import settled_simulation, socai
 from tests.support.settlement import Harness
-from tests.support.simulate import Simulation
+from tests.support.synthetic import Simulation
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -45,7 +45,7 @@ from socai_cli import migrations as migrate
 from socai_cli.embedded import EmbeddedPostgres, free_port
 from socai_ledger import journal_restore
 from tests.support.settlement import Harness, harness_for, wait_for
-from tests.support.simulate import Simulation, fund, publish, simulate
+from tests.support.synthetic import Simulation, fund, publish, simulate
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 

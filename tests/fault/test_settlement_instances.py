@@ -36,7 +36,7 @@ from socai.infra.nats import StreamSpec, ensure_stream
 from socai_cli.embedded import free_port
 from socai_cli.stack import grpc_health
 from tests.support.settlement import Harness, harness_for
-from tests.support.simulate import Simulation, fund, publish, simulate
+from tests.support.synthetic import Simulation, fund, publish, simulate
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 

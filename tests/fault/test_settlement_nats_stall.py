@@ -31,7 +31,7 @@ from socai_cli.embedded import EmbeddedNats
 from tests.fault.test_settlement_instances import P, holders, settled_count, start, stop_all, wait_settled
 from tests.support.ports import free_port
 from tests.support.settlement import Harness, harness_for
-from tests.support.simulate import fund, publish, simulate
+from tests.support.synthetic import fund, publish, simulate
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 

@@ -25,7 +25,7 @@ from socai.infra.db import libpq_url
 from socai.infra.nats import StreamSpec
 from socai_cli.stack import grpc_health
 from tests.support.settlement import Harness, harness_for
-from tests.support.simulate import fund, publish, simulate
+from tests.support.synthetic import fund, publish, simulate
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 

@@ -6,12 +6,12 @@ Sâm nobody catches, a special Mậu Binh hand). ``python -m tests.golden script
 them: for each goal no recorded hand reaches yet (a reason code, or a Mậu Binh special hand:
 ``tests.golden.targets``, whose ``TARGETS`` say how: the table's options and seats, the
 bots, and where it helps a search over seeds for the deal), it plays whole tables with the
-rules engine (``tests.support.simulate.play_table``: fair shuffles from real seeds, moves by
+rules engine (``tests.support.synthetic.play_table``: fair shuffles from real seeds, moves by
 ``socai.rules.autoplay``, stacks, dealers and the Gà carried from hand to hand as at the
 table service, and a closing hand when a closed table still carries a Gà) until a hand
 reaches it, then keeps that table. The kept tables are written as a batch exactly as the
 table service would have written them to the log: table facts, then every hand's events,
-chained and sealed (``tests.support.simulate.sealed``) with a key made for the batch. What
+chained and sealed (``tests.support.synthetic.sealed``) with a key made for the batch. What
 each hand must settle to is settlement's replay of those messages; the batch's verdict is
 the offline audit of its events (no ledger: nothing was posted).
 
@@ -53,7 +53,7 @@ from tests.golden.targets import (
     hand_goals,
     wanted_goals,
 )
-from tests.support.simulate import SimTable, play_table, sealed, setup_of
+from tests.support.synthetic import SimTable, play_table, sealed, setup_of
 
 
 def generic_targets(game: str, goals: Iterable[str]) -> list[Target]:

@@ -56,7 +56,7 @@ from socai.rules import autoplay, base, registry
 from socai.rules.chinese_poker import maubinh_hands
 from socai.rules.climbing import shedding, shedding_play
 from socai.rules.climbing.shedding import Combination, SheddingRules
-from tests.support.simulate import GameSetup, random_bot
+from tests.support.synthetic import GameSetup, random_bot
 
 Bot = Callable[[ModuleType, random.Random], autoplay.Chooser]
 # seed_for(rng) -> (hand number -> the seed to deal it with, or None for a random one)

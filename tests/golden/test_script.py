@@ -18,7 +18,7 @@ from socai.rules.chinese_poker import maubinh_hands
 from socai.rules.climbing import shedding
 from socai.settle import replay
 from tests.golden import corpus, script, targets
-from tests.support.simulate import play_table
+from tests.support.synthetic import play_table
 
 AT = datetime(2026, 12, 1, tzinfo=UTC)
 

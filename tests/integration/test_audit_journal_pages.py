@@ -17,7 +17,7 @@ from socai.audit.ledger_source import hand_of_key
 from socai.gen.ledger.v1 import ledger_pb2
 from socai.infra.nats import StreamSpec
 from tests.support.settlement import Harness, harness_for
-from tests.support.simulate import fund, simulate
+from tests.support.synthetic import fund, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from socai.events.log import EventLog
 from socai.infra.logging import configure
 from socai.infra.nats import StreamSpec, ensure_stream
 from socai_cli.main import main
-from tests.support.simulate import Simulation, publish, simulate
+from tests.support.synthetic import Simulation, publish, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from socai.events.model import Event
 from socai.infra.logging import configure
 from socai.infra.nats import StreamSpec, ensure_stream
 from socai_cli.main import main
-from tests.support.simulate import DEV_SIGNER, Simulation, publish, publish_hand, simulate
+from tests.support.synthetic import DEV_SIGNER, Simulation, publish, publish_hand, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -56,7 +56,7 @@ from socai.infra.nats_auth import Layout
 from socai.infra.partitions import partition_of
 from socai_cli.embedded import EmbeddedNats
 from socai_settlement.config import SettlementConfig
-from socai_settlement.partitions import durable_of, filter_of
+from socai_settlement.durables import durable_of, filter_of
 from socai_settlement.pipeline import Pipeline
 from socai_settlement.settler import Settler
 from socai_table.ownership import Owner, Ownership, OwnershipSettings

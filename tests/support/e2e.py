@@ -7,7 +7,7 @@ Two shapes of end-to-end test use it:
   database. The test plays hands through the table's gRPC API as a game backend would
   (``GameStack.backend``) and reads the settlement API as the operator and the ledger as
   the auditor.
-- ``settled_simulation``: simulated hands (``tests.support.simulate``) published on the test's
+- ``settled_simulation``: simulated hands (``tests.support.synthetic``) published on the test's
   event log and settled by the real settlement and ledger services, waited for until every
   hand is settled.
 
@@ -39,7 +39,7 @@ from socai.infra.nats import StreamSpec
 from tests.support.clients import Backend
 from tests.support.services import Running, running
 from tests.support.settlement import Harness, harness_for, test_settings, wait_for
-from tests.support.simulate import Simulation, fund, publish, simulate
+from tests.support.synthetic import Simulation, fund, publish, simulate
 
 # Deadlines only (every wait returns as soon as its condition holds), generous because the
 # machine is shared: a ``socai`` command starts a Python process and may replay every hand.

@@ -36,7 +36,7 @@ from socai.events.model import (
 from socai.rules import registry
 from socai.settle.replay import CARD_FORMAT, CARD_IN_CLEAR, REASONS, ReplayError, replay, replay_open
 from tests.support.hidden import cards_written, spectator_cards
-from tests.support.simulate import SimHand, simulate
+from tests.support.synthetic import SimHand, simulate
 
 GAMES = registry.GAME_IDS
 SEED = 27

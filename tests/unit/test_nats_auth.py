@@ -14,7 +14,7 @@ from socai.infra import nats_auth
 from socai.infra.config import Settings
 from socai.infra.nats_auth import ROLES, Credentials, Layout, shown_url
 from socai_settlement import config as settlement_config
-from socai_settlement.partitions import durable_of, filter_of
+from socai_settlement.durables import durable_of, filter_of
 from socai_table import ownership
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -76,7 +76,7 @@ class Layout:
 
     def durable(self, partition: int | None) -> str:
         """Settlement's durable of ``partition`` (None: the one of an unpartitioned log);
-        the names of ``socai_settlement.partitions.durable_of``."""
+        the names of ``socai_settlement.durables.durable_of``."""
         return self.settlement_durable if partition is None else f"{self.settlement_durable}-p{partition}"
 
     @classmethod

@@ -22,7 +22,7 @@ from socai.infra import grpc_server
 from socai_settlement.convert import transaction_input
 from tests.integration.ledger.conftest import Ledger
 from tests.support.settlement import wait_for
-from tests.support.simulate import fund, simulate
+from tests.support.synthetic import fund, simulate
 
 pytestmark = pytest.mark.integration
 

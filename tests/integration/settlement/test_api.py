@@ -13,7 +13,7 @@ from socai.infra.grpc_client import channel
 from socai.infra.grpc_errors import error_reason
 from socai.rules import registry
 from tests.support.settlement import Harness, wait_for
-from tests.support.simulate import Simulation, fund, publish, simulate
+from tests.support.synthetic import Simulation, fund, publish, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from socai.infra.grpc_errors import error_reason
 from socai.settle.keys import find_settlement
 from socai_settlement.pipeline import Pipeline
 from tests.support.settlement import Harness, wait_for
-from tests.support.simulate import SimHand, fund, publish, publish_hand, simulate
+from tests.support.synthetic import SimHand, fund, publish, publish_hand, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from socai.events.model import Event, HandEnded
 from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.infra.grpc_errors import error_reason
 from tests.support.settlement import Harness, wait_for
-from tests.support.simulate import DEV_SIGNER, SimHand, Simulation, fund, publish, publish_hand, simulate
+from tests.support.synthetic import DEV_SIGNER, SimHand, Simulation, fund, publish, publish_hand, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ from socai_settlement.replayer import Replayer, seal_policy
 from socai_settlement.settler import HandJob, Settler
 from socai_settlement.store import Store
 from tests.support.settlement import Harness, wait_for
-from tests.support.simulate import SimHand, Simulation, fund, publish, publish_hand, simulate
+from tests.support.synthetic import SimHand, Simulation, fund, publish, publish_hand, simulate
 
 pytestmark = [pytest.mark.integration, pytest.mark.serial]  # leases with short TTLs: timing on a shared machine
 

@@ -21,7 +21,7 @@ from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.infra.grpc_errors import error_reason
 from socai_settlement.store import SeatNet, SettlementRecord
 from tests.support.settlement import Harness, wait_for
-from tests.support.simulate import fund, publish, simulate
+from tests.support.synthetic import fund, publish, simulate
 
 pytestmark = pytest.mark.integration
 

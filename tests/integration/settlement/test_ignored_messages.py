@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from socai.gen.events.v1 import events_pb2
 from tests.support.settlement import Harness, wait_for
-from tests.support.simulate import fund, publish, simulate
+from tests.support.synthetic import fund, publish, simulate
 
 pytestmark = pytest.mark.integration
 

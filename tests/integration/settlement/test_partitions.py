@@ -13,7 +13,7 @@ from socai.infra.partitions import partition_of
 from socai_cli.embedded import free_port
 from socai_settlement.app import App, build_app
 from tests.support.settlement import Harness, start_service, stop_service, wait_for
-from tests.support.simulate import Simulation, fund, publish, simulate
+from tests.support.synthetic import Simulation, fund, publish, simulate
 
 pytestmark = [pytest.mark.integration]
 

@@ -8,7 +8,7 @@ import pytest
 from socai.infra.db import libpq_url
 from socai_settlement.settler import HandJob
 from tests.support.settlement import Harness, wait_for
-from tests.support.simulate import fund, publish, simulate
+from tests.support.synthetic import fund, publish, simulate
 
 pytestmark = pytest.mark.integration
 

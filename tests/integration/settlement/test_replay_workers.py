@@ -11,7 +11,7 @@ from socai.cards import parse_card
 from socai.events.model import CardsDealt, DealtCard
 from socai.gen.settlement.v1 import settlement_pb2 as pb
 from tests.support.settlement import Harness, wait_for
-from tests.support.simulate import fund, publish, publish_hand, simulate
+from tests.support.synthetic import fund, publish, publish_hand, simulate
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from socai.gen.events.v1 import events_pb2
 from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.infra.db import libpq_url
 from tests.support.settlement import Harness, wait_for
-from tests.support.simulate import fund, publish, simulate
+from tests.support.synthetic import fund, publish, simulate
 
 pytestmark = pytest.mark.integration
 

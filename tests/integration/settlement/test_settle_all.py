@@ -9,7 +9,7 @@ from socai.audit.export import read_stream
 from socai.gen.ledger.v1 import ledger_pb2
 from socai.rules import registry
 from tests.support.settlement import Harness, wait_for
-from tests.support.simulate import fund, publish, simulate
+from tests.support.synthetic import fund, publish, simulate
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

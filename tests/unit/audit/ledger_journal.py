@@ -6,7 +6,7 @@ from __future__ import annotations
 from socai import accounts
 from socai.gen.ledger.v1 import ledger_pb2
 from socai.settle.keys import settlement_key
-from tests.support.simulate import Simulation
+from tests.support.synthetic import Simulation
 
 
 def journal_of(sim: Simulation) -> list[ledger_pb2.Transaction]:

@@ -1,6 +1,6 @@
 """Regenerate ``fixtures/hands.jsonl``: ``python -m tests.unit.audit.make_fixture``.
 
-Six hands played by bots with ``tests.support.simulate`` (seed 7): two of Hold'em at t0001,
+Six hands played by bots with ``tests.support.synthetic`` (seed 7): two of Hold'em at t0001,
 two of Xì Tố at t0002, two of Tài Xỉu at t0003, each table's own facts first, exported
 exactly as ``socai events export`` writes them. The tamper tests edit copies of it.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from socai.audit.export import write_jsonl
-from tests.support.simulate import simulate
+from tests.support.synthetic import simulate
 
 FIXTURE = Path(__file__).parent / "fixtures" / "hands.jsonl"
 

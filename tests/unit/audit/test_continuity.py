@@ -12,7 +12,7 @@ from socai.audit.auditor import DEALER_MISMATCH, POT_CARRY_MISMATCH, Audit, chec
 from socai.audit.report import AuditReport
 from socai.rules import registry
 from socai.settle.replay import ReplayResult, replay
-from tests.support.simulate import simulate
+from tests.support.synthetic import simulate
 
 
 def audited(results: list[ReplayResult]) -> list[tuple[str, str]]:

@@ -15,7 +15,7 @@ from socai.audit.journal import CsvWriter, read_journal, write_jsonl
 from socai.audit.ledger_source import JournalLedger, check_journal
 from socai.events import codec
 from socai.gen.ledger.v1 import ledger_pb2
-from tests.support.simulate import Simulation, simulate
+from tests.support.synthetic import Simulation, simulate
 from tests.unit.audit.ledger_journal import journal_of
 
 

@@ -19,7 +19,7 @@ from socai.audit.ledger_source import JournalLedger
 from socai.events import codec, seal
 from socai.rules import registry
 from tests.golden import corpus
-from tests.support.simulate import Simulation, simulate
+from tests.support.synthetic import Simulation, simulate
 from tests.unit.audit.ledger_journal import journal_of
 
 

@@ -13,7 +13,7 @@ from socai.audit.auditor import Seals, verify
 from socai.audit.export import RawEvent, _decode, read_jsonl, write_stored_jsonl
 from socai.events import codec, seal
 from socai.events.model import TABLE_BODY_TYPES, subject
-from tests.support.simulate import DEV_SIGNER, sealed, simulate
+from tests.support.synthetic import DEV_SIGNER, sealed, simulate
 
 KEYS = {DEV_SIGNER.key_id: DEV_SIGNER.public_key}
 

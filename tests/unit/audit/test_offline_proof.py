@@ -20,7 +20,7 @@ from socai.audit.auditor import Seals, verify
 from socai.audit.export import EventFilter, ExportHeader, read_jsonl, write_stored_jsonl
 from socai.audit.journal import JournalSigner, read_journal_file, write_jsonl
 from socai.events import seal
-from tests.support.simulate import simulate
+from tests.support.synthetic import simulate
 from tests.unit.audit.ledger_journal import journal_of
 from tests.unit.audit.test_stored_export import DEV_PUBLIC, audit, stored_raws, write_stored
 

@@ -15,7 +15,7 @@ from socai.audit.journal import JournalSigner
 from socai.audit.journal import write_jsonl as write_journal
 from socai.gen.ledger.v1 import ledger_pb2
 from socai.settle.keys import settlement_key
-from tests.support.simulate import Simulation, simulate
+from tests.support.synthetic import Simulation, simulate
 from tests.unit.audit.ledger_journal import journal_of
 from tests.unit.audit.test_stored_export import audit
 

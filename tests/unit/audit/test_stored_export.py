@@ -19,7 +19,7 @@ from socai.events.model import subject
 from socai.infra.config import Settings
 from socai.infra.logging import configure
 from socai_cli.main import main
-from tests.support.simulate import sealed, simulate
+from tests.support.synthetic import sealed, simulate
 
 DEV_PUBLIC = seal.public_key_of(Settings().hand_seal_private_key()).hex()
 

@@ -34,7 +34,7 @@ from socai.rules import base, registry
 from socai.rules.base import Settlement
 from socai.rules.three_card import bacay_ga
 from socai.rules.three_card.threecard_play import deal_three_face_down
-from tests.support.simulate import simulate
+from tests.support.synthetic import simulate
 
 S = 100
 SEED_HEX = "00" * 32

@@ -17,7 +17,7 @@ import pytest
 from socai import accounts, cards, fairness
 from socai.events.model import CardsDealt, HandEnded, HandStarted, WagerPlaced
 from socai.rules import autoplay, registry
-from tests.support import simulate as sim
+from tests.support import synthetic as sim
 
 HANDS = int(os.environ.get("SOCAI_SELFPLAY_HANDS", "10000"))
 # Short stacks and a fee: last payers, bank capacity, shortfalls and fees all come up.

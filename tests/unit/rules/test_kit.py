@@ -51,7 +51,7 @@ from socai.rules.poker import holdem, xito
 from socai.rules.rummy import phom
 from socai.rules.rummy.phom_melds import has_meld
 from socai.settle.replay import ReplayError, replay
-from tests.support.simulate import SimHand, simulate
+from tests.support.synthetic import SimHand, simulate
 from tests.unit.rules.test_phom_properties import kept_or_sent_after_lay_downs
 
 GAMES = registry.available()

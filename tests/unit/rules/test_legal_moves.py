@@ -35,7 +35,7 @@ from socai.rules import base, registry
 from socai.rules.base import FACING_KINDS, MOVE_KINDS, MoveSet
 from socai.rules.climbing import samloc, tienlen
 from socai.rules.rummy import phom
-from tests.support.simulate import SimHand, simulate
+from tests.support.synthetic import SimHand, simulate
 
 GAMES = registry.available()
 

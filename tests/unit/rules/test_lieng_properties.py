@@ -15,7 +15,7 @@ import pytest
 from socai import cards, fairness
 from socai.events.model import BetAction, CardsDealt, HandEnded, HandStarted
 from socai.rules import autoplay, registry
-from tests.support import simulate as sim
+from tests.support import synthetic as sim
 
 HANDS = int(os.environ.get("SOCAI_SELFPLAY_HANDS", "10000"))
 # Short stacks and a fee, so that all-ins, side pots, shortfalls and fees all come up.

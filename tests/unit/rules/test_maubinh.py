@@ -645,7 +645,7 @@ def test_the_auditor_re_derives_hands_with_timeouts_and_disconnects_from_the_exp
     every hand, exported as JSON and replayed by the auditor, settles exactly as it did
     while it was played, automatic arrangements included (MB-20)."""
     from socai.settle.replay import replay_hand
-    from tests.support.simulate import simulate
+    from tests.support.synthetic import simulate
 
     hands = simulate(40, ("maubinh",), seed=13).hands
     timed_out = 0

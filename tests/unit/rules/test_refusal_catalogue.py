@@ -47,7 +47,7 @@ from socai.events.model import (
 )
 from socai.rules import base, registry
 from socai_cli.apidocs import Raised, game_codes, scan
-from tests.support.simulate import simulate
+from tests.support.synthetic import simulate
 
 GAMES = registry.available()
 HANDS = 3

@@ -1,6 +1,6 @@
 """Issue 14: 10,000 self-played hands per shedding game, invariants after every hand.
 
-Through ``tests.support.simulate`` (whole tables of random bots that also leave and
+Through ``tests.support.synthetic`` (whole tables of random bots that also leave and
 disconnect, the events recorded as the table service writes them): every card accounted
 for (in a hand or played), dealt in the seed's order, the hand ends, the settlement
 balances and equals a replay of the events, nobody pays more than their table chips, and
@@ -17,7 +17,7 @@ import pytest
 from socai import cards, fairness
 from socai.events.model import CardsDealt, HandStarted
 from socai.rules import autoplay, registry
-from tests.support.simulate import simulate
+from tests.support.synthetic import simulate
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 

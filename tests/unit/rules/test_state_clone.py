@@ -11,7 +11,7 @@ import pytest
 
 from socai.rules import registry
 from socai.rules.base import GameState, freeze, game_state
-from tests.support.simulate import simulate
+from tests.support.synthetic import simulate
 
 
 @pytest.mark.parametrize("game", registry.available())

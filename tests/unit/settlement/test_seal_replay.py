@@ -8,7 +8,7 @@ from socai.events import codec, seal
 from socai.events.model import Event, HandEnded, subject
 from socai_settlement.hand_cache import HandCache
 from socai_settlement.replayer import EventBytes, HandInput, SealPolicy, replay_payloads, sealed_events
-from tests.support.simulate import DEV_SIGNER, SimHand, simulate
+from tests.support.synthetic import DEV_SIGNER, SimHand, simulate
 
 SIM = simulate(2, ("xito", "taixiu"), seed=41)
 POLICY = SealPolicy(((DEV_SIGNER.key_id, DEV_SIGNER.public_key),))

@@ -13,7 +13,7 @@ from socai.events.model import Event, TimerExpired
 from socai.rules import registry
 from socai.rules.automatic import automatic_move
 from socai.settle.replay import AUTOMATIC_MISMATCH, ReplayError, replay
-from tests.support.simulate import simulate
+from tests.support.synthetic import simulate
 
 
 def recorded(events: tuple[Event, ...]) -> list[Event]:

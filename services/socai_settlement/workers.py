@@ -47,13 +47,12 @@ from socai.infra.leases import LeaseConfig, LeaseManager, LeaseMetrics
 from socai.infra.logging import get_logger
 from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig
-from socai_settlement.durables import durable_of as durable_of
-from socai_settlement.durables import filter_of as filter_of
+from socai_settlement.durables import durable_of, filter_of
 from socai_settlement.pipeline import Pipeline
 from socai_settlement.poster import POSTING_FENCE
 from socai_settlement.settler import Settler
 
-log = get_logger("socai.settlement.partitions")
+log = get_logger("socai.settlement.workers")
 
 FENCE_SCOPE: Final = "settlement"
 RESTART_PAUSE_S: Final = 1.0
