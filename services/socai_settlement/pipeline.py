@@ -54,6 +54,7 @@ from nats.js.errors import NotFoundError
 
 from socai import errors
 from socai.gen.events.v1 import events_pb2
+from socai.gen.ledger.v1 import ledger_pb2
 from socai.infra.logging import get_logger
 from socai.infra.nats_pull import ACK, IN_PROGRESS, NAK, Delivery, Pull
 from socai_settlement import durables, metrics
@@ -138,6 +139,7 @@ class Pipeline:
         filter_subject: str | None = None,
         lease_check: Callable[[], None] | None = None,
         lease_left_s: Callable[[], float] | None = None,
+        fence: ledger_pb2.Fence | None = None,
     ) -> None:
         """``filter_subject``: what the durable consumes (default every event; one
         partition's subjects when the stream is partitioned). ``lease_check`` raises when
@@ -147,7 +149,8 @@ class Pipeline:
         pull request outlives it, so nothing is delivered here once a new holder may have
         started (a new holder settles, in stream order, what was delivered before it took
         over; a message delivered to the old holder after that would come back only later,
-        behind newer hands)."""
+        behind newer hands). ``fence``: the partition's lease as the ledger knows it, which
+        every post of this pipeline carries (``LedgerPoster.post``); None: unfenced."""
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream()
         self.settler = settler
@@ -157,6 +160,7 @@ class Pipeline:
         self.filter_subject = filter_subject or f"{prefix}.>"
         self.lease_check = lease_check
         self.lease_left_s = lease_left_s
+        self.fence = fence
         self.cache = HandCache(config.cache_events_max)
         self.ignored = IgnoredMessages()
         self.dead_letters = DeadLetters(nc, settler, self.ignored, stream=stream, durable=config.durable)
@@ -267,6 +271,7 @@ class Pipeline:
                     held=self._held,
                     on_settled=self._remember,
                     fetch_timeout_s=self.fetch_timeout_s,
+                    fence=self.fence,
                 )
                 carry = await recovery.run(stop)
                 self._started = True
@@ -353,7 +358,7 @@ class Pipeline:
             prepared = await chunk.prepared
             if self.lease_check is not None:
                 self.lease_check()  # raises LEASE_LOST: nothing of this chunk is posted
-            posted = await self.settler.post(prepared)
+            posted = await self.settler.post(prepared, fence=self.fence)
             if any(reason == INSUFFICIENT_FUNDS for reason in posted.refused.values()):
                 posted = await self.refused_out_of_order(posted)
             await _put(outbox, (chunk, posted), (saver,))
@@ -401,10 +406,10 @@ class Pipeline:
                 earlier_hands=[j.hand_id for j in missing],
             )
             if missing:
-                for o in await self.settler.settle(missing):
+                for o in await self.settler.settle(missing, fence=self.fence):
                     if o.settled:
                         self._remember(o.hand_id)
-            outcome = await self.settler.retry(HandJob(d.table_id, d.hand_id, d.stream_seq))
+            outcome = await self.settler.retry(HandJob(d.table_id, d.hand_id, d.stream_seq), fence=self.fence)
             if outcome.settled:
                 self._remember(d.hand_id)
                 reordered.add(d.hand_id)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
@@ -90,11 +89,6 @@ class Backoff:
         self.attempt = 0
 
 
-# The fence of the partition whose pipeline is posting: ``socai_settlement.workers`` sets
-# it in the partition's task, and every task the pipeline starts (its poster, its startup
-# recovery) inherits it, so each PostTransactions carries the lease's token without passing
-# it through every layer. None: an unfenced post (an operator's RetryDeadLetter, tests).
-POSTING_FENCE: ContextVar[ledger_pb2.Fence | None] = ContextVar("posting_fence", default=None)
 FENCED: Final = "FENCED"
 
 
@@ -127,13 +121,18 @@ class LedgerPoster:
         self,
         items: Sequence[Item],
         on_wait: Callable[[], Awaitable[None]] | None = None,
+        *,
+        fence: ledger_pb2.Fence | None = None,
     ) -> list[Posted]:
         """One ``Posted`` per item, in order. Returns only when the ledger answered for
-        every item (it never gives up on an unavailable ledger; cancel the task to stop)."""
+        every item (it never gives up on an unavailable ledger; cancel the task to stop).
+        ``fence``: the lease of the partition whose pipeline posts (every PostTransactions
+        carries its token, and the ledger refuses a holder whose lease moved on: FENCED);
+        None for an unfenced post (an operator's RetryDeadLetter, tests)."""
         out: list[Posted] = []
         for start in range(0, len(items), self.batch_max):
             chunk = list(items[start : start + self.batch_max])
-            out.extend(await self._post_chunk(chunk, on_wait))
+            out.extend(await self._post_chunk(chunk, on_wait, fence))
         return out
 
     async def claim(self, fence: ledger_pb2.Fence, on_wait: Callable[[], Awaitable[None]] | None = None) -> None:
@@ -158,10 +157,11 @@ class LedgerPoster:
                     await on_wait()
                 await asyncio.sleep(delay)
 
-    async def _post_chunk(self, chunk: list[Item], on_wait: Callable[[], Awaitable[None]] | None) -> list[Posted]:
+    async def _post_chunk(
+        self, chunk: list[Item], on_wait: Callable[[], Awaitable[None]] | None, fence: ledger_pb2.Fence | None
+    ) -> list[Posted]:
         backoff = Backoff(self.backoff_initial_s, self.backoff_max_s)
         request = _request(chunk)
-        fence = POSTING_FENCE.get()
         if fence is not None:
             request.fence.CopyFrom(fence)
         while True:
@@ -192,7 +192,7 @@ class LedgerPoster:
                     )
                     out: list[Posted] = []
                     for item in chunk:
-                        out.extend(await self._post_chunk([item], on_wait))
+                        out.extend(await self._post_chunk([item], on_wait, fence))
                     return out
                 return [Posted(REJECTED, reason=error_reason(exc) or exc.code().name, message=exc.details() or "")]
             results = list(reply.results)

@@ -31,6 +31,7 @@ from nats.js import api as js_api
 
 from socai import errors
 from socai.gen.events.v1 import events_pb2
+from socai.gen.ledger.v1 import ledger_pb2
 from socai.infra.logging import get_logger
 from socai.infra.nats_pull import Delivery, Pull
 from socai_settlement import metrics
@@ -156,6 +157,7 @@ class StartupRecovery:
         held: Held,
         on_settled: Callable[[str], None],
         fetch_timeout_s: Callable[[], float] | None = None,
+        fence: ledger_pb2.Fence | None = None,
     ) -> None:
         self.pull = pull
         self.nc: NatsClient = pull.nc
@@ -167,6 +169,7 @@ class StartupRecovery:
         self.held = held
         self.on_settled = on_settled
         self.fetch_timeout_s = fetch_timeout_s or (lambda: config.fetch_timeout_s)
+        self.fence = fence  # the pipeline's lease, carried by every post (LedgerPoster.post)
 
     async def run(self, stop: asyncio.Event) -> list[Delivery]:
         """Returns the messages to handle before the next pull."""
@@ -281,7 +284,7 @@ class StartupRecovery:
         gone = {j.hand_id for j in poisoned}
         todo = [j for j in todo if j.hand_id not in gone]
         try:
-            outcomes = await self.settler.settle(todo)
+            outcomes = await self.settler.settle(todo, fence=self.fence)
         except (asyncio.CancelledError, errors.PreconditionFailed) as exc:
             if isinstance(exc, asyncio.CancelledError) or exc.code == "LEASE_LOST":
                 # Ended because this instance stops or lost the lease: not the hands' failure.

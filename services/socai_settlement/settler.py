@@ -43,6 +43,7 @@ from nats.errors import Error as NatsError
 from socai import errors
 from socai.events import seal
 from socai.events.log import EventLog
+from socai.gen.ledger.v1.ledger_pb2 import Fence
 from socai.infra.logging import get_logger
 from socai.settle.keys import find_settlement, settlement_key
 from socai.settle.replay import diff_entries
@@ -145,10 +146,13 @@ class Settler:
         self.last = BatchStats()
         self.ignored = IgnoredMessages()  # strangers' messages found on hands' subjects
 
-    async def settle(self, jobs: Sequence[HandJob], on_wait: OnWait | None = None) -> list[Outcome]:
+    async def settle(
+        self, jobs: Sequence[HandJob], on_wait: OnWait | None = None, *, fence: Fence | None = None
+    ) -> list[Outcome]:
         """One Outcome per distinct hand, in order. Waits (with backoff, calling
-        ``on_wait``) while PostgreSQL, NATS or the ledger is unavailable."""
-        return await self.commit(await self.prepare(jobs, on_wait), on_wait)
+        ``on_wait``) while PostgreSQL, NATS or the ledger is unavailable. ``fence``: the
+        posting pipeline's lease (``LedgerPoster.post``)."""
+        return await self.commit(await self.prepare(jobs, on_wait), on_wait, fence=fence)
 
     async def prepare(self, jobs: Sequence[HandJob], on_wait: OnWait | None = None) -> Prepared:
         """Steps 1-3: skip settled hands, get the events, replay. Writes nothing, so a
@@ -205,15 +209,25 @@ class Settler:
         return Prepared(ids, done, replayed, dead, stats, unique, settled_from, spans)
 
     async def commit(
-        self, prepared: Prepared, on_wait: OnWait | None = None, keys: dict[str, str] | None = None
+        self,
+        prepared: Prepared,
+        on_wait: OnWait | None = None,
+        keys: dict[str, str] | None = None,
+        *,
+        fence: Fence | None = None,
     ) -> list[Outcome]:
         """Steps 4-5: post the hands that move gold, then store records and dead letters
         in one transaction. Call in stream order: a table's hands must reach the ledger in
         the order they were played (each hand's stacks depend on the one before)."""
-        return await self.save(await self.post(prepared, on_wait, keys), on_wait)
+        return await self.save(await self.post(prepared, on_wait, keys, fence=fence), on_wait)
 
     async def post(
-        self, prepared: Prepared, on_wait: OnWait | None = None, keys: dict[str, str] | None = None
+        self,
+        prepared: Prepared,
+        on_wait: OnWait | None = None,
+        keys: dict[str, str] | None = None,
+        *,
+        fence: Fence | None = None,
     ) -> PostedBatch:
         """Step 4: post the hands that move gold (one PostTransactions call per
         ``post_batch_max``); the ledger's refusals become LEDGER_REJECTED dead letters."""
@@ -233,7 +247,8 @@ class Settler:
         posted: list[Posted] = []
         if moving:
             with prepared.spans.posting([job.hand_id for job, _, _ in moving]):
-                posted = await self.poster.post([convert.transaction_of(hand, key) for _, hand, key in moving], on_wait)
+                items = [convert.transaction_of(hand, key) for _, hand, key in moving]
+                posted = await self.poster.post(items, on_wait, fence=fence)
         answers = iter(zip(moving, posted, strict=True))
         out: list[HandRow] = []
         refused: dict[str, str] = {}
@@ -331,7 +346,7 @@ class Settler:
         ids = list(hand_ids)
         return await self.retrying(lambda: self.store.settled_seqs(ids), on_wait)
 
-    async def retry(self, job: HandJob) -> Outcome:
+    async def retry(self, job: HandJob, *, fence: Fence | None = None) -> Outcome:
         """Settle one dead-lettered hand again (RetryDeadLetter): the same path, except that
         the ledger key is found by walking the hand's key chain (``socai.settle.keys``).
 
@@ -343,11 +358,11 @@ class Settler:
         """
         prepared = await self.prepare([job])
         if prepared.already or prepared.dead or not prepared.replayed:
-            return (await self.commit(prepared))[0]
+            return (await self.commit(prepared, fence=fence))[0]
         _, hand = prepared.replayed[0]
         want = dict(hand.entries)
         if not want:
-            return (await self.commit(prepared))[0]
+            return (await self.commit(prepared, fence=fence))[0]
         found = await self.retrying(lambda: find_settlement(self.poster.stub, job.hand_id), None)
         if found.transaction is not None:
             if found.entries != want:
@@ -361,7 +376,7 @@ class Settler:
         if not found.next_key:
             tried = ", ".join(f"{key} ({reason})" for key, reason in found.refused)
             return await self._dead_one(job, RETRY_LIMIT, f"{job.hand_id}: every key was refused: {tried}")
-        return (await self.commit(prepared, keys={job.hand_id: found.next_key}))[0]
+        return (await self.commit(prepared, keys={job.hand_id: found.next_key}, fence=fence))[0]
 
     async def _dead_one(self, job: HandJob, reason: str, detail: str) -> Outcome:
         dead = NewDeadLetter(job.hand_id, job.table_id, reason, detail, job.stream_seq)

@@ -49,7 +49,6 @@ from socai_settlement import metrics
 from socai_settlement.config import SettlementConfig
 from socai_settlement.durables import durable_of, filter_of
 from socai_settlement.pipeline import Pipeline
-from socai_settlement.poster import POSTING_FENCE
 from socai_settlement.settler import Settler
 
 log = get_logger("socai.settlement.workers")
@@ -127,6 +126,9 @@ class PartitionWorkers:
     async def _acquired(self, partition: int, token: int) -> None:
         p = self.partitions
         config = dataclasses.replace(self.config, durable=durable_of(self.config.durable, p, partition))
+        # Every post of the pipeline carries the lease's token (each post advances the
+        # ledger's fence), so a paused previous holder is refused (FENCED).
+        fence = ledger_pb2.Fence(scope=FENCE_SCOPE, partition=partition, token=token)
         pipeline = Pipeline(
             self.nc,
             self.settler,
@@ -136,9 +138,9 @@ class PartitionWorkers:
             filter_subject=filter_of(self.event_log.prefix, p, partition),
             lease_check=lambda: self._lease_check(partition),
             lease_left_s=lambda: self._lease_left_s(partition),
+            fence=fence,
         )
         stop = asyncio.Event()
-        fence = ledger_pb2.Fence(scope=FENCE_SCOPE, partition=partition, token=token)
         task = asyncio.create_task(self._supervise(partition, pipeline, stop, fence), name=f"settlement-p{partition}")
         self.running[partition] = _Running(pipeline, stop, task)
         metrics.PARTITIONS.set(len(self.running))
@@ -166,12 +168,10 @@ class PartitionWorkers:
     async def _supervise(
         self, partition: int, pipeline: Pipeline, stop: asyncio.Event, fence: ledger_pb2.Fence
     ) -> None:
-        # Every post of this task and of the tasks it starts carries the lease's token (each
-        # post advances the ledger's fence). The claim records it at once, so a paused previous
+        # The claim records the lease's token in the ledger at once, so a paused previous
         # holder is refused (FENCED) even before this one has anything to post; it runs beside
         # the pipeline, which must not wait for the ledger (non-events are dead-lettered and
         # table facts acked while the ledger is down).
-        POSTING_FENCE.set(fence)
         claim = asyncio.create_task(self._claim(partition, fence), name=f"settlement-claim-p{partition}")
         try:
             await self._run(partition, pipeline, stop)
