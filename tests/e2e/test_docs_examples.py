@@ -115,7 +115,7 @@ async def run_sh(block: Block, env: dict[str, str], shell: Path, addrs: dict[str
     code = localize(block.code, addrs)
     names = [ln.split("=", 1)[0] for ln in code.splitlines() if ASSIGNMENT.match(ln)]
     keep = f"\ndeclare -p {' '.join(names)} >> {shell}" if names else ""
-    script = f"set -e\nsource {shell}\n{code}{keep}"
+    script = f"set -eo pipefail\nsource {shell}\n{code}{keep}"
     proc = await asyncio.create_subprocess_exec(
         "bash", "-c", script, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
