@@ -424,8 +424,8 @@ class CreateTableRequest(_message.Message):
     """
     @_builtins.property
     def config(self) -> Global___TableConfig:
-        """The table's settings; game is required (empty: INVALID_ARGUMENT BAD_GAME; unknown:
-        GAME_NOT_AVAILABLE).
+        """The table's settings; game is required (empty: INVALID_ARGUMENT BAD_GAME; an id the
+        rules do not know: INVALID_ARGUMENT UNKNOWN_GAME).
         """
 
     def __init__(
@@ -682,7 +682,10 @@ class LeaveTableRequest(_message.Message):
     stood up) is NOT_FOUND NOT_SEATED.
     """
     idempotency_key: _builtins.str
-    """Unused: leaving is idempotent by itself (a second call answers what the first did)."""
+    """Unused. A second LeaveTable while the player is still seated (leaving after the hand in
+    play) answers as the first; once they have stood up it is NOT_FOUND NOT_SEATED, so a
+    client whose answer was lost reads GetCashOut to learn where the leave stands.
+    """
     when: Global___LeaveWhen.ValueType
     """Now (the default) or after the hand in play."""
     def __init__(
