@@ -521,6 +521,7 @@ class Table:
         if self.dirty:
             log.warning("table_resync", table_id=self.table_id)
             await self._rebuild()
+            await self._repair_joins()  # a join the failure that made the table dirty cut
 
     # --- commands: decide, then perform ------------------------------------------------
 
@@ -709,26 +710,61 @@ class Table:
             return seat
 
     async def repair_joins(self) -> None:
-        """Finish buy-ins a crash interrupted: seat nobody twice, refund what was not seated."""
+        """Finish buy-ins a crash or an outage cut, seating nobody twice and refunding only
+        what can never be seated.
+
+        A buy-in the ledger moved whose seat is not in the log is seated now, by the decision
+        a retried JoinTable makes (the ledger answers its transfer REPLAYED). Refunding it
+        instead would be wrong whenever the seat's append timed out rather than failed: the
+        PlayerSeated may still be on its way (NATS paused, the message in a socket buffer)
+        and land after the refund, seating chips no escrow backs. Appending the seat at the
+        log's last position settles it either way: if the late one landed first, this append
+        is refused and the table rebuilds with the player seated (marked seated at its next
+        load); if not, the late one can never land (it expects the same position). Only a
+        join the table refuses now (the seat taken, the table full or closing, a cash-out
+        pending) is refunded. Run when the table is loaded and after every rebuild of a dirty
+        table (``_ensure_synced``, ``heal``): a join whose append failed leaves the table
+        dirty. When NATS, the ledger or the log stops it, the table stays dirty and the next
+        command or the watchdog's ``heal`` tries again.
+        """
+        async with self._lock:
+            try:
+                await self._repair_joins()
+            except (errors.Unavailable, errors.Conflict) as exc:
+                log.warning("join_repair_deferred", table_id=self.table_id, code=exc.code)
+
+    async def _repair_joins(self) -> None:
+        """``repair_joins``, under the lock. Raises Unavailable or Conflict (the table dirty)."""
         for row in await self.deps.store.pending_joins(self.table_id):
             key = row["idempotency_key"]
+            player_id = row["player_id"]
             tx = await self.deps.money.transaction_of(buy_in_key(key, self.table_id))
-            seated = self.seat_of(row["player_id"])
             if tx is None:
                 await self.deps.store.finish_join(key, "failed", error="no ledger transfer")
-            elif seated is not None:
+            elif self.seat_of(player_id) is not None:
                 await self.deps.store.finish_join(key, "seated", tx)
             else:
+                try:
+                    seat = await self._run(core.Join(player_id, int(row["amount_gold"]), int(row["seat"]), key))
+                    log.warning("join_completed", table_id=self.table_id, player_id=player_id, key=key, seat=seat)
+                    continue
+                except (errors.Unavailable, errors.Conflict):
+                    # NATS, the ledger or the log moved (the late seat landed first): again
+                    # after the next rebuild.
+                    self.dirty = True
+                    raise
+                except errors.SocaiError as exc:
+                    reason = f"not seated after a restart: {exc.code}"
                 refund = await self.deps.money.transfer(
                     f"refund:{self.table_id}:{key}",
-                    accounts.escrow(self.table_id, row["player_id"]),
-                    accounts.player(row["player_id"]),
+                    accounts.escrow(self.table_id, player_id),
+                    accounts.player(player_id),
                     int(row["amount_gold"]),
                     "buy_in_refund",
                     self.table_id,
                 )
-                await self.deps.store.finish_join(key, "refunded", refund, "seat not taken before a restart")
-                log.warning("join_refunded", table_id=self.table_id, player_id=row["player_id"], key=key)
+                await self.deps.store.finish_join(key, "refunded", refund, reason)
+                log.warning("join_refunded", table_id=self.table_id, player_id=player_id, key=key, reason=reason)
 
     async def leave(self, player_id: str, when: str = LEAVE_NOW) -> LeaveResult:
         """``_leave``, finished even when the caller stops waiting (``run_to_end``)."""
@@ -1134,6 +1170,10 @@ class Table:
             if self.dirty:
                 log.info("table_healing", table_id=self.table_id)
                 await self._rebuild()
+                try:
+                    await self._repair_joins()  # a join an outage cut, seated or refunded now
+                except (errors.Unavailable, errors.Conflict) as exc:
+                    log.warning("join_repair_deferred", table_id=self.table_id, code=exc.code)
                 return
             if self.holds_to_finalize:
                 await self._finalize_holds()

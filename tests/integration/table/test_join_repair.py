@@ -1,0 +1,110 @@
+"""A join cut between its buy-in and its seat (a crash, or an append that timed out while
+NATS was paused) is finished when the table is loaded again: seated, never refunded while
+its seat could still land in the log (the nemesis hour's lost gold: a PlayerSeated that
+arrived after the refund), and refunded only when the table cannot seat it."""
+
+from __future__ import annotations
+
+import pytest
+
+from socai import accounts, errors
+from socai.client import TableError
+from socai.events import codec
+from socai.events.model import Event, PlayerSeated
+from socai_table.model import buy_in_key, facts_id_of, join_key
+from tests.integration.table.conftest import World
+from tests.integration.table.test_client_contract import client_of
+
+pytestmark = pytest.mark.integration
+
+BUY_IN = 1_000
+
+
+async def cut_join(w: World, table_id: str, player: str, client_key: str) -> str:
+    """What a join leaves when it stops after the ledger moved its buy-in: a pending row
+    and the transfer, no PlayerSeated. Returns the stored join key."""
+    deps = w.running.apps["table"].manager.deps
+    key = join_key(player, client_key)
+    await deps.store.begin_join(key, table_id, player, -1, BUY_IN)
+    await deps.money.transfer(
+        buy_in_key(key, table_id),
+        accounts.player(player),
+        accounts.escrow(table_id, player),
+        BUY_IN,
+        "buy_in",
+        table_id,
+    )
+    return key
+
+
+async def reload(w: World, table_id: str) -> None:
+    manager = w.running.apps["table"].manager
+    await manager.drop(lambda t: t == table_id)
+    await manager.get(table_id)
+
+
+async def test_a_cut_join_is_seated_at_the_next_load_and_its_late_seat_can_never_land(world: World):
+    w = world
+    manager = w.running.apps["table"].manager
+    async with client_of(w) as tables:
+        table = await tables.create_table(game="holdem", stake_gold=10, seats_max=3)
+        await w.backend.deposit("rj-cut", BUY_IN)
+        facts_seq = manager.tables[table.table_id].facts_subject_seq
+        await cut_join(w, table.table_id, "rj-cut", "k1")
+        await reload(w, table.table_id)
+
+        seats = {s.player_id: s for s in (await tables.table(table.table_id)).seats}
+        assert seats["rj-cut"].stack_gold == BUY_IN
+        assert await w.backend.balance(accounts.escrow(table.table_id, "rj-cut")) == BUY_IN
+        assert await w.backend.balance(accounts.player("rj-cut")) == 0
+        again = await tables.join(table.table_id, "rj-cut", BUY_IN, key="k1")  # the client's retry
+        assert again.seat == seats["rj-cut"].seat
+
+        # The cut join's own PlayerSeated, arriving late at the position it expected, is refused.
+        late = Event(
+            table.table_id,
+            facts_id_of(table.table_id),
+            2,
+            "holdem",
+            codec.now(),
+            PlayerSeated(seats["rj-cut"].seat, "rj-cut", BUY_IN, "", ""),
+        )
+        with pytest.raises(errors.Conflict):
+            await w.log.append(late, facts_seq)
+
+
+async def test_a_cut_join_the_table_cannot_seat_any_more_is_refunded(world: World):
+    w = world
+    async with client_of(w) as tables:
+        table = await tables.create_table(game="holdem", stake_gold=10, seats_max=2)
+        for player in ("rj-a", "rj-b", "rj-late"):
+            await w.backend.deposit(player, BUY_IN)
+        await cut_join(w, table.table_id, "rj-late", "k1")
+        await tables.join(table.table_id, "rj-a", BUY_IN)  # the table fills meanwhile
+        await tables.join(table.table_id, "rj-b", BUY_IN)
+        await reload(w, table.table_id)
+
+        assert {s.player_id for s in (await tables.table(table.table_id)).seats} == {"rj-a", "rj-b"}
+        assert await w.backend.balance(accounts.player("rj-late")) == BUY_IN
+        assert await w.backend.balance(accounts.escrow(table.table_id, "rj-late")) == 0
+        with pytest.raises(TableError) as retried:
+            await tables.join(table.table_id, "rj-late", BUY_IN, key="k1")
+        assert retried.value.reason == "JOIN_FAILED"
+
+
+async def test_a_join_cut_while_the_table_runs_is_seated_by_the_rebuild_of_the_next_command(world: World):
+    """The join's append failed (the table marked itself dirty), its row pending: the next
+    command's rebuild finishes it, without waiting for the table to be loaded again."""
+    w = world
+    manager = w.running.apps["table"].manager
+    async with client_of(w) as tables:
+        table = await tables.create_table(game="holdem", stake_gold=10, seats_max=3)
+        for player in ("rj-cut2", "rj-next"):
+            await w.backend.deposit(player, BUY_IN)
+        await cut_join(w, table.table_id, "rj-cut2", "k1")
+        manager.tables[table.table_id].dirty = True  # what the failed append left
+        await tables.join(table.table_id, "rj-next", BUY_IN)
+
+        seats = {s.player_id: s.stack_gold for s in (await tables.table(table.table_id)).seats}
+        assert seats == {"rj-cut2": BUY_IN, "rj-next": BUY_IN}
+        assert await w.backend.balance(accounts.escrow(table.table_id, "rj-cut2")) == BUY_IN
