@@ -741,9 +741,10 @@ class Table:
             tx = await self.deps.money.transaction_of(buy_in_key(key, self.table_id))
             if tx is None:
                 await self.deps.store.finish_join(key, "failed", error="no ledger transfer")
-            elif self.seat_of(player_id) is not None:
-                await self.deps.store.finish_join(key, "seated", tx)
             else:
+                # Seated by this very join (its append landed, its answer did not), seated
+                # now, or refused: the player sits on another join's buy-in, and this one's
+                # seat, expecting an earlier position of the log, can never land.
                 try:
                     seat = await self._run(core.Join(player_id, int(row["amount_gold"]), int(row["seat"]), key))
                     log.warning("join_completed", table_id=self.table_id, player_id=player_id, key=key, seat=seat)

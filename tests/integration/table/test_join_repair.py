@@ -108,3 +108,21 @@ async def test_a_join_cut_while_the_table_runs_is_seated_by_the_rebuild_of_the_n
         seats = {s.player_id: s.stack_gold for s in (await tables.table(table.table_id)).seats}
         assert seats == {"rj-cut2": BUY_IN, "rj-next": BUY_IN}
         assert await w.backend.balance(accounts.escrow(table.table_id, "rj-cut2")) == BUY_IN
+
+
+async def test_a_cut_join_of_a_player_seated_since_by_another_join_is_refunded(world: World):
+    """The bot gave up on the cut join and joined again with a new key: its seat is the new
+    join's, and the cut join's buy-in goes back to the wallet (the nemesis hour's escrow
+    that held a buy-in no seat had)."""
+    w = world
+    async with client_of(w) as tables:
+        table = await tables.create_table(game="holdem", stake_gold=10, seats_max=3)
+        await w.backend.deposit("rj-twice", 2 * BUY_IN)
+        await cut_join(w, table.table_id, "rj-twice", "k1")
+        await tables.join(table.table_id, "rj-twice", BUY_IN, key="k2")
+        await reload(w, table.table_id)
+
+        seats = {s.player_id: s.stack_gold for s in (await tables.table(table.table_id)).seats}
+        assert seats == {"rj-twice": BUY_IN}
+        assert await w.backend.balance(accounts.escrow(table.table_id, "rj-twice")) == BUY_IN
+        assert await w.backend.balance(accounts.player("rj-twice")) == BUY_IN
