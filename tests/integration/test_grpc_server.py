@@ -285,6 +285,40 @@ async def test_a_stream_closed_by_its_client_mid_way_is_cancelled_not_internal()
     assert [e["status"] for e in logs if e["event"] == "rpc"] == ["CANCELLED"]
 
 
+async def test_a_call_whose_client_left_before_its_answer_ends_cancelled_not_with_a_traceback():
+    """Issue 29: a handler failing just as its caller's deadline passed (the nemesis hour: a
+    NATS lookup timing out at 5 s under a bot's 5 s deadline) found the call closed by grpc's
+    core; sending the status raised grpc's ``ExecuteBatchError`` and grpc logged a traceback.
+    The call now ends CANCELLED, which grpc logs at debug. The context here raises what
+    grpc's core raises then (the race itself cannot be timed on purpose)."""
+    from grpc._cython import cygrpc
+    from structlog.testing import capture_logs
+
+    class ClosedCall:  # a call grpc's core has already finished: sending a status fails
+        def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+            return (("authorization", "Bearer auditor-secret"),)
+
+        async def abort_with_status(self, status: grpc.Status) -> None:
+            raise cygrpc.ExecuteBatchError('Failed "execute_batch"')
+
+    async def timed_out(request: Any, context: Any) -> Any:
+        raise errors.Unavailable("NATS_UNAVAILABLE", "nats: timeout")
+
+    async def broken(request: Any, context: Any) -> Any:
+        raise ValueError("a bug")
+
+    rpc = grpc_server._Rpc("example", "/socai.settlement.v1.SettlementService/ListDeadLetters", POLICY)
+    cancelled, unavailable = rpc.total(grpc.StatusCode.CANCELLED), rpc.total(grpc.StatusCode.UNAVAILABLE)
+    before = cancelled._value.get(), unavailable._value.get()
+    with capture_logs() as logs:
+        for handler in (timed_out, broken):
+            with pytest.raises(asyncio.CancelledError):
+                await grpc_server._wrap_unary(handler, rpc)(None, ClosedCall())
+    assert (cancelled._value.get(), unavailable._value.get()) == (before[0] + 2, before[1])
+    assert [e["status"] for e in logs if e["event"] == "rpc"] in ([], ["CANCELLED"])  # sampled
+    assert [e["event"] for e in logs if e["log_level"] == "error"] == ["rpc_failed"]  # the bug, once
+
+
 async def test_a_stream_closed_from_another_task_ends_cleanly_and_leaks_no_request_id():
     """Issue 29, item 4: grpc drops a server stream whose client went away, and the event
     loop's finalizer closes the generator later from a task of its own, in another context.

@@ -322,7 +322,7 @@ class _Outcome:
                 exc = mapped
         if isinstance(exc, errors.SocaiError):
             self.code, self.reason = status_code_of(exc), exc.code
-            await context.abort_with_status(rich_status(exc))
+            await self._abort(context, rich_status(exc))
         if isinstance(exc, asyncio.CancelledError):
             self.code = grpc.StatusCode.CANCELLED
             raise exc
@@ -332,7 +332,23 @@ class _Outcome:
             raise exc
         self.code, self.reason = grpc.StatusCode.INTERNAL, "INTERNAL"
         log.error("rpc_failed", method=self.rpc.method, exc_info=exc)
-        await context.abort_with_status(internal_status())
+        await self._abort(context, internal_status())
+
+    async def _abort(self, context: grpc.aio.ServicerContext, status: grpc.Status) -> None:
+        """Answer the call with ``status``; a call its client has already left ends CANCELLED.
+
+        A handler that fails just as its caller's deadline passes (a NATS lookup timing out
+        at 5 s under a 5 s deadline) finds the call closed by grpc's core before the
+        cancellation reached the handler: sending the status then fails with grpc's
+        ``ExecuteBatchError``, which grpc logs as an error with a traceback. Nobody is
+        there to read the answer, so the call ends as cancelled, which grpc logs at debug."""
+        try:
+            await context.abort_with_status(status)
+        except Exception as exc:
+            if type(exc).__name__ != "ExecuteBatchError":
+                raise
+            self.code = grpc.StatusCode.CANCELLED
+            raise asyncio.CancelledError from None
 
     def log(self) -> None:
         latency = time.perf_counter() - self.start
