@@ -57,6 +57,7 @@ from socai.events.model import (
     TableOpened,
 )
 from socai.gen.events.v1 import events_pb2
+from socai.infra.grpc_errors import database_unavailable, nats_unavailable
 from socai.infra.logging import bound, get_logger
 from socai.rules import base as kit
 from socai.rules import registry
@@ -148,8 +149,9 @@ async def run_to_end(command: Coroutine[Any, Any, T], what: str, table_id: str) 
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        if not task.done():
-            task.add_done_callback(lambda t: _abandoned(t, what, table_id))
+        # Also when the command ended in the same turn of the loop as the cancellation (a
+        # done future runs the callback at once): its outcome is logged, never dropped.
+        task.add_done_callback(lambda t: _abandoned(t, what, table_id))
         raise
 
 
@@ -161,6 +163,10 @@ def _abandoned(task: asyncio.Future[Any], what: str, table_id: str) -> None:
         log.info("command_finished_after_caller_left", command=what, table_id=table_id)
     elif isinstance(exc, errors.SocaiError):
         log.info("command_refused_after_caller_left", command=what, table_id=table_id, code=exc.code)
+    elif (outage := nats_unavailable(exc) or database_unavailable(exc)) is not None:
+        # A dependency's outage (a NATS read timing out while it was paused): what a live
+        # caller would have got as UNAVAILABLE, not a fault of the service's.
+        log.warning("command_unavailable_after_caller_left", command=what, table_id=table_id, error=outage.message)
     else:
         log.error("command_failed_after_caller_left", command=what, table_id=table_id, exc_info=exc)
 

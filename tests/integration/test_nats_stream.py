@@ -88,3 +88,17 @@ async def test_an_incompatible_existing_stream_is_refused_not_recreated(js: JetS
     with pytest.raises(errors.PreconditionFailed) as caught:
         await ensure_stream(js, stream_spec)
     assert caught.value.code == "STREAM_INCOMPATIBLE"
+
+
+async def test_a_publish_no_stream_answers_is_unavailable_not_a_raw_client_error(
+    js: JetStreamContext, stream_spec: StreamSpec
+):
+    """What JetStream answers while it starts after a restart (the nemesis hour: five hand
+    starts failed with nats-py's "no response from stream", escaped as a crash and left the
+    table believing nothing was written): no stream takes the subject. Every caller treats
+    that as the outage it is (Unavailable: the append may be stored, re-read the log)."""
+    await ensure_stream(js, stream_spec)
+    with pytest.raises(errors.Unavailable) as caught:
+        await publish(js, "nobody.listens.here", b"e1", msg_id="x/1", timeout_s=1.0)
+    assert caught.value.code == "NATS_UNAVAILABLE"
+    assert "NoStreamResponseError" in caught.value.message

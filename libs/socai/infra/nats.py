@@ -277,6 +277,13 @@ async def publish(
     except TimeoutError as exc:
         raise errors.Unavailable("NATS_UNAVAILABLE", f"no ack for {subject} within {timeout_s}s") from exc
     except Exception as exc:
-        if type(exc).__name__ in ("NoRespondersError", "TimeoutError", "ConnectionClosedError"):
-            raise errors.Unavailable("NATS_UNAVAILABLE", f"publish to {subject} failed: {exc}") from exc
+        # Every failure to get an answer (no responder, no response from the stream while
+        # JetStream starts after a restart, a connection closed or reconnecting) is the same
+        # outage to the caller: its append may or may not be stored, and it re-reads the log.
+        # Imported here: the classification lives with the gRPC mapping, which the many
+        # users of this module that never fail a publish need not import.
+        from socai.infra.grpc_errors import nats_unavailable
+
+        if nats_unavailable(exc) is not None:
+            raise errors.Unavailable("NATS_UNAVAILABLE", f"publish to {subject} failed: {exc!r}") from exc
         raise
