@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from socai_cli.site_hooks import GENERATED
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -20,7 +22,7 @@ def test_the_readme_is_a_front_door_not_a_manual() -> None:
 
 
 def test_no_page_points_outside_the_repository() -> None:
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *GENERATED.values()]
     for page in pages:
         text = page.read_text()
         assert "../shared/" not in text, f"{page.relative_to(ROOT)} points outside the repository"
@@ -29,6 +31,6 @@ def test_no_page_points_outside_the_repository() -> None:
 def test_every_page_of_the_site_is_in_its_nav() -> None:
     config = (ROOT / "mkdocs.yml").read_text()
     in_nav = set(re.findall(r"(?:^|: |- )([\w/.-]+\.md)\s*$", config, re.M))
-    pages = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
+    pages = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")} | set(GENERATED)
     assert pages - in_nav == set(), "pages the nav leaves out"
     assert in_nav - pages == set(), "nav entries without their page"
