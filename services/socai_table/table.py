@@ -613,6 +613,10 @@ class Table:
             elif isinstance(effect, core.ClosingHand):
                 await self._closing_hand()
             elif isinstance(effect, core.CloseDone):
+                # A join cut while the table was closing waited for TableClosed (see
+                # ``_repair_joins``): refunded now, before the table is let go. Raises as the
+                # repair does; the close is then resumed (``heal``) and this runs again.
+                await self._repair_joins()
                 await self.deps.store.finish_close(self.table_id)
                 self.timer.cancel()
                 self.deps.on_closed(self.table_id)
@@ -728,8 +732,10 @@ class Table:
         is refused and the table rebuilds with the player seated (marked seated at its next
         load); if not, the late one can never land (it expects the same position). Only a
         join the table refuses now (the seat taken, the table full or closing, a cash-out
-        pending) is refunded. Run when the table is loaded and after every rebuild of a dirty
-        table (``_ensure_synced``, ``heal``): a join whose append failed leaves the table
+        pending) is refunded; at a closing table, once TableClosed is in the log (closing
+        itself is no fact, so before it the late seat could still land). Run when the table
+        is loaded, after every rebuild of a dirty table (``_ensure_synced``, ``heal``) and as
+        the close ends (``CloseDone``): a join whose append failed leaves the table
         dirty. When NATS, the ledger or the log stops it, the table stays dirty and the next
         command or the watchdog's ``heal`` tries again.
         """
@@ -761,6 +767,12 @@ class Table:
                     self.dirty = True
                     raise
                 except errors.SocaiError as exc:
+                    if exc.code == "TABLE_CLOSING":
+                        # Closing is no fact in the log: the join's late seat could still
+                        # land at the position it expects, after a refund. TableClosed
+                        # moves that position on; the close's end refunds it (CloseDone).
+                        log.info("join_repair_waits_for_close", table_id=self.table_id, player_id=player_id, key=key)
+                        continue
                     reason = f"not seated after a restart: {exc.code}"
                 refund = await self.deps.money.transfer(
                     f"refund:{self.table_id}:{key}",

@@ -5,6 +5,8 @@ arrived after the refund), and refunded only when the table cannot seat it."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from socai import accounts, errors
@@ -126,3 +128,46 @@ async def test_a_cut_join_of_a_player_seated_since_by_another_join_is_refunded(w
         assert seats == {"rj-twice": BUY_IN}
         assert await w.backend.balance(accounts.escrow(table.table_id, "rj-twice")) == BUY_IN
         assert await w.backend.balance(accounts.player("rj-twice")) == BUY_IN
+
+
+async def test_a_cut_join_at_a_table_that_closes_is_refunded_when_the_close_ends(world: World):
+    """Nobody loads a closed table again, so the close's end finishes the joins it left: the
+    buy-in goes back to the wallet once TableClosed is in the log."""
+    w = world
+    manager = w.running.apps["table"].manager
+    table_id = await w.backend.create("holdem", stake_gold=10, seats_max=3)
+    await w.backend.deposit("rj-closed", BUY_IN)
+    await cut_join(w, table_id, "rj-closed", "k1")
+    await manager.tables[table_id].close("test")
+
+    assert await w.backend.balance(accounts.escrow(table_id, "rj-closed")) == 0
+    assert await w.backend.balance(accounts.player("rj-closed")) == BUY_IN
+
+
+async def test_a_cut_join_at_a_closing_table_waits_for_table_closed_before_its_refund(world: World):
+    """Closing is no fact in the log: refunded while the table is still closing, the join's
+    late seat could land at the position it expected, seating chips no escrow backs. The
+    repair leaves it pending until the close has written TableClosed, then refunds it."""
+    w = world
+    manager = w.running.apps["table"].manager
+    table_id = await w.backend.create("holdem", stake_gold=10, seats_max=3, turn_timeout_s=1)
+    for i, player in enumerate(("rj-p0", "rj-p1")):
+        await w.backend.deposit(player, BUY_IN)
+        await w.backend.join(table_id, player, BUY_IN, seat=i)
+    await w.backend.deposit("rj-closing", BUY_IN)
+    await manager.tables[table_id].start_hand()
+    await cut_join(w, table_id, "rj-closing", "k1")
+    await manager.tables[table_id].close("test")  # the hand in play plays to its end first
+    await reload(w, table_id)  # the repair at the load finds the table closing
+
+    table = manager.tables[table_id]
+    assert table.closing and not table.closed
+    assert await w.backend.balance(accounts.escrow(table_id, "rj-closing")) == BUY_IN
+    assert await w.backend.balance(accounts.player("rj-closing")) == 0
+
+    for _ in range(100):  # the hand ends by its timers, then the close completes
+        if await w.backend.balance(accounts.player("rj-closing")) == BUY_IN:
+            break
+        await asyncio.sleep(0.1)
+    assert await w.backend.balance(accounts.player("rj-closing")) == BUY_IN
+    assert await w.backend.balance(accounts.escrow(table_id, "rj-closing")) == 0
