@@ -202,6 +202,17 @@ def test_the_public_development_seal_keys_are_refused_outside_development_mode()
         s.check_secrets()
 
 
+def test_the_journal_seal_has_a_development_key_of_its_own_and_it_is_refused_outside_development_mode() -> None:
+    """Derived beside the keys (``socai.infra.keys``) under its own label: the development
+    journal key is stable (exports signed with it keep checking) and never the hand seal's."""
+    dev = Settings().journal_seal_private_key()
+    assert dev is not None and dev != Settings().hand_seal_private_key()
+    assert dev == Settings().journal_seal_private_key()
+    assert Settings.from_env(EXTERNAL).journal_seal_private_key() is None  # listed unsigned
+    s = Settings.from_env({**EXTERNAL, "SOCAI_LEDGER_SEAL_KEY": dev.hex()})
+    assert "SOCAI_LEDGER_SEAL_KEY" in s.public_dev_values()
+
+
 # --- the fast path of walk_back, pinned equal to its definition --------------------------
 
 

@@ -74,7 +74,6 @@ DEV_TOKENS: dict[str, str] = {
     "operator": "dev-operator-token",
 }
 DEV_PLAYER_TOKEN_KEY = "dev-player-token-key"
-JOURNAL_SEAL_DERIVE_LABEL = b"socai/journal-seal-key/v1"  # the ledger's development journal seal key
 
 
 def _parse_tokens(text: str) -> dict[str, str]:
@@ -246,12 +245,9 @@ class Settings:
             if keys.public_key_of(dev_private).hex() in {k.lower() for k in self.table_seal_public_keys}:
                 found.append("SOCAI_TABLE_SEAL_PUBLIC_KEYS")
         if self.ledger_seal_key or self.ledger_seal_public_keys:
-            import hashlib
-            import hmac
-
             from socai.infra import keys  # cryptography: only where a key is read
 
-            dev_journal = hmac.new(DEV_PLAYER_TOKEN_KEY.encode(), JOURNAL_SEAL_DERIVE_LABEL, hashlib.sha256).digest()
+            dev_journal = keys.derive_journal_key(DEV_PLAYER_TOKEN_KEY)
             if self.ledger_seal_key and self.ledger_seal_key.lower() == dev_journal.hex():
                 found.append("SOCAI_LEDGER_SEAL_KEY")
             if keys.public_key_of(dev_journal).hex() in {k.lower() for k in self.ledger_seal_public_keys}:
@@ -308,9 +304,6 @@ class Settings:
         in development mode, one derived from the player-token key; None outside development
         mode without one (the journal is then listed unsigned). Raises
         InvalidArgument("BAD_SEAL_KEY") when it is not 64 hex digits."""
-        import hashlib
-        import hmac
-
         from socai import errors
         from socai.infra import keys  # cryptography: only where a key is read
 
@@ -321,7 +314,7 @@ class Settings:
                 raise errors.InvalidArgument("BAD_SEAL_KEY", f"SOCAI_LEDGER_SEAL_KEY: {exc}") from exc
         if not self.dev_mode:
             return None
-        return hmac.new(self.player_token_key.encode(), JOURNAL_SEAL_DERIVE_LABEL, hashlib.sha256).digest()
+        return keys.derive_journal_key(self.player_token_key)
 
     def journal_seal_public_keys(self) -> dict[str, bytes]:
         """Key id → public key of the ledger's journal seals: SOCAI_LEDGER_SEAL_PUBLIC_KEYS, else,

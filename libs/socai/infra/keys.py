@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 KEY_ID_HEX_CHARS: Final = 16
 HAND_SEAL_DERIVE_LABEL: Final = b"socai/hand-seal-key/v1"
+JOURNAL_SEAL_DERIVE_LABEL: Final = b"socai/journal-seal-key/v1"
 
 
 def key_id(public_key: bytes) -> str:
@@ -29,6 +30,12 @@ def derive_private_key(secret: str) -> bytes:
     """A development seal key derived from the table service's secret (as ``signing.writer_key``
     is): ``socai up`` and the tests need no extra setting. Never used outside development mode."""
     return hmac.new(secret.encode(), HAND_SEAL_DERIVE_LABEL, hashlib.sha256).digest()
+
+
+def derive_journal_key(secret: str) -> bytes:
+    """The ledger's development journal seal key, derived like ``derive_private_key`` under a
+    label of its own (the two seals never share a key). Never used outside development mode."""
+    return hmac.new(secret.encode(), JOURNAL_SEAL_DERIVE_LABEL, hashlib.sha256).digest()
 
 
 def parse_private_key(text: str) -> bytes:
