@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from socai_cli.site_hooks import GENERATED
+from socai_cli.site_hooks import GENERATED, RULE_START, rule_anchor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,3 +34,21 @@ def test_every_page_of_the_site_is_in_its_nav() -> None:
     pages = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")} | set(GENERATED)
     assert pages - in_nav == set(), "pages the nav leaves out"
     assert in_nav - pages == set(), "nav entries without their page"
+
+
+def test_every_rule_id_the_code_cites_is_a_rule_a_reader_can_open_on_the_site() -> None:
+    """The code cites the rules by id (hundreds of times); each must start a rule of the
+    Rules page, where the site anchors it (``rules/index.md#tl-6``)."""
+    rules = (ROOT / "docs" / "rules" / "index.md").read_text()
+    anchored = {m["id"] for m in RULE_START.finditer(rules)}
+    assert rule_anchor("TL-6") == "tl-6" and "TL-6" in anchored and "CH-7" in anchored  # a list item's too
+    prefixes = "|".join(sorted({rule.split("-")[0] for rule in anchored}))
+    cited_at: dict[str, str] = {}
+    for path in sorted(p for top in ("libs", "services", "apps") for p in (ROOT / top).rglob("*.py")):
+        if "/gen/" in str(path):
+            continue
+        for m in re.finditer(rf"\b(?:{prefixes})-[0-9]+[a-z]?\b", path.read_text()):
+            cited_at.setdefault(m[0], str(path.relative_to(ROOT)))
+    assert len(cited_at) > 100
+    missing = {rule: where for rule, where in cited_at.items() if rule not in anchored}
+    assert missing == {}, "rule ids cited that start no rule on the Rules page"
