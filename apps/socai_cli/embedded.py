@@ -98,7 +98,7 @@ def _stop_process(proc: subprocess.Popen[bytes], sig: int, timeout_s: float, wha
 
 
 def _reap_stale(pid_file: Path, marker: str) -> None:
-    """Stop a server a crashed earlier run left behind (its pid file names our data dir)."""
+    """Stop a server a crashed earlier process left behind (its pid file names our data dir)."""
     if not pid_file.exists():
         return
     try:

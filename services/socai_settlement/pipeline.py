@@ -239,7 +239,7 @@ class Pipeline:
             try:
                 if pull is None:
                     pull = await self.subscribe()
-                # A previous run of this process that crashed left messages unacked: give
+                # A crashed predecessor of this process left messages unacked: give
                 # them back at once, so that they come before newer hands (see _give_back).
                 await self._give_back(handover=False)
                 break

@@ -41,7 +41,7 @@ class Hand:
     # against the house: ``kit.house_exposure``); 0 after a rebuild, when the next raise asks
     # the ledger for the whole worst case again (a hold only grows, so asking is harmless).
     held_gold: int = 0
-    # False for a hand read back from the log (a restart, a rebuild): an earlier run may have
+    # False for a hand read back from the log (a restart, a rebuild): an earlier process may have
     # held gold for it that its final state no longer shows (bets that hedge each other), so
     # its end finalizes the hold whatever it shows.
     hold_known: bool = True

@@ -52,3 +52,32 @@ def test_every_rule_id_the_code_cites_is_a_rule_a_reader_can_open_on_the_site() 
     assert len(cited_at) > 100
     missing = {rule: where for rule, where in cited_at.items() if rule not in anchored}
     assert missing == {}, "rule ids cited that start no rule on the Rules page"
+
+
+# How a history of measurements or of the code reads: what changed and when is CHANGELOG.md's
+# (by version) and git's; the pages say what is, with today's figures and their command.
+HISTORY = re.compile(
+    r"\b(?:earlier|previous|older) (?:bench(?:mark)? |measurement |nemesis |chaos )?runs?\b(?! (?:are|is) in CHANGELOG)"
+    r"|\b(?:run|measurement) #[0-9]+|\(run [0-9]+\)|\bearlier code\b|\bbefore the fix\b|\bthe meaning changed\b"
+    r"|\bused to (?:be|give|take|cost|run|measure)\b",
+    re.I,
+)
+
+
+def test_the_readme_the_docs_and_the_code_cite_no_earlier_run_and_tell_no_history() -> None:
+    assert HISTORY.search("as the previous run showed") and HISTORY.search("(run 3)")
+    assert not HISTORY.search("Earlier runs are in CHANGELOG.md.")
+    code = [
+        p
+        for top in ("libs", "services", "apps", "proto", "deploy")
+        for p in sorted((ROOT / top).rglob("*"))
+        if p.suffix in {".py", ".proto", ".md", ".yaml", ".sql"} and "gen" not in p.relative_to(ROOT).parts
+    ]
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *code]
+    found = {
+        f"{page.relative_to(ROOT)}: {m[0]}"
+        for page in pages
+        if "rules" not in page.relative_to(ROOT).parts  # the game rules' own words
+        for m in HISTORY.finditer(page.read_text())
+    }
+    assert found == set()

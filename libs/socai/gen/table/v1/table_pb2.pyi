@@ -800,8 +800,8 @@ class LeaveTableResponse(_message.Message):
     """True when the cash-out completed before this call returned."""
     cash_out_gold: _builtins.int
     """The chips the cash-out pays once the player has stood up; 0 while they still wait for
-    a hand's end, whose result decides it (the meaning changed: it used to be the stack
-    before that hand, which is not what a forfeited hand pays out).
+    a hand's end, whose result decides it (not the stack before that hand: a forfeited hand
+    pays out less).
     """
     outcome: Global___LeaveOutcome.ValueType
     """What leaving did: stood up now, left the hand (forfeited), or plays it out."""
