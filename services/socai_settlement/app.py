@@ -34,7 +34,7 @@ from socai_settlement.config import SettlementConfig, lease_config
 from socai_settlement.lag import LagWatch
 from socai_settlement.pipeline import Pipeline
 from socai_settlement.poster import LedgerPoster
-from socai_settlement.replayer import Replayer, seal_policy
+from socai_settlement.sealed_replay import Replayer, seal_policy
 from socai_settlement.server import SERVICE_NAME, SettlementServicer, access_policy
 from socai_settlement.settler import Settler
 from socai_settlement.store import Store

@@ -56,7 +56,7 @@ def transaction_input(
 class SettledHand(NamedTuple):
     """A replayed hand as the batch path needs it: what to post and what to store.
 
-    Built where the replay runs (a worker process, see ``replayer``) from plain values — a
+    Built where the replay runs (a worker process, see ``sealed_replay``) from plain values — a
     tuple of strings, ints and tuples — so that crossing back to the service costs little;
     the transaction is already serialized (``settle:{hand_id}``), so the service only
     concatenates the batch's requests.

@@ -28,7 +28,7 @@ from socai.infra.logging import bound, get_logger
 from socai.infra.nats_pull import Delivery
 from socai_settlement import metrics
 from socai_settlement.ignored import NOT_AN_EVENT, IgnoredMessages
-from socai_settlement.recovery import MAX_DELIVERIES, subject_tokens
+from socai_settlement.outstanding import MAX_DELIVERIES, subject_tokens
 from socai_settlement.settler import Settler
 from socai_settlement.store import NewDeadLetter
 

@@ -24,7 +24,7 @@ from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
 
 from socai.infra import tracing
 from socai.infra.nats_pull import header_values
-from socai_settlement.replayer import EventBytes
+from socai_settlement.sealed_replay import EventBytes
 
 COMPONENT = "socai.settlement"
 

@@ -26,7 +26,7 @@ A table's hands must reach the ledger in the order they were played (each hand's
 include the one before), so nothing here reorders: one pull at a time, chunks posted and
 stored in order, a held batch given back with a nak (redelivered ahead of newer messages),
 and at start the unsettled HandEnded messages an earlier holder left unacked are settled
-first, read from the stream (``recovery.StartupRecovery``); no pull request outlives the
+first, read from the stream (``outstanding.StartupRecovery``); no pull request outlives the
 partition's lease, so nothing reaches an old holder once a new one may have started.
 
 Each chunk goes through three stages that overlap — replay (``Settler.prepare``: a worker
@@ -62,8 +62,7 @@ from socai_settlement.config import SettlementConfig
 from socai_settlement.dead_letters import BAD_EVENT, MAX_DELIVERIES, DeadLetters
 from socai_settlement.hand_cache import HandCache
 from socai_settlement.ignored import DUPLICATE_HAND_ENDED, EVENT_AFTER_SETTLEMENT, IgnoredMessages
-from socai_settlement.poster import Backoff
-from socai_settlement.recovery import (
+from socai_settlement.outstanding import (
     Held,
     StartupRecovery,
     hand_ended_job,
@@ -71,7 +70,8 @@ from socai_settlement.recovery import (
     subject_tokens,
     unsettled,
 )
-from socai_settlement.replayer import EventBytes, chain_headers
+from socai_settlement.poster import Backoff
+from socai_settlement.sealed_replay import EventBytes, chain_headers
 from socai_settlement.settler import HandJob, PostedBatch, Prepared, Settler
 from socai_settlement.store import NewDeadLetter
 
@@ -538,7 +538,7 @@ class Pipeline:
         in this process) or because it was given back: this instance stopped, or the
         partition's lease moved. JetStream counts both; the hand's own failures are its
         deliveries minus those given back (recorded by the instance that gave them back),
-        plus its unfinished settlements from the stream at start (``recovery``), which no
+        plus its unfinished settlements from the stream at start (``outstanding``), which no
         delivery counts. Only a redelivery can reach the limit this way, so a first
         delivery costs no query."""
         limit = self.config.poison_after_deliveries

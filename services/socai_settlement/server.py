@@ -21,7 +21,7 @@ from socai.infra.logging import get_logger
 from socai.settle.keys import settlement_key
 from socai.settle.replay import ReplayResult, replay
 from socai_settlement import convert
-from socai_settlement.replayer import HandInput, Replayed, event_bytes, sealed_events
+from socai_settlement.sealed_replay import HandInput, Replayed, event_bytes, sealed_events
 from socai_settlement.settler import HandJob, Settler
 from socai_settlement.store import SettlementRecord, Store, decode_token, encode_token, page_size
 

@@ -9,7 +9,7 @@ For each hand (in the order given, which is stream order):
 2. its events: the consumer's cached copy when it is complete, else read by subject (the
    stream is the truth);
 3. only the table's messages: the HandEnded's seal must verify with the table's public key
-   and only the hand chain it covers is replayed (``socai.events.seal``, ``replayer``); a
+   and only the hand chain it covers is replayed (``socai.events.seal``, ``sealed_replay``); a
    stranger's message on the subject is an ignored message (``not_the_tables``), a hand
    without a valid seal or chain is dead-lettered (HAND_UNSEALED, HAND_SEAL_INVALID,
    CHAIN_BROKEN). A cached copy that does not authenticate is read by subject first;
@@ -52,7 +52,7 @@ from socai_settlement.convert import SettledHand
 from socai_settlement.hand_spans import HandSpans
 from socai_settlement.ignored import NOT_THE_TABLES, IgnoredMessages
 from socai_settlement.poster import Backoff, LedgerPoster, Posted
-from socai_settlement.replayer import HandInput, Replayed, Replayer, event_bytes
+from socai_settlement.sealed_replay import HandInput, Replayed, Replayer, event_bytes
 from socai_settlement.store import HandRow, NewDeadLetter, Store
 
 log = get_logger("socai.settlement")
@@ -310,7 +310,7 @@ class Settler:
     async def _authenticated_replays(
         self, readable: Sequence[tuple[HandJob, Sequence[object]]], on_wait: OnWait | None, stats: BatchStats
     ) -> list[Replayed]:
-        """Authenticate and replay each hand (``replayer``). A cached copy that does not
+        """Authenticate and replay each hand (``sealed_replay``). A cached copy that does not
         authenticate (a message the cache missed, a stranger's HandEnded first) is read by
         subject and tried again: only the stream's answer can dead-letter a hand."""
         inputs = [self._input(job, got) for job, got in readable]

@@ -14,7 +14,7 @@ posts whole (FENCED), in the same database transaction that would have applied t
 pull request of a holder outlives its lease by its clock, and a stopping pipeline gives back
 (a nak, recorded as given back) what it holds and what it was delivered and never handled.
 A new holder starts at the durable's ack floor and first settles, from the stream, whatever
-earlier holders left unacknowledged (``recovery.StartupRecovery``), so the partition's hands
+earlier holders left unacknowledged (``outstanding.StartupRecovery``), so the partition's hands
 stay in order across every handover, and the deliveries a handover ended never count
 towards a hand's poison limit. The partitions given up together (a stop, a rebalance) are
 stopped concurrently (``LeaseManager``).

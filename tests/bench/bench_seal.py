@@ -6,7 +6,7 @@
   chain before replaying it. Peer ``unchecked``: the same hands written unsealed (as before
   hand seals) and drained with ``SOCAI_SEAL_LEGACY_BEFORE_SEQ`` above them all, so no seal is
   checked — the settlement path as it was. Each drain has a fresh stack.
-- ``settlement.seal_check_us_per_hand`` (µs, lower is better): ``replayer.authenticate`` alone
+- ``settlement.seal_check_us_per_hand`` (µs, lower is better): ``sealed_replay.authenticate`` alone
   (sha256 per event, the walk back, one Ed25519 verification) over the same hands, in this
   process; peer ``replay_us_per_hand``: the replay of the same hands, for scale.
 """
@@ -20,7 +20,7 @@ from socai.events import seal
 from socai.events.model import subject
 from socai.rules import registry
 from socai_settlement.config import default_replay_workers
-from socai_settlement.replayer import EventBytes, HandInput, SealPolicy, authenticate, replay_payloads
+from socai_settlement.sealed_replay import EventBytes, HandInput, SealPolicy, authenticate, replay_payloads
 from tests.bench.bench_settlement import DRAIN_HANDS, DRAIN_HANDS_QUICK, _backlogged
 from tests.bench.harness import BenchContext, Result
 from tests.support.synthetic import DEV_SIGNER, Simulation, sealed, simulate

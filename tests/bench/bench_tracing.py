@@ -37,7 +37,7 @@ from socai.events.log import EventLog
 from socai.events.model import Event, HandEnded
 from socai.infra import tracing
 from socai_settlement.hand_spans import HandSpans
-from socai_settlement.replayer import EventBytes
+from socai_settlement.sealed_replay import EventBytes
 from tests.bench.harness import BenchContext, Result
 
 EVENTS_PER_HAND = 12

@@ -69,7 +69,7 @@ from socai.events.model import subject as canonical_subject
 from socai.rules import registry
 from socai.settle import replay as settle_replay
 from socai.settle.replay import ReplayError, ReplayResult
-from socai_settlement import replayer
+from socai_settlement import sealed_replay
 from socai_settlement.convert import SettledHand, settled_hand
 
 FORMAT: Final = 1
@@ -227,14 +227,14 @@ def by_subject(raws: Iterable[RawEvent]) -> dict[str, list[RawEvent]]:
     return out
 
 
-def hand_input(line: Mapping[str, Any], messages: Sequence[RawEvent]) -> replayer.HandInput:
+def hand_input(line: Mapping[str, Any], messages: Sequence[RawEvent]) -> sealed_replay.HandInput:
     """Settlement's input for one recorded hand: every message of its subject, as stored."""
-    return replayer.HandInput(
+    return sealed_replay.HandInput(
         line["hand_id"],
         canonical_subject(line["table_id"], line["hand_id"], PREFIX),
         int(line["end_stream_seq"]),
         tuple(
-            replayer.EventBytes(0, line["hand_id"], line["table_id"], r.payload, r.stream_seq, r.chain_headers)
+            sealed_replay.EventBytes(0, line["hand_id"], line["table_id"], r.payload, r.stream_seq, r.chain_headers)
             for r in messages
         ),
     )
@@ -256,15 +256,15 @@ class Outcome:
         return not self.differences and not self.verdict_differs
 
 
-def replay_batch(batch: Batch) -> tuple[list[dict[str, Any]], list[replayer.Replayed], list[RawEvent]]:
+def replay_batch(batch: Batch) -> tuple[list[dict[str, Any]], list[sealed_replay.Replayed], list[RawEvent]]:
     """Every hand of ``batch`` through settlement's replay (authenticate the sealed chain,
     decode, replay, build the posting), in one call as a replay worker gets them."""
     raws = batch.raws()
     subjects = by_subject(raws)
     lines = batch.expected()
     inputs = [hand_input(line, subjects.get(line["subject"], [])) for line in lines]
-    policy = replayer.seal_policy(batch.public_keys())
-    return lines, replayer.replay_payloads(inputs, policy), raws
+    policy = sealed_replay.seal_policy(batch.public_keys())
+    return lines, sealed_replay.replay_payloads(inputs, policy), raws
 
 
 def check_batch(batch: Batch) -> Outcome:
@@ -286,7 +286,7 @@ def check_batch(batch: Batch) -> Outcome:
     return outcome
 
 
-def compare(line: Mapping[str, Any], got: replayer.Replayed) -> list[str]:
+def compare(line: Mapping[str, Any], got: sealed_replay.Replayed) -> list[str]:
     """How ``got`` differs from the recorded ``line`` (empty: not at all)."""
     if got.error_code or got.crashed or got.settled is None:
         why = got.crashed or f"{got.error_code}: {got.error_message}"
@@ -360,16 +360,16 @@ def engine_replay(events: Sequence[Event]) -> ReplayResult:
     return ReplayResult(started, tuple(dealt), settlement, 0, 0, state)
 
 
-def _engine_replayed(hand: Mapping[str, Any]) -> tuple[replayer.Replayed, ReplayResult | None]:
+def _engine_replayed(hand: Mapping[str, Any]) -> tuple[sealed_replay.Replayed, ReplayResult | None]:
     """``engine_replay`` of one ``hands.jsonl`` line as settlement reports a replay
-    (``replayer.replay_here``), and its result when it settles."""
+    (``sealed_replay.replay_here``), and its result when it settles."""
     try:
         result = engine_replay(hand_events(hand))
     except ReplayError as exc:
-        return replayer.Replayed(hand["hand_id"], error_code=exc.code, error_message=exc.message), None
+        return sealed_replay.Replayed(hand["hand_id"], error_code=exc.code, error_message=exc.message), None
     except Exception as exc:  # a bug in the engine: reported as a difference, as settlement dead-letters it
-        return replayer.Replayed(hand["hand_id"], crashed=f"{type(exc).__name__}: {exc}"), None
-    return replayer.Replayed(hand["hand_id"], settled=settled_hand(result)), result
+        return sealed_replay.Replayed(hand["hand_id"], crashed=f"{type(exc).__name__}: {exc}"), None
+    return sealed_replay.Replayed(hand["hand_id"], settled=settled_hand(result)), result
 
 
 def check_engine_batch(batch: Batch) -> Outcome:

@@ -39,7 +39,7 @@ from socai.events import seal
 from socai.events.log import EventLog
 from socai.infra.config import Settings
 from socai.rules import base, registry
-from socai_settlement import replayer
+from socai_settlement import sealed_replay
 from tests.golden import corpus
 from tests.support.stack import stack_env
 
@@ -342,9 +342,9 @@ def _write(
                 "end_stream_seq": end.stream_seq,
             }
         )
-    policy = replayer.seal_policy({seal.key_id(bytes.fromhex(public)): bytes.fromhex(public)})
+    policy = sealed_replay.seal_policy({seal.key_id(bytes.fromhex(public)): bytes.fromhex(public)})
     inputs = [corpus.hand_input(line, subjects[line["subject"]]) for line in lines]
-    replayed = replayer.replay_payloads(inputs, policy)
+    replayed = sealed_replay.replay_payloads(inputs, policy)
     by_key = {tx.idempotency_key: tx for tx in live.transactions}
     expected: list[dict[str, Any]] = []
     for line, got in zip(lines, replayed, strict=True):

@@ -40,7 +40,7 @@ from socai.events import codec, seal
 from socai.events.model import Event, subject
 from socai.rules import base, registry
 from socai.settle.replay import DEAL_MISMATCH, ReplayError, replay
-from socai_settlement import replayer
+from socai_settlement import sealed_replay
 from socai_settlement.convert import settled_hand
 from tests.golden import corpus
 from tests.golden.record import git_commit, new_seal_key
@@ -243,8 +243,8 @@ def write_batch(
         {"hand_id": r.hand_id, "table_id": r.table_id, "subject": r.subject, "end_stream_seq": r.stream_seq}
         for r in ends
     ]
-    replayed = replayer.replay_payloads(
-        [corpus.hand_input(line, subjects[line["subject"]]) for line in lines], replayer.seal_policy(keys)
+    replayed = sealed_replay.replay_payloads(
+        [corpus.hand_input(line, subjects[line["subject"]]) for line in lines], sealed_replay.seal_policy(keys)
     )
     expected = []
     for line, got in zip(lines, replayed, strict=True):

@@ -21,7 +21,7 @@ from socai.infra.db import libpq_url
 from socai_settlement.app import App
 from socai_settlement.pipeline import Pipeline
 from socai_settlement.poster import LedgerPoster
-from socai_settlement.replayer import Replayer, seal_policy
+from socai_settlement.sealed_replay import Replayer, seal_policy
 from socai_settlement.settler import HandJob, Settler
 from socai_settlement.store import Store
 from tests.support.settlement import Harness, wait_for

@@ -14,7 +14,7 @@ from opentelemetry.trace import SpanContext, StatusCode
 from socai.events.log import RawStored
 from socai.infra import tracing
 from socai_settlement.hand_spans import HandSpans
-from socai_settlement.replayer import EventBytes
+from socai_settlement.sealed_replay import EventBytes
 from tests.support.tracing import spans_in_memory
 
 

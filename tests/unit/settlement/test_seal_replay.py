@@ -1,4 +1,4 @@
-"""Settlement's replay keeps only the table's sealed hand chain (socai_settlement.replayer)."""
+"""Settlement's replay keeps only the table's sealed hand chain (socai_settlement.sealed_replay)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 from socai.events import codec, seal
 from socai.events.model import Event, HandEnded, subject
 from socai_settlement.hand_cache import HandCache
-from socai_settlement.replayer import EventBytes, HandInput, SealPolicy, replay_payloads, sealed_events
+from socai_settlement.sealed_replay import EventBytes, HandInput, SealPolicy, replay_payloads, sealed_events
 from tests.support.synthetic import DEV_SIGNER, SimHand, simulate
 
 SIM = simulate(2, ("xito", "taixiu"), seed=41)

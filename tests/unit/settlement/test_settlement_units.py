@@ -12,8 +12,8 @@ from socai.settle import replay
 from socai_settlement import convert
 from socai_settlement.config import SettlementConfig
 from socai_settlement.hand_cache import HandCache
+from socai_settlement.outstanding import subject_tokens
 from socai_settlement.poster import Backoff
-from socai_settlement.recovery import subject_tokens
 from tests.support.synthetic import simulate
 
 SIM = simulate(3, ("holdem", "xito", "taixiu"), seed=9)

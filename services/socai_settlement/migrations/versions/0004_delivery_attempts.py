@@ -5,7 +5,7 @@ partition's lease moved or the instance stopped (the holder gave the message bac
 nak). Those are not failures of the hand, so settlement subtracts them before it compares a
 delivery count with its poison limit (``socai_settlement.pipeline``), and it counts the
 attempts that no delivery counts: a starting holder settling, from the stream, the hands
-its predecessor left unacknowledged (``socai_settlement.recovery``).
+its predecessor left unacknowledged (``socai_settlement.outstanding``).
 
 - ``delivery_attempts``: one row per HandEnded (its stream sequence) that was ever given
   back or settled from the stream at start; ``given_back`` (deliveries that ended by a

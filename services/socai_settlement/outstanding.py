@@ -40,7 +40,7 @@ from socai_settlement.poster import Backoff
 from socai_settlement.settler import HandJob, Settler
 from socai_settlement.store import NewDeadLetter
 
-log = get_logger("socai.settlement.recovery")
+log = get_logger("socai.settlement.outstanding")
 
 SCAN_BATCH: Final = 256  # messages per direct-get request (the server's page)
 SCAN_TIMEOUT_S: Final = 5.0
