@@ -19,6 +19,8 @@ from socai.rules import registry
 from socai.rules.base import (
     CLOCKWISE,
     COUNTERCLOCKWISE,
+    MOVE_KINDS,
+    RULES_CHAPTERS,
     GameSpec,
     SettlementBuilder,
     match_flows,
@@ -522,9 +524,16 @@ def contract_problems(game_id: str, module: types.ModuleType) -> list[str]:
         problems.append(f"SPEC.deck is {spec.deck!r}, cards.GAME_DECKS says {cards.GAME_DECKS.get(game_id)!r}")
     if not 0 <= spec.default_fee_bps <= 10_000:
         problems.append(f"SPEC.default_fee_bps is {spec.default_fee_bps}")
-    for name in registry.CONTRACT[2:]:
-        if not callable(getattr(module, name)):
+    for name in registry.CONTRACT:
+        if name not in ("SPEC", "Options", "MOVES", "TIMERS") and not callable(getattr(module, name)):
             problems.append(f"{name} is not callable")
+    moves, timers = module.MOVES, module.TIMERS
+    if not isinstance(moves, tuple) or not moves or not set(moves) <= set(MOVE_KINDS):
+        problems.append(f"MOVES {moves!r} are not MOVE_KINDS")
+    if not isinstance(timers, tuple) or not all(isinstance(t, str) and t for t in timers):
+        problems.append(f"TIMERS {timers!r} are not timer names")
+    if game_id not in RULES_CHAPTERS:
+        problems.append("has no RULES.md chapter in base.RULES_CHAPTERS (its refusals would cite none)")
     options_cls = module.Options
     if not dataclasses.is_dataclass(options_cls) or not options_cls.__dataclass_params__.frozen:
         return [*problems, "Options is not a frozen dataclass"]
@@ -553,6 +562,8 @@ def fake_game_module(game_id: str, without: str = "") -> types.ModuleType:
     module.Options = Options  # type: ignore[attr-defined]
     for name in registry.CONTRACT[2:]:
         setattr(module, name, lambda *args: None)
+    module.MOVES = ("check",)  # type: ignore[attr-defined]
+    module.TIMERS = ("turn",)  # type: ignore[attr-defined]
     if without:
         delattr(module, without)
     return module

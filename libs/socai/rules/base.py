@@ -15,6 +15,7 @@ checked by mypy through the ``GameRules`` Protocol (``socai.rules.registry.rules
     candidate_actions(state, seat) -> list[Body]   # a finite set of legal moves (bots, tests)
     is_finished(state) -> bool
     settle(state) -> Settlement              # only when finished
+    MOVES, TIMERS                            # the MOVE_KINDS it offers, the Pending.timer names it runs
     hand_value(cards) -> value               # games that compare hands
 
 and may define these hooks (the kit's defaults apply otherwise):
@@ -25,6 +26,14 @@ and may define these hooks (the kit's defaults apply otherwise):
     can_play(stack_gold, stake_gold, options) -> bool   # default: any chips at all
     default_fee_bps(options) -> int          # default: SPEC.default_fee_bps
     house_exposure_gold(state) -> int        # what house:bank may lose; default 0 (``house_exposure``)
+    held(state, seat) -> cards               # what the seat holds now; default none (``held_cards``)
+    facing(state, seat) -> Facing            # what the seat must beat or answer; default nothing
+    legal_moves(state, seat) -> MoveSets     # default: one per legal_actions entry (``legal_moves``)
+    committed_gold(state, seat) -> int       # what leaving now forfeits; default 0 (``forfeit``)
+    LEAVE_RULE, REFUSAL_RULES                # the rule a forfeit / a refusal cites (default GEN-6 / its section)
+    closing_pot_settlement(table_id, hand_id, pot_gold, seat_players) -> Settlement
+                                             # a pot carried when the table closes (Ba Cây Gà)
+    warm()                                   # build lookup tables ahead of the first hand
 
 The kit (this module, ``betting`` and ``pots``):
 
@@ -1444,6 +1453,12 @@ class GameRules(Protocol):
     RULES_VERSION: int
     OPTION_DEFAULTS: Mapping[int, Mapping[str, str]]
     REASONS: Mapping[str, Reason]
+
+    @property
+    def MOVES(self) -> tuple[str, ...]: ...  # the MOVE_KINDS it offers (its API page, self-play's checks)
+
+    @property
+    def TIMERS(self) -> tuple[str, ...]: ...  # the Pending.timer names it runs
 
     @property
     def Options(self) -> type: ...

@@ -79,6 +79,8 @@ CONTRACT: Final = (
     "candidate_actions",
     "is_finished",
     "settle",
+    "MOVES",
+    "TIMERS",
 )
 
 

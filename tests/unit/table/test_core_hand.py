@@ -34,6 +34,7 @@ from socai.events.model import (
     TimerExpired,
 )
 from socai.rules import base as kit
+from socai.rules import registry
 from socai_table import core
 from socai_table.model import TableConfig, facts_id_of
 
@@ -423,19 +424,7 @@ def test_a_bet_against_the_house_is_held_in_the_ledger_before_it_is_appended():
 
 # --- property: random legal acts and timeouts ----------------------------------------------------
 
-GAMES = (
-    "holdem",
-    "tienlen",
-    "phom",
-    "maubinh",
-    "lieng",
-    "lieng_sanh",
-    "xito",
-    "samloc",
-    "bacay_ga",
-    "bacay_chuong",
-    "taixiu",
-)
+GAMES = registry.available()  # every game, a new one as soon as it is registered
 STEPS_MAX = 600  # acts and timeouts in one hand, far above any game's longest
 
 

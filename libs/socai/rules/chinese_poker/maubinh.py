@@ -143,10 +143,12 @@ from socai.rules.chinese_poker.maubinh_hands import (
 )
 
 __all__ = [
+    "MOVES",
     "OPTION_DEFAULTS",
     "REASONS",
     "RULES_VERSION",
     "SPEC",
+    "TIMERS",
     "Options",
     "State",
     "apply",

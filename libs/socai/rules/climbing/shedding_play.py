@@ -63,6 +63,7 @@ from socai.rules.base import (
     Reason,
     Settlement,
     SettlementBuilder,
+    check_settlement,
     common_event,
     freeze,
     game_state,
@@ -959,7 +960,8 @@ def settle(state: State) -> Settlement:
     stacks = {info.seat: info.stack_gold for info in started.seats}
     pay_obligations(builder, state.obligations, stacks, state.order)
     builder.charge_fees(started.fee_bps, list(state.order))
-    return builder.build()
+    # Gold moves only between the seats and the fee account: no pot, no bank.
+    return check_settlement(builder.build(), stacks)
 
 
 # --- who leads the next hand ----------------------------------------------------------------

@@ -162,10 +162,12 @@ def beats(play: Combination, over: Combination) -> bool:
 
 
 __all__ = [
+    "MOVES",
     "OPTION_DEFAULTS",
     "REASONS",
     "RULES_VERSION",
     "SPEC",
+    "TIMERS",
     "Options",
     "State",
     "apply",

@@ -104,10 +104,12 @@ from socai.rules.poker.evaluator import evaluate_batch, strength7
 from socai.rules.pots import award_pots, build_pots
 
 __all__ = [
+    "MOVES",
     "OPTION_DEFAULTS",
     "REASONS",
     "RULES_VERSION",
     "SPEC",
+    "TIMERS",
     "HandValue",
     "HoldemState",
     "Options",

@@ -1116,10 +1116,12 @@ def hand_cards(state: State) -> int:
 
 __all__ = [
     "DECK",
+    "MOVES",
     "OPTION_DEFAULTS",
     "REASONS",
     "RULES_VERSION",
     "SPEC",
+    "TIMERS",
     "DiscardRecord",
     "Options",
     "State",
