@@ -26,7 +26,7 @@ from socai.infra.grpc_server import AccessPolicy, current_caller
 from socai.infra.limits import RateLimiter, Slots
 from socai.infra.logging import bound
 from socai_table import convert
-from socai_table.core import LEAVE_AFTER_HAND, LEAVE_NOW, STOOD_UP
+from socai_table.core import LEAVE_AFTER_HAND, LEAVE_NOW, STOOD_UP, LeaveResult
 from socai_table.forward import Forwarder, forwarded_by
 from socai_table.manager import TableManager
 from socai_table.model import TABLE_ID
@@ -288,7 +288,15 @@ class TableServicer(pb_grpc.TableServiceServicer):
         when = LEAVE_AFTER_HAND if request.when == pb.LEAVE_WHEN_AFTER_HAND else LEAVE_NOW
         table = await self.manager.get(request.table_id)
         with bound(table_id=table.table_id):
-            result = await table.leave(player, when)
+            try:
+                result = await table.leave(player, when)
+            except errors.NotFound as exc:
+                # Asked again with its key once the player stood up (the first answer was
+                # lost): the leave is done, and the answer is where its cash-out stands.
+                row = await self.manager.deps.store.last_cashout(table.table_id, player)
+                if exc.code != "NOT_SEATED" or not request.idempotency_key or row is None:
+                    raise
+                result = LeaveResult(STOOD_UP, cash_out_gold=row.cashout.amount_gold)
         cashed = result.outcome == STOOD_UP and await self.manager.wait_cashout(table.table_id, player, LEAVE_WAIT_S)
         cash_out = await self._cash_out(table, player)
         return convert.leave_to_proto(result, cashed, cash_out)

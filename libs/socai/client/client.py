@@ -410,11 +410,13 @@ class Seat:
     async def leave(self, when: str = LEAVE_NOW) -> Leaving:
         """Leave the table: ``LEAVE_NOW`` (a hand in play is forfeited by the game's rule)
         or ``LEAVE_AFTER_HAND`` (play it out first). The answer says which, what it costs
-        and where the cash-out stands."""
+        and where the cash-out stands. A retry (its key) after the player stood up answers
+        where that cash-out stands, not NOT_SEATED."""
         request = pb.LeaveTableRequest(
             table_id=self.table_id,
             player_token=self.player_token,
             when=pb.LEAVE_WHEN_AFTER_HAND if when == LEAVE_AFTER_HAND else pb.LEAVE_WHEN_NOW,
+            idempotency_key=f"leave-{uuid.uuid4().hex}",
         )
         return Leaving(self, await self.client.call("LeaveTable", request))
 

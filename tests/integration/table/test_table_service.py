@@ -221,6 +221,33 @@ async def test_leaving_cashes_out_after_the_hand_is_settled(world: World):
     assert await w.backend.balance(accounts.player(b)) == 1000
 
 
+async def test_a_leave_retried_with_its_key_after_the_stand_up_answers_where_the_cash_out_stands(world: World):
+    """A retry of a LeaveTable whose answer was lost finds the player stood up: with its key
+    it answers STOOD_UP and the cash-out; without one, and for a player who never sat, it
+    is NOT_SEATED."""
+    w = world
+    table_id, (a, b) = await seat_players(w, "holdem", [1000, 1000], stake_gold=100, seats_max=3)
+
+    async def leave(player: str, key: str = "") -> pb.LeaveTableResponse:
+        request = pb.LeaveTableRequest(
+            table_id=table_id, player_token=await w.backend.token(player), idempotency_key=key
+        )
+        return await w.backend.table.LeaveTable(request)
+
+    first = await leave(a, "k1")
+    assert first.outcome == pb.LEAVE_OUTCOME_STOOD_UP and first.cash_out_gold == 1000
+    again = await leave(a, "k1")
+    assert again.outcome == pb.LEAVE_OUTCOME_STOOD_UP and again.cash_out_gold == 1000
+    assert again.cash_out.amount_gold == 1000 and again.cash_out.player_id == a
+    assert await w.backend.balance(accounts.player(a)) == 2000  # paid once
+    for player, key in ((a, ""), ("never-sat", "k2")):
+        await w.backend.deposit(player, 10)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await leave(player, key)
+        assert refused.value.code() == grpc.StatusCode.NOT_FOUND and error_reason(refused.value) == "NOT_SEATED"
+    assert [s.player_id for s in (await w.backend.state(table_id)).table.seats] == [b]
+
+
 async def test_missed_heartbeats_disconnect_a_player_whose_timer_then_folds_and_reconnect_brings_them_back(
     world: World,
 ):

@@ -682,9 +682,11 @@ class LeaveTableRequest(_message.Message):
     stood up) is NOT_FOUND NOT_SEATED.
     """
     idempotency_key: _builtins.str
-    """Unused. A second LeaveTable while the player is still seated (leaving after the hand in
-    play) answers as the first; once they have stood up it is NOT_FOUND NOT_SEATED, so a
-    client whose answer was lost reads GetCashOut to learn where the leave stands.
+    """Makes a retry safe once the player has stood up. A second LeaveTable while the player
+    is still seated (leaving after the hand in play, or a hand left) answers as the first.
+    Once they have stood up, a LeaveTable with a key answers STOOD_UP with their last
+    cash-out at the table (where the leave's cash-out stands: the retry of a call whose
+    answer was lost); without a key it is NOT_FOUND NOT_SEATED, as for a player who never sat.
     """
     when: Global___LeaveWhen.ValueType
     """Now (the default) or after the hand in play."""
