@@ -276,13 +276,15 @@ class TableStore:
 
     # joins -----------------------------------------------------------------------------
 
-    async def begin_join(self, key: str, table_id: str, player_id: str, seat: int, amount: int) -> dict[str, Any]:
+    async def begin_join(
+        self, key: str, table_id: str, player_id: str, seat: int, amount: int, guild_id: str = ""
+    ) -> dict[str, Any]:
         rows = await self._exec(
-            f"insert into {SCHEMA}.joins (idempotency_key, table_id, player_id, seat, amount_gold, status) "
-            f"values (%s, %s, %s, %s, %s, 'pending') "
+            f"insert into {SCHEMA}.joins (idempotency_key, table_id, player_id, seat, amount_gold, guild_id, status) "
+            f"values (%s, %s, %s, %s, %s, %s, 'pending') "
             f"on conflict (idempotency_key) do update set idempotency_key = excluded.idempotency_key "
             f"returning table_id, player_id, seat, amount_gold, status, ledger_transaction_id, error",
-            (key, table_id, player_id, seat, amount),
+            (key, table_id, player_id, seat, amount, guild_id),
         )
         return rows[0]
 
@@ -294,7 +296,7 @@ class TableStore:
 
     async def pending_joins(self, table_id: str) -> list[dict[str, Any]]:
         return await self._exec(
-            f"select idempotency_key, player_id, seat, amount_gold from {SCHEMA}.joins "
+            f"select idempotency_key, player_id, seat, amount_gold, guild_id from {SCHEMA}.joins "
             f"where table_id = %s and status = 'pending' order by created_at",
             (table_id,),
             read=True,

@@ -549,7 +549,12 @@ class Table:
         if isinstance(command, core.Join):
             if needs == core.NEEDS_JOIN_ROW:
                 row = await store.begin_join(
-                    command.key, self.table_id, command.player_id, command.seat_wanted, command.buy_in_gold
+                    command.key,
+                    self.table_id,
+                    command.player_id,
+                    command.seat_wanted,
+                    command.buy_in_gold,
+                    command.guild_id,
                 )
                 return dataclasses.replace(command, row=core.JoinRow.of(row))
             if needs == core.NEEDS_BUY_IN_TX:
@@ -758,7 +763,8 @@ class Table:
                 # now, or refused: the player sits on another join's buy-in, and this one's
                 # seat, expecting an earlier position of the log, can never land.
                 try:
-                    seat = await self._run(core.Join(player_id, int(row["amount_gold"]), int(row["seat"]), key))
+                    join = core.Join(player_id, int(row["amount_gold"]), int(row["seat"]), key, row["guild_id"])
+                    seat = await self._run(join)
                     log.warning("join_completed", table_id=self.table_id, player_id=player_id, key=key, seat=seat)
                     continue
                 except (errors.Unavailable, errors.Conflict):

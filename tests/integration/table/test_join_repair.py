@@ -22,12 +22,12 @@ pytestmark = pytest.mark.integration
 BUY_IN = 1_000
 
 
-async def cut_join(w: World, table_id: str, player: str, client_key: str) -> str:
+async def cut_join(w: World, table_id: str, player: str, client_key: str, guild_id: str = "") -> str:
     """What a join leaves when it stops after the ledger moved its buy-in: a pending row
     and the transfer, no PlayerSeated. Returns the stored join key."""
     deps = w.running.apps["table"].manager.deps
     key = join_key(player, client_key)
-    await deps.store.begin_join(key, table_id, player, -1, BUY_IN)
+    await deps.store.begin_join(key, table_id, player, -1, BUY_IN, guild_id)
     await deps.money.transfer(
         buy_in_key(key, table_id),
         accounts.player(player),
@@ -171,3 +171,17 @@ async def test_a_cut_join_at_a_closing_table_waits_for_table_closed_before_its_r
         await asyncio.sleep(0.1)
     assert await w.backend.balance(accounts.player("rj-closing")) == BUY_IN
     assert await w.backend.balance(accounts.escrow(table_id, "rj-closing")) == 0
+
+
+async def test_a_cut_join_for_a_guild_is_seated_with_its_guild(world: World):
+    """The repair seats from the join's row alone: the guild the join named (TX-6's guild
+    share) is kept there with it."""
+    w = world
+    async with client_of(w) as tables:
+        table = await tables.create_table(game="holdem", stake_gold=10, seats_max=3)
+        await w.backend.deposit("rj-guild", BUY_IN)
+        await cut_join(w, table.table_id, "rj-guild", "k1", guild_id="rong-vang")
+        await reload(w, table.table_id)
+
+        seats = {s.player_id: s.guild_id for s in (await tables.table(table.table_id)).seats}
+        assert seats == {"rj-guild": "rong-vang"}
