@@ -1247,7 +1247,7 @@ def timer_expired(module: Any, rules: Any, seat: int, timer: str) -> TimerExpire
     move the rules make for it (``socai.rules.automatic``), so the log records what the
     timeout did and the replay checks it."""
     body = TimerExpired(seat, timer)
-    return TimerExpired(seat, timer, automatic_move(rules, module.apply(rules, body), body).code)
+    return TimerExpired(seat, timer, automatic_move(module.SPEC.game_id, rules, module.apply(rules, body), body).code)
 
 
 def timeout_s_for(pending: Pending, config: TableConfig) -> float:

@@ -386,7 +386,7 @@ def _annotations(result: ReplayResult) -> dict[int, _Note]:
             play, automatic = 0, ""
             played: tuple[str, ...] = ()
             if isinstance(e.body, TimerExpired):
-                move = automatic_move(state, after, e.body)
+                move = automatic_move(e.game, state, after, e.body)
                 automatic, play, played = move.text, move.play, tuple(str(c) for c in move.cards)
             elif hasattr(after, "plays_made") and after.plays_made > state.plays_made:
                 play = after.plays_made

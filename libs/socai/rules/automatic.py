@@ -20,9 +20,9 @@ recorded hand, the words may.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from socai.cards import Card
 from socai.events.model import COMMUNITY, TimerExpired
@@ -44,26 +44,14 @@ def _cards(cards: Sequence[Any]) -> str:
     return " ".join(str(getattr(c, "card", c)) for c in cards)
 
 
-def automatic_move(before: Any, after: Any, body: TimerExpired) -> AutomaticMove:
-    """The move ``body`` made, from the game's state ``before`` and ``after`` it."""
-    seat = body.seat
-    if hasattr(after, "plays_made"):  # Tiến Lên, Sâm Lốc (socai.rules.climbing.shedding_play)
-        if after.plays_made > before.plays_made:
-            played = tuple(after.played_cards[len(before.played_cards) :])
-            shown = _cards(played)
-            return AutomaticMove(f"play {shown}", f"played {shown} (the lowest lead)", after.plays_made, played)
-        if dict(after.declarations) != dict(before.declarations):
-            answer = after.declarations.get(seat, "")
-            return AutomaticMove(f"declare {answer}", f"declared {answer}")
-        return AutomaticMove("pass", "passed")
-    if hasattr(after, "laid") and hasattr(after, "discards"):  # Phỏm
-        return _phom(before, after, seat)
-    if hasattr(after, "arranged"):  # Mậu Binh: the arrangement stays face down until compared
-        seats = [s for s in after.arranged if s not in before.arranged]
-        if seat == COMMUNITY:
-            named = ",".join(map(str, seats))
-            return AutomaticMove(f"arrange {named}".strip(), f"arranged seats {named or '-'} by the rules (MB-20)")
-        return AutomaticMove("arrange", "arranged by the rules (MB-20)")
+def automatic_move(game_id: str, before: Any, after: Any, body: TimerExpired) -> AutomaticMove:
+    """The move ``body`` made in a hand of ``game_id``, from the game's state ``before`` and
+    ``after`` it. The games whose timeouts make moves of their own are named (``_BY_GAME``),
+    not recognised by the fields of their states, which another game could share; every
+    other game's timeout folds or checks, flips, or closes a betting window."""
+    family = _BY_GAME.get(game_id)
+    if family is not None:
+        return family(before, after, body.seat)
     folded_before, folded_after = _folded(before), _folded(after)
     if folded_before is not None and folded_after is not None:
         if folded_after > folded_before:
@@ -72,10 +60,32 @@ def automatic_move(before: Any, after: Any, body: TimerExpired) -> AutomaticMove
     if body.timer == "flip":
         return AutomaticMove("flip", "flipped its cards")
     if body.timer == "betting":
-        if seat == COMMUNITY:
+        if body.seat == COMMUNITY:
             return AutomaticMove("close", "closed the betting window")
         return AutomaticMove("no_bet", "placed no (more) bet")
     return AutomaticMove("timeout", "acted for the seat (GEN-5)")
+
+
+def _climbing(before: Any, after: Any, seat: int) -> AutomaticMove:
+    """Tiến Lên, Sâm Lốc (``socai.rules.climbing.shedding_play``): the lowest lead, a Sâm
+    answer, or a pass."""
+    if after.plays_made > before.plays_made:
+        played = tuple(after.played_cards[len(before.played_cards) :])
+        shown = _cards(played)
+        return AutomaticMove(f"play {shown}", f"played {shown} (the lowest lead)", after.plays_made, played)
+    if dict(after.declarations) != dict(before.declarations):
+        answer = after.declarations.get(seat, "")
+        return AutomaticMove(f"declare {answer}", f"declared {answer}")
+    return AutomaticMove("pass", "passed")
+
+
+def _maubinh(before: Any, after: Any, seat: int) -> AutomaticMove:
+    """Mậu Binh: the arrangement stays face down until compared."""
+    seats = [s for s in after.arranged if s not in before.arranged]
+    if seat == COMMUNITY:
+        named = ",".join(map(str, seats))
+        return AutomaticMove(f"arrange {named}".strip(), f"arranged seats {named or '-'} by the rules (MB-20)")
+    return AutomaticMove("arrange", "arranged by the rules (MB-20)")
 
 
 def _folded(state: Any) -> int | None:
@@ -103,3 +113,11 @@ def _phom(before: Any, after: Any, seat: int) -> AutomaticMove:
             return AutomaticMove("draw", "drew from the stock")
         return AutomaticMove("declare u", "declared Ù")
     return AutomaticMove("timeout", "acted for the seat (GEN-5)")
+
+
+_BY_GAME: Final[Mapping[str, Callable[[Any, Any, int], AutomaticMove]]] = {
+    "tienlen": _climbing,
+    "samloc": _climbing,
+    "phom": _phom,
+    "maubinh": _maubinh,
+}

@@ -620,7 +620,7 @@ def _check_automatic(before: Any, after: Any, event: Event, hand_id: str) -> Non
     and the hand was settled on another (``AUTOMATIC_MISMATCH``)."""
     body = event.body
     assert isinstance(body, TimerExpired)
-    derived = automatic_move(before, after, body).code
+    derived = automatic_move(event.game, before, after, body).code
     if derived != body.automatic:
         raise ReplayError(
             AUTOMATIC_MISMATCH,

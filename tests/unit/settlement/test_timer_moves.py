@@ -25,7 +25,7 @@ def recorded(events: tuple[Event, ...]) -> list[Event]:
         after = module.apply(state, e.body)
         if isinstance(e.body, TimerExpired):
             e = dataclasses.replace(
-                e, body=TimerExpired(e.body.seat, e.body.timer, automatic_move(state, after, e.body).code)
+                e, body=TimerExpired(e.body.seat, e.body.timer, automatic_move(e.game, state, after, e.body).code)
             )
         out.append(e)
         state = after
