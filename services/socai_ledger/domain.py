@@ -39,8 +39,11 @@ FENCE_SCOPE_MAX_CHARS: Final = 64
 # Partitions of the event log: socai.infra.partitions.PARTITIONS_MAX (a test pins it; this
 # module imports no infrastructure).
 FENCE_PARTITIONS: Final = 1024
-# The one caller that posts under a lease (settlement's partition workers).
-FENCED_CALLERS: Final = frozenset({"settlement"})
+# The callers that post under a lease, each in scopes of its own name ("settlement",
+# "settlement-…"): settlement's partition workers, and the table service's buy-ins (a table
+# partition's holder, so a buy-in a paused former holder sends late is refused once the new
+# holder has claimed the partition).
+FENCED_CALLERS: Final = frozenset({"settlement", "table"})
 
 # Kinds a posting may open on the fly (``open_accounts``). house:fees, house:bank and
 # external:cashier exist from the first migration; nothing else of their kinds is valid.
@@ -376,14 +379,16 @@ def check_fence(scope: str, partition: int, token: int) -> Fence:
     return Fence(scope, partition, token)
 
 
-def authorize_fence(caller: str) -> None:
-    """Only settlement posts under a lease. Raises PermissionDenied("FENCE_NOT_ALLOWED")
-    for any other caller: a fence it sent would advance a partition's token and refuse the
-    real holder's postings."""
-    if caller not in FENCED_CALLERS:
+def authorize_fence(caller: str, scope: str) -> None:
+    """A caller posts under a lease only in its own scopes (``scope`` is its name or starts
+    with it and a dash). Raises PermissionDenied("FENCE_NOT_ALLOWED") otherwise: a fence
+    another caller sent would advance a partition's token and refuse the real holder's
+    postings."""
+    if caller not in FENCED_CALLERS or not (scope == caller or scope.startswith(f"{caller}-")):
         raise errors.PermissionDenied(
             "FENCE_NOT_ALLOWED",
-            f"only {', '.join(sorted(FENCED_CALLERS))} may send a fence, not {errors.shown(caller)}",
+            f"only {', '.join(sorted(FENCED_CALLERS))} may send a fence, each in scopes of its own name; "
+            f"not {errors.shown(caller)} in {errors.shown(scope)}",
         )
 
 

@@ -26,9 +26,10 @@ with a reason):
 | backend | wallets (``player:``) only: a live table's money is the table's | not the reserved prefixes |
 | cashier, operator | any, ``external:cashier`` included | not the reserved prefixes |
 
-Only settlement may send a ``Fence`` with PostTransactions (PERMISSION_DENIED,
-FENCE_NOT_ALLOWED otherwise): a fence from anyone else would advance a partition's token and
-refuse the real lease holder.
+Only settlement and the table service may send a ``Fence`` with PostTransactions, each in
+scopes of its own name ("settlement…", "table…"; PERMISSION_DENIED, FENCE_NOT_ALLOWED
+otherwise): a fence from anyone else would advance a partition's token and refuse the real
+lease holder.
 
 Money enters and leaves through ``external:cashier`` only: a posting with an entry on an
 ``external:`` account is refused (PERMISSION_DENIED, EXTERNAL_ACCOUNT_RESERVED) unless the
@@ -177,7 +178,7 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         caller = current_caller.get()
         fence = convert.fence(request)
         if fence is not None:
-            domain.authorize_fence(caller)
+            domain.authorize_fence(caller, fence.scope)
         if count == 0 and fence is None:
             raise errors.InvalidArgument("EMPTY_BATCH", "PostTransactions needs at least one transaction")
         if count > domain.BATCH_MAX:

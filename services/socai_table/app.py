@@ -98,6 +98,7 @@ async def build_app(settings: Settings, own: OwnershipSettings | None = None) ->
     )
     manager.holds = ownership.holds
     deps.fence = ownership.fence
+    deps.partition_of = ownership.partition_of
     forwarder = Forwarder(ownership)
     limits = TableLimits.of(settings.limits)
     servicer = TableServicer(manager, settings.player_token_key, forwarder, limits)

@@ -10,12 +10,15 @@ from socai.gen.ledger.v1 import ledger_pb2_grpc as lgrpc
 from socai.gen.settlement.v1 import settlement_pb2 as spb
 from socai.gen.settlement.v1 import settlement_pb2_grpc as sgrpc
 from socai.infra.grpc_client import channel
-from socai.infra.grpc_errors import from_rpc_error
+from socai.infra.grpc_errors import error_reason, from_rpc_error
 from socai_table.model import buy_in_key, join_key
 
 __all__ = ["Money", "buy_in_key", "join_key", "wallet"]  # the keys are the model's, kept importable here
 
 DEADLINE_S = 10.0
+# The table service's scope of ledger fences: its partitions are the tables' (``claim``).
+FENCE_SCOPE = "table"
+Lease = tuple[int, int]  # (partition, lease token) of a table partition
 
 
 class Money:
@@ -31,11 +34,31 @@ class Money:
         await self._ledger_channel.close()
         await self._settlement_channel.close()
 
-    async def transfer(self, key: str, src: str, dst: str, amount: int, kind: str, reference: str) -> str:
+    async def transfer(
+        self, key: str, src: str, dst: str, amount: int, kind: str, reference: str, fence: Lease | None = None
+    ) -> str:
         """Move ``amount`` gold; returns the ledger transaction id.
 
-        Raises InsufficientFunds, NotFound, Unavailable … as the ledger answers.
+        With ``fence`` (the table partition's (partition, token)) the ledger posts it only
+        while that lease is current (``claim``); a former holder's transfer is refused, as
+        Unavailable("TABLE_NOT_HELD"). Raises InsufficientFunds, NotFound, Unavailable … as
+        the ledger answers.
         """
+        if fence is not None:
+            item = lpb.TransactionInput(
+                idempotency_key=key,
+                kind=kind,
+                reference=reference,
+                # The legs of a Transfer, in its order: a retry through either call is the
+                # same request under the key (REPLAYED).
+                entries=[
+                    lpb.EntryInput(account_id=src, amount_gold=-amount),
+                    lpb.EntryInput(account_id=dst, amount_gold=amount),
+                ],
+                open_accounts=True,
+            )
+            replies = await self._fenced([item], fence)
+            return self._applied(replies.results[0])
         request = lpb.TransferRequest(
             idempotency_key=key,
             from_account_id=src,
@@ -49,12 +72,49 @@ class Money:
             reply = await self.ledger.Transfer(request, timeout=DEADLINE_S)
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(exc) from exc
-        result = reply.result
-        if result.status == lpb.POST_STATUS_REJECTED:
-            if result.error_reason == "INSUFFICIENT_FUNDS":
-                raise errors.InsufficientFunds("INSUFFICIENT_FUNDS", result.error_message or "insufficient funds")
-            raise errors.PreconditionFailed(result.error_reason or "LEDGER_REJECTED", result.error_message)
-        return str(result.transaction.transaction_id)
+        return self._applied(reply.result)
+
+    async def claim(self, fence: Lease) -> None:
+        """Record this holder's lease of a table partition at the ledger: from now on every
+        earlier holder's fenced transfer is refused. A buy-in a paused former holder sent
+        late can then never land after the new holder found it missing. Raises
+        Unavailable("TABLE_NOT_HELD") when a newer holder has claimed it, Unavailable when
+        the ledger does not answer."""
+        await self._fenced([], fence)
+
+    async def _fenced(self, items: list[lpb.TransactionInput], fence: Lease) -> lpb.PostTransactionsResponse:
+        partition, token = fence
+        request = lpb.PostTransactionsRequest(
+            transactions=items, fence=lpb.Fence(scope=FENCE_SCOPE, partition=partition, token=token)
+        )
+        try:
+            reply: lpb.PostTransactionsResponse = await self.ledger.PostTransactions(request, timeout=DEADLINE_S)
+        except grpc.aio.AioRpcError as exc:
+            if error_reason(exc) == "FENCED":
+                raise errors.Unavailable(
+                    "TABLE_NOT_HELD",
+                    f"the ledger knows a newer holder of table partition {partition} than token {token}",
+                    partition=partition,
+                ) from exc
+            raise from_rpc_error(exc) from exc
+        return reply
+
+    @staticmethod
+    def _applied(result: lpb.PostResult) -> str:
+        """The transaction id of an applied (or replayed) result; a refused one raised as the
+        error its reason is (a fenced item's refusal is a result, not the call's status)."""
+        if result.status != lpb.POST_STATUS_REJECTED:
+            return str(result.transaction.transaction_id)
+        reason, message = result.error_reason or "LEDGER_REJECTED", result.error_message or result.error_reason
+        if reason == "INSUFFICIENT_FUNDS":
+            raise errors.InsufficientFunds("INSUFFICIENT_FUNDS", message or "insufficient funds")
+        if reason.endswith("_NOT_FOUND"):
+            raise errors.NotFound(reason, message)
+        if reason.endswith("_NOT_ALLOWED") or reason.endswith("_RESERVED"):
+            raise errors.PermissionDenied(reason, message)
+        if reason.startswith("BAD_") or reason.endswith("_AMOUNT") or reason.endswith("_OUT_OF_RANGE"):
+            raise errors.InvalidArgument(reason, message)
+        raise errors.PreconditionFailed(reason, message)
 
     async def hold(self, hand_id: str, amount_gold: int) -> int:
         """Hold at least ``amount_gold`` of ``house:bank`` for ``hand_id`` (the hand's worst

@@ -132,6 +132,8 @@ class Deps:
     # The lease token to write with a table's next event; raises when this instance no
     # longer holds the table (socai_table.ownership). Checked before every append.
     fence: Callable[[str], int] = lambda _table_id: 0
+    # The table partition of a table (its lease's; socai_table.ownership).
+    partition_of: Callable[[str], int] = lambda _table_id: 0
 
 
 async def run_to_end(command: Coroutine[Any, Any, T], what: str, table_id: str) -> T:
@@ -314,6 +316,12 @@ class Table:
         self._evolve(event, stream_seq)
         self._broadcast(event)
         return event
+
+    def _ledger_fence(self) -> tuple[int, int] | None:
+        """(partition, lease token) the table's transfers are posted under (``Money.claim``);
+        None without leases (a token of 0). Raises Unavailable("TABLE_NOT_HELD")."""
+        token = self.deps.fence(self.table_id)
+        return (self.deps.partition_of(self.table_id), token) if token > 0 else None
 
     async def _append(
         self,
@@ -584,6 +592,7 @@ class Table:
                         effect.amount_gold,
                         effect.reason,
                         effect.reference,
+                        fence=self._ledger_fence(),
                     )
                 except (
                     errors.InsufficientFunds,
@@ -756,6 +765,14 @@ class Table:
             key = row["idempotency_key"]
             player_id = row["player_id"]
             tx = await self.deps.money.transaction_of(buy_in_key(key, self.table_id))
+            if tx is None:
+                # The buy-in may still be on its way from a former holder paused mid-join:
+                # claimed at the ledger first, this holder's lease refuses it from now on, so
+                # a buy-in still missing after the claim can never land (no stuck escrow).
+                fence = self._ledger_fence()
+                if fence is not None:
+                    await self.deps.money.claim(fence)
+                    tx = await self.deps.money.transaction_of(buy_in_key(key, self.table_id))
             if tx is None:
                 await self.deps.store.finish_join(key, "failed", error="no ledger transfer")
             else:

@@ -180,7 +180,9 @@ async def test_scopes_and_partitions_are_fenced_apart(funded: Ledger) -> None:
 
 
 @pytest.mark.parametrize("caller", ["table", "backend"])
-async def test_only_settlement_may_send_a_fence(funded: Ledger, caller: str) -> None:
+async def test_only_settlement_may_send_a_fence_in_its_scope(funded: Ledger, caller: str) -> None:
+    """The table service fences too, but only in scopes of its own name ("table…"):
+    settlement's token is out of its reach, as of everyone else's."""
     url = funded.settings.database_url or ""
     await deposit(funded, "alice", 100)
     before = journal_snapshot(url)
@@ -217,7 +219,7 @@ async def test_a_malformed_fence_is_invalid_and_writes_nothing(funded: Ledger, f
 
 async def test_the_fence_limits_match_the_partitions_of_the_event_log(funded: Ledger) -> None:
     assert domain.FENCE_PARTITIONS == PARTITIONS_MAX
-    scope = "s" * domain.FENCE_SCOPE_MAX_CHARS
+    scope = "settlement-" + "s" * (domain.FENCE_SCOPE_MAX_CHARS - len("settlement-"))  # its own, the longest
     last = await post(funded, fenced(2**63 - 1, hand(1), partition=PARTITIONS_MAX - 1, scope=scope))
     assert [r.status for r in last.results] == [pb.POST_STATUS_APPLIED]
     assert recorded(funded, PARTITIONS_MAX - 1, scope) == 2**63 - 1
@@ -384,3 +386,23 @@ async def test_the_ledger_role_advances_a_fence_but_cannot_turn_it_back_or_delet
         pytest.raises(pg_errors.IntegrityConstraintViolation),
     ):
         owner.execute("update socai_ledger.lease_fence set token = 2")
+
+
+async def test_the_table_service_fences_in_its_own_scope_and_settlement_cannot_touch_it(funded: Ledger) -> None:
+    """A table partition's holder claims it and posts its buy-ins under its token; a former
+    holder's buy-in is refused whole. Settlement may not send a fence in the table's scope."""
+    await deposit(funded, "alice", 100)
+    buy_in = transaction(
+        "join:t1:alice:k1", ("player:alice", -40), ("escrow:t1:alice", 40), kind="buy_in", open_accounts=True
+    )
+    assert list((await post(funded, fenced(5, scope="table"), "table")).results) == []  # the claim
+    assert recorded(funded, 0, "table") == 5
+    assert await refused(funded, fenced(4, buy_in, scope="table"), "table") == FENCED  # the former holder
+    assert await key_is_free(funded, "join:t1:alice:k1")
+    posted = await post(funded, fenced(5, buy_in, scope="table"), "table")
+    assert [r.status for r in posted.results] == [pb.POST_STATUS_APPLIED]
+    assert await refused(funded, fenced(9, scope="table"), "settlement") == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "FENCE_NOT_ALLOWED",
+    )
+    assert recorded(funded, 0, "table") == 5

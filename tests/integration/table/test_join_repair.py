@@ -185,3 +185,43 @@ async def test_a_cut_join_for_a_guild_is_seated_with_its_guild(world: World):
 
         seats = {s.player_id: s.guild_id for s in (await tables.table(table.table_id)).seats}
         assert seats == {"rj-guild": "rong-vang"}
+
+
+async def test_a_buy_in_sent_late_by_a_former_holder_is_refused_once_the_repair_found_it_missing(world: World):
+    """The nemesis hour: a join's buy-in was still on its way from a table instance paused
+    past its lease when the new holder's repair found no transfer and failed the join; then
+    it landed: gold in escrow that no seat had (an escrow_mismatch at the player's cash-out).
+    The table's transfers are posted under its partition's lease (a ledger fence), and the
+    repair claims the partition before it decides: the late buy-in is refused, nothing moves."""
+    w = world
+    manager = w.running.apps["table"].manager
+    deps = manager.deps
+    async with client_of(w) as tables:
+        table = await tables.create_table(game="holdem", stake_gold=10, seats_max=3)
+        await w.backend.deposit("rj-late-buy", BUY_IN)
+        key = join_key("rj-late-buy", "k1")
+        await deps.store.begin_join(key, table.table_id, "rj-late-buy", -1, BUY_IN)  # paused before its buy-in
+        await reload(w, table.table_id)  # the repair: a claim, no transfer, the join failed
+
+        fence = manager.tables[table.table_id]._ledger_fence()
+        assert fence is not None and fence[1] > 1
+        partition, token = fence
+        with pytest.raises(errors.Unavailable) as late:
+            await deps.money.transfer(
+                buy_in_key(key, table.table_id),
+                accounts.player("rj-late-buy"),
+                accounts.escrow(table.table_id, "rj-late-buy"),
+                BUY_IN,
+                "buy_in",
+                table.table_id,
+                fence=(partition, token - 1),  # the former holder's lease
+            )
+        assert late.value.code == "TABLE_NOT_HELD"
+        assert await w.backend.balance(accounts.player("rj-late-buy")) == BUY_IN
+        assert await w.backend.balance(accounts.escrow(table.table_id, "rj-late-buy")) == 0
+        with pytest.raises(TableError) as retried:
+            await tables.join(table.table_id, "rj-late-buy", BUY_IN, key="k1")
+        assert retried.value.reason == "JOIN_FAILED"
+        seated = await tables.join(table.table_id, "rj-late-buy", BUY_IN, key="k2")  # a new join: fenced, current
+        assert await w.backend.balance(accounts.escrow(table.table_id, "rj-late-buy")) == BUY_IN
+        assert seated.seat >= 0

@@ -685,7 +685,9 @@ class PostTransactionsRequest(_message.Message):
 
     @_builtins.property
     def fence(self) -> Global___Fence:
-        """Optional: the caller's lease on a partition of the event log (settlement only). When set,
+        """Optional: the caller's lease on a partition of the event log (settlement, and the table
+        service for its buy-ins; each only in scopes of its own name, else PERMISSION_DENIED
+        FENCE_NOT_ALLOWED). When set,
         the transactions are applied only if, in the database transaction that applies them,
         fence.token is at least the newest token the ledger has recorded for (scope, partition);
         it then becomes the newest. Otherwise the whole call fails with FAILED_PRECONDITION,

@@ -176,8 +176,9 @@ class LedgerServiceServicer:
 
     def PostTransactions(self, request, context):
         """Many transactions, each atomic on its own, a result per item (the settlement path).
-        Callers: table, settlement, backend (each within its rules; a fence from settlement
-        only, else PERMISSION_DENIED FENCE_NOT_ALLOWED). Idempotent item by item.
+        Callers: table, settlement, backend (each within its rules; a fence from settlement or
+        the table service in scopes of its own name, else PERMISSION_DENIED FENCE_NOT_ALLOWED).
+        Idempotent item by item.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -72,8 +72,9 @@ class LedgerServiceStub:
     """
     PostTransactions: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.PostTransactionsRequest, _ledger_pb2.PostTransactionsResponse]
     """Many transactions, each atomic on its own, a result per item (the settlement path).
-    Callers: table, settlement, backend (each within its rules; a fence from settlement
-    only, else PERMISSION_DENIED FENCE_NOT_ALLOWED). Idempotent item by item.
+    Callers: table, settlement, backend (each within its rules; a fence from settlement or
+    the table service in scopes of its own name, else PERMISSION_DENIED FENCE_NOT_ALLOWED).
+    Idempotent item by item.
     """
     Deposit: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.DepositRequest, _ledger_pb2.DepositResponse]
     """external:cashier → player wallet. Callers: cashier, operator. Idempotent by key."""
@@ -155,8 +156,9 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     """
     PostTransactions: _aio.UnaryUnaryMultiCallable[_ledger_pb2.PostTransactionsRequest, _ledger_pb2.PostTransactionsResponse]  # type: ignore[assignment]
     """Many transactions, each atomic on its own, a result per item (the settlement path).
-    Callers: table, settlement, backend (each within its rules; a fence from settlement
-    only, else PERMISSION_DENIED FENCE_NOT_ALLOWED). Idempotent item by item.
+    Callers: table, settlement, backend (each within its rules; a fence from settlement or
+    the table service in scopes of its own name, else PERMISSION_DENIED FENCE_NOT_ALLOWED).
+    Idempotent item by item.
     """
     Deposit: _aio.UnaryUnaryMultiCallable[_ledger_pb2.DepositRequest, _ledger_pb2.DepositResponse]  # type: ignore[assignment]
     """external:cashier → player wallet. Callers: cashier, operator. Idempotent by key."""
@@ -265,8 +267,9 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.PostTransactionsResponse, _abc.Awaitable[_ledger_pb2.PostTransactionsResponse]]:
         """Many transactions, each atomic on its own, a result per item (the settlement path).
-        Callers: table, settlement, backend (each within its rules; a fence from settlement
-        only, else PERMISSION_DENIED FENCE_NOT_ALLOWED). Idempotent item by item.
+        Callers: table, settlement, backend (each within its rules; a fence from settlement or
+        the table service in scopes of its own name, else PERMISSION_DENIED FENCE_NOT_ALLOWED).
+        Idempotent item by item.
         """
 
     @_abc_1.abstractmethod
