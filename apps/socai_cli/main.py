@@ -120,7 +120,11 @@ async def _nats_status(url: str, settings: Settings) -> tuple[bool, str]:
         js = nc.jetstream()
         try:
             info = await js.stream_info(settings.events_stream)
-            return True, f"{shown} stream {settings.events_stream}: {info.state.messages} events"
+            state = info.state
+            return (
+                True,
+                f"{shown} stream {settings.events_stream}: {state.messages} events, last sequence {state.last_seq}",
+            )
         except Exception as exc:
             return False, f"{shown}: stream {settings.events_stream}: {exc}"
     finally:

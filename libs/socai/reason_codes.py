@@ -31,6 +31,7 @@ MEANINGS: Final[Mapping[str, str]] = MappingProxyType(
         "DEV_SECRETS": "development secrets in a production deployment (at start-up)",
         "BAD_INSTANCE_ID": "the instance id is not 1-64 of letters, digits and - _ .",
         "BAD_SEAL_KEY": "a hand-seal key that is not an Ed25519 key of the expected form",
+        "BAD_ACCEPTED_KEY": "an entry of SOCAI_PLAYER_TOKEN_KEYS_ACCEPTED without its key",
         "SEAL_KEY_MISSING": "the table has no hand-seal key to seal a hand with",
         "SEAL_KEYS_MISSING": "no public seal keys to check hand seals with",
         "BAD_TTL": "a lease or token lifetime outside its bounds",

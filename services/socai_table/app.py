@@ -82,6 +82,10 @@ async def build_app(settings: Settings, own: OwnershipSettings | None = None) ->
         signing.writer_key(settings.player_token_key),
         hand_signer=seal.HandSigner(settings.hand_seal_private_key()),
         heartbeat_timeout_s=settings.heartbeat_timeout_s,
+        writer_keys_accepted=tuple(
+            (signing.writer_key(key), last) for key, last in settings.player_token_keys_accepted
+        ),
+        seed_keys_accepted=tuple(seeds.rest_key(key) for key, _ in settings.player_token_keys_accepted),
     )
     manager = TableManager(deps)
     ownership = Ownership(
@@ -101,7 +105,13 @@ async def build_app(settings: Settings, own: OwnershipSettings | None = None) ->
     deps.partition_of = ownership.partition_of
     forwarder = Forwarder(ownership)
     limits = TableLimits.of(settings.limits)
-    servicer = TableServicer(manager, settings.player_token_key, forwarder, limits)
+    servicer = TableServicer(
+        manager,
+        settings.player_token_key,
+        forwarder,
+        limits,
+        accepted_token_keys=tuple(key for key, _ in settings.player_token_keys_accepted),
+    )
     server = build_server(
         service="table",
         address=settings.listen_address(settings.table_addr),

@@ -44,7 +44,9 @@ class HandRecord:
         return self.replayed is not None
 
 
-async def read_hand(log: EventLog, table_id: str, hand_id: str, writer_key: bytes) -> HandRecord | None:
+async def read_hand(
+    log: EventLog, table_id: str, hand_id: str, writer_key: bytes | signing.WriterKeys
+) -> HandRecord | None:
     """The hand ``hand_id`` of ``table_id`` as this service wrote it, or None when the log
     holds none of it. Raises ReplayError when an ended hand does not verify (it would not
     settle either)."""
@@ -56,7 +58,7 @@ async def read_hand(log: EventLog, table_id: str, hand_id: str, writer_key: byte
     async for raw in log.read_raw(subject):
         if len(events) >= EVENTS_READ_MAX:
             break
-        if reader.reject_reason(subject, raw.data, raw.headers) is not None:
+        if reader.reject_reason(subject, raw.data, raw.headers, raw.stream_seq) is not None:
             continue
         try:
             event = codec.decode(raw.data)

@@ -36,8 +36,8 @@ class LogReader:
         module: ModuleType,
         log: EventLog,
         store: TableStore,
-        writer_key: bytes,
-        seed_key: bytes,
+        writer_key: bytes | signing.WriterKeys,
+        seed_key: bytes | tuple[bytes, ...],
     ) -> None:
         self.table_id = table_id
         self.game = game
@@ -141,7 +141,7 @@ class LogReader:
     ) -> Event | None:
         """The event of ``raw`` when the table wrote it and it is the one due, else None
         (after quarantining it)."""
-        reason = reader.reject_reason(subject, raw.data, raw.headers)
+        reason = reader.reject_reason(subject, raw.data, raw.headers, raw.stream_seq)
         detail = ""
         event: Event | None = None
         if reason is None:

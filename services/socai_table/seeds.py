@@ -57,17 +57,20 @@ def decrypt(key: bytes, hand_id: str, stored: bytes) -> bytes:
     return _xor(stored, _pad(key, hand_id))
 
 
-def recover(key: bytes, hand_id: str, stored: bytes, commitment: str) -> bytes:
+def recover(key: bytes | tuple[bytes, ...], hand_id: str, stored: bytes, commitment: str) -> bytes:
     """The seed of a started hand from its stored form, proven against its ``deck_commitment``.
 
-    Accepts a row encrypted with ``key`` or, from before seeds were encrypted, stored in
-    clear. Raises PreconditionFailed("SEED_MISMATCH") when neither matches the commitment
-    (the key changed while the hand was in play): dealing from a wrong seed would break the
-    commitment every player was shown.
+    Accepts a row encrypted with ``key`` (or any of several: the current one and those a
+    rotation of the player-token key still accepts, ``SOCAI_PLAYER_TOKEN_KEYS_ACCEPTED``)
+    or, from before seeds were encrypted, stored in clear. Raises
+    PreconditionFailed("SEED_MISMATCH") when none matches the commitment (the key changed
+    while the hand was in play and the old one is not accepted): dealing from a wrong seed
+    would break the commitment every player was shown.
     """
-    seed = decrypt(key, hand_id, stored)
-    if fairness.commitment(seed) == commitment:
-        return seed
+    for each in (key,) if isinstance(key, bytes) else key:
+        seed = decrypt(each, hand_id, stored)
+        if fairness.commitment(seed) == commitment:
+            return seed
     if fairness.commitment(stored) == commitment:
         return stored
     raise errors.PreconditionFailed(

@@ -165,9 +165,11 @@ class TableServicer(pb_grpc.TableServiceServicer):
         player_token_key: str,
         router: Forwarder | None = None,
         limits: TableLimits | None = None,
+        accepted_token_keys: tuple[str, ...] = (),
     ) -> None:
         self.manager = manager
-        self.token_key = player_token_key
+        self.token_key = player_token_key  # issues tokens
+        self.token_keys = (player_token_key, *accepted_token_keys)  # verifies them
         self.router = router
         self.limits = limits or TableLimits.of(Limits())
 
@@ -182,7 +184,7 @@ class TableServicer(pb_grpc.TableServiceServicer):
     def _player(self, token: str) -> str:
         """The player of ``token``. Raises what ``player_tokens.verify`` raises, and
         ResourceExhausted("RATE_LIMITED") when the player is over their calls per second."""
-        player = player_tokens.verify(self.token_key, token)
+        player = player_tokens.verify(self.token_keys, token)
         self.limits.player_calls.admit(player)
         return player
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from dataclasses import dataclass
 
 from socai.events import seal
 
@@ -52,6 +53,25 @@ def verify(key: bytes, subject: str, payload: bytes, signature: str | None) -> b
     return hmac.compare_digest(sign(key, subject, payload), signature)
 
 
+@dataclass(frozen=True)
+class WriterKeys:
+    """The key the table service signs with, and the others it still accepts while its
+    player-token key is rotated (``SOCAI_PLAYER_TOKEN_KEYS_ACCEPTED``): each with the last
+    stream sequence it may have signed (0: any, while some instance may still sign with it).
+    A retired key given its last sequence signs nothing later: a leaked one forges nothing."""
+
+    current: bytes
+    accepted: tuple[tuple[bytes, int], ...] = ()
+
+    def verify(self, subject: str, payload: bytes, signature: str | None, stream_seq: int) -> bool:
+        if verify(self.current, subject, payload, signature):
+            return True
+        return any(
+            (last == 0 or 0 < stream_seq <= last) and verify(key, subject, payload, signature)
+            for key, last in self.accepted
+        )
+
+
 class SubjectReader:
     """Decides, message by message along one subject, whether the table wrote it.
 
@@ -59,8 +79,8 @@ class SubjectReader:
     legacy mode, may have written), else the reason to quarantine it.
     """
 
-    def __init__(self, key: bytes) -> None:
-        self.key = key
+    def __init__(self, key: bytes | WriterKeys) -> None:
+        self.keys = key if isinstance(key, WriterKeys) else WriterKeys(key)
         self.signed_seen = False
         self.chain: bytes | None = None  # the chain value of the last message accepted (``accepted``)
 
@@ -69,11 +89,11 @@ class SubjectReader:
         over the table's own accepted messages only, never a quarantined stranger's."""
         self.chain = seal.link(self.chain or seal.genesis(subject), subject, payload)
 
-    def reject_reason(self, subject: str, payload: bytes, headers: dict[str, str]) -> str | None:
+    def reject_reason(self, subject: str, payload: bytes, headers: dict[str, str], stream_seq: int = 0) -> str | None:
         signature = headers.get(SIGNATURE_HEADER)
         if signature is None:
             return "UNSIGNED" if self.signed_seen else None
-        if not verify(self.key, subject, payload, signature):
+        if not self.keys.verify(subject, payload, signature, stream_seq):
             return "BAD_SIGNATURE"
         self.signed_seen = True
         return None

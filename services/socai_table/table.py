@@ -134,6 +134,16 @@ class Deps:
     fence: Callable[[str], int] = lambda _table_id: 0
     # The table partition of a table (its lease's; socai_table.ownership).
     partition_of: Callable[[str], int] = lambda _table_id: 0
+    # While the player-token key is rotated: the keys still accepted for what the old one
+    # signed (events, by stream sequence) and encrypted (seeds of hands in play).
+    writer_keys_accepted: tuple[tuple[bytes, int], ...] = ()
+    seed_keys_accepted: tuple[bytes, ...] = ()
+
+    def writer_keys(self) -> signing.WriterKeys:
+        return signing.WriterKeys(self.writer_key, self.writer_keys_accepted)
+
+    def seed_keys(self) -> tuple[bytes, ...]:
+        return (self.seed_key, *self.seed_keys_accepted)
 
 
 async def run_to_end(command: Coroutine[Any, Any, T], what: str, table_id: str) -> T:
@@ -487,7 +497,7 @@ class Table:
         closing_reason = await d.store.closing_reason(self.table_id)
         if closing_reason is not None:
             state = core.evolve(state, core.CloseBegun(closing_reason))
-        reader = LogReader(self.table_id, self.config.game, self.module, d.log, d.store, d.writer_key, d.seed_key)
+        reader = LogReader(self.table_id, self.config.game, self.module, d.log, d.store, d.writer_keys(), d.seed_keys())
         async for event, stream_seq in reader.facts():
             # The next append must name the subject's real last sequence, a stranger's included.
             self.facts_subject_seq = stream_seq
@@ -1083,7 +1093,7 @@ class Table:
             return known
         if not _is_hand_of(self.table_id, hand_id, self.hands_played):
             return None
-        record = await history.read_hand(self.deps.log, self.table_id, hand_id, self.deps.writer_key)
+        record = await history.read_hand(self.deps.log, self.table_id, hand_id, self.deps.writer_keys())
         if record is None or not record.ended:
             return None
         self._ended[hand_id] = record

@@ -102,3 +102,19 @@ async def test_a_publish_no_stream_answers_is_unavailable_not_a_raw_client_error
         await publish(js, "nobody.listens.here", b"e1", msg_id="x/1", timeout_s=1.0)
     assert caught.value.code == "NATS_UNAVAILABLE"
     assert "NoStreamResponseError" in caught.value.message
+
+
+async def test_socai_status_names_the_event_stream_s_last_sequence(
+    nats_url: str, js: JetStreamContext, stream_spec: StreamSpec
+):
+    """What a rotation of the player-token key reads off (deploy/README.md: the last
+    sequence the old key may have signed)."""
+    from socai.infra.config import Settings
+    from socai_cli.main import _nats_status
+
+    await ensure_stream(js, stream_spec)
+    for n in (1, 2, 3):
+        await publish(js, subject_of(stream_spec, "h9"), b"e", msg_id=f"h9/{n}")
+    settings = Settings(events_stream=stream_spec.name)
+    ok, detail = await _nats_status(nats_url, settings)
+    assert ok and detail.endswith(f"stream {stream_spec.name}: 3 events, last sequence 3"), detail

@@ -76,6 +76,24 @@ DEV_TOKENS: dict[str, str] = {
 DEV_PLAYER_TOKEN_KEY = "dev-player-token-key"
 
 
+def _parse_accepted_keys(text: str) -> tuple[tuple[str, int], ...]:
+    """``KEY[@SEQ],…`` → ((key, last stream sequence or 0), …). A key may not hold a comma;
+    a trailing ``@digits`` is the sequence. Raises InvalidArgument("BAD_ACCEPTED_KEY")."""
+    from socai import errors
+
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        key, at, seq = part.rpartition("@")
+        if not at or not seq.isdigit():
+            key, seq = part, "0"
+        if not key:
+            raise errors.InvalidArgument("BAD_ACCEPTED_KEY", "SOCAI_PLAYER_TOKEN_KEYS_ACCEPTED: an empty key")
+        out.append((key, int(seq)))
+    return tuple(out)
+
+
 def _parse_tokens(text: str) -> dict[str, str]:
     tokens = {}
     for item in text.split(","):
@@ -159,6 +177,9 @@ class Settings:
     tokens: Mapping[str, str] = field(default_factory=lambda: dict(DEV_TOKENS))
     service_token: str | None = None
     player_token_key: str = DEV_PLAYER_TOKEN_KEY
+    # While the player-token key is rotated: the other keys the table service still accepts,
+    # each with the last event-stream sequence it may have signed (0: any). ``KEY[@SEQ],…``.
+    player_token_keys_accepted: tuple[tuple[str, int], ...] = ()
     table_seal_key: str = ""  # empty: derived from player_token_key, in development mode only
     table_seal_public_keys: tuple[str, ...] = ()  # empty: the table seal key's, in development mode only
     seal_legacy_before_seq: int = 0
@@ -202,6 +223,7 @@ class Settings:
             tokens=_parse_tokens(e["SOCAI_TOKENS"]) if e.get("SOCAI_TOKENS") else dict(DEV_TOKENS),
             service_token=e.get("SOCAI_SERVICE_TOKEN") or None,
             player_token_key=e.get("SOCAI_PLAYER_TOKEN_KEY", s.player_token_key),
+            player_token_keys_accepted=_parse_accepted_keys(e.get("SOCAI_PLAYER_TOKEN_KEYS_ACCEPTED", "")),
             table_seal_key=e.get("SOCAI_TABLE_SEAL_KEY", s.table_seal_key).strip(),
             table_seal_public_keys=tuple(
                 k.strip() for k in e.get("SOCAI_TABLE_SEAL_PUBLIC_KEYS", "").split(",") if k.strip()
@@ -438,6 +460,9 @@ class Settings:
             "SOCAI_METRICS_PORT_BASE": str(self.metrics_port_base),
             "SOCAI_TOKENS": ",".join(f"{k}={v}" for k, v in self.tokens.items()),
             "SOCAI_PLAYER_TOKEN_KEY": self.player_token_key,
+            "SOCAI_PLAYER_TOKEN_KEYS_ACCEPTED": ",".join(
+                f"{key}@{last}" if last else key for key, last in self.player_token_keys_accepted
+            ),
             "SOCAI_SEAL_LEGACY_BEFORE_SEQ": str(self.seal_legacy_before_seq),
             "SOCAI_EVENTS_STREAM": self.events_stream,
             "SOCAI_EVENTS_PREFIX": self.events_prefix,

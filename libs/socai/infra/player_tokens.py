@@ -59,8 +59,9 @@ def issue(key: str, player_id: str, ttl_s: int = TTL_DEFAULT_S, now: float | Non
     return f"{_b64(payload)}.{_b64(signature)}", expires
 
 
-def verify(key: str, token: str, now: float | None = None) -> str:
-    """The player id of a valid token.
+def verify(key: str | tuple[str, ...], token: str, now: float | None = None) -> str:
+    """The player id of a valid token, signed with ``key`` (or any of several: the current
+    key and those a rotation still accepts, ``SOCAI_PLAYER_TOKEN_KEYS_ACCEPTED``).
 
     Raises Unauthenticated("BAD_PLAYER_TOKEN") for a missing, malformed, forged or
     expired token.
@@ -73,8 +74,8 @@ def verify(key: str, token: str, now: float | None = None) -> str:
         signature = _unb64(signature_text)
     except (ValueError, TypeError) as exc:
         raise errors.Unauthenticated("BAD_PLAYER_TOKEN", "malformed player token") from exc
-    expected = hmac.new(key.encode(), payload, hashlib.sha256).digest()
-    if not hmac.compare_digest(expected, signature):
+    keys = (key,) if isinstance(key, str) else key
+    if not any(hmac.compare_digest(hmac.new(k.encode(), payload, hashlib.sha256).digest(), signature) for k in keys):
         raise errors.Unauthenticated("BAD_PLAYER_TOKEN", "player token signature does not match")
     try:
         claims = json.loads(payload)

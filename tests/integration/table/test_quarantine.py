@@ -114,3 +114,40 @@ async def test_a_stranger_in_a_live_hand_is_skipped_and_play_goes_on(world: Worl
     assert not any(
         isinstance(e.body, BetAction) and e.body.seat == 1 and e.body.kind == ActionKind.FOLD for e in table.hand.events
     )
+
+
+async def test_a_rotated_player_token_key_keeps_every_table_whole_while_the_old_key_is_accepted(world: World):
+    """The player-token key keys the writer signature checked on every load and the seeds'
+    pads: a table service that signs with a new key loads its tables (seats, the hand in
+    play and its seed) from what the old key signed, as long as the old key is accepted
+    (``SOCAI_PLAYER_TOKEN_KEYS_ACCEPTED``); without it, every fact would be quarantined."""
+    w = world
+    table_id, (a, b) = await seat_players(w, "holdem", [1000, 1000], stake_gold=100, seats_max=2)
+    hand_id = (await w.backend.table.StartHand(pb.StartHandRequest(table_id=table_id))).hand_id
+    last_seq = max(s.stream_seq for s in await w.log.read_hand(table_id, hand_id))
+    old = w.running.settings.player_token_key
+    rotated = replace(
+        w.running.settings,
+        player_token_key="rotated-player-token-key",
+        player_token_keys_accepted=((old, last_seq),),
+    )
+    await w.running.apps["table"].ownership.stop()
+    app = await build("table", replace(rotated, table_addr=f"127.0.0.1:{free_port()}"))
+    await app.manager.start()  # type: ignore[attr-defined]
+    await app.ownership.start(wait_s=10)  # type: ignore[attr-defined]
+    try:
+        manager = app.manager  # type: ignore[attr-defined]
+        table = await manager.get(table_id)
+        assert await manager.deps.store.quarantined(table_id) == []
+        assert {s.player_id for s in table.seats.values()} == {a, b}
+        assert table.hand is not None and table.hand.hand_id == hand_id  # its seed read with the old key
+        await table.act(a, hand_id, 0, BetAction(0, ActionKind.FOLD), "k-fold")  # written under the new key
+        stored = await w.log.read_hand(table_id, hand_id)
+        assert type(stored[-1].event.body).__name__ == "HandEnded"
+        seq = len(stored)
+        await manager.drop(lambda t: t == table_id)
+        again = await manager.get(table_id)  # both keys' events read back
+        assert again.last_hand is not None and len(again.last_hand.events) == seq
+        assert await manager.deps.store.quarantined(table_id) == []
+    finally:
+        await stop(app)
