@@ -543,9 +543,20 @@ class Table:
 
     async def _ensure_synced(self) -> None:
         if self.dirty:
-            log.warning("table_resync", table_id=self.table_id)
-            await self._rebuild()
-            await self._repair_joins()  # a join the failure that made the table dirty cut
+            await self._resync("command")
+
+    async def _resync(self, by: str) -> None:
+        """Rebuild a table whose log may hold more than it knows (``dirty``), then finish
+        the joins the failure cut (``_repair_joins``). When NATS or the ledger still stops
+        the repair it is deferred, the table left dirty: the next command or the watchdog's
+        ``heal`` tries again, and a command goes on meanwhile (its append names the log's
+        last position, so a table the repair found moved refuses it: TABLE_RESYNC)."""
+        log.warning("table_resync", table_id=self.table_id, by=by)
+        await self._rebuild()
+        try:
+            await self._repair_joins()
+        except (errors.Unavailable, errors.Conflict) as exc:
+            log.warning("join_repair_deferred", table_id=self.table_id, code=exc.code)
 
     # --- commands: decide, then perform ------------------------------------------------
 
@@ -792,7 +803,7 @@ class Table:
                 try:
                     join = core.Join(player_id, int(row["amount_gold"]), int(row["seat"]), key, row["guild_id"])
                     seat = await self._run(join)
-                    log.warning("join_completed", table_id=self.table_id, player_id=player_id, key=key, seat=seat)
+                    log.info("join_repaired", table_id=self.table_id, player_id=player_id, key=key, seat=seat)
                     continue
                 except (errors.Unavailable, errors.Conflict):
                     # NATS, the ledger or the log moved (the late seat landed first): again
@@ -1220,12 +1231,7 @@ class Table:
             return
         async with self._lock:
             if self.dirty:
-                log.info("table_healing", table_id=self.table_id)
-                await self._rebuild()
-                try:
-                    await self._repair_joins()  # a join an outage cut, seated or refunded now
-                except (errors.Unavailable, errors.Conflict) as exc:
-                    log.warning("join_repair_deferred", table_id=self.table_id, code=exc.code)
+                await self._resync("heal")
                 return
             if self.holds_to_finalize:
                 await self._finalize_holds()
