@@ -221,3 +221,12 @@ def test_every_refusal_of_a_game_is_on_its_page(
 def test_together_the_games_raise_every_refusal_of_the_catalogue(raised_by_game: dict[str, set[str]]) -> None:
     raised = set().union(*raised_by_game.values())
     assert set(base.RULE_CODES) - QUERY_ONLY - raised == set()
+
+
+def test_the_barrage_tries_every_declaration_and_wager_kind_a_game_has() -> None:
+    """A game's own declarations (``declare:…`` of its MOVES) and Tài Xỉu's bet kinds are
+    in the barrage's vocabulary: a new game's are tried, not left out by a fixed list."""
+    declared = {m.split(":", 1)[1] for g in GAMES for m in registry.get(g).MOVES if m.startswith("declare:")}
+    assert declared and declared <= set(DECLARATIONS), declared - set(DECLARATIONS)
+    bet_kinds = set(registry.get("taixiu").BET_KINDS)
+    assert bet_kinds <= set(WAGER_KINDS), bet_kinds - set(WAGER_KINDS)
