@@ -1180,7 +1180,10 @@ class Table:
                 except errors.SocaiError as exc:
                     if self._tenure_over(exc):
                         return
-                    log.error("timer_failed", code=exc.code, error=exc.message)
+                    # An outage (NATS or PostgreSQL not answering) is what ``heal`` mends
+                    # once it ends: a warning; anything else is a fault of its own.
+                    report = log.warning if isinstance(exc, errors.Unavailable) else log.error
+                    report("timer_failed", code=exc.code, error=exc.message)
                     self.dirty = True
 
     async def heartbeat(self, player_id: str) -> None:

@@ -623,7 +623,12 @@ class LeaseManager:
             if isinstance(result, asyncio.CancelledError):
                 raise result
             if isinstance(result, Exception):
-                log.error("lease_on_acquired_failed", partition=lease.partition, error=repr(result))
+                # A dependency's outage (the database restarting while the partition's
+                # tables load) is retried at the next round: a warning; anything else an error.
+                outage = isinstance(result, errors.Unavailable)
+                (log.warning if outage else log.error)(
+                    "lease_on_acquired_failed", partition=lease.partition, error=repr(result)
+                )
                 await store.release(lease, RELEASED)
                 self._leases.pop(lease.partition, None)
         held_now = {p for p in view.holders if p < self.partitions} | set(self._leases)

@@ -291,3 +291,35 @@ async def test_a_stop_releases_its_partitions_concurrently(clients: list[NatsCli
     other = LeaseStore(kv, lease_config, "next")
     taken = [await other.acquire(p) for p in range(partitions)]
     assert all(lease is not None for lease in taken)
+
+
+async def test_a_start_that_fails_on_an_outage_is_retried_and_logged_as_a_warning(
+    clients: list[NatsClient], lease_config: LeaseConfig
+):
+    """A partition whose start fails is released and taken again at a later round. When
+    the cause is a dependency's outage (the database restarting while the partition's
+    tables load: the nemesis hour) that is a warning, not an error; a fault of its own is an
+    error."""
+    import logging
+
+    import structlog
+    from structlog.testing import capture_logs
+
+    failures: list[BaseException] = [errors.Unavailable("DATABASE_UNAVAILABLE", "restarting"), KeyError("bug")]
+
+    async def on_acquired(partition: int, token: int) -> None:
+        if failures:
+            raise failures.pop(0)
+
+    manager = LeaseManager(clients[0].jetstream(), lease_config, "flaky", 1, on_acquired=on_acquired)
+    previous = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    try:
+        with capture_logs() as logs:
+            await manager.start()
+            await wait_until(lambda: manager.held() == frozenset({0}), "the partition held after two failed starts")
+    finally:
+        structlog.configure(wrapper_class=previous)
+        await manager.stop()
+    failed = [(e["log_level"], e["error"][:11]) for e in logs if e["event"] == "lease_on_acquired_failed"]
+    assert failed == [("warning", "Unavailable"), ("error", "KeyError('b")]
