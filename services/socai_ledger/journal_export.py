@@ -44,15 +44,18 @@ from {SCHEMA}.entries where journal_seq between %s and %s order by journal_seq, 
 """
 
 
-def encode_page_token(after_seq: int) -> str:
-    return queries.encode_token(TOKEN_TAG, str(after_seq))
+def encode_page_token(after_seq: int, filters: str) -> str:
+    """The token of the page after ``after_seq`` of a call with ``filters`` (``queries.filters_of``
+    of its period)."""
+    return queries.encode_bound_token(filters, TOKEN_TAG, str(after_seq))
 
 
-def decode_page_token(token: str) -> int:
-    """The journal_seq a page continues after (0 for no token). Raises InvalidArgument("BAD_PAGE_TOKEN")."""
+def decode_page_token(token: str, filters: str) -> int:
+    """The journal_seq a page continues after (0 for no token). Raises InvalidArgument
+    ("BAD_PAGE_TOKEN"), for a token of another list or of another period too."""
     if not token:
         return 0
-    tag, seq = queries.decode_token(token, 2)
+    tag, seq = queries.decode_bound_token(token, 2, filters)
     if tag != TOKEN_TAG:
         raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token belongs to another list")
     return queries.parse_int64(seq)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 from datetime import datetime
 from typing import Any, Final
@@ -222,6 +223,32 @@ def decode_token(token: str, parts: int) -> list[str]:
         raise _bad_token() from exc
     if len(fields) != parts or not all(field.isprintable() for field in fields):
         raise _bad_token()
+    return fields
+
+
+def filters_of(*filters: object) -> str:
+    """The short fingerprint of a list call's filters that its page tokens carry: a token
+    used with other filters than the call that issued it is refused (BAD_PAGE_TOKEN)
+    instead of paging silently through another list."""
+    text = "\x1f".join(str(f) for f in filters)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def encode_bound_token(filters: str, *parts: str) -> str:
+    """``encode_token`` of ``parts`` and the call's ``filters_of``."""
+    return encode_token(*parts, filters)
+
+
+def decode_bound_token(token: str, parts: int, filters: str) -> list[str]:
+    """The ``parts`` fields of a token from ``encode_bound_token`` for these ``filters``.
+    A token without the fingerprint (issued before tokens carried one) is read as it was
+    issued. Raises InvalidArgument("BAD_PAGE_TOKEN"), for another call's token too."""
+    try:
+        *fields, bound = decode_token(token, parts + 1)
+    except errors.InvalidArgument:
+        return decode_token(token, parts)
+    if bound != filters:
+        raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token belongs to a call with other filters")
     return fields
 
 

@@ -133,9 +133,10 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
                 "BAD_ID_PREFIX", f"id_prefix: at most {ID_PREFIX_MAX_CHARS} printable characters"
             )
         limit = domain.check_page_size(request.page_size)
+        filters = queries.filters_of("accounts", request.kind, request.id_prefix)
         after = ""
         if request.page_token:
-            after = queries.decode_token(request.page_token, 1)[0]
+            after = queries.decode_bound_token(request.page_token, 1, filters)[0]
             if len(after) > accounts.ACCOUNT_ID_MAX_CHARS:
                 raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token is not one this service issued")
         found, more = await queries.list_accounts(
@@ -143,7 +144,7 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         )
         return pb.ListAccountsResponse(
             accounts=[convert.account(a) for a in found],
-            next_page_token=queries.encode_token(found[-1].account_id) if more and found else "",
+            next_page_token=queries.encode_bound_token(filters, found[-1].account_id) if more and found else "",
         )
 
     # --- postings ---------------------------------------------------------------------------
@@ -367,11 +368,12 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
 
     async def ListTransactions(self, request: pb.ListTransactionsRequest, context: Any) -> pb.ListTransactionsResponse:
         limit = domain.check_page_size(request.page_size)
-        after = journal_export.decode_page_token(request.page_token)
         since = convert.from_timestamp(request.since, "since") if request.HasField("since") else None
         until = convert.from_timestamp(request.until, "until") if request.HasField("until") else None
         if since is not None and until is not None and until <= since:
             raise errors.InvalidArgument("BAD_PERIOD", "until must be after since")
+        filters = queries.filters_of("journal", since, until)
+        after = journal_export.decode_page_token(request.page_token, filters)
         found, more = await journal_export.list_transactions(
             self.pool, after_seq=after, limit=limit, since=since, until=until
         )
@@ -380,7 +382,7 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         for tx in found:
             convert.transaction(tx, response.transactions.add(), times)
         if more and found:
-            response.next_page_token = journal_export.encode_page_token(found[-1].journal_seq)
+            response.next_page_token = journal_export.encode_page_token(found[-1].journal_seq, filters)
         if self.journal_signer is not None:
             # The page as sent, signed: an export that keeps it proves the page whole offline.
             response.seal.CopyFrom(
@@ -429,9 +431,10 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
     async def ListHolds(self, request: pb.ListHoldsRequest, context: Any) -> pb.ListHoldsResponse:
         domain.check_account_id(request.account_id)
         limit = domain.check_page_size(request.page_size)
+        filters = queries.filters_of("holds", request.account_id, request.include_released)
         after = ""
         if request.page_token:
-            after = queries.decode_token(request.page_token, 1)[0]
+            after = queries.decode_bound_token(request.page_token, 1, filters)[0]
             try:
                 domain.check_hand_id(after)
             except errors.InvalidArgument as exc:
@@ -441,5 +444,5 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         )
         return pb.ListHoldsResponse(
             holds=[convert.hold(h) for h in found],
-            next_page_token=queries.encode_token(found[-1].hand_id) if more and found else "",
+            next_page_token=queries.encode_bound_token(filters, found[-1].hand_id) if more and found else "",
         )

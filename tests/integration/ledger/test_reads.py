@@ -144,3 +144,45 @@ async def test_get_transaction_by_id_or_key_and_a_refused_key_says_why(ledger: L
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     info = error_info(caught.value)
     assert info is not None and info.metadata["refused_reason"] == "INSUFFICIENT_FUNDS"
+
+
+async def test_a_page_token_belongs_to_the_filters_of_the_call_that_issued_it(ledger: Ledger):
+    """A token used with other filters would page through another list from a position in
+    this one (accounts of another kind after this one's last id, the journal of another
+    period): refused, BAD_PAGE_TOKEN. A token without the filters' fingerprint, as tokens
+    were issued before, is still read."""
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    from socai_ledger import queries
+
+    for player in ("alice", "bob", "carol"):
+        await deposit(ledger, player, 100)
+    reader = ledger.stub("auditor")
+    players = await reader.ListAccounts(pb.ListAccountsRequest(kind="player", page_size=1))
+    assert players.next_page_token
+    nxt = await reader.ListAccounts(
+        pb.ListAccountsRequest(kind="player", page_size=1, page_token=players.next_page_token)
+    )
+    assert [a.account_id for a in nxt.accounts] == ["player:bob"]
+    period = Timestamp(seconds=1)
+    journal = await reader.ListTransactions(pb.ListTransactionsRequest(page_size=1, since=period))
+    assert journal.next_page_token
+    for call, request in (
+        ("ListAccounts", pb.ListAccountsRequest(kind="house", page_token=players.next_page_token)),
+        ("ListAccounts", pb.ListAccountsRequest(page_token=players.next_page_token)),
+        ("ListTransactions", pb.ListTransactionsRequest(page_token=journal.next_page_token)),
+        (
+            "ListTransactions",
+            pb.ListTransactionsRequest(since=Timestamp(seconds=2), page_token=journal.next_page_token),
+        ),
+        ("ListHolds", pb.ListHoldsRequest(account_id="house:bank", page_token=players.next_page_token)),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await getattr(reader, call)(request)
+        assert (refused.value.code(), error_reason(refused.value)) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "BAD_PAGE_TOKEN",
+        ), call
+    legacy = queries.encode_token("player:alice")
+    older = await reader.ListAccounts(pb.ListAccountsRequest(kind="player", page_size=1, page_token=legacy))
+    assert [a.account_id for a in older.accounts] == ["player:bob"]

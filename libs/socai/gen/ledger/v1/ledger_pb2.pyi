@@ -279,7 +279,8 @@ class ListAccountsRequest(_message.Message):
     """At most 1000; 0 means 100."""
     page_token: _builtins.str
     """next_page_token of the previous page (send the same kind or id_prefix again); empty for
-    the first page. INVALID_ARGUMENT BAD_PAGE_TOKEN for a token this service did not issue.
+    the first page. INVALID_ARGUMENT BAD_PAGE_TOKEN for a token this service did not issue,
+    or one issued for another kind or id_prefix.
     """
     def __init__(
         self,
@@ -1377,8 +1378,9 @@ class ListTransactionsRequest(_message.Message):
     page_size: _builtins.int
     """At most 1000; 0 means 100."""
     page_token: _builtins.str
-    """next_page_token of the previous page; empty for the first transaction of the journal
-    (or of the period).
+    """next_page_token of the previous page (send the same since and until again); empty for
+    the first transaction of the journal (or of the period). BAD_PAGE_TOKEN for a token
+    this service did not issue, or one issued for another period.
     """
     @_builtins.property
     def since(self) -> _timestamp_pb2.Timestamp:
@@ -1792,7 +1794,8 @@ class ListHoldsRequest(_message.Message):
     """At most 1000; 0 means 100."""
     page_token: _builtins.str
     """next_page_token of the previous page (send the same account_id and include_released);
-    empty for the first page. BAD_PAGE_TOKEN for a token this service did not issue.
+    empty for the first page. BAD_PAGE_TOKEN for a token this service did not issue, or one
+    issued for another account_id or include_released.
     """
     def __init__(
         self,
