@@ -23,7 +23,7 @@ from socai.settle.replay import ReplayResult, replay
 from socai_settlement import convert
 from socai_settlement.sealed_replay import HandInput, Replayed, event_bytes, sealed_events
 from socai_settlement.settler import HandJob, Settler
-from socai_settlement.store import SettlementRecord, Store, decode_token, encode_token, page_size
+from socai_settlement.store import SettlementRecord, Store, decode_token, encode_token, filters_of, page_size
 
 log = get_logger("socai.settlement.server")
 
@@ -79,14 +79,15 @@ class SettlementServicer(pb_grpc.SettlementServiceServicer):
         if bool(request.table_id) == bool(request.player_id):
             raise errors.InvalidArgument("BAD_FILTER", "give exactly one of table_id or player_id")
         size = page_size(request.page_size)
-        after = decode_token(request.page_token)
+        filters = filters_of("settlements", request.table_id, request.player_id)
+        after = decode_token(request.page_token, filters)
         if request.table_id:
             records = await self.store.list_by_table(_require_id(request.table_id, "table_id"), size + 1, after)
         else:
             records = await self.store.list_by_player(_require_player_id(request.player_id), size + 1, after)
         more = len(records) > size
         records = records[:size]
-        token = encode_token(records[-1].stream_seq, records[-1].hand_id) if more else ""
+        token = encode_token(records[-1].stream_seq, records[-1].hand_id, filters) if more else ""
         return pb.ListSettlementsResponse(
             settlements=[convert.settlement_pb(r) for r in records], next_page_token=token
         )

@@ -25,6 +25,7 @@ nothing).
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -146,8 +147,16 @@ class NewDeadLetter:
     stream_seq: int
 
 
-def encode_token(stream_seq: int, hand_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{stream_seq}:{hand_id}".encode()).decode()
+def encode_token(stream_seq: int, hand_id: str, filters: str = "") -> str:
+    """The token of the page after (``stream_seq``, ``hand_id``) of a list call with
+    ``filters`` (``filters_of``): another call's filters refuse it."""
+    bound = f":{filters}" if filters else ""
+    return base64.urlsafe_b64encode(f"{stream_seq}:{hand_id}{bound}".encode()).decode()
+
+
+def filters_of(*filters: object) -> str:
+    """A short fingerprint of a list call's filters, carried by its page tokens."""
+    return hashlib.sha256("\x1f".join(str(f) for f in filters).encode()).hexdigest()[:12]
 
 
 # A token holds a stream sequence (an int64) and a hand id (at most 64 characters): anything
@@ -157,7 +166,7 @@ _TOKEN_HAND_MAX_CHARS: Final = 200
 _INT64_MAX: Final = 2**63 - 1
 
 
-def decode_token(token: str) -> tuple[int, str] | None:
+def decode_token(token: str, filters: str = "") -> tuple[int, str] | None:
     """The position a page token stands for; raises InvalidArgument("BAD_PAGE_TOKEN").
 
     Strict, because the fields reach SQL as they are: the urlsafe alphabet only, a
@@ -173,6 +182,9 @@ def decode_token(token: str) -> tuple[int, str] | None:
         seq_text, hand_id = base64.b64decode(token, altchars=b"-_", validate=True).decode().split(":", 1)
     except (ValueError, UnicodeDecodeError) as exc:  # binascii.Error is a ValueError
         raise bad from exc
+    hand_id, sep, bound = hand_id.partition(":")  # hand ids hold no colon; a token without one is read as issued
+    if sep and bound != filters:
+        raise errors.InvalidArgument("BAD_PAGE_TOKEN", "page_token belongs to a call with other filters")
     if not (0 < len(seq_text) <= 19 and seq_text.isascii() and seq_text.isdigit()) or int(seq_text) > _INT64_MAX:
         raise bad
     if not hand_id or len(hand_id) > _TOKEN_HAND_MAX_CHARS or not hand_id.isprintable():

@@ -78,6 +78,16 @@ async def test_list_settlements_pages_a_table_newest_first(harness: Harness, set
     assert [s.hand_id for s in seen] == [h.hand_id for h in reversed(table.hands)]
     assert [s.stream_seq for s in seen] == sorted((s.stream_seq for s in seen), reverse=True)
 
+    # A page token belongs to its table: with another table's (or a player's) filter it is
+    # refused, not read as a position in that other list.
+    first = await api.ListSettlements(pb.ListSettlementsRequest(table_id=table.table_id, page_size=3))
+    for other in (
+        pb.ListSettlementsRequest(table_id=settled.tables[1].table_id, page_token=first.next_page_token),
+        pb.ListSettlementsRequest(player_id=table.seats[0].player_id, page_token=first.next_page_token),
+    ):
+        err = await rpc_error(api.ListSettlements(other))
+        assert (err.code(), error_reason(err)) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_PAGE_TOKEN")
+
 
 async def test_list_settlements_of_a_player_finds_every_hand_they_played(harness: Harness, settled: Simulation) -> None:
     table = settled.tables[1]
