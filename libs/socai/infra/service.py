@@ -24,6 +24,7 @@ from prometheus_client import start_http_server
 from socai import errors
 from socai.infra import tracing
 from socai.infra.config import Settings
+from socai.infra.grpc_errors import database_unavailable, nats_unavailable
 from socai.infra.grpc_server import GrpcServer, install_stop_signals
 from socai.infra.logging import configure, get_logger
 from socai.infra.nats_liveness import set_process_on_dead
@@ -117,6 +118,15 @@ def run(name: str, build: Callable[[Settings], Awaitable[App]]) -> None:
     except errors.SocaiError as exc:
         log.error("service_failed", service=name, code=exc.code, error=exc.message)
         sys.exit(2)
+    except Exception as exc:
+        # PostgreSQL or NATS not answering while the service starts (a database restarting
+        # under a rolling restart): one structured line and exit status 1 for the supervisor
+        # to start it again, not a traceback; anything else is a bug and keeps its traceback.
+        outage = database_unavailable(exc) or nats_unavailable(exc)
+        if outage is None:
+            raise
+        log.error("service_failed", service=name, code=outage.code, error=outage.message)
+        sys.exit(1)
     finally:
         tracing.shutdown()  # export the spans still buffered
     if failed:
