@@ -26,7 +26,12 @@ run("table", build)
 def start(error: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SOCAI_LOG_FORMAT": "json", "SOCAI_METRICS_PORT_BASE": "0", "SOCAI_DEV_MODE": "1"}
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(error=error)], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
+        [sys.executable, "-c", SCRIPT.format(error=error)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
     )
 
 
