@@ -351,14 +351,40 @@ class LeaseStore:
                 if exc.err_code not in WRONG_LAST_SEQUENCE_CODES:
                     raise
             if lease.revision == revision:
-                return
+                break
+        # A renewal whose answer never came (its task cancelled by a stop, or timed out) may
+        # still have landed: the key names us at a revision we never saw. Without this the
+        # key would hold the partition from the next holder for a whole TTL.
+        await self._delete_if_ours(lease.partition)
+
+    async def _delete_if_ours(self, partition: int) -> None:
+        """Delete ``partition``'s key if it names this holder, compare-and-set on the revision
+        read: a key another holder took in between is left alone."""
+        key = partition_key(partition)
+        try:
+            entry = await self.kv.get(key)
+        except js_errors.KeyNotFoundError:
+            return
+        if entry.revision is None or (entry.value or b"").decode() != self.holder_id:
+            return
+        try:
+            await self.kv.delete(key, last=entry.revision)
+        except js_errors.APIError as exc:
+            if exc.err_code not in WRONG_LAST_SEQUENCE_CODES:
+                raise
 
     async def heartbeat(self) -> None:
         """Announce this instance as a live member for another TTL (with its member value)."""
         await self.kv.put(member_key(self.holder_id), self.member_value)
 
     async def leave(self) -> None:
+        """Leave the members, and free any partition key still naming us: an acquire whose
+        task a stop cancelled after the server created the key left no lease to release."""
         await self.kv.delete(member_key(self.holder_id))
+        view = await self.snapshot()
+        for partition, holder in sorted(view.holders.items()):
+            if holder == self.holder_id:
+                await self._delete_if_ours(partition)
 
     async def snapshot(self) -> BucketView:
         """Every live key of the bucket with its value: the members and partition holders."""
