@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from socai import accounts, errors
 from socai.events import codec
 from socai.events.model import Event
+from socai.infra.grpc_errors import database_unavailable, nats_unavailable
 from socai.infra.logging import get_logger
 from socai_table import metrics
 from socai_table.model import TABLE_ID, TableConfig, facts_id_of
@@ -123,6 +124,9 @@ class TableManager:
         self._first_seen: dict[str, float] = {}
         self.cashout_retries = CashoutRetries()
         self.broken: dict[str, str] = {}  # table id -> why it could not be loaded
+        # Tables whose rebuild met a dependency's outage: not broken, tried again by the
+        # watchdog (a caller's call tries at once).
+        self.deferred: dict[str, TableConfig] = {}
         # Rebuilds in flight, by table and the lease token they were started under.
         self._loading: dict[tuple[str, int], asyncio.Future[Table | None]] = {}
         self._tenures: dict[str, int] = {}  # table id -> the lease token its Table was built under
@@ -221,6 +225,14 @@ class TableManager:
             if self._token(table_id) != token:
                 log.info("table_load_abandoned", table_id=table_id, token=token, error=type(exc).__name__)
                 return None
+            if is_outage(exc):
+                # PostgreSQL or NATS away (a restart): the table is sound, only unreadable
+                # now. Marked broken it would refuse every call until its partition moved.
+                if table_id not in self.deferred:
+                    log.warning("table_load_deferred", table_id=table_id, error=f"{type(exc).__name__}: {exc}"[:500])
+                self.deferred[table_id] = config
+                return None
+            self.deferred.pop(table_id, None)
             self.broken[table_id] = f"{type(exc).__name__}: {exc}"[:500]
             metrics.TABLES_BROKEN.set(len(self.broken))
             log.error("table_load_failed", table_id=table_id, error=self.broken[table_id], exc_info=exc)
@@ -237,6 +249,8 @@ class TableManager:
             await table.stop()
             return existing
         self.broken.pop(table_id, None)
+        if self.deferred.pop(table_id, None) is not None:
+            log.info("table_load_resumed", table_id=table_id)
         metrics.TABLES_BROKEN.set(len(self.broken))
         if table.closed:
             return table  # its close completed in the rebuild (a resumed close): not kept in memory
@@ -275,6 +289,8 @@ class TableManager:
         await asyncio.gather(*(self._retire(table_id) for table_id in chosen))
         for table_id in [t for t in self.broken if select(t)]:
             del self.broken[table_id]
+        for table_id in [t for t in self.deferred if select(t)]:
+            del self.deferred[table_id]
         metrics.TABLES.set(len(self.tables))
         metrics.TABLES_BROKEN.set(len(self.broken))
 
@@ -408,6 +424,12 @@ class TableManager:
             # reached it yet): the log may hold what another instance wrote since.
             await self._retire(table_id)
         loaded = await self._load(table_id, config)
+        if loaded is None and table_id in self.deferred:
+            raise errors.Unavailable(
+                "TABLE_UNAVAILABLE",
+                f"{table_id} cannot be rebuilt while PostgreSQL or NATS is unavailable; retry in {RETRY_AFTER_MS} ms",
+                retry_after_ms=RETRY_AFTER_MS,
+            )
         if loaded is None:
             raise errors.Unavailable("TABLE_UNAVAILABLE", f"{table_id} could not be loaded; see the service log")
         metrics.TABLES.set(len(self.tables))
@@ -474,8 +496,9 @@ class TableManager:
     # --- background work ---------------------------------------------------------------
 
     async def _watchdog(self) -> None:
-        """Heartbeats and healing of every table (``Table.heal``), with a back-off per
-        table while its dependency is down: one failing table never stops the loop."""
+        """Heartbeats and healing of every table (``Table.heal``), and the rebuilds an
+        outage deferred, with a back-off per table while its dependency is down: one
+        failing table never stops the loop."""
         period = min(WATCHDOG_PERIOD_S, self.deps.heartbeat_timeout_s / 4)
         failures: dict[str, int] = {}
         retry_at: dict[str, float] = {}
@@ -500,6 +523,20 @@ class TableManager:
                     if failures.pop(table_id, 0):
                         log.info("table_healed", table_id=table_id)
                     retry_at.pop(table_id, None)
+            for table_id, config in list(self.deferred.items()):
+                if retry_at.get(table_id, 0.0) > now or table_id in self.tables or self._token(table_id) is None:
+                    continue
+                try:
+                    loaded = await self._load(table_id, config)
+                except errors.Unavailable:
+                    loaded = None  # the partition moved meanwhile: its drop forgets the table
+                if loaded is None:
+                    count = failures[table_id] = failures.get(table_id, 0) + 1
+                    retry_at[table_id] = now + min(WATCHDOG_BACKOFF_MAX_S, period * 2**count)
+                else:
+                    failures.pop(table_id, None)
+                    retry_at.pop(table_id, None)
+                    metrics.TABLES.set(len(self.tables))
 
     def kick_cashouts(self) -> None:
         self._cashout_wakeup.set()
@@ -641,3 +678,13 @@ class TableManager:
             self.kick_cashouts()
             await asyncio.sleep(0.05)
         return False
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` is a dependency's outage (PostgreSQL or NATS unreachable or slow to
+    answer), which passes, rather than a fault of the table's own data."""
+    return (
+        isinstance(exc, errors.Unavailable | TimeoutError)
+        or database_unavailable(exc) is not None
+        or nats_unavailable(exc) is not None
+    )

@@ -10,16 +10,21 @@ reason, and the table goes on from its last valid state.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import grpc
+import psycopg_pool
 import pytest
 
+from socai import errors
 from socai.events import codec
 from socai.events.model import ActionKind, BetAction, Event
 from socai.gen.table.v1 import table_pb2 as pb
 from socai_cli.embedded import free_port
+from tests.integration.infra.lease_support import wait_until
 from tests.integration.table.conftest import World, seat_players
 from tests.support.clients import bet
 from tests.support.services import build
@@ -34,14 +39,16 @@ async def publish_raw(w: World, table_id: str, hand_id: str, data: bytes) -> int
     return int(ack.seq)
 
 
-async def restarted_table_service(w: World) -> object:
+async def restarted_table_service(w: World, store: Callable[[Any], Any] | None = None) -> Any:
     """A second table service on the same database and stream that takes over the first
     one's tables: the first gives its leases up, the second acquires them and rebuilds every
-    table from the log."""
+    table from the log (through ``store``'s wrapper of its store, when given)."""
     await w.running.apps["table"].ownership.stop()
-    app = await build("table", replace(w.running.settings, table_addr=f"127.0.0.1:{free_port()}"))
-    await app.manager.start()  # type: ignore[attr-defined]
-    await app.ownership.start(wait_s=10)  # type: ignore[attr-defined]
+    app: Any = await build("table", replace(w.running.settings, table_addr=f"127.0.0.1:{free_port()}"))
+    if store is not None:
+        app.manager.deps = replace(app.manager.deps, store=store(app.manager.deps.store))
+    await app.manager.start()
+    await app.ownership.start(wait_s=10)
     return app
 
 
@@ -149,5 +156,43 @@ async def test_a_rotated_player_token_key_keeps_every_table_whole_while_the_old_
         again = await manager.get(table_id)  # both keys' events read back
         assert again.last_hand is not None and len(again.last_hand.events) == seq
         assert await manager.deps.store.quarantined(table_id) == []
+    finally:
+        await stop(app)
+
+
+class StoreAway:
+    """The table store, with PostgreSQL away for ``table_id``'s first ``times`` reads of its
+    closing row (what a rebuild reads first): ``PoolTimeout``, as a database restart gives."""
+
+    def __init__(self, store: Any, table_id: str, times: int) -> None:
+        self._store, self._table_id, self.times = store, table_id, times
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def closing_reason(self, table_id: str) -> str | None:
+        if table_id == self._table_id and self.times > 0:
+            self.times -= 1
+            raise psycopg_pool.PoolTimeout("couldn't get a connection after 5.00 sec")
+        return await self._store.closing_reason(table_id)
+
+
+async def test_a_table_whose_rebuild_meets_a_database_outage_is_rebuilt_once_it_is_back(world: World):
+    """An outage while a table is rebuilt (the partition taken during a database restart)
+    defers the table, never marks it broken (a broken table refuses every call until its
+    partition moves): a call meanwhile answers UNAVAILABLE with a retry delay, and the
+    watchdog rebuilds it when the database answers again."""
+    w = world
+    table_id, hand_id = await one_finished_hand(w)
+    app = await restarted_table_service(w, store=lambda store: StoreAway(store, table_id, times=3))
+    try:
+        manager = app.manager
+        assert table_id not in manager.broken and table_id in manager.deferred
+        with pytest.raises(errors.Unavailable) as raised:
+            await manager.get(table_id)
+        assert raised.value.code == "TABLE_UNAVAILABLE" and raised.value.details["retry_after_ms"]
+        await wait_until(lambda: table_id in manager.tables, "the deferred table rebuilt", deadline_s=20)
+        assert manager.deps.store.times == 0 and not manager.deferred and not manager.broken
+        assert await manager.tables[table_id].start_hand() != hand_id  # and it plays on
     finally:
         await stop(app)
