@@ -45,7 +45,7 @@ from {SCHEMA}.entries where journal_seq between %s and %s order by journal_seq, 
 
 
 def encode_page_token(after_seq: int, filters: str) -> str:
-    """The token of the page after ``after_seq`` of a call with ``filters`` (``queries.filters_of``
+    """The token of the page after ``after_seq`` of a call with ``filters`` (``socai.infra.paging.filters_of``
     of its period)."""
     return queries.encode_bound_token(filters, TOKEN_TAG, str(after_seq))
 

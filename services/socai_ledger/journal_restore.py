@@ -35,7 +35,6 @@ their next ``OpenAccount`` or posting) and holds taken after the backup.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from nats.js.errors import NotFoundError
 
 from socai import accounts as account_ids
 from socai import errors
+from socai.events.log import Direct, direct_page
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra.logging import get_logger
 from socai_ledger import domain, pg_wire
@@ -94,47 +94,10 @@ class CatchUp:
 # --- reading the stream ----------------------------------------------------------------------
 
 
-async def _direct_get(nc: NatsClient, stream: str, request: dict[str, Any]) -> list[tuple[int, Any]]:
-    """The messages one direct-get request returns, (stream seq, message) in order: a page of
-    ``request["batch"]`` messages, or the one message at ``request["seq"]`` ([] when none).
-
-    The replies are gathered by a callback and the page awaited once: awaiting each message
-    (``next_msg``) cost an event-loop round per message, a fifth of the catch-up's time."""
-    inbox = nc.new_inbox()
-    found: list[tuple[int, Any]] = []
-    done = asyncio.Event()
-    failure: list[str] = []
-
-    async def on_reply(msg: Any) -> None:
-        headers = msg.headers or {}
-        status = headers.get("Status")
-        if status in ("404", "204"):
-            done.set()
-        elif status:
-            failure.append(status)
-            done.set()
-        else:
-            found.append((int(headers["Nats-Sequence"]), msg))
-            if "batch" not in request:
-                done.set()
-
-    sub = await nc.subscribe(inbox, cb=on_reply)
-    try:
-        await nc.publish(f"$JS.API.DIRECT.GET.{stream}", json.dumps(request).encode(), reply=inbox)
-        await asyncio.wait_for(done.wait(), SCAN_TIMEOUT_S)
-    except (NatsError, TimeoutError) as exc:
-        raise errors.Unavailable("NATS_UNAVAILABLE", f"reading {stream}: {exc!r}") from exc
-    finally:
-        await sub.unsubscribe()
-    if failure:
-        raise errors.Unavailable("NATS_UNAVAILABLE", f"direct get on {stream}: status {failure[0]}")
-    return found
-
-
-def _posting(stream_seq: int, msg: Any) -> Posting:
-    headers = msg.headers or {}
+def _posting(msg: Direct) -> Posting:
+    headers, stream_seq = msg.headers, msg.stream_seq
     tx = pb.Transaction()
-    tx.ParseFromString(bytes(msg.data))
+    tx.ParseFromString(msg.data)
     journal_seq = int(headers.get(JOURNAL_SEQ_HEADER) or tx.journal_seq)
     errors.check(journal_seq == tx.journal_seq, f"stream message {stream_seq}: its journal_seq header and body agree")
     hashed = headers.get(REQUEST_HASH_HEADER)
@@ -142,8 +105,9 @@ def _posting(stream_seq: int, msg: Any) -> Posting:
 
 
 async def _journal_seq_at(nc: NatsClient, stream: str, stream_seq: int) -> int | None:
-    for _, msg in await _direct_get(nc, stream, {"seq": stream_seq}):
-        return int((msg.headers or {}).get(JOURNAL_SEQ_HEADER) or 0)
+    page, _ = await direct_page(nc, stream, {"seq": stream_seq}, SCAN_TIMEOUT_S)
+    for msg in page:
+        return int(msg.headers.get(JOURNAL_SEQ_HEADER) or 0)
     return None
 
 
@@ -192,12 +156,12 @@ async def read_postings(nc: NatsClient, stream: str, after_journal_seq: int) -> 
         return
     seq = await _first_after(nc, stream, first, last, after_journal_seq)
     while seq <= last:
-        page = await _direct_get(nc, stream, {"seq": seq, "batch": SCAN_BATCH})
+        page, _ = await direct_page(nc, stream, {"seq": seq, "batch": SCAN_BATCH}, SCAN_TIMEOUT_S)
         if not page:
             return
-        for stream_seq, msg in page:
-            yield _posting(stream_seq, msg)
-            seq = stream_seq + 1
+        for msg in page:
+            yield _posting(msg)
+            seq = msg.stream_seq + 1
 
 
 # --- appending --------------------------------------------------------------------------------

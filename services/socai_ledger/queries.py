@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import re
 from datetime import datetime
 from typing import Any, Final
@@ -224,14 +223,6 @@ def decode_token(token: str, parts: int) -> list[str]:
     if len(fields) != parts or not all(field.isprintable() for field in fields):
         raise _bad_token()
     return fields
-
-
-def filters_of(*filters: object) -> str:
-    """The short fingerprint of a list call's filters that its page tokens carry: a token
-    used with other filters than the call that issued it is refused (BAD_PAGE_TOKEN)
-    instead of paging silently through another list."""
-    text = "\x1f".join(str(f) for f in filters)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def encode_bound_token(filters: str, *parts: str) -> str:

@@ -50,6 +50,7 @@ from socai.audit.journal import JournalSigner
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.gen.ledger.v1 import ledger_pb2_grpc as pb_grpc
 from socai.infra.grpc_server import ANY_CALLER, AccessPolicy, current_caller
+from socai.infra.paging import filters_of
 from socai.money import INT64_MAX
 from socai_ledger import convert, domain, holds, journal_export, queries, verify
 from socai_ledger.batcher import WriteBatcher
@@ -133,7 +134,7 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
                 "BAD_ID_PREFIX", f"id_prefix: at most {ID_PREFIX_MAX_CHARS} printable characters"
             )
         limit = domain.check_page_size(request.page_size)
-        filters = queries.filters_of("accounts", request.kind, request.id_prefix)
+        filters = filters_of("accounts", request.kind, request.id_prefix)
         after = ""
         if request.page_token:
             after = queries.decode_bound_token(request.page_token, 1, filters)[0]
@@ -372,7 +373,7 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
         until = convert.from_timestamp(request.until, "until") if request.HasField("until") else None
         if since is not None and until is not None and until <= since:
             raise errors.InvalidArgument("BAD_PERIOD", "until must be after since")
-        filters = queries.filters_of("journal", since, until)
+        filters = filters_of("journal", since, until)
         after = journal_export.decode_page_token(request.page_token, filters)
         found, more = await journal_export.list_transactions(
             self.pool, after_seq=after, limit=limit, since=since, until=until
@@ -431,7 +432,7 @@ class LedgerServicer(pb_grpc.LedgerServiceServicer):
     async def ListHolds(self, request: pb.ListHoldsRequest, context: Any) -> pb.ListHoldsResponse:
         domain.check_account_id(request.account_id)
         limit = domain.check_page_size(request.page_size)
-        filters = queries.filters_of("holds", request.account_id, request.include_released)
+        filters = filters_of("holds", request.account_id, request.include_released)
         after = ""
         if request.page_token:
             after = queries.decode_bound_token(request.page_token, 1, filters)[0]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from nats.js import JetStreamContext
 from nats.js import api as js_api
 
 from socai import errors
+from socai.events.log import direct_get
 from socai.gen.events.v1 import events_pb2
 from socai.gen.ledger.v1 import ledger_pb2
 from socai.infra.logging import get_logger
@@ -42,8 +42,6 @@ from socai_settlement.store import NewDeadLetter
 
 log = get_logger("socai.settlement.outstanding")
 
-SCAN_BATCH: Final = 256  # messages per direct-get request (the server's page)
-SCAN_TIMEOUT_S: Final = 5.0
 UNCOUNT_S: Final = 5.0  # a bound on taking back an attempt's count when stopping
 MAX_DELIVERIES: Final = "MAX_DELIVERIES"  # the dead letter reason (``dead_letters`` re-exports it)
 Held = dict[int, tuple[Delivery, float]]  # HandEnded messages not acked yet, beaten while held
@@ -63,35 +61,13 @@ async def read_range(nc: NatsClient, stream: str, subjects: str, first_seq: int,
     Raises Unavailable("NATS_UNAVAILABLE") when the server does not answer.
     """
     seq = first_seq
-    while seq <= last_seq:
-        inbox = nc.new_inbox()
-        sub = await nc.subscribe(inbox)
-        try:
-            request = {"seq": seq, "next_by_subj": subjects, "batch": min(SCAN_BATCH, last_seq - seq + 1)}
-            await nc.publish(f"$JS.API.DIRECT.GET.{stream}", json.dumps(request).encode(), reply=inbox)
-            more = False
-            while True:
-                msg = await sub.next_msg(timeout=SCAN_TIMEOUT_S)
-                headers = msg.headers or {}
-                status = headers.get("Status")
-                if status == "404":
-                    return
-                if status == "204":  # end of this page
-                    more = headers.get("Nats-Num-Pending", "0") != "0"
-                    break
-                if status:
-                    raise errors.Unavailable("NATS_UNAVAILABLE", f"direct get from {seq}: status {status}")
-                stream_seq = int(headers["Nats-Sequence"])
-                if stream_seq > last_seq:
-                    return
-                yield Raw(stream_seq, headers.get("Nats-Subject", msg.subject), bytes(msg.data))
-                seq = stream_seq + 1
-        except (NatsError, TimeoutError) as exc:
-            raise errors.Unavailable("NATS_UNAVAILABLE", f"reading {stream} from {seq}: {exc!r}") from exc
-        finally:
-            await sub.unsubscribe()
-        if not more:
-            return
+    try:
+        async with contextlib.aclosing(direct_get(nc, stream, subjects, first_seq, last_seq)) as messages:
+            async for m in messages:
+                seq = m.stream_seq
+                yield Raw(m.stream_seq, m.subject, m.data)
+    except (NatsError, TimeoutError) as exc:
+        raise errors.Unavailable("NATS_UNAVAILABLE", f"reading {stream} from {seq}: {exc!r}") from exc
 
 
 def subject_tokens(subject: str) -> tuple[str, str]:

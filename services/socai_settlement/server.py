@@ -18,12 +18,13 @@ from socai.gen.settlement.v1 import settlement_pb2 as pb
 from socai.gen.settlement.v1 import settlement_pb2_grpc as pb_grpc
 from socai.infra.grpc_server import AccessPolicy
 from socai.infra.logging import get_logger
+from socai.infra.paging import filters_of
 from socai.settle.keys import settlement_key
 from socai.settle.replay import ReplayResult, replay
 from socai_settlement import convert
 from socai_settlement.sealed_replay import HandInput, Replayed, event_bytes, sealed_events
 from socai_settlement.settler import HandJob, Settler
-from socai_settlement.store import SettlementRecord, Store, decode_token, encode_token, filters_of, page_size
+from socai_settlement.store import SettlementRecord, Store, decode_token, encode_token, page_size
 
 log = get_logger("socai.settlement.server")
 

@@ -25,7 +25,6 @@ nothing).
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -152,11 +151,6 @@ def encode_token(stream_seq: int, hand_id: str, filters: str = "") -> str:
     ``filters`` (``filters_of``): another call's filters refuse it."""
     bound = f":{filters}" if filters else ""
     return base64.urlsafe_b64encode(f"{stream_seq}:{hand_id}{bound}".encode()).decode()
-
-
-def filters_of(*filters: object) -> str:
-    """A short fingerprint of a list call's filters, carried by its page tokens."""
-    return hashlib.sha256("\x1f".join(str(f) for f in filters).encode()).hexdigest()[:12]
 
 
 # A token holds a stream sequence (an int64) and a hand id (at most 64 characters): anything

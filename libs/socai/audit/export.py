@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from socai import errors
 from socai.events import codec, seal
-from socai.events.log import DIRECT_BATCH, READ_TIMEOUT_S, EventLog
+from socai.events.log import EventLog, direct_get
 from socai.events.model import TABLE_BODY_TYPES, Event
 from socai.gen.events.v1 import events_pb2
 
@@ -150,34 +151,10 @@ async def read_stream(
 
 
 async def _read_raw(event_log: EventLog, subj: str, seq: int = 1) -> AsyncIterator[RawEvent]:
-    nc = event_log.nc
-    while True:
-        inbox = nc.new_inbox()
-        sub = await nc.subscribe(inbox)
-        try:
-            request = {"seq": seq, "next_by_subj": subj, "batch": DIRECT_BATCH}
-            await nc.publish(f"$JS.API.DIRECT.GET.{event_log.stream}", json.dumps(request).encode(), reply=inbox)
-            more = False
-            while True:
-                msg = await sub.next_msg(timeout=READ_TIMEOUT_S)
-                headers = msg.headers or {}
-                status = headers.get("Status")
-                if status == "404":
-                    return
-                if status == "204":
-                    more = headers.get("Nats-Num-Pending", "0") != "0"
-                    break
-                if status:
-                    raise errors.Unavailable("NATS_UNAVAILABLE", f"direct get {subj}: status {status}")
-                stream_seq = int(headers["Nats-Sequence"])
-                subject = headers.get("Nats-Subject", "")
-                chain = tuple((k, headers[k]) for k in seal.CHAIN_HEADERS if k in headers)
-                yield _decode(stream_seq, subject, bytes(msg.data or b""), chain)
-                seq = stream_seq + 1
-        finally:
-            await sub.unsubscribe()
-        if not more:
-            return
+    async with contextlib.aclosing(direct_get(event_log.nc, event_log.stream, subj, seq)) as messages:
+        async for m in messages:
+            chain = tuple((k, m.headers[k]) for k in seal.CHAIN_HEADERS if k in m.headers)
+            yield _decode(m.stream_seq, m.subject, m.data, chain)
 
 
 def _decode(stream_seq: int, subject: str, data: bytes, chain: tuple[tuple[str, str], ...] = ()) -> RawEvent:

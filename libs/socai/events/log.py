@@ -35,13 +35,16 @@ against partitioned (4 tokens); the first append across it takes the guarded pat
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import heapq
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js import api as js_api
 from nats.js.errors import NotFoundError
@@ -324,33 +327,93 @@ class EventLog:
                     heapq.heappush(heads, (following.stream_seq, i, following))
 
     async def _read_stored(self, subj: str, from_seq: int) -> AsyncGenerator[RawStored, None]:
-        seq = from_seq
-        while True:
-            inbox = self.nc.new_inbox()
-            sub = await self.nc.subscribe(inbox)
-            try:
-                request = {"seq": seq, "next_by_subj": subj, "batch": DIRECT_BATCH}
-                await self.nc.publish(f"$JS.API.DIRECT.GET.{self.stream}", json.dumps(request).encode(), reply=inbox)
-                more = False
-                while True:
-                    msg = await sub.next_msg(timeout=READ_TIMEOUT_S)
-                    headers = msg.headers or {}
-                    status = headers.get("Status")
-                    if status == "404":
-                        return
-                    if status == "204":  # end of batch
-                        more = headers.get("Nats-Num-Pending", "0") != "0"
-                        break
-                    if status:
-                        raise errors.Unavailable("NATS_UNAVAILABLE", f"direct get {subj}: status {status}")
-                    stream_seq = int(headers["Nats-Sequence"])
-                    extra = {k: v for k, v in headers.items() if isinstance(k, str) and not k.startswith("Nats-")}
-                    yield RawStored(stream_seq, bytes(msg.data or b""), extra)
-                    seq = stream_seq + 1
-            finally:
-                await sub.unsubscribe()
-            if not more:
-                return
+        async with contextlib.aclosing(direct_get(self.nc, self.stream, subj, from_seq)) as messages:
+            async for m in messages:
+                extra = {k: v for k, v in m.headers.items() if isinstance(k, str) and not k.startswith("Nats-")}
+                yield RawStored(m.stream_seq, m.data, extra)
 
     async def read_hand(self, table_id: str, hand_id: str) -> list[Stored]:
         return [s async for s in self.read(self.subject_of(table_id, hand_id))]
+
+
+@dataclass(frozen=True, slots=True)
+class Direct:
+    """One message as the stream stores it: its sequence, subject, bytes and headers."""
+
+    stream_seq: int
+    subject: str
+    data: bytes
+    headers: Mapping[str, str]
+
+
+async def direct_page(
+    nc: NatsClient, stream: str, request: Mapping[str, object], timeout_s: float = READ_TIMEOUT_S
+) -> tuple[list[Direct], bool]:
+    """The messages one JetStream direct-get ``request`` returns, in stream order, and
+    whether more wait past them on its subjects: a page of ``request["batch"]``, or the one
+    message at ``request["seq"]`` ([] when none). Answered by any replica, with no consumer
+    on the server.
+
+    The replies are gathered by a callback and the page awaited once: awaiting each message
+    (``next_msg``) cost an event-loop round per message, a fifth of the ledger's catch-up.
+    Raises Unavailable("NATS_UNAVAILABLE") when the server answers an error or not at all."""
+    inbox = nc.new_inbox()
+    found: list[Direct] = []
+    done = asyncio.Event()
+    failure: list[str] = []
+    more = [False]
+
+    async def on_reply(msg: Msg) -> None:
+        headers = msg.headers or {}
+        status = headers.get("Status")
+        if status == "204":  # the end of a page
+            more[0] = headers.get("Nats-Num-Pending", "0") != "0"
+            done.set()
+        elif status == "404":  # nothing (more) there
+            done.set()
+        elif status:
+            failure.append(status)
+            done.set()
+        else:
+            found.append(Direct(int(headers["Nats-Sequence"]), headers.get("Nats-Subject", ""), msg.data, headers))
+            if "batch" not in request:
+                done.set()
+
+    sub = await nc.subscribe(inbox, cb=on_reply)
+    try:
+        await nc.publish(f"$JS.API.DIRECT.GET.{stream}", json.dumps(request).encode(), reply=inbox)
+        await asyncio.wait_for(done.wait(), timeout_s)
+    except (NatsError, TimeoutError) as exc:
+        raise errors.Unavailable("NATS_UNAVAILABLE", f"direct get on {stream}: {exc!r}") from exc
+    finally:
+        with contextlib.suppress(NatsError):
+            await sub.unsubscribe()
+    if failure:
+        raise errors.Unavailable("NATS_UNAVAILABLE", f"direct get on {stream}: status {failure[0]}")
+    return found, more[0]
+
+
+async def direct_get(
+    nc: NatsClient,
+    stream: str,
+    subjects: str,
+    first_seq: int = 1,
+    last_seq: int | None = None,
+    *,
+    timeout_s: float = READ_TIMEOUT_S,
+) -> AsyncGenerator[Direct, None]:
+    """The stream's messages on ``subjects`` from ``first_seq`` (up to ``last_seq``), in
+    stream order, as stored, by pages of ``DIRECT_BATCH`` (``direct_page``): the one reader
+    of ranges of the log (the table's rebuild, the auditor's export, settlement's scan of
+    what is outstanding). Raises Unavailable("NATS_UNAVAILABLE") as ``direct_page``."""
+    seq = first_seq
+    while last_seq is None or seq <= last_seq:
+        batch = DIRECT_BATCH if last_seq is None else min(DIRECT_BATCH, last_seq - seq + 1)
+        page, more = await direct_page(nc, stream, {"seq": seq, "next_by_subj": subjects, "batch": batch}, timeout_s)
+        for message in page:
+            if last_seq is not None and message.stream_seq > last_seq:
+                return
+            yield message
+            seq = message.stream_seq + 1
+        if not more or not page:
+            return
