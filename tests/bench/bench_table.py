@@ -8,8 +8,8 @@ engine's validation, the JetStream append and its acknowledgement, and whatever 
 follows the move. Reported: p99 (the fixed name), p50 and accepted actions per second, all
 from the same run.
 
-``table.hands_per_s_250_tables``: throughput under the soak's load. 250 tables of Hold'em,
-Xì Tố and Tài Xỉu played by the chaos suite's bots (``tests/chaos/bots.py``: they play until
+``table.hands_per_s_250_tables``: throughput under the soak's load. 250 tables of all eleven
+games played by the chaos suite's bots (``tests/chaos/bots.py``: they play until
 stopped and buy in again when broke; here they decide every move, and a turn waits 10 s)
 against the ledger, table and settlement services;
 after a warm-up, the hands the table service ended (its ``socai_table_hands_ended_total``)
@@ -36,6 +36,7 @@ from pathlib import Path
 
 from socai.infra.config import Settings
 from socai.infra.service import METRICS_OFFSET
+from socai.rules import registry
 from socai_cli.embedded import free_port, port_is_free
 from socai_cli.stack import Stack
 from socai_table.simulate import SimConfig, Simulator
@@ -46,7 +47,10 @@ from tests.chaos.stack import metric_sum, parse_metrics
 
 TABLES = 50
 THROUGHPUT_TABLES = 250
-THROUGHPUT_GAMES = ("holdem", "xito", "taixiu")
+# Every game, as issue 32 measures the table service: the long hands of Tiến Lên, Sâm Lốc
+# and Phỏm and the heavy moves of Mậu Binh weigh on hands per second and on the bots' own
+# CPU, which a choice of three quick games hid.
+GAMES = registry.available()
 WARMUP_S = 10.0  # every table seated and past its first hands before the window opens
 WINDOW_S = 30.0
 PROFILE_ENV = "SOCAI_BENCH_TABLE_PROFILE"
@@ -63,7 +67,7 @@ def act_latency(ctx: BenchContext) -> list[Result]:
         config = SimConfig(
             tables=tables,
             hands=hands,
-            games=("holdem", "xito", "taixiu"),
+            games=GAMES,
             timeout_rate=0.0,
             seed=1,
             between_hands_ms=10,
@@ -144,7 +148,7 @@ def hands_per_s(ctx: BenchContext) -> list[Result]:
         port = s.resolved_settings().metrics_port_base + METRICS_OFFSET["table"]
 
         async def measure() -> tuple[dict[str, float], float, float, float, dict[str, object]]:
-            bots = Bots(s.resolved_settings(), tables, THROUGHPUT_GAMES, seed=1)
+            bots = Bots(s.resolved_settings(), tables, GAMES, seed=1)
             bots.config = dataclasses.replace(bots.config, timeout_rate=0.0, turn_timeout_s=TURN_TIMEOUT_S)
             try:
                 await bots.open_tables()
@@ -176,7 +180,7 @@ def hands_per_s(ctx: BenchContext) -> list[Result]:
     hands = counted["socai_table_hands_ended_total"]
     params = {
         "tables": tables,
-        "games": list(THROUGHPUT_GAMES),
+        "games": list(GAMES),
         "window_s": round(elapsed_s, 1),
         "hands": int(hands),
         "actions": int(counted["socai_table_actions_total"]),

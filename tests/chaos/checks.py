@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -163,14 +164,26 @@ async def ledger_verdict(
     }
 
 
+# Runs its arguments as the one child of a small process, then prints that child's peak RSS
+# (RUSAGE_CHILDREN of a process with no other child is that child's).
+_MEASURED = (
+    "import resource, subprocess, sys; done = subprocess.run(sys.argv[1:]); "
+    "print('audit_max_rss_kib', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+    "sys.exit(done.returncode)"
+)
+
+
 def run_audit(stack: ProcessStack, out: Path, until: datetime | None = None) -> dict[str, object]:
-    """``socai audit --allow-open`` as its own process; its exit status and mismatches."""
+    """``socai audit --allow-open`` as its own process; its exit status, mismatches and peak
+    RSS (the audit holds what it verifies in memory: the report says what a log costs)."""
     env = stack.service_env("ledger")
     env.pop("SOCAI_DATABASE_URL", None)
-    cmd = [sys.executable, "-m", "socai_cli.main", "audit", "--allow-open", "--json", str(out)]
+    cmd = [sys.executable, "-c", _MEASURED, sys.executable, "-m", "socai_cli.main", "audit", "--allow-open"]
+    cmd += ["--json", str(out)]
     if until is not None:
         cmd += ["--until", until.isoformat()]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    peak = re.search(r"^audit_max_rss_kib (\d+)$", done.stderr, re.MULTILINE)
     mismatches: list[dict[str, object]] = []
     hands = 0
     try:
@@ -182,6 +195,7 @@ def run_audit(stack: ProcessStack, out: Path, until: datetime | None = None) -> 
     return {
         "exit_status": done.returncode,
         "hands_verified": hands,
+        "rss_peak_mb": round(int(peak.group(1)) / 1024) if peak else None,
         "mismatches": mismatches,
         "output_tail": (done.stdout + done.stderr)[-1500:] if done.returncode else "",
     }

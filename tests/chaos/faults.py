@@ -522,6 +522,7 @@ async def final_checks(ctx: Ctx) -> dict[str, Any]:
             "exit_status": audit["exit_status"],
             "hands_verified": audit["hands_verified"],
             "mismatches": len(audit["mismatches"]),
+            "rss_peak_mb": audit["rss_peak_mb"],
         },  # type: ignore[arg-type]
         "problems": problems,
         "ok": not problems,

@@ -894,7 +894,8 @@ def render(report: dict[str, Any]) -> str:
         f"hands ended {final.get('hands_ended')}, settled {final.get('hands_settled')}; trial balance "
         f"{ledger.get('trial_balance_gold')}; VerifyJournal {'clean' if ledger.get('verify_ok') else 'NOT clean'} "
         f"over {ledger.get('entries_checked')} entries; audit exit {final.get('audit', {}).get('exit_status')} "
-        f"over {final.get('audit', {}).get('hands_verified')} hands; wallets checked "
+        f"over {final.get('audit', {}).get('hands_verified')} hands "
+        f"(its RSS peak {final.get('audit', {}).get('rss_peak_mb')} MiB); wallets checked "
         f"{report.get('wallets', {}).get('players_checked')}",
         f"RSS peak (MiB): {', '.join(f'{k} {v:.0f}' for k, v in sorted(report.get('rss_peak_mb', {}).items()))}",
         "",

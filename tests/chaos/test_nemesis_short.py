@@ -91,5 +91,6 @@ async def test_a_seeded_round_of_every_fault_leaves_the_books_exact_and_every_ta
     final = report["final"]
     assert final["hands_settled"] >= final["hands_ended"] > 0
     assert final["audit"]["exit_status"] == 0 and final["audit"]["hands_verified"] > 0
+    assert final["audit"]["rss_peak_mb"] > 0  # the audit process measured, not a guess
     assert report["wallets"]["players_checked"] > 0
     shutil.rmtree(root / "stack", ignore_errors=True)  # keep the report, not the servers' data
