@@ -414,6 +414,9 @@ class OutboxRelay:
                     await asyncio.sleep(0)
         except BaseException:
             publisher.forget(futures)
+            for future in futures:
+                if future.done() and not future.cancelled():
+                    future.exception()  # read: the chunk is abandoned, its outcomes with it
             raise
         finally:
             for span, future in last_of.items():  # a batch's messages are consecutive
@@ -449,6 +452,12 @@ class OutboxRelay:
                 await asyncio.wait(futures, timeout=self._publish_timeout_s)
         finally:
             publisher.forget(futures)
+        # Every outcome is read, those after the first failure too: a refusal left unread is
+        # logged by asyncio as "Future exception was never retrieved" when it is collected
+        # (each message after a NATS restart's first 503 is refused alike).
+        for future in futures:
+            if future.done() and not future.cancelled():
+                future.exception()
         stored = 0
         for tx, future in zip(transactions, futures, strict=True):
             if future.cancelled():
