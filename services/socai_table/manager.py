@@ -208,6 +208,12 @@ class TableManager:
         """Rebuild one table (once per tenure, however many callers ask at the same time).
         Raises Unavailable("TABLE_NOT_HELD") when this instance does not hold it."""
         token = self.deps.fence(table_id)
+        existing = self.tables.get(table_id)
+        if existing is not None and self._tenures.get(table_id) == token:
+            # Loaded meanwhile (a caller that found no table before its awaits): never a
+            # second object of one tenure, whose rebuild would repair joins the live one is
+            # seating (a buy-in refunded while its player sat down on it).
+            return existing
         key = (table_id, token)
         pending = self._loading.get(key)
         if pending is None:

@@ -196,3 +196,53 @@ async def test_a_table_whose_rebuild_meets_a_database_outage_is_rebuilt_once_it_
         assert await manager.tables[table_id].start_hand() != hand_id  # and it plays on
     finally:
         await stop(app)
+
+
+class ConfigGate:
+    """The table store, whose read of ``table_id``'s config waits at ``gate`` once armed:
+    the window in which a caller has found no table and has not loaded it yet."""
+
+    def __init__(self, store: Any, table_id: str) -> None:
+        self._store, self._table_id = store, table_id
+        self.armed, self.entered, self.gate = False, asyncio.Event(), asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def config_of(self, table_id: str) -> Any:
+        if table_id == self._table_id and self.armed:
+            self.entered.set()
+            await self.gate.wait()
+        return await self._store.config_of(table_id)
+
+
+async def test_a_caller_that_found_no_table_gets_the_one_loaded_meanwhile_not_a_second(world: World):
+    """A call that finds no table, then waits on the store while the table is loaded, must
+    be given the loaded object: a second object's rebuild repairs the joins the first is
+    seating (a nemesis run's buy-in was refunded while its player sat down on it, and the
+    ledger refused the player's next hands for want of the gold)."""
+    w = world
+    table_id, _ = await one_finished_hand(w)
+    app = await restarted_table_service(w, store=lambda store: ConfigGate(store, table_id))
+    try:
+        manager = app.manager
+        config = manager.tables[table_id].config
+        await manager._retire(table_id)  # as if not loaded yet
+        built: list[object] = []
+        new_table = manager._new_table
+
+        def counted(*args: Any) -> Any:
+            built.append(new_table(*args))
+            return built[-1]
+
+        manager._new_table = counted
+        store = manager.deps.store
+        store.armed = True
+        caller = asyncio.create_task(manager.get(table_id))
+        await asyncio.wait_for(store.entered.wait(), 10)
+        loaded = await manager._load(table_id, config)  # the partition's load, meanwhile
+        store.gate.set()
+        assert await caller is loaded and manager.tables[table_id] is loaded
+        assert built == [loaded]  # one object of the tenure, rebuilt once
+    finally:
+        await stop(app)
