@@ -145,7 +145,7 @@ def action_to_proto(body: Any, pass_field: str = "pass") -> pb.PlayerAction:
     ``candidate_actions``, ``pass_turn`` in the views' legal moves)."""
     msg = pb.PlayerAction()
     name = _ACTION_OF_BODY[type(body).__name__]
-    getattr(msg, pass_field if name == "pass" else name).CopyFrom(codec.body_to_proto(body))
+    codec.body_into(getattr(msg, pass_field if name == "pass" else name), body)
     return msg
 
 
