@@ -292,6 +292,9 @@ class Seat:
         self.player_token = player_token
         self.seat = seat
         self.streams_opened = 0
+        # The log position of the player's latest accepted action: a view before it was
+        # built before that action counted, so its decision is answered already.
+        self.acted_log_seq = 0
 
     def __repr__(self) -> str:
         return f"Seat({self.table_id}, {self.player_id}, seat {self.seat})"
@@ -350,10 +353,19 @@ class Seat:
 
     def turn_of(self, update: Update) -> Turn | None:
         """The player's turn in ``update``, or None: its view is the last of a change
-        (``more_follows`` false), names the player's seat in ``to_act`` and has legal moves.
-        For a client that reads ``updates`` itself (to count hands, say)."""
+        (``more_follows`` false), names the player's seat in ``to_act``, has legal moves and
+        is not older than the player's latest accepted action (``acted_log_seq``). For a
+        client that reads ``updates`` itself (to count hands, say).
+
+        The last check matters where players decide at once (Mậu Binh's arrangements, Ba
+        Cây's and Tài Xỉu's bets): while the player's action was on its way, the others'
+        actions kept coming, each with a view that still waits for the player. Those views
+        were built before the action counted; acting on them again is refused
+        (``ALREADY_ACTED``, or ``STALE_HAND`` once the hand is over)."""
         view = update.view
         if view.more_follows or view.viewer_seat < 0 or view.viewer_seat not in view.to_act or not view.legal_moves:
+            return None
+        if view.log_seq < self.acted_log_seq:
             return None
         self.seat = view.viewer_seat
         return Turn(self, view)
@@ -388,6 +400,7 @@ class Seat:
             player_token=self.player_token,
         )
         reply: pb.ActResponse = await self.client.call("Act", request)
+        self.acted_log_seq = max(self.acted_log_seq, int(reply.log_seq))
         return reply
 
     async def validate(self, action: pb.PlayerAction, *, hand_id: str) -> pb.ValidateActionResponse:

@@ -213,6 +213,47 @@ async def test_a_lost_answer_to_a_hands_last_move_is_retried_and_returns_its_fir
         assert stale.value.reason in ("STALE_HAND", "NO_HAND_IN_PLAY")
 
 
+async def test_views_built_before_a_player_s_accepted_action_offer_no_turn_again(world: World):
+    """Mậu Binh's players arrange at once. Two arrange while the third's arrangement is on
+    its way: the third's stream still holds the views of their arrangements, each waiting
+    for the third player. Once its own arrangement is accepted, ``turn_of`` offers none of
+    them (acting on them is refused: ALREADY_ACTED, or STALE_HAND once the hand is over,
+    which was half of the bots' Act calls in the table benchmark); the next hand's deal is
+    a turn again."""
+    w = world
+    async with client_of(w) as tables:
+        _, seats = await seat_players(w, tables, "maubinh", 3, options=SLOW_ARRANGING)
+        streams = [seat.updates() for seat in seats]
+
+        async def next_turn(i: int) -> Any:
+            async for update in streams[i]:
+                turn = seats[i].turn_of(update)
+                if turn is not None:
+                    return turn
+            raise AssertionError("the stream ended")
+
+        turns = [await asyncio.wait_for(next_turn(i), WAIT_S) for i in range(3)]
+        rng = random.Random(5)
+        for turn in turns[:2]:
+            await turn.act(random_action(turn, rng))
+        third, mine = seats[2], await turns[2].act(random_action(turns[2], rng))
+        assert third.acted_log_seq == mine.log_seq
+
+        waiting_for_it = 0  # views the stream carried after the deal that still wait for it
+        async for update in streams[2]:
+            view = update.view
+            if view.log_seq >= mine.log_seq:
+                break
+            if not view.more_follows and view.viewer_seat in view.to_act and view.legal_moves:
+                waiting_for_it += 1
+                assert third.turn_of(update) is None
+        assert waiting_for_it == 2
+        following = await asyncio.wait_for(next_turn(2), WAIT_S)  # the next hand's deal
+        assert following.hand_id != turns[2].hand_id and following.log_seq > mine.log_seq
+        for stream in streams:
+            await stream.aclose()
+
+
 # --- a hand that is over ------------------------------------------------------------------
 
 
