@@ -152,7 +152,7 @@ class TableState:
         wanted = self.config.auto_start_players
         if wanted <= 0 or self.closing or self.in_play is not None:
             return False
-        return len(self.participants()) >= max(wanted, int(self.module.SPEC.players_min))
+        return len(self.participants()) >= max(wanted, kit.players_min(self.module, self.config.options))
 
 
 def initial(table_id: str, config: TableConfig, *, closing_rule: bool = False) -> TableState:
@@ -947,11 +947,12 @@ def _decide_start_hand(state: TableState, _command: object = None) -> Decision:
         return refuse(errors.PreconditionFailed("HAND_IN_PLAY", f"{hand.hand_id} is still in play"))
     spec = state.module.SPEC
     participants = state.participants()
-    if len(participants) < spec.players_min:
+    fewest = kit.players_min(state.module, state.config.options)
+    if len(participants) < fewest:
         return refuse(
             errors.PreconditionFailed(
                 "NOT_ENOUGH_PLAYERS",
-                f"{spec.name} needs {spec.players_min} players with chips, {len(participants)} seated",
+                f"{spec.name} needs {fewest} players with chips, {len(participants)} seated",
             )
         )
     number = state.hands_played + 1

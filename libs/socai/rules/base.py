@@ -24,6 +24,7 @@ and may define these hooks (the kit's defaults apply otherwise):
                      stacks=None) -> int     # default ``next_hand_dealer`` below
     visible(body, viewer_seat, state) -> Body | None   # default ``visible`` below
     can_play(stack_gold, stake_gold, options) -> bool   # default: any chips at all
+    players_min_with(options) -> int         # the fewest players dealt in; default SPEC.players_min
     default_fee_bps(options) -> int          # default: SPEC.default_fee_bps
     house_exposure_gold(state) -> int        # what house:bank may lose; default 0 (``house_exposure``)
     held(state, seat) -> cards               # what the seat holds now; default none (``held_cards``)
@@ -1033,6 +1034,18 @@ def house_exposure(module: Any, state: object) -> int:
     return int(exposure)
 
 
+def players_min(module: Any, options: Mapping[str, str]) -> int:
+    """The fewest players a hand with ``options`` (a table's, as strings) is dealt to: the
+    module's ``players_min_with(options)`` hook (Tài Xỉu between players: the banker and a
+    bettor), else ``SPEC.players_min``. The table starts no hand with fewer; the game's
+    ``initial_state`` refuses one (BAD_SEAT_COUNT)."""
+    hook = getattr(module, "players_min_with", None)
+    if hook is None:
+        return int(module.SPEC.players_min)
+    parsed = parse_options(module.Options, {**version_defaults(module)[rules_version(module)], **options})
+    return int(hook(parsed))
+
+
 def participants(module: Any, stacks: Mapping[int, int], stake_gold: int, options: Mapping[str, str]) -> list[int]:
     """The seats (sorted) whose stacks let them play the next hand (``can_play``)."""
     return sorted(seat for seat, stack in stacks.items() if can_play(module, stack, stake_gold, options))
@@ -1547,6 +1560,7 @@ __all__ = [
     "pay_obligations",
     "per_state",
     "played_rules_version",
+    "players_min",
     "refusal",
     "refusal_rule",
     "resolve_options",

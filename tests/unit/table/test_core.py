@@ -289,6 +289,34 @@ def test_the_automatic_start_waits_for_its_players_and_never_starts_at_a_closing
     assert core.decide(core.evolve(state, core.CloseBegun("x")), core.MaybeAutostart()) == core.Decision()
 
 
+@pytest.mark.parametrize(("mode", "fewest"), [("system", 1), ("p2p", 2)])
+def test_a_game_whose_fewest_players_depend_on_its_options_starts_no_hand_with_fewer(mode: str, fewest: int):
+    """Tài Xỉu against the system is played by one bettor, between players by the banker
+    and a bettor: a p2p table with one player neither starts by itself nor on request (its
+    rules would refuse the HandStarted, BAD_SEAT_COUNT: a failed start and a warning each
+    time the bots' tables were left with one player)."""
+    config = TableConfig(
+        game="taixiu",
+        stake_gold=10,
+        fee_bps=0,
+        seats_max=4,
+        buy_in_min_gold=100,
+        buy_in_max_gold=1_000,
+        auto_start_players=1,
+        options={"mode": mode},
+    ).normalized()
+    state = seated(core.initial(TABLE, config), 0, "p0", 500, 10)
+    alone = core.decide(state, core.StartHand())
+    if fewest == 1:
+        assert core.decide(state, core.MaybeAutostart()).effects == (core.ScheduleAutostart(1.0),)
+        assert alone.effects[0] == core.PlayHand(f"{TABLE}-h1", 1, (0,), -1)
+        return
+    assert core.decide(state, core.MaybeAutostart()) == core.Decision()
+    assert code_of(alone) == "NOT_ENOUGH_PLAYERS" and not alone.effects
+    two = seated(state, 1, "p1", 500, 11)
+    assert core.decide(two, core.MaybeAutostart()).effects == (core.ScheduleAutostart(1.0),)
+
+
 def test_after_a_hand_the_stand_ups_come_first_then_the_close_or_the_next_hand():
     state = table_of(500, 500)
     assert core.decide(state, core.AfterHand()).effects == (

@@ -444,6 +444,11 @@ def validate_selection(kind: object, selection: object) -> tuple[int, ...]:
 # --- the contract -----------------------------------------------------------------------
 
 
+def players_min_with(options: Options) -> int:
+    """Against the system one bettor plays; between players the banker and a bettor."""
+    return SPEC.players_min + 1 if options.mode == P2P else SPEC.players_min
+
+
 def initial_state(hand_started: HandStarted) -> State:
     """The round's state before any bet.
 
@@ -461,7 +466,7 @@ def initial_state(hand_started: HandStarted) -> State:
     validate_start(
         SPEC,
         hs,
-        players_min=SPEC.players_min + 1 if p2p else SPEC.players_min,  # p2p: the banker and a bettor
+        players_min=players_min_with(options),
         stake_min_gold=0,
         stack_min_gold=0,
         dealer_seated=True if p2p else None,
