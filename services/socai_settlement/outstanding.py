@@ -58,16 +58,11 @@ async def read_range(nc: NatsClient, stream: str, subjects: str, first_seq: int,
     """The stream's messages on ``subjects`` with ``first_seq <= seq <= last_seq``, in order,
     as stored (bytes, not decoded: a message that is not an Event is the caller's to judge).
 
-    Raises Unavailable("NATS_UNAVAILABLE") when the server does not answer.
+    Raises Unavailable("NATS_UNAVAILABLE") when the server does not answer (``direct_get``).
     """
-    seq = first_seq
-    try:
-        async with contextlib.aclosing(direct_get(nc, stream, subjects, first_seq, last_seq)) as messages:
-            async for m in messages:
-                seq = m.stream_seq
-                yield Raw(m.stream_seq, m.subject, m.data)
-    except (NatsError, TimeoutError) as exc:
-        raise errors.Unavailable("NATS_UNAVAILABLE", f"reading {stream} from {seq}: {exc!r}") from exc
+    async with contextlib.aclosing(direct_get(nc, stream, subjects, first_seq, last_seq)) as messages:
+        async for m in messages:
+            yield Raw(m.stream_seq, m.subject, m.data)
 
 
 def subject_tokens(subject: str) -> tuple[str, str]:

@@ -56,3 +56,18 @@ async def test_a_second_writer_of_the_same_hand_is_refused(log: EventLog):
         await log.append(other, s1)
     stored = await log.read_hand("t1", "h4")
     assert [type(s.event.body) for s in stored] == [Passed, Passed]
+
+
+async def test_reading_a_range_on_a_closed_connection_is_unavailable_not_a_client_error(nats_url: str):
+    """The one reader of log ranges (``direct_get``: a table's rebuild, the auditor's
+    export, settlement's outstanding scan) answers a connection that is gone as every other
+    NATS outage: Unavailable NATS_UNAVAILABLE, which its callers retry or report."""
+    from socai.events.log import direct_get
+    from socai.infra.nats import connect
+
+    nc = await connect(nats_url, name="socai-test-closed")
+    await nc.close()
+    with pytest.raises(errors.Unavailable) as caught:
+        async for _ in direct_get(nc, "ANY", "socai.events.>"):
+            pass
+    assert caught.value.code == "NATS_UNAVAILABLE"

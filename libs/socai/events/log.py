@@ -379,15 +379,17 @@ async def direct_page(
             if "batch" not in request:
                 done.set()
 
-    sub = await nc.subscribe(inbox, cb=on_reply)
+    sub = None
     try:
+        sub = await nc.subscribe(inbox, cb=on_reply)  # refused too on a connection that is closed
         await nc.publish(f"$JS.API.DIRECT.GET.{stream}", json.dumps(request).encode(), reply=inbox)
         await asyncio.wait_for(done.wait(), timeout_s)
     except (NatsError, TimeoutError) as exc:
         raise errors.Unavailable("NATS_UNAVAILABLE", f"direct get on {stream}: {exc!r}") from exc
     finally:
-        with contextlib.suppress(NatsError):
-            await sub.unsubscribe()
+        if sub is not None:
+            with contextlib.suppress(NatsError):
+                await sub.unsubscribe()
     if failure:
         raise errors.Unavailable("NATS_UNAVAILABLE", f"direct get on {stream}: status {failure[0]}")
     return found, more[0]
