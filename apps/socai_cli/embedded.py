@@ -118,6 +118,11 @@ def _reap_stale(pid_file: Path, marker: str) -> None:
     pid_file.unlink(missing_ok=True)
 
 
+SYNC_ALWAYS = """  # fsync every message before acknowledging it (see socai.infra.nats: durability)
+  sync_interval: always
+"""
+
+
 @dataclass
 class EmbeddedNats:
     """nats-server with JetStream, store under ``root``, and the users of deploy/.
@@ -133,6 +138,9 @@ class EmbeddedNats:
     port: int = 4222
     layouts: tuple[Layout, ...] = (Layout(),)
     test_harness: bool = False
+    # False only to load a benchmark's backlog (``tests/bench``): every deployment and test
+    # fsyncs each message before it is acknowledged (socai.infra.nats: durability).
+    fsync_every_message: bool = True
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     credentials: Credentials | None = field(default=None, repr=False)
 
@@ -177,9 +185,7 @@ logfile_max_num: 5
 max_payload: 1MB
 jetstream {{
   store_dir: "{self.root / "jetstream"}"
-  # fsync every message before acknowledging it (see socai.infra.nats: durability)
-  sync_interval: always
-  max_file_store: 10GB
+{SYNC_ALWAYS if self.fsync_every_message else ""}  max_file_store: 10GB
   max_memory_store: 256MB
 }}
 # The users and permissions of deploy/ (socai.infra.nats_auth), with this run's passwords.

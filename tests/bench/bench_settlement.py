@@ -239,18 +239,14 @@ class BenchEnv:
         assert self.nats is not None
         self.nats.start()
 
-    def start_nats_for_loading(self) -> subprocess.Popen[bytes]:
-        """nats-server on the same store without fsync per message (loading only)."""
+    def start_nats_for_loading(self) -> EmbeddedNats:
+        """nats-server on the same store, with the same account and users, without an fsync
+        per message (loading only): a server without the account would store the streams
+        where the real one, which runs them under account SOCAI, never looks."""
         assert self.nats is not None
-        root = self.nats.root.resolve()
-        root.mkdir(parents=True, exist_ok=True)
-        conf = root / "load.conf"
-        conf.write_text(
-            f'listen: 127.0.0.1:{self.nats.port}\nmax_payload: 1MB\njetstream {{ store_dir: "{root / "jetstream"}" }}\n'
-        )
-        proc = subprocess.Popen([str(EmbeddedNats.binary()), "-c", str(conf)], stdout=subprocess.DEVNULL)
-        time.sleep(0.5)
-        return proc
+        loader = dataclasses.replace(self.nats, fsync_every_message=False, proc=None)
+        loader.start()
+        return loader
 
     async def start_service(self, name: str, **env: str) -> None:
         full = {**os.environ, **self.settings.as_env(), "SOCAI_LOG_FORMAT": "json", **env}
@@ -326,7 +322,7 @@ async def hand_latencies_ms(settings: Settings) -> list[float]:
     """For every hand in the stream: its ledger transaction's ``created_at`` minus its
     HandEnded ``occurred_at``, in ms (hands that move no gold are skipped). The table
     stamps ``occurred_at`` when it publishes, and both clocks are this machine's."""
-    nc = await connect(settings.nats_url or "", name="bench-latency")
+    nc = await connect(settings.nats_url_for("auditor"), name="bench-latency")
     log = EventLog(nc, settings.events_stream, settings.events_prefix)
     ended: dict[str, datetime] = {}
     try:
@@ -392,8 +388,7 @@ async def _backlogged(
         try:
             await _load(env, sim, signer)
         finally:
-            loader.send_signal(signal.SIGTERM)
-            loader.wait(30)
+            loader.stop()
         env.start_nats()
         await env.start_service("ledger")
         ch, ledger = env.ledger("cashier")
