@@ -46,15 +46,16 @@ AT = datetime(2026, 1, 1, tzinfo=UTC)
 SEED_HEX = "00" * 32
 
 
-def holdem(seats_max: int = 4, auto_start_players: int = 0) -> TableConfig:
+def holdem(seats_max: int = 4, auto_start_players: int = 0, game: str = "holdem", **options: str) -> TableConfig:
     return TableConfig(
-        game="holdem",
+        game=game,
         stake_gold=10,
         fee_bps=0,
         seats_max=seats_max,
         buy_in_min_gold=100,
         buy_in_max_gold=1_000,
         auto_start_players=auto_start_players,
+        options=options,
     ).normalized()
 
 
@@ -295,16 +296,7 @@ def test_a_game_whose_fewest_players_depend_on_its_options_starts_no_hand_with_f
     and a bettor: a p2p table with one player neither starts by itself nor on request (its
     rules would refuse the HandStarted, BAD_SEAT_COUNT: a failed start and a warning each
     time the bots' tables were left with one player)."""
-    config = TableConfig(
-        game="taixiu",
-        stake_gold=10,
-        fee_bps=0,
-        seats_max=4,
-        buy_in_min_gold=100,
-        buy_in_max_gold=1_000,
-        auto_start_players=1,
-        options={"mode": mode},
-    ).normalized()
+    config = holdem(auto_start_players=1, game="taixiu", mode=mode)  # the same table, Tài Xỉu
     state = seated(core.initial(TABLE, config), 0, "p0", 500, 10)
     alone = core.decide(state, core.StartHand())
     if fewest == 1:
