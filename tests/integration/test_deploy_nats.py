@@ -121,29 +121,27 @@ class Server:
     passwords: Mapping[str, str]
 
 
+PORT_TRIES = 3  # a free port can be taken by a parallel test before nats-server binds it
+
+
 @contextmanager
 def deployed_server(variant: str, root: Path) -> Iterator[Server]:
     """deploy/'s configuration ``variant`` (compose, helm) on a real nats-server."""
-    port, http_port = _free_port(), _free_port()
     render = compose_conf if variant == "compose" else helm_conf
     conf = root / "nats.conf"
-    conf.write_text(render(port, http_port, root / "jetstream"))
     env = {**os.environ, **ENV}
     binary = str(EmbeddedNats.binary())
-    check = subprocess.run([binary, "-t", "-c", str(conf)], env=env, capture_output=True, text=True, timeout=30)
-    assert check.returncode == 0, check.stdout + check.stderr
-    log = (root / "nats.log").open("wb")
-    proc = subprocess.Popen([binary, "-c", str(conf)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    for attempt in range(PORT_TRIES):
+        port, http_port = _free_port(), _free_port()
+        conf.write_text(render(port, http_port, root / "jetstream"))
+        check = subprocess.run([binary, "-t", "-c", str(conf)], env=env, capture_output=True, text=True, timeout=30)
+        assert check.returncode == 0, check.stdout + check.stderr
+        log = (root / "nats.log").open("wb")
+        proc = subprocess.Popen([binary, "-c", str(conf)], env=env, stdout=log, stderr=subprocess.STDOUT)
+        if _serving(proc, port, root / "nats.log", last=attempt == PORT_TRIES - 1):
+            break
+        log.close()
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            assert proc.poll() is None, (root / "nats.log").read_text()
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "nats-server did not start"
-                time.sleep(0.05)
         yield Server(variant, f"nats://127.0.0.1:{port}", f"http://127.0.0.1:{http_port}", PASSWORDS)
     finally:
         proc.terminate()
@@ -153,6 +151,23 @@ def deployed_server(variant: str, root: Path) -> Iterator[Server]:
             proc.kill()
             proc.wait(5)
         log.close()
+
+
+def _serving(proc: subprocess.Popen[bytes], port: int, log: Path, *, last: bool) -> bool:
+    """Whether ``proc`` came up on ``port``; False when it exited because a port it was
+    given was taken meanwhile (and ``last`` is False: the caller tries other ports). Its
+    own log says it is ready: a connection alone could reach whoever took the port."""
+    deadline = time.monotonic() + 15
+    while True:
+        text = log.read_text()
+        if proc.poll() is not None:
+            assert not last and "address already in use" in text, text
+            return False
+        if "Server is ready" in text:
+            with socket.create_connection(("127.0.0.1", port), timeout=2):
+                return True
+        assert time.monotonic() < deadline, "nats-server did not start"
+        time.sleep(0.05)
 
 
 @contextmanager
