@@ -310,12 +310,6 @@ def _compile_decoder(cls: type) -> Callable[[Any], Any]:
     return decode
 
 
-def body_to_proto(body: Any) -> Message:
-    """The protobuf message of a domain body."""
-    msg_cls = getattr(events_pb2, type(body).__name__)
-    return _fill(msg_cls(), body)
-
-
 def body_into(target: Message, body: Any) -> Message:
     """``body`` written into ``target``, an empty message of its type held by a parent
     (a oneof member): marked present even when every field is at its default."""

@@ -943,8 +943,13 @@ def resolve_options(defaults_by_version: Mapping[int, Mapping[str, str]], starte
 def full_options(module: Any, raw: Mapping[str, str]) -> dict[str, str]:
     """What the table writes into HandStarted.options: every option of the game after
     defaults (the current rules version's), validated. Raises RuleViolation("BAD_OPTION")."""
-    merged = {**version_defaults(module)[rules_version(module)], **raw}
-    return options_to_strings(parse_options(module.Options, merged))
+    return options_to_strings(table_options(module, raw))
+
+
+def table_options(module: Any, raw: Mapping[str, str]) -> Any:
+    """A table's ``raw`` options (strings) over the current rules version's defaults,
+    parsed into the game's ``Options``. Raises RuleViolation("BAD_OPTION")."""
+    return parse_options(module.Options, {**version_defaults(module)[rules_version(module)], **raw})
 
 
 def default_fee_bps(module: Any, options: Mapping[str, str]) -> int:
@@ -953,7 +958,7 @@ def default_fee_bps(module: Any, options: Mapping[str, str]) -> int:
     operator's explicit 0 means no fee and is never replaced by this."""
     hook = getattr(module, "default_fee_bps", None)
     if callable(hook):
-        value = hook(parse_options(module.Options, {**version_defaults(module)[rules_version(module)], **options}))
+        value = hook(table_options(module, options))
         check(type(value) is int and 0 <= value <= TABLE_FEE_BPS_MAX, f"default fee {value!r}")
         return int(value)
     return int(module.SPEC.default_fee_bps)
@@ -1017,7 +1022,7 @@ def can_play(module: Any, stack_gold: int, stake_gold: int, options: Mapping[str
     hook = getattr(module, "can_play", None)
     if hook is None:
         return stack_gold > 0
-    parsed = parse_options(module.Options, {**version_defaults(module)[rules_version(module)], **options})
+    parsed = table_options(module, options)
     return bool(hook(stack_gold, stake_gold, parsed))
 
 
@@ -1042,7 +1047,7 @@ def players_min(module: Any, options: Mapping[str, str]) -> int:
     hook = getattr(module, "players_min_with", None)
     if hook is None:
         return int(module.SPEC.players_min)
-    parsed = parse_options(module.Options, {**version_defaults(module)[rules_version(module)], **options})
+    parsed = table_options(module, options)
     return int(hook(parsed))
 
 
