@@ -155,7 +155,10 @@ async def test_a_backend_on_the_client_plays_every_game_leaves_and_reconciles_to
             raise AssertionError(f"not done after {PLAY_S} s: {stuck}") from None
         assert tables.calls["GetTableState"] == len(games)  # one look per table, before play
         for played in results:
-            assert len(played.hands) == HANDS and played.turns > 0, (played.game, played.hands)
+            # A player leaves after the hand in play when its leave arrives: a stream that lags
+            # (it shows the last hand's start once that hand is over) may ask during a next
+            # hand, and plays it out; every hand counts in the money below.
+            assert len(played.hands) >= HANDS and played.turns > 0, (played.game, played.hands)
             nets: dict[str, int] = dict.fromkeys(played.buy_ins, 0)
             for hand_id in sorted(played.hands):
                 hand = await tables.hand(played.table_id, hand_id)
