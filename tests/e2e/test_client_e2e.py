@@ -12,20 +12,22 @@ and its escrow at 0.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
-from socai import accounts
+from socai import accounts, fairness
 from socai.client import LEAVE_AFTER_HAND, LEAVE_NOW, Seat, TableClient, TableError
 from socai.client.bots import random_action
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.nats import StreamSpec
 from socai.rules import registry
 from socai_table.simulate import options_for, players_for, players_min_for
-from tests.support.e2e import GameStack, game_stack
+from tests.support.e2e import GameStack, game_stack, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -155,20 +157,76 @@ async def test_a_backend_on_the_client_plays_every_game_leaves_and_reconciles_to
             raise AssertionError(f"not done after {PLAY_S} s: {stuck}") from None
         assert tables.calls["GetTableState"] == len(games)  # one look per table, before play
         for played in results:
-            # A player leaves after the hand in play when its leave arrives: a stream that lags
-            # (it shows the last hand's start once that hand is over) may ask during a next
-            # hand, and plays it out; every hand counts in the money below.
-            assert len(played.hands) >= HANDS and played.turns > 0, (played.game, played.hands)
-            nets: dict[str, int] = dict.fromkeys(played.buy_ins, 0)
-            for hand_id in sorted(played.hands):
-                hand = await tables.hand(played.table_id, hand_id)
-                assert hand.ended, (played.game, hand_id)
-                for seat in hand.settlement.seats:
-                    nets[seat.player_id] += seat.net_gold
-            for player_id, buy_in in played.buy_ins.items():
-                cash_out = played.cash_outs[player_id]
-                assert cash_out.amount_gold == buy_in + nets[player_id], (played.game, player_id)
-                assert (
-                    await stack.backend.balance(accounts.player(player_id)) == DEPOSIT - buy_in + cash_out.amount_gold
-                )
-                assert await stack.backend.balance(accounts.escrow(played.table_id, player_id)) == 0
+            await reconcile(stack, tables, played)
+
+
+async def reconcile(stack: GameStack, tables: TableClient, played: Played) -> None:
+    """Each player's cash-out is its buy-in plus its nets in every hand of the table, its
+    wallet its deposit less the buy-in plus the cash-out, its escrow 0.
+
+    Every hand, not only those the players' streams saw start: the table starts its first
+    hand once ``auto_start_players`` are seated, and a hand that ends at the deal (Sâm Lốc's
+    thắng trắng, 20 lá from each other player) can be over before the streams open, whose
+    first messages are the hand in play (or else the last one) only. The table's hands are
+    ``{table_id}-h1`` … ``-h{hands_played}`` (``Table.hands_played``). And the streams may
+    see more than HANDS: a player leaves after the hand in play when its leave arrives, and
+    one whose stream lags (it shows the last hand's start once that hand is over) asks
+    during a next hand and plays it out."""
+    assert len(played.hands) >= HANDS and played.turns > 0, (played.game, played.hands)
+    table = await tables.table(played.table_id)
+    every_hand = {f"{played.table_id}-h{n}" for n in range(1, table.hands_played + 1)}
+    assert played.hands <= every_hand, (played.game, played.hands, table.hands_played)
+    nets: dict[str, int] = dict.fromkeys(played.buy_ins, 0)
+    for hand_id in sorted(every_hand):
+        hand = await tables.hand(played.table_id, hand_id)
+        assert hand.ended, (played.game, hand_id)
+        for seat in hand.settlement.seats:
+            nets[seat.player_id] += seat.net_gold
+    for player_id, buy_in in played.buy_ins.items():
+        cash_out = played.cash_outs[player_id]
+        assert cash_out.amount_gold == buy_in + nets[player_id], (played.game, player_id)
+        assert await stack.backend.balance(accounts.player(player_id)) == DEPOSIT - buy_in + cash_out.amount_gold
+        assert await stack.backend.balance(accounts.escrow(played.table_id, player_id)) == 0
+
+
+# A Sâm Lốc deal that ends the first hand of seats 0 and 1 (seat 0 the owner and dealer) at
+# once: thắng trắng, seat 0 takes 20 lá from seat 1.
+INSTANT_WIN_SEED = bytes.fromhex("7e9c6c0a87b82d4e8c9e112dbc1322d57418d8a52ce19cde0ae8964a69c59120")
+
+
+async def test_a_hand_over_before_the_streams_open_is_reconciled_too(
+    stack: GameStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first hand starts with two of the three players seated and ends at the deal,
+    before any stream opens (the third player joins once the second hand is in play): no
+    stream ever sees it, and its nets are in the cash-outs all the same."""
+    drawn: list[bytes] = []
+
+    def new_seed() -> bytes:
+        drawn.append(INSTANT_WIN_SEED if not drawn else os.urandom(32))
+        return drawn[-1]
+
+    monkeypatch.setattr(fairness, "new_seed", new_seed)
+    s = stack.settings
+    async with TableClient(s.table_addr, s.tokens["backend"]) as tables:
+        join = tables.join
+
+        async def join_after_the_first_hand(table_id: str, player_id: str, buy_in_gold: int, **kw: Any) -> Seat:
+            if kw.get("seat") == 2:
+                await until("the second hand to start", lambda: second_hand_started(tables, table_id))
+            return await join(table_id, player_id, buy_in_gold, **kw)
+
+        monkeypatch.setattr(tables, "join", join_after_the_first_hand)
+        played = await asyncio.wait_for(play_table(stack, tables, "samloc", 0, []), PLAY_S)
+        first = f"{played.table_id}-h1"
+        assert first not in played.hands, "the streams saw the first hand: the scenario did not happen"
+        hand = await tables.hand(played.table_id, first)
+        assert {seat.player_id: seat.net_gold for seat in hand.settlement.seats} == {
+            "samloc-0": 20 * STAKE,
+            "samloc-1": -20 * STAKE,
+        }
+        await reconcile(stack, tables, played)
+
+
+async def second_hand_started(tables: TableClient, table_id: str) -> bool:
+    return (await tables.table(table_id)).hands_played >= 2
