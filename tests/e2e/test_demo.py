@@ -12,8 +12,9 @@ from socai_cli.embedded import port_is_free
 from tests.support.stack import stack_env
 
 # Serial: five processes and bots of every game, with the stack's 30 s bound on each service's
-# start (apps/socai_cli/stack.py), which a machine shared with other tests can overrun.
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
+# start (apps/socai_cli/stack.py), which a machine shared with other tests can overrun. Heavy
+# (~37 s alone): make test-heavy runs it, in CI after make test.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial, pytest.mark.heavy]
 
 
 def test_the_demo_plays_every_game_on_two_table_and_two_settlement_instances(stack_var_dir: Path):

@@ -263,6 +263,7 @@ def _acquired_tokens(log: Path) -> list[int]:
     return found
 
 
+@pytest.mark.heavy  # ~35 s alone: make test-heavy runs it (CI, after make test)
 async def test_holders_paused_again_and_again_hand_over_in_play_order(harness: Harness, tmp_path: Path) -> None:
     """The CPU-starved holder of the benchmarks, made certain: one instance is SIGSTOPped
     past its leases, again and again, alternately, while hands arrive. Each pause hands its
