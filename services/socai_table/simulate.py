@@ -116,6 +116,7 @@ class TableResult:
     failed: str = ""  # why the bots could not go on ("" when they could)
     last_hand_at: float = field(default_factory=time.monotonic)  # when a hand last started
     players_min: int = 1  # the table stops when fewer bots than this are left (players_min_for)
+    seated_at: float = 0.0  # when (time.time()) every bot of the table was funded and seated
 
 
 @dataclass
@@ -301,6 +302,7 @@ class Simulator:
             await self._fund(player, stake * WALLET_MULTIPLE, result)
             seat = await tables.join(table.table_id, player, stake, seat=k, key=f"join-{player}")
             bots[seat.seat] = seat
+        result.seated_at = time.time()
         return bots
 
     async def _drive(self, tables: TableClient, bots: dict[int, Seat], result: TableResult) -> None:

@@ -320,8 +320,14 @@ class BenchEnv:
 
 async def hand_latencies_ms(settings: Settings) -> list[float]:
     """For every hand in the stream: its ledger transaction's ``created_at`` minus its
-    HandEnded ``occurred_at``, in ms (hands that move no gold are skipped). The table
-    stamps ``occurred_at`` when it publishes, and both clocks are this machine's."""
+    HandEnded ``occurred_at``, in ms (``hand_latencies``)."""
+    return [ms for _, ms in await hand_latencies(settings)]
+
+
+async def hand_latencies(settings: Settings) -> list[tuple[datetime, float]]:
+    """For every hand in the stream: its HandEnded ``occurred_at`` and its ledger
+    transaction's ``created_at`` minus that, in ms (hands that move no gold are skipped).
+    The table stamps ``occurred_at`` when it publishes, and both clocks are this machine's."""
     nc = await connect(settings.nats_url_for("auditor"), name="bench-latency")
     log = EventLog(nc, settings.events_stream, settings.events_prefix)
     ended: dict[str, datetime] = {}
@@ -331,7 +337,7 @@ async def hand_latencies_ms(settings: Settings) -> list[float]:
                 ended[stored.event.hand_id] = stored.event.occurred_at
     finally:
         await nc.close()
-    out: list[float] = []
+    out: list[tuple[datetime, float]] = []
     async with channel(settings.ledger_addr, settings.tokens["auditor"]) as ch:
         ledger = ledger_pb2_grpc.LedgerServiceStub(ch)
         for hand_id, at in ended.items():
@@ -344,7 +350,7 @@ async def hand_latencies_ms(settings: Settings) -> list[float]:
                     continue
                 raise
             committed = reply.transaction.created_at.ToDatetime(tzinfo=UTC)
-            out.append((committed - at).total_seconds() * 1000)
+            out.append((at, (committed - at).total_seconds() * 1000))
     return out
 
 
