@@ -35,7 +35,8 @@ up: $(STAMP_RUN)             ## keep the stack serving in the foreground (Ctrl-C
 TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 
 # The suites marked heavy (half a minute or more each: the RPC fuzz, the 100,000 and 10,000-hand
-# rules properties, the short nemesis, back-in-time, the demo) run in test-heavy, the same two ways;
+# rules properties, the short nemesis, back-in-time, the demo, socai up and restore) run in
+# test-heavy, the same two ways;
 # CI (.ci/run) runs make test, then make test-heavy.
 test: $(STAMP_DEV) lint docs ## linters, the docs, then every test suite on real NATS and PostgreSQL but the heavy ones
 	$(TEST_ENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m "not heavy" $(PYTEST_ARGS)

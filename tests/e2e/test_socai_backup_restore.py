@@ -29,7 +29,9 @@ from socai.infra.grpc_client import channel
 from socai_cli.embedded import EmbeddedPostgres
 from tests.support.stack import stack_env
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# Heavy (~37 s alone): make test-heavy runs it, in CI after make test; the serial group's
+# restore drill (tests/fault/test_restore_drill.py) stays in make test.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.heavy]
 
 SOCAI = [sys.executable, "-m", "socai_cli.main"]
 

@@ -13,7 +13,8 @@ import pytest
 from socai_cli.embedded import port_is_free
 from tests.support.stack import stack_env
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# Heavy (~32 s alone): make test-heavy runs it, in CI after make test.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.heavy]
 
 SOCAI = [sys.executable, "-m", "socai_cli.main"]
 

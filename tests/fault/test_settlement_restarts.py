@@ -94,6 +94,7 @@ async def harness(
         yield h
 
 
+@pytest.mark.heavy  # ~24 s alone: make test-heavy (CI, after make test); one kill: test_settlement_kill.py
 async def test_two_kills_in_a_row_each_restart_settles_what_was_left_without_waiting_for_ack_wait(
     harness: Harness, tmp_path: Path
 ) -> None:

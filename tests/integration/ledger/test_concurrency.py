@@ -22,7 +22,8 @@ from socai.infra.grpc_client import channel
 from socai.infra.grpc_errors import error_reason
 from tests.integration.ledger.conftest import Ledger, balances, deposit
 
-pytestmark = pytest.mark.integration
+# Heavy (~33 s alone): make test-heavy runs it, in CI after make test.
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 CLIENTS = 32
 TRANSFERS = 10_000
