@@ -26,6 +26,7 @@ from socai.client.bots import random_action
 from socai.gen.table.v1 import table_pb2 as pb
 from socai.infra.nats import StreamSpec
 from socai.rules import registry
+from socai_table.model import hand_id_of
 from socai_table.simulate import options_for, players_for, players_min_for
 from tests.support.e2e import GameStack, game_stack, until
 
@@ -168,13 +169,13 @@ async def reconcile(stack: GameStack, tables: TableClient, played: Played) -> No
     hand once ``auto_start_players`` are seated, and a hand that ends at the deal (Sâm Lốc's
     thắng trắng, 20 lá from each other player) can be over before the streams open, whose
     first messages are the hand in play (or else the last one) only. The table's hands are
-    ``{table_id}-h1`` … ``-h{hands_played}`` (``Table.hands_played``). And the streams may
+    numbered 1 … ``Table.hands_played`` (``hand_id_of``). And the streams may
     see more than HANDS: a player leaves after the hand in play when its leave arrives, and
     one whose stream lags (it shows the last hand's start once that hand is over) asks
     during a next hand and plays it out."""
     assert len(played.hands) >= HANDS and played.turns > 0, (played.game, played.hands)
     table = await tables.table(played.table_id)
-    every_hand = {f"{played.table_id}-h{n}" for n in range(1, table.hands_played + 1)}
+    every_hand = {hand_id_of(played.table_id, n) for n in range(1, table.hands_played + 1)}
     assert played.hands <= every_hand, (played.game, played.hands, table.hands_played)
     nets: dict[str, int] = dict.fromkeys(played.buy_ins, 0)
     for hand_id in sorted(every_hand):
@@ -218,7 +219,7 @@ async def test_a_hand_over_before_the_streams_open_is_reconciled_too(
 
         monkeypatch.setattr(tables, "join", join_after_the_first_hand)
         played = await asyncio.wait_for(play_table(stack, tables, "samloc", 0, []), PLAY_S)
-        first = f"{played.table_id}-h1"
+        first = hand_id_of(played.table_id, 1)
         assert first not in played.hands, "the streams saw the first hand: the scenario did not happen"
         hand = await tables.hand(played.table_id, first)
         assert {seat.player_id: seat.net_gold for seat in hand.settlement.seats} == {
