@@ -54,7 +54,8 @@ partition and are awaited by one loop (keep them short: start or stop a consumer
 the ``on_acquired`` of the partitions taken in one round run concurrently once all of them
 are taken, and so do the ``on_lost`` of several partitions given up together (a stop, a
 rebalance, leases lost in one round), so a handover takes the slowest partition's time,
-not the sum. A voluntary release awaits ``on_lost`` before deleting the key; a lost lease calls ``on_lost``
+not the sum. A partition gets ``on_lost`` only once its ``on_acquired`` has begun: a stop that
+cuts a round short after its acquires releases the keys without a callback. A voluntary release awaits ``on_lost`` before deleting the key; a lost lease calls ``on_lost``
 after the fact, so per-message work must still call ``Lease.check()`` and write the fence
 token. Renewals and heartbeats run in their own loop, so a slow callback cannot let leases
 lapse.
@@ -522,6 +523,10 @@ class LeaseManager:
         self._adopt = adopt_own  # until the first round has run
         self._store: LeaseStore | None = None
         self._leases: dict[int, Lease] = {}
+        # Partitions whose ``on_acquired`` has begun: only they get an ``on_lost``. A stop
+        # that cancels a round between its acquires and their callbacks releases the keys
+        # taken in it without telling the user of partitions it never started.
+        self._announced: set[int] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._stopping = False
@@ -642,9 +647,7 @@ class LeaseManager:
             taken.append(acquired)
         # Every lease first, then their callbacks concurrently: a partition's start (a table
         # service rebuilding its tables) does not hold back the next partition's acquire.
-        results = await asyncio.gather(
-            *(self.on_acquired(lease.partition, lease.token) for lease in taken), return_exceptions=True
-        )
+        results = await asyncio.gather(*(self._announce(lease) for lease in taken), return_exceptions=True)
         for lease, result in zip(taken, results, strict=True):
             if isinstance(result, asyncio.CancelledError):
                 raise result
@@ -655,6 +658,7 @@ class LeaseManager:
                 (log.warning if outage else log.error)(
                     "lease_on_acquired_failed", partition=lease.partition, error=repr(result)
                 )
+                self._announced.discard(lease.partition)
                 await store.release(lease, RELEASED)
                 self._leases.pop(lease.partition, None)
         held_now = {p for p in view.holders if p < self.partitions} | set(self._leases)
@@ -663,6 +667,10 @@ class LeaseManager:
             self.metrics.unheld.set(self.partitions - len(held_now))
         self._adopt = False
         self.first_round.set()
+
+    async def _announce(self, lease: Lease) -> None:
+        self._announced.add(lease.partition)
+        await self.on_acquired(lease.partition, lease.token)
 
     async def _drop_all(self, drops: Sequence[tuple[int, str]]) -> None:
         """``_drop`` (with release) of several (partition, reason) at once: one partition's
@@ -683,14 +691,17 @@ class LeaseManager:
         """Stop acting on ``partition``: mark the lease lost, await ``on_lost``, then (when
         asked) delete the key if it is still ours so the next holder can create it."""
         lease = self._leases.pop(partition)
+        announced = partition in self._announced
+        self._announced.discard(partition)
         lease._lose(reason)
         log.info("lease_lost", instance=self.instance_id, partition=partition, token=lease.token, reason=reason)
         if self.metrics is not None:
             self.metrics.lost.labels(reason).inc()
-        try:
-            await self.on_lost(partition)
-        except Exception as exc:
-            log.error("lease_on_lost_failed", partition=partition, error=repr(exc))
+        if announced:
+            try:
+                await self.on_lost(partition)
+            except Exception as exc:
+                log.error("lease_on_lost_failed", partition=partition, error=repr(exc))
         if release:
             with contextlib.suppress(nats.errors.Error, js_errors.Error, TimeoutError):
                 await self.store.release(lease, reason)

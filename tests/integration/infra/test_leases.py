@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from socai import errors
 from socai.infra.leases import (
+    Lease,
     LeaseConfig,
     LeaseManager,
     LeaseMetrics,
@@ -310,6 +311,46 @@ async def test_a_stop_frees_keys_whose_last_write_it_never_saw(clients: list[Nat
     await manager.stop()
     other = LeaseStore(kv, lease_config, "next")
     assert [await other.acquire(p) is not None for p in (0, 1, 7)] == [True, True, True]
+
+
+async def test_a_stop_between_a_rounds_acquires_and_their_callbacks_calls_no_on_lost(
+    clients: list[NatsClient], lease_config: LeaseConfig
+):
+    """The callbacks alternate even when a stop cancels a round after it took partition 0
+    and while it still takes partition 1 (their ``on_acquired`` run once all are taken):
+    partition 0 was never started, so it gets no ``on_lost``; its key is released all the
+    same, so the next holder takes it at once."""
+    events: list[tuple[str, int]] = []
+
+    async def on_acquired(partition: int, token: int) -> None:
+        events.append(("acquired", partition))
+
+    async def on_lost(partition: int) -> None:
+        events.append(("lost", partition))
+
+    manager = LeaseManager(
+        clients[0].jetstream(), lease_config, "cut-short", 2, on_acquired=on_acquired, on_lost=on_lost
+    )
+    await manager.start()  # the rounds are scheduled, not yet run
+    store = manager.store
+    real_acquire = store.acquire
+    second_acquire_waiting = asyncio.Event()
+
+    async def acquire(partition: int) -> Lease | None:
+        if partition == 0:
+            return await real_acquire(partition)
+        second_acquire_waiting.set()
+        await asyncio.Event().wait()  # held until the stop cancels the round
+        raise AssertionError("unreachable")
+
+    store.acquire = acquire  # type: ignore[method-assign]
+    await asyncio.wait_for(second_acquire_waiting.wait(), 10)
+    assert manager.held() == {0}
+    await manager.stop()
+    assert events == []
+    kv = await ensure_lease_bucket(clients[1].jetstream(), lease_config)
+    other = LeaseStore(kv, lease_config, "next")
+    assert await other.acquire(0) is not None
 
 
 async def test_a_start_that_fails_on_an_outage_is_retried_and_logged_as_a_warning(
