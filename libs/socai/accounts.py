@@ -58,7 +58,7 @@ def guild(guild_id: str) -> str:
     return f"guild:{_part(guild_id, 'guild_id')}"
 
 
-def kind_of(account_id: str) -> str:
+def kind_of(account_id: object) -> str:
     """The kind (``player``, ``escrow``, …) of a well-formed id.
 
     Raises InvalidArgument("BAD_ACCOUNT_ID") when the id is malformed.

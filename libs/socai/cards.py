@@ -63,6 +63,20 @@ class Card:
         return rank + SUIT_SYMBOLS[self.suit]
 
 
+@dataclass(frozen=True, slots=True)
+class HiddenCard(Card):
+    """A card a viewer may not see (``socai.rules.base.visible``): encoded as ``""``, in no
+    deck. Its one value is ``socai.events.model.HIDDEN_CARD``. Here beside ``Card`` so that
+    both compile as native classes under mypyc (a compiled class takes no interpreted
+    subclass)."""
+
+    def __post_init__(self) -> None:
+        pass  # the one Card that is not in any deck
+
+    def __str__(self) -> str:
+        return ""
+
+
 ALL_CARDS: Final[tuple[Card, ...]] = tuple(Card(r, s) for r in range(2, 15) for s in range(4))
 _BY_TEXT: Final[dict[str, Card]] = {str(c): c for c in ALL_CARDS}
 # Used with fullmatch. re.ASCII keeps case folding to ASCII letters: without it "ſ" (long s)
@@ -80,7 +94,7 @@ def card_from_index(index: int) -> Card:
     return ALL_CARDS[index]
 
 
-def parse_card(text: str) -> Card:
+def parse_card(text: object) -> Card:
     """Parse one card: ``As``, ``td``, ``10d``, ``A♠``, ``10♦``.
 
     Raises InvalidArgument("BAD_CARD") for anything else.
@@ -99,7 +113,9 @@ def parse_cards(text: str | Iterable[str]) -> list[Card]:
 
     Raises InvalidArgument("BAD_CARD") at the first token that is not a card.
     """
-    tokens = text.replace(",", " ").split() if isinstance(text, str) else list(text)
+    # Items typed object: a non-string item is a BAD_CARD on either build (compiled code would
+    # refuse it at the typed boundary with a TypeError).
+    tokens: list[object] = list(text.replace(",", " ").split() if isinstance(text, str) else text)
     return [parse_card(t) for t in tokens]
 
 

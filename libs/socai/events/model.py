@@ -19,27 +19,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from socai.cards import Card
+from socai.cards import Card, HiddenCard
 
 COMMUNITY = -1
-
-
-@dataclass(frozen=True, slots=True)
-class _HiddenCard(Card):
-    """A card a viewer may not see (``socai.rules.base.visible``): encoded as ``""``."""
-
-    def __post_init__(self) -> None:
-        pass  # the one Card that is not in any deck
-
-    def __str__(self) -> str:
-        return ""
 
 
 # A card the reader may not see: a face-down card of another seat, as the ``visible`` hook
 # shows it, and in the log a face-down card of a hand that writes those by position
 # (``HandStarted.face_down_by_position``, ``socai.events.hidden``). The codec decodes ""
 # as this card in ``DealtCard.card`` only; anywhere else "" is a bad card.
-HIDDEN_CARD: Card = _HiddenCard(0, 0)
+HIDDEN_CARD: Card = HiddenCard(0, 0)
 
 
 class ActionKind(StrEnum):

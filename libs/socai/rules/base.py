@@ -78,6 +78,8 @@ from functools import lru_cache, partial
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, Generic, Protocol, Self, TypeVar, cast
 
+from mypy_extensions import mypyc_attr
+
 from socai import accounts, fairness
 from socai.errors import RuleViolation, check
 from socai.events.model import (
@@ -643,6 +645,9 @@ _KEEP: Final = object()
 S = TypeVar("S", bound="GameState")
 
 
+# Not a native (compiled) class under mypyc: ``game_state`` makes its subclasses with
+# ``type()`` and ``freeze`` assigns ``__class__``, which only Python classes allow.
+@mypyc_attr(native_class=False)
 class GameState:
     """The base of every game's state: frozen and slotted, made with ``@game_state``.
 
@@ -709,7 +714,10 @@ def game_state(cls: type[S]) -> type[S]:
     check(issubclass(cls, GameState), f"{cls.__name__} must subclass GameState")
     annotations = inspect.get_annotations(cls)
     fields = tuple(
-        name for name, hint in annotations.items() if not str(hint).startswith(("ClassVar", "typing.ClassVar"))
+        name
+        for name, hint in annotations.items()
+        # Dunder names are not fields: a class compiled by mypyc declares ``__hash__``.
+        if not name.startswith("__") and not str(hint).startswith(("ClassVar", "typing.ClassVar"))
     )
     for name in fields:
         check(name.isidentifier() and not name.startswith("_"), f"bad field name {name!r}")

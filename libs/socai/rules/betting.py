@@ -57,8 +57,8 @@ TURN_TIMER: Final = "turn"
 # Phases of a betting hand.
 DEALING: Final = "dealing"  # the table must deal pending(state).deal
 BETTING: Final = "betting"  # a betting round waits for ``to_act``
-PLAY_OVER: Final = base.PLAY_OVER  # the result is decided; only HandEnded is expected
-ENDED: Final = base.ENDED  # HandEnded applied; settle() may run
+PLAY_OVER: Final[str] = base.PLAY_OVER  # the result is decided; only HandEnded is expected
+ENDED: Final[str] = base.ENDED  # HandEnded applied; settle() may run
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,6 @@ Seats are numbered clockwise; play is counterclockwise (GEN-2) from the banker.
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from socai.cards import parse_cards
@@ -30,6 +28,7 @@ from socai.rules import base, registry
 from socai.rules.base import Settlement, seeded_index
 from socai.rules.three_card import bacay_chuong
 from socai.rules.three_card.threecard_play import deal_three_face_down
+from tests.support.snapshot import snapshot
 
 S = 100
 SEED_HEX = "ab" * 32
@@ -148,11 +147,11 @@ def test_bets_are_between_one_and_ten_stakes_and_only_players_bet() -> None:
 def test_a_bet_the_bank_could_not_pay_twice_over_is_refused_ch_2() -> None:
     state = play(start({A: 1000, B: 1000, C: 1000}), wager(A, 4 * S))
     assert {a.kind: (a.min_gold, a.max_gold) for a in bacay_chuong.legal_actions(state, C)} == {"wager": (S, S)}
-    before = copy.deepcopy(state)
+    before = snapshot(state)
     with pytest.raises(RuleViolation) as err:
         bacay_chuong.apply(state, wager(C, 2 * S))
     assert err.value.code == "BANKER_CAPACITY"
-    assert state == before
+    assert snapshot(state) == before
     state = play(state, wager(C, S))
     assert bacay_chuong.pending(state).deal  # everyone has bet: the cards come
 

@@ -6,8 +6,6 @@ Seats are numbered clockwise; play is counterclockwise (GEN-2).
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from socai import accounts
@@ -34,6 +32,7 @@ from socai.rules import base, registry
 from socai.rules.base import Settlement
 from socai.rules.three_card import bacay_ga
 from socai.rules.three_card.threecard_play import deal_three_face_down
+from tests.support.snapshot import snapshot
 from tests.support.synthetic import simulate
 
 S = 100
@@ -244,7 +243,7 @@ def test_cards_are_hidden_from_the_others_until_their_owner_flips() -> None:
 
 def test_a_flip_twice_or_another_declaration_is_refused_and_changes_nothing() -> None:
     state = play(deal(start({0: 1000, 1: 1000}), {0: "9s 8s Ac", 1: "2h 3h 2c"}), Declared(0, "flip"))
-    before = copy.deepcopy(state)
+    before = snapshot(state)
     for body, code in (
         (Declared(0, "flip"), "ALREADY_ACTED"),
         (Declared(1, "bank"), "BAD_DECLARATION"),
@@ -254,7 +253,7 @@ def test_a_flip_twice_or_another_declaration_is_refused_and_changes_nothing() ->
         with pytest.raises(RuleViolation) as err:
             bacay_ga.apply(state, body)
         assert err.value.code == code
-    assert state == before
+    assert snapshot(state) == before
 
 
 # --- disconnect (7.5, GA-4, GA-6) ---------------------------------------------------------------

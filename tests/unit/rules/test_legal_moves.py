@@ -10,7 +10,6 @@ vocabulary (``MOVE_KINDS``) and every candidate move a bot may pick is in the se
 
 from __future__ import annotations
 
-import copy
 import itertools
 from collections.abc import Iterator
 from types import ModuleType
@@ -35,6 +34,7 @@ from socai.rules import base, registry
 from socai.rules.base import FACING_KINDS, MOVE_KINDS, MoveSet
 from socai.rules.climbing import samloc, tienlen
 from socai.rules.rummy import phom
+from tests.support.snapshot import snapshot
 from tests.support.synthetic import SimHand, simulate
 
 GAMES = registry.available()
@@ -243,12 +243,12 @@ def test_amount_ranges_are_exact_at_their_bounds(game: str, hands: dict[str, Any
 
 def test_refusal_says_why_and_changes_nothing(hands: dict[str, Any]) -> None:
     state, seat = next(decisions(tienlen, hands["tienlen"]))
-    before = copy.deepcopy(state)
+    before = snapshot(state)
     stranger = next(s for s in (0, 1, 2, 3) if s != seat)
     refused = base.refusal(tienlen, state, CardsPlayed(stranger, base.held_cards(tienlen, state, stranger)[:1]))
     assert isinstance(refused, RuleViolation)
     assert refused.code == "NOT_YOUR_TURN"
-    assert state == before
+    assert snapshot(state) == before
     assert base.refusal(tienlen, state, Declared(seat, "nonsense")) is not None
 
 

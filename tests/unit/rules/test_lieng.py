@@ -7,8 +7,6 @@ counterclockwise play (GEN-2) goes to lower seat numbers: from seat 0 of three, 
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from socai.cards import parse_cards
@@ -30,6 +28,7 @@ from socai.events.model import (
 from socai.rules import base, registry
 from socai.rules.three_card import lieng
 from socai.rules.three_card.threecard_play import deal_three_face_down
+from tests.support.snapshot import snapshot
 
 S = 100
 SEED_HEX = "00" * 32
@@ -310,7 +309,7 @@ def test_leaving_is_a_disconnect_gen_6_and_reconnecting_does_not_unfold() -> Non
 
 def test_a_rejected_action_leaves_the_state_unchanged() -> None:
     state = deal(start({0: 1000, 1: 1000}), {0: "As Ac Ad", 1: "3h 4s 5c"})
-    before = copy.deepcopy(state)
+    before = snapshot(state)
     for body, code in (
         (bet(1, CHECK), "NOT_YOUR_TURN"),
         (bet(0, CALL, S), "BAD_BET_KIND"),
@@ -321,7 +320,7 @@ def test_a_rejected_action_leaves_the_state_unchanged() -> None:
         with pytest.raises(RuleViolation) as err:
             lieng.apply(state, body)
         assert err.value.code == code
-    assert state == before
+    assert snapshot(state) == before
 
 
 # --- who acts first (LI-4) and the fee (GEN-1) ---------------------------------------------

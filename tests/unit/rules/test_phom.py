@@ -3,7 +3,6 @@ cards written out, one test per rule and per row of the §6.4 settlement table."
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -34,6 +33,7 @@ from socai.events.model import (
 from socai.rules import registry
 from socai.rules.base import DealSlot, choose_dealer
 from socai.rules.rummy import phom
+from tests.support.snapshot import snapshot
 
 if TYPE_CHECKING:
     from socai.rules.base import GameRules
@@ -122,11 +122,11 @@ def flows(state: phom.State) -> list[tuple[int, int, int, str]]:
 
 def rejected(state: phom.State, body: Body, code: str) -> None:
     """``body`` raises RuleViolation(code) and changes nothing."""
-    before = copy.deepcopy(state)
+    before = snapshot(state)
     with pytest.raises(RuleViolation) as err:
         phom.apply(state, body)
     assert err.value.code == code
-    assert state == before
+    assert snapshot(state) == before
 
 
 def auto(state: phom.State, stock: Sequence[Card]) -> phom.State:

@@ -7,7 +7,6 @@ use them too."""
 
 from __future__ import annotations
 
-import copy
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,6 +33,7 @@ from socai.events.model import (
 from socai.rules import autoplay, base
 from socai.rules.base import Settlement
 from socai.rules.climbing import samloc, shedding_play, tienlen
+from tests.support.snapshot import snapshot
 
 SEED_HEX = "00" * 32
 
@@ -133,10 +133,10 @@ class Hand:
 
     def refused(self, body: Body) -> str:
         """The code of the RuleViolation ``body`` raises; the state is unchanged."""
-        before = copy.deepcopy(self.state)
+        before = snapshot(self.state)
         with pytest.raises(RuleViolation) as err:
             self.module.apply(self.state, body)
-        assert self.state == before
+        assert snapshot(self.state) == before
         return str(err.value.code)
 
     @property

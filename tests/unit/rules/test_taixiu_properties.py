@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from socai.events.model import (
 from socai.rules.autoplay import Chooser, play_hand, replay
 from socai.rules.base import Settlement
 from socai.rules.dice import taixiu
+from tests.support.snapshot import snapshot
 
 TABLE = "tx1"
 ALL_DICE = [(a, b, c) for a in range(1, 7) for b in range(1, 7) for c in range(1, 7)]
@@ -157,12 +157,12 @@ def run(r: Round) -> tuple[list[Body], taixiu.State]:
     state = taixiu.initial_state(r.started)
     accepted: list[Body] = [r.started]
     for body in r.attempts:
-        before = copy.deepcopy(state)
+        before = snapshot(state)
         try:
             state = taixiu.apply(state, body)
         except RuleViolation as err:
             assert err.code.isupper() and " " not in err.code
-            assert state == before
+            assert snapshot(state) == before
             continue
         accepted.append(body)
     ending: list[Body] = [DiceRolled(r.dice), HandEnded("00" * 32)]

@@ -7,8 +7,6 @@ to lower seat numbers.
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from socai.cards import parse_cards
@@ -29,6 +27,7 @@ from socai.events.model import (
 from socai.rules import registry
 from socai.rules.base import DealSlot
 from socai.rules.poker import xito
+from tests.support.snapshot import snapshot
 
 STAKE = 1000
 SEED_HEX = "00" * 32
@@ -118,11 +117,11 @@ def finish(state: xito.State) -> xito.State:
 
 def assert_rejected(state: xito.State, body: Body, code: str) -> None:
     """``body`` raises RuleViolation(code) and leaves ``state`` exactly as it was."""
-    before = copy.deepcopy(state)
+    before = snapshot(state)
     with pytest.raises(RuleViolation) as caught:
         xito.apply(state, body)
     assert caught.value.code == code
-    assert state == before
+    assert snapshot(state) == before
 
 
 # --- the module contract --------------------------------------------------------------------
