@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
+import socai
 from socai import errors
 from socai.infra import logging as slog
 from socai.infra.config import Settings
@@ -172,6 +173,7 @@ def _positive(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="socai", description="socai: tables, settlement and the ledger")
+    parser.add_argument("--version", action="version", version=socai.version())
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="run NATS, PostgreSQL and the services in the foreground")
     up.add_argument(

@@ -15,6 +15,7 @@ import time
 import traceback
 from pathlib import Path
 
+import socai
 from tests.bench.harness import BenchContext, Result
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +27,7 @@ def machine() -> dict[str, object]:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
+        "core": socai.core_build(),
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
