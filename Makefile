@@ -36,15 +36,22 @@ TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 
 # The suites marked heavy (half a minute or more each: the RPC fuzz, the 100,000 and 10,000-hand
 # rules properties, the short nemesis, back-in-time, the demo, socai up and restore) run in
-# test-heavy, the same two ways;
+# test-heavy, the same two ways, then the core's suites (the rules, cards, money, fairness,
+# the codec and the golden corpus) once more on the compiled core (make native), whose
+# differential test (tests/unit/rules/test_native_build.py) uses that build;
 # CI (.ci/run) runs make test, then make test-heavy.
+CORE_TESTS := tests/unit/rules tests/unit/test_cards.py tests/unit/test_money.py tests/unit/test_pots.py \
+	tests/unit/test_ranking.py tests/unit/test_fairness.py tests/unit/test_rules_contract.py \
+	tests/unit/test_rules_purity.py tests/unit/test_accounts.py tests/unit/test_autoplay.py \
+	tests/unit/test_hidden_cards.py tests/unit/test_codec.py tests/golden
 test: $(STAMP_DEV) lint docs ## linters, the docs, then every test suite on real NATS and PostgreSQL but the heavy ones
 	$(TEST_ENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m "not heavy" $(PYTEST_ARGS)
 	$(TEST_ENV) $(BIN)/pytest --serial-group=only -m "not heavy" $(PYTEST_ARGS)
 
-test-heavy: $(STAMP_DEV)     ## the suites marked heavy (CI runs them after make test)
-	$(TEST_ENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m heavy $(PYTEST_ARGS)
+test-heavy: native           ## the suites marked heavy, then the core's suites on the compiled core (CI runs it after make test)
+	$(TEST_ENV) SOCAI_NATIVE_BUILD=var/native $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m heavy $(PYTEST_ARGS)
 	$(TEST_ENV) $(BIN)/pytest --serial-group=only -m heavy $(PYTEST_ARGS)
+	$(TEST_ENV) PYTHONPATH=var/native $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not heavy" $(CORE_TESTS) $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml): --strict, so a broken link or a page left out of the
 # nav fails the build, and make test with it.
@@ -53,8 +60,7 @@ docs: $(STAMP_DEV)           ## build the docs site from docs/ into var/site (mk
 
 # The compiled core (libs/build_native.py): a copy of libs/socai in var/native with the rules
 # and the modules under them compiled by mypyc, for a process run with PYTHONPATH=var/native
-# (`socai --version` says which core runs). Not the default yet: docs/inside/native.md says what
-# still differs. About 2 minutes from nothing on 2 cores, 20 s after an edit.
+# (`socai --version` says which core runs). Not the default yet (docs/inside/native.md). About 2 minutes from nothing on 2 cores, 20 s after an edit.
 native: $(STAMP_DEV)         ## compile the pure core with mypyc into var/native (use it with PYTHONPATH=var/native)
 	$(BIN)/python libs/build_native.py var/native
 

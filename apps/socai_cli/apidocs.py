@@ -224,7 +224,8 @@ def game_codes(game: str, raised: list[Raised] | None = None) -> list[str]:
     """The refusal codes the rules can answer for ``game``: those its module and the rules
     modules it uses raise."""
     raised = scan() if raised is None else raised
-    files = {str(Path(m.__file__ or "").resolve().relative_to(ROOT)) for m in _rules_modules(registry.get(game))}
+    # By name, not by __file__: a compiled module's file is its extension module elsewhere.
+    files = {f"libs/{m.__name__.replace('.', '/')}.py" for m in _rules_modules(registry.get(game))}
     return sorted({r.code for r in raised if r.path in files and r.code in base.RULE_CODES})
 
 

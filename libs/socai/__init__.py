@@ -3,8 +3,6 @@ their replay) and the infrastructure the services share."""
 
 from __future__ import annotations
 
-from importlib import metadata
-
 
 def core_build() -> str:
     """``"compiled"`` when the rules and the modules under them run as mypyc extension
@@ -19,6 +17,8 @@ def core_build() -> str:
 def version() -> str:
     """The installed distribution's version and the core's build, as ``socai --version``
     prints it."""
+    from importlib import metadata  # here: it imports random and socket, which the pure core does not
+
     try:
         number = metadata.version("socai")
     except metadata.PackageNotFoundError:

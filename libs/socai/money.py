@@ -9,7 +9,7 @@ the first player after the dealer, banker or first-to-act seat (DESIGN.md "Money
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TypeGuard, TypeVar
 
 from socai.errors import check
 
@@ -23,14 +23,18 @@ TABLE_FEE_BPS_MAX = 1000
 K = TypeVar("K")
 
 
-def is_gold(amount: object) -> bool:
+def is_gold(amount: object) -> TypeGuard[int]:
     """True for an ``int`` (not ``bool``) that fits a signed 64-bit integer."""
     return type(amount) is int and -INT64_MAX - 1 <= amount <= INT64_MAX
 
 
-def fee(amount_gold: int, fee_bps: int) -> int:
-    """The fee on a positive amount: ``floor(amount * bps / 10000)``; 0 on zero or less."""
-    check(type(amount_gold) is int and type(fee_bps) is int, "fee takes ints")
+def fee(amount_gold: object, fee_bps: object) -> int:
+    """The fee on a positive amount: ``floor(amount * bps / 10000)``; 0 on zero or less.
+
+    Typed ``object`` so that the compiled core (``make native``) sees a ``bool`` as it is:
+    a parameter typed ``int`` there holds ``True`` as the int 1."""
+    if type(amount_gold) is not int or type(fee_bps) is not int:
+        raise AssertionError("invariant broken: fee takes ints")
     check(0 <= fee_bps <= FEE_BPS_MAX, f"fee_bps {fee_bps} out of range")
     if amount_gold <= 0:
         return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.abc
 import subprocess
 import sys
 import types
@@ -466,12 +467,19 @@ def test_a_module_that_lacks_part_of_the_contract_is_not_available(
 def test_a_module_whose_own_import_fails_is_an_error_not_a_missing_game(
     monkeypatch: pytest.MonkeyPatch, fresh_registry: None
 ) -> None:
-    def broken_import(name: str) -> types.ModuleType:
-        raise ModuleNotFoundError("No module named 'grpc'", name="grpc")
+    class BrokenImport(importlib.abc.MetaPathFinder):
+        """The game module's own import fails on a dependency (through the import system
+        itself, so the compiled registry meets it as the interpreted one does)."""
 
-    monkeypatch.setattr(registry, "importlib", types.SimpleNamespace(import_module=broken_import))
-    with pytest.raises(ModuleNotFoundError):
+        def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+            if name == registry.MODULES["phom"]:
+                raise ModuleNotFoundError("No module named 'grpc'", name="grpc")
+
+    monkeypatch.delitem(sys.modules, registry.MODULES["phom"], raising=False)
+    monkeypatch.setattr(sys, "meta_path", [BrokenImport(), *sys.meta_path])
+    with pytest.raises(ModuleNotFoundError) as err:
         registry.get("phom")
+    assert err.value.name == "grpc"
 
 
 def test_a_complete_module_is_returned_and_listed_as_available(

@@ -182,7 +182,7 @@ OPTION_TYPES: Final = ("bool", "int", "str")
 _DECIMAL = re.compile(r"-?[0-9]+", re.ASCII)  # used with fullmatch
 
 
-def parse_options(cls: type[OptionsT], raw: Mapping[str, str]) -> OptionsT:
+def parse_options(cls: type[OptionsT], raw: Mapping[str, object]) -> OptionsT:
     """Build a game's frozen ``Options`` dataclass from HandStarted's string map.
 
     Unknown names and values that do not parse raise RuleViolation("BAD_OPTION"), so a
@@ -352,11 +352,12 @@ class SettlementBuilder:
         """Each seat's escrow account (read-only), for callers that look up many."""
         return self._accounts
 
-    def pay(self, from_account: str, to_account: str, amount_gold: int, reason: str, detail: str = "") -> None:
+    def pay(self, from_account: str, to_account: str, amount_gold: object, reason: str, detail: str = "") -> None:
+        # ``object``, so that the compiled core sees a bool as a bool (see money.fee).
         if type(amount_gold) is not int or amount_gold < 0:
             # The message is formatted only when the check fails: pay runs for every
             # transfer of every replayed hand.
-            check(False, f"transfer of {amount_gold!r}")
+            raise AssertionError(f"invariant broken: transfer of {amount_gold!r}")
         check(from_account != to_account, "transfer to the same account")
         if amount_gold:
             self.transfers.append(Transfer(from_account, to_account, amount_gold, reason, detail))
@@ -377,7 +378,7 @@ class SettlementBuilder:
             nets[from_account] -= amount_gold
             nets[to_account] += amount_gold
 
-    def pay_seat(self, from_seat: int, to_seat: int, amount_gold: int, reason: str) -> None:
+    def pay_seat(self, from_seat: int, to_seat: int, amount_gold: object, reason: str) -> None:
         self.pay(self._accounts[from_seat], self._accounts[to_seat], amount_gold, reason)
 
     def net_of(self, seat: int) -> int:
@@ -767,15 +768,16 @@ def _compile_state_code(
     namespace: dict[str, Any] = {"_new": partial(object.__new__, draft_cls), "_KEEP": _KEEP, "_cls": frozen}
     namespace.update({f"_d_{n}": value for n, value in defaults.items()})
     params = ", ".join(f"{n}=_d_{n}" if n in defaults else n for n in fields)
-    lines = [f"def create(cls, *, {params}):", "    n = _new()"]
-    lines += [f"    n.{n} = {n}" for n in fields]
-    lines += ["    n.__class__ = _cls", "    return n", ""]
-    lines += [f"def derive(self, *, {', '.join(f'{n}=_KEEP' for n in fields)}):", "    n = _new()"]
-    lines += [f"    n.{n} = self.{n} if {n} is _KEEP else {n}" for n in fields]
-    lines += ["    n.__class__ = _cls", "    return n", ""]
-    lines += ["def draft(self):", "    n = _new()"]
-    lines += [f"    n.{n} = self.{n}" for n in fields]
-    lines += ["    return n", ""]
+    # The new object is ``_o``: a field's name never starts with "_", so no field shadows it.
+    lines = [f"def create(cls, *, {params}):", "    _o = _new()"]
+    lines += [f"    _o.{n} = {n}" for n in fields]
+    lines += ["    _o.__class__ = _cls", "    return _o", ""]
+    lines += [f"def derive(self, *, {', '.join(f'{n}=_KEEP' for n in fields)}):", "    _o = _new()"]
+    lines += [f"    _o.{n} = self.{n} if {n} is _KEEP else {n}" for n in fields]
+    lines += ["    _o.__class__ = _cls", "    return _o", ""]
+    lines += ["def draft(self):", "    _o = _new()"]
+    lines += [f"    _o.{n} = self.{n}" for n in fields]
+    lines += ["    return _o", ""]
     lines += ["def values(self):", f"    return ({''.join(f'self.{n}, ' for n in fields)})", ""]
     exec(compile("\n".join(lines), f"<game_state {name}>", "exec"), namespace)
     return namespace["create"], namespace["derive"], namespace["draft"], namespace["values"]

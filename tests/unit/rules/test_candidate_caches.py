@@ -244,6 +244,11 @@ def test_a_seats_plays_filtered_from_its_first_hand_are_its_legal_plays_now(game
     assert checked > 50
 
 
+@base.game_state
+class _Numbered(base.GameState):
+    n: int
+
+
 def test_the_memo_tells_equal_states_apart_and_forgets_the_oldest() -> None:
     calls: list[int] = []
 
@@ -252,10 +257,11 @@ def test_the_memo_tells_equal_states_apart_and_forgets_the_oldest() -> None:
         return (id(state), seat)
 
     kept = base.per_state(answer)
-    a, b = [1], [1]  # equal, not the same object
+    a, b = _Numbered.create(n=1), _Numbered.create(n=1)  # equal, not the same object
+    assert a == b
     assert kept(a, 0) != kept(b, 0)
     assert kept(a, 0) == (id(a), 0) and calls == [0, 0]
-    held = [[n] for n in range(base.STATE_MEMO_MAX + 1)]
+    held = [_Numbered.create(n=n) for n in range(base.STATE_MEMO_MAX + 1)]
     for state in held:
         kept(state, 1)
     calls.clear()

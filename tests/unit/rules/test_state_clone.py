@@ -75,3 +75,16 @@ def test_states_copy_and_deepcopy_to_equal_states() -> None:
     state = Sample.create(phase="betting", stacks=(10, 20), folded=frozenset({1}))
     assert copy.copy(state) == state == copy.deepcopy(state)
     assert Sample.FIELDS == ("phase", "stacks", "folded")
+
+
+@game_state
+class Counted(GameState):
+    n: int
+    o: int = 0
+
+
+def test_a_field_may_have_any_public_name_even_that_of_the_generated_codes_locals() -> None:
+    state = Counted.create(n=3)
+    assert (state.n, state.o) == (3, 0)
+    assert state.derive(n=4).n == 4 and state.derive(o=1).n == 3
+    assert freeze(state.draft()) == state == Counted.create(n=3)

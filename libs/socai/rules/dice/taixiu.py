@@ -572,7 +572,9 @@ def validate_bet(state: State, body: WagerPlaced) -> Bet:
     if seat.bets_count >= MAX_BETS_PER_SEAT:
         raise RuleViolation("TOO_MANY_BETS", f"at most {MAX_BETS_PER_SEAT} bets per seat in a round")
     selection = validate_selection(body.kind, body.selection)
-    amount = body.amount_gold
+    # Read untyped, as sent: through the field's int type the compiled core (make native)
+    # would take True as 1 and refuse a float with a TypeError instead of BAD_AMOUNT.
+    amount: object = getattr(body, "amount_gold")  # noqa: B009
     if not is_gold(amount):
         raise RuleViolation("BAD_AMOUNT", f"a bet is an int amount of gold, not {amount!r}")
     if amount < state.bet_min_gold:
