@@ -7,68 +7,135 @@ Whole tables of random bots through ``tests.support.synthetic``: each hand deals
 shuffle (or rolls the seeded dice), the bots choose among ``candidate_actions`` through
 ``autoplay.play_hand``, the events are recorded as the table service writes them, and the
 hand is settled. A game added to the registry gets its figure here without changes.
+
+With a compiled core named by ``SOCAI_NATIVE_BUILD`` (``make bench`` builds ``var/native``
+first: docs/inside/native.md) each figure is the compiled core's, measured the same way in a
+child process run on that build, with the interpreted core's in ``peers["interpreted"]``;
+game by game, one build after the other, so the machine's load weighs on both alike.
+Without one, the figure is the interpreted core's.
 """
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from socai.rules import registry
 from socai.settle.replay import replay
 from tests.bench.harness import BenchContext, Result, rate
 from tests.support.synthetic import HANDS_PER_TABLE, setup_of, simulate
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def run(ctx: BenchContext) -> list[Result]:
     hands = 100 if ctx.quick else 1000
-    results = []
+    selfplay_rounds, replay_rounds = (2, 2) if ctx.quick else (3, 5)
+    native = os.environ.get("SOCAI_NATIVE_BUILD")
+    selfplay, replays = [], []
     for game in registry.available():
-        if game == "holdem":
-            continue
+        interpreted = measure(game, hands, selfplay_rounds, replay_rounds)
+        compiled = _measure_compiled(native, game, hands, selfplay_rounds, replay_rounds) if native else None
         setup = setup_of(game)
-
-        def play(game: str = game) -> int:
-            return len(simulate(hands, (game,), seed=7).hands)
-
-        results.append(
-            Result(
-                f"rules.{game}.selfplay",
-                rate(play, 2 if ctx.quick else 3),
-                "hands/s",
-                params={
-                    "hands": hands,
-                    "players": f"{setup.players_min}-{setup.players_max}",
-                    "hands_per_table": HANDS_PER_TABLE,
-                    "chooser": "uniform over candidate_actions (tests.support.synthetic.random_bot)",
-                    "includes": "fair shuffle or dice, events recorded, settle",
-                },
+        if game != "holdem":
+            selfplay.append(
+                _beside(
+                    Result(
+                        f"rules.{game}.selfplay",
+                        interpreted["selfplay"],
+                        "hands/s",
+                        params={
+                            "hands": hands,
+                            "players": f"{setup.players_min}-{setup.players_max}",
+                            "hands_per_table": HANDS_PER_TABLE,
+                            "chooser": "uniform over candidate_actions (tests.support.synthetic.random_bot)",
+                            "includes": "fair shuffle or dice, events recorded, settle",
+                        },
+                    ),
+                    compiled and compiled["selfplay"],
+                )
+            )
+        replays.append(
+            _beside(
+                Result(
+                    f"rules.{game}.replay",
+                    interpreted["replay"],
+                    "hands/s",
+                    params={
+                        "hands": hands,
+                        "events_per_hand": interpreted["events_per_hand"],
+                        "includes": "envelope and sequence checks, deck from the seed and every card checked, "
+                        "apply, settle",
+                        "excludes": "decoding the messages, the seal check",
+                    },
+                ),
+                compiled and compiled["replay"],
             )
         )
-    return results + [_replay_result(game, hands, 2 if ctx.quick else 5) for game in registry.available()]
+    return selfplay + replays
 
 
-def _replay_result(game: str, hands: int, rounds: int) -> Result:
-    """The hands of one self-played run, replayed from their events (``socai.settle.replay``:
-    the envelope and sequence checks, the deck re-derived from the revealed seed and every
-    card checked against it, each event applied, the hand settled), each checked once before
-    timing to settle as it did in play."""
+def _beside(result: Result, compiled: float | None) -> Result:
+    """The compiled core's figure, with the interpreted one as its peer; or the interpreted."""
+    if compiled is None:
+        result.params["core"] = "interpreted"
+        return result
+    result.peers["interpreted"] = result.value
+    result.value = compiled
+    result.params["core"] = "compiled"
+    return result
+
+
+def measure(game: str, hands: int, selfplay_rounds: int, replay_rounds: int) -> dict[str, float]:
+    """Self-play (``simulate(hands, (game,), seed=7)``, median of ``selfplay_rounds``) and the
+    replay of ``seed=11``'s hands (``socai.settle.replay``: the envelope and sequence checks,
+    the deck re-derived from the revealed seed and every card checked against it, each event
+    applied, the hand settled; each hand checked once before timing to settle as it did in
+    play; median of ``replay_rounds``), in hands/s, on the core this process runs."""
+
+    def play() -> int:
+        return len(simulate(hands, (game,), seed=7).hands)
+
     recorded = simulate(hands, (game,), seed=11).hands
     for hand in recorded:
         settled = replay(hand.events).settlement
         if settled != hand.settlement:
             raise AssertionError(f"{hand.hand_id} replays to {settled}, not {hand.settlement}")
 
-    def run() -> int:
+    def replay_all() -> int:
         for hand in recorded:
             replay(hand.events)
         return len(recorded)
 
-    return Result(
-        f"rules.{game}.replay",
-        rate(run, rounds),
-        "hands/s",
-        params={
-            "hands": len(recorded),
-            "events_per_hand": round(sum(len(h.events) for h in recorded) / len(recorded), 2),
-            "includes": "envelope and sequence checks, deck from the seed and every card checked, apply, settle",
-            "excludes": "decoding the messages, the seal check",
-        },
-    )
+    return {
+        "selfplay": rate(play, selfplay_rounds) if game != "holdem" else 0.0,
+        "replay": rate(replay_all, replay_rounds),
+        "events_per_hand": round(sum(len(h.events) for h in recorded) / len(recorded), 2),
+    }
+
+
+def _measure_compiled(build: str, game: str, hands: int, selfplay_rounds: int, replay_rounds: int) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": f"{Path(build).resolve()}{os.pathsep}{ROOT}"}
+    args = [game, str(hands), str(selfplay_rounds), str(replay_rounds)]
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.bench.bench_rules_selfplay", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    measured: dict[str, float] = json.loads(out)
+    if measured.pop("core") != "compiled":
+        raise AssertionError(f"{build} does not hold a compiled core: run make native")
+    return measured
+
+
+if __name__ == "__main__":  # the child of _measure_compiled: one game on the core it runs
+    import socai
+
+    game, hands, selfplay_rounds, replay_rounds = sys.argv[1], *map(int, sys.argv[2:5])
+    print(json.dumps({"core": socai.core_build(), **measure(game, hands, selfplay_rounds, replay_rounds)}))

@@ -4,6 +4,7 @@ module, in quick mode; the figures themselves are never asserted)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,12 +18,14 @@ def test_the_report_names_every_result_in_the_fixed_format(tmp_path: Path) -> No
     done = subprocess.run(
         [sys.executable, "-m", "tests.bench", "--quick", "--out", str(tmp_path), "bench_rules_selfplay"],
         cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "SOCAI_NATIVE_BUILD"},  # the interpreted core only
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "report.json").read_text())
+    assert report["machine"]["core"] == "interpreted"
     assert set(report) == {"machine", "results", "failed"} and report["failed"] == []
     names = [r["name"] for r in report["results"]]
     selfplay = [f"rules.{game}.selfplay" for game in registry.available() if game != "holdem"]
@@ -31,6 +34,7 @@ def test_the_report_names_every_result_in_the_fixed_format(tmp_path: Path) -> No
         assert set(result) == {"name", "value", "unit", "higher_is_better", "peers", "params"}
         assert result["unit"] == "hands/s" and result["higher_is_better"] is True
         assert isinstance(result["value"], float) and result["value"] > 0
+        assert result["params"]["core"] == "interpreted" and result["peers"] == {}
     assert "| rules.xito.selfplay |" in (tmp_path / "report.md").read_text()
 
 

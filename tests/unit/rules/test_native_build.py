@@ -37,12 +37,11 @@ def _digests(pythonpath: str) -> dict[str, object]:
     return digests
 
 
-@pytest.mark.heavy
-def test_the_compiled_core_settles_the_corpus_and_self_play_byte_for_byte_as_the_interpreted(
-    tmp_path: Path,
-) -> None:
-    # make test-heavy has just built var/native (make native) and names it; otherwise build.
-    target = Path(os.environ.get("SOCAI_NATIVE_BUILD") or tmp_path).resolve()
+@pytest.fixture(scope="module")
+def native_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The compiled core: make test-heavy has just built var/native (make native) and names
+    it, and the build script then finds nothing to redo; otherwise a build of its own."""
+    target = Path(os.environ.get("SOCAI_NATIVE_BUILD") or tmp_path_factory.mktemp("native")).resolve()
     built = subprocess.run(
         [sys.executable, str(ROOT / "libs" / "build_native.py"), str(target)],
         capture_output=True,
@@ -50,6 +49,14 @@ def test_the_compiled_core_settles_the_corpus_and_self_play_byte_for_byte_as_the
         timeout=900,
     )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    return target
+
+
+@pytest.mark.heavy
+def test_the_compiled_core_settles_the_corpus_and_self_play_byte_for_byte_as_the_interpreted(
+    native_build: Path,
+) -> None:
+    target = native_build
     compiled = _digests(f"{target}{os.pathsep}{ROOT}")
     interpreted = _digests(str(ROOT))
     assert (compiled.pop("core"), interpreted.pop("core")) == ("compiled", "interpreted")
@@ -58,6 +65,40 @@ def test_the_compiled_core_settles_the_corpus_and_self_play_byte_for_byte_as_the
         f"selfplay/{game}" for game in registry.available()
     }
     assert compiled == interpreted
+
+
+@pytest.mark.heavy
+def test_the_rules_benchmarks_report_the_compiled_core_beside_the_interpreted(
+    native_build: Path, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench", "--quick", "--out", str(tmp_path), "bench_rules_selfplay"],
+        cwd=ROOT,
+        env={**os.environ, "SOCAI_NATIVE_BUILD": str(native_build)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["failed"] == [] and len(report["results"]) == 2 * len(registry.available()) - 1
+    for result in report["results"]:
+        assert result["params"]["core"] == "compiled", result["name"]
+        assert result["value"] > 0 and result["peers"]["interpreted"] > 0, result["name"]
+
+
+def test_a_benchmark_run_against_a_build_that_is_not_compiled_fails_rather_than_mislabel(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench", "--quick", "--out", str(tmp_path), "bench_rules_selfplay"],
+        cwd=ROOT,
+        env={**os.environ, "SOCAI_NATIVE_BUILD": str(tmp_path / "no-build-here")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["results"] == [] and report["failed"], done.stdout[-2000:]
+    assert "does not hold a compiled core" in done.stdout + done.stderr
 
 
 def test_the_build_compiles_the_kit_every_family_module_and_no_alias() -> None:
