@@ -37,13 +37,13 @@ TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 # The suites marked heavy (half a minute or more each: the RPC fuzz, the 100,000 and 10,000-hand
 # rules properties, the short nemesis, back-in-time, the demo, socai up and restore) run in
 # test-heavy, the same two ways, then the core's suites (the rules, cards, money, fairness,
-# the codec and the golden corpus) once more on the compiled core (make native), whose
+# the codec, the replay, settlement's and the auditor's units and the golden corpus) once more on the compiled core (make native), whose
 # differential test (tests/unit/rules/test_native_build.py) uses that build;
 # CI (.ci/run) runs make test, then make test-heavy.
 CORE_TESTS := tests/unit/rules tests/unit/test_cards.py tests/unit/test_money.py tests/unit/test_pots.py \
 	tests/unit/test_ranking.py tests/unit/test_fairness.py tests/unit/test_rules_contract.py \
 	tests/unit/test_rules_purity.py tests/unit/test_accounts.py tests/unit/test_autoplay.py \
-	tests/unit/test_hidden_cards.py tests/unit/test_codec.py tests/golden
+	tests/unit/test_hidden_cards.py tests/unit/test_codec.py tests/unit/settlement tests/unit/audit tests/golden
 test: $(STAMP_DEV) lint docs ## linters, the docs, then every test suite on real NATS and PostgreSQL but the heavy ones
 	$(TEST_ENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m "not heavy" $(PYTEST_ARGS)
 	$(TEST_ENV) $(BIN)/pytest --serial-group=only -m "not heavy" $(PYTEST_ARGS)

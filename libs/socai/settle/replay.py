@@ -51,7 +51,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from socai import cards, fairness
 from socai.errors import InvalidArgument, NotFound, PreconditionFailed, RuleViolation
@@ -128,22 +128,29 @@ class ReplayError(PreconditionFailed):
         self.event_id = event_id
 
 
+class _Started(Protocol):
+    @property
+    def started(self) -> HandStarted: ...
+
+
 class _OfAHand:
-    """``hand_id``, ``table_id`` and ``game`` of a result, from its HandStarted."""
+    """``hand_id``, ``table_id`` and ``game`` of a result, from its HandStarted.
+
+    The field itself is each dataclass's own (a protocol types ``self``): a field declared in
+    the mixin would be inherited by the dataclasses, which mypyc compiles out of order."""
 
     __slots__ = ()
-    started: HandStarted
 
     @property
-    def hand_id(self) -> str:
+    def hand_id(self: _Started) -> str:
         return self.started.hand_id
 
     @property
-    def table_id(self) -> str:
+    def table_id(self: _Started) -> str:
         return self.started.table_id
 
     @property
-    def game(self) -> str:
+    def game(self: _Started) -> str:
         return self.started.game
 
 

@@ -109,7 +109,8 @@ def test_the_build_compiles_the_kit_every_family_module_and_no_alias() -> None:
     assert family and family <= modules
     # socai.rules.phom is an alias of socai.rules.rummy.phom: nothing of its own to compile.
     assert "socai/rules/phom.py" not in modules and "socai/rules/rummy/phom.py" in modules
-    assert not any(m.startswith(("socai/infra/", "socai/events/", "socai/settle/")) for m in modules)
+    assert "socai/settle/replay.py" in modules
+    assert not any(m.startswith(("socai/infra/", "socai/events/", "socai/settle/keys")) for m in modules)
 
 
 def test_the_checkout_runs_the_interpreted_core_and_the_cli_says_so() -> None:
