@@ -37,8 +37,9 @@ TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 # The suites marked heavy (half a minute or more each: the RPC fuzz, the 100,000 and 10,000-hand
 # rules properties, the short nemesis, back-in-time, the demo, socai up and restore) run in
 # test-heavy, the same two ways, then the core's suites (the rules, cards, money, fairness,
-# the codec, the replay, settlement's and the auditor's units and the golden corpus) once more on the compiled core (make native), whose
-# differential test (tests/unit/rules/test_native_build.py) uses that build;
+# the codec, the replay, settlement's and the auditor's units and the golden corpus) once
+# more on the compiled core (make native), whose differential test
+# (tests/unit/rules/test_native_build.py) uses that build;
 # CI (.ci/run) runs make test, then make test-heavy.
 CORE_TESTS := tests/unit/rules tests/unit/test_cards.py tests/unit/test_money.py tests/unit/test_pots.py \
 	tests/unit/test_ranking.py tests/unit/test_fairness.py tests/unit/test_rules_contract.py \
@@ -60,7 +61,8 @@ docs: $(STAMP_DEV)           ## build the docs site from docs/ into var/site (mk
 
 # The compiled core (libs/build_native.py): a copy of libs/socai in var/native with the rules
 # and the modules under them compiled by mypyc, for a process run with PYTHONPATH=var/native
-# (`socai --version` says which core runs). Not the default yet (docs/inside/native.md). About 2 minutes from nothing on 2 cores, 20 s after an edit.
+# (`socai --version` says which core runs). Not the default yet (docs/inside/native.md).
+# About 2 minutes from nothing on 2 cores, seconds after an edit.
 native: $(STAMP_DEV)         ## compile the pure core with mypyc into var/native (use it with PYTHONPATH=var/native)
 	$(BIN)/python libs/build_native.py var/native
 

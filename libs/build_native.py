@@ -4,7 +4,8 @@ The build is a copy of ``libs/socai`` in ``var/native/socai`` with the modules b
 in place beside their sources; a process runs the compiled core when ``var/native`` comes
 first on its path (``PYTHONPATH=var/native``), and ``socai.core_build()`` says which it
 runs. The checkout itself stays interpreted, so an edit to a rule is never shadowed by a
-stale extension module; ``make native`` rebuilds when a source is newer than the build.
+stale extension module. ``make native`` runs this script each time: it copies the sources
+again, and mypyc and setuptools redo only the modules whose C changed (seconds).
 
 Compiled: ``cards``, ``money``, ``errors``, ``accounts``, ``fairness``, every module of
 ``socai.rules`` but the flat-name aliases (``socai.rules.phom`` and the like put their

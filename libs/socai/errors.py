@@ -7,7 +7,7 @@ codes with a ``google.rpc.ErrorInfo`` reason. The rules engine raises only ``Rul
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import ClassVar, NoReturn
 
 
 class SocaiError(Exception):
@@ -108,4 +108,11 @@ def check(condition: bool, message: str) -> None:
     Raises AssertionError: a broken invariant is a bug, never a user error.
     """
     if not condition:
-        raise AssertionError(f"invariant broken: {message}")
+        broken(message)
+
+
+def broken(message: str) -> NoReturn:
+    """Raise the AssertionError of a broken invariant: ``check``'s failure, for code that has
+    tested the condition itself (a hot path formatting its message only on failure, or a
+    type check the type checker should narrow on)."""
+    raise AssertionError(f"invariant broken: {message}")

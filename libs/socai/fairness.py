@@ -74,7 +74,8 @@ def verify_commitment(seed: bytes, deck_commitment: str) -> bool:
     return hmac.compare_digest(expected, deck_commitment.lower())
 
 
-# Open to interpreted subclasses under mypyc: the fairness tests feed one given bytes.
+# Open to interpreted subclasses under mypyc: the fairness tests subclass it to feed it
+# chosen bytes (the rejection branch of ``uniform``).
 @mypyc_attr(allow_interpreted_subclasses=True)
 class ByteStream:
     """The HMAC-SHA256 counter-mode byte stream of a seed, consumed strictly in order.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeGuard, TypeVar
 
-from socai.errors import check
+from socai.errors import broken, check
 
 INT64_MAX = 2**63 - 1
 BPS_DENOMINATOR = 10_000
@@ -32,9 +32,9 @@ def fee(amount_gold: object, fee_bps: object) -> int:
     """The fee on a positive amount: ``floor(amount * bps / 10000)``; 0 on zero or less.
 
     Typed ``object`` so that the compiled core (``make native``) sees a ``bool`` as it is:
-    a parameter typed ``int`` there holds ``True`` as the int 1."""
+    a parameter typed ``int`` there holds ``True`` as the int 1 (docs/inside/native.md)."""
     if type(amount_gold) is not int or type(fee_bps) is not int:
-        raise AssertionError("invariant broken: fee takes ints")
+        broken("fee takes ints")
     check(0 <= fee_bps <= FEE_BPS_MAX, f"fee_bps {fee_bps} out of range")
     if amount_gold <= 0:
         return 0

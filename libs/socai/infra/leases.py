@@ -55,8 +55,8 @@ the ``on_acquired`` of the partitions taken in one round run concurrently once a
 are taken, and so do the ``on_lost`` of several partitions given up together (a stop, a
 rebalance, leases lost in one round), so a handover takes the slowest partition's time,
 not the sum. A partition gets ``on_lost`` only once its ``on_acquired`` has begun: a stop that
-cuts a round short after its acquires releases the keys without a callback. A voluntary release awaits ``on_lost`` before deleting the key; a lost lease calls ``on_lost``
-after the fact, so per-message work must still call ``Lease.check()`` and write the fence
+cuts a round short after its acquires releases the keys without a callback. A voluntary
+release awaits ``on_lost`` before deleting the key; a lost lease calls ``on_lost`` after the fact, so per-message work must still call ``Lease.check()`` and write the fence
 token. Renewals and heartbeats run in their own loop, so a slow callback cannot let leases
 lapse.
 """

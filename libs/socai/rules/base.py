@@ -81,7 +81,7 @@ from typing import Any, ClassVar, Final, Generic, Protocol, Self, TypeVar, cast
 from mypy_extensions import mypyc_attr
 
 from socai import accounts, fairness
-from socai.errors import RuleViolation, check
+from socai.errors import RuleViolation, broken, check
 from socai.events.model import (
     HIDDEN_CARD,
     ActionKind,
@@ -357,7 +357,7 @@ class SettlementBuilder:
         if type(amount_gold) is not int or amount_gold < 0:
             # The message is formatted only when the check fails: pay runs for every
             # transfer of every replayed hand.
-            raise AssertionError(f"invariant broken: transfer of {amount_gold!r}")
+            broken(f"transfer of {amount_gold!r}")
         check(from_account != to_account, "transfer to the same account")
         if amount_gold:
             self.transfers.append(Transfer(from_account, to_account, amount_gold, reason, detail))

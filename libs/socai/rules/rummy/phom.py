@@ -71,7 +71,7 @@ from typing import Final
 
 from socai.cards import Card
 from socai.cards import deck as canonical_deck
-from socai.errors import RuleViolation, check
+from socai.errors import RuleViolation, broken, check
 from socai.events.model import (
     Body,
     CardsDealt,
@@ -369,7 +369,7 @@ def pending(state: State) -> Pending:
         return _dealing(tuple(_live(state)))
     seat = state.to_act
     if seat is None:  # ``check`` in a form mypy narrows on
-        raise AssertionError("invariant broken: a hand in play has a seat to act")
+        broken("a hand in play has a seat to act")
     if state.phase == DRAWING:
         return _drawing(seat)
     return _waiting(seat, state.options.turn_timeout_s)
@@ -496,7 +496,7 @@ def legal_moves(state: State, seat: int) -> tuple[MoveSet, ...]:
         if kind == "take":
             previous = _takeable(state, seat)
             if previous is None:  # ``check`` in a form mypy narrows on
-                raise AssertionError("invariant broken: a take is offered only when the discard may be taken")
+                broken("a take is offered only when the discard may be taken")
             text = f"take {previous.card} from seat {previous.seat}: it must stay in a Phỏm (PH-13)"
             out.append(MoveSet(kind, text, (CardTaken(seat, previous.seat, previous.card),)))
         elif kind.startswith("declare:"):
@@ -770,7 +770,7 @@ def _best_lay(state: State, seat: int) -> MeldsLaid:
         lay_every_meld=state.version.lay_every_meld,
     )
     if laid is None:  # ``check`` in a form mypy narrows on
-        raise AssertionError("invariant broken: the taken cards of a seat can always be laid")
+        broken("the taken cards of a seat can always be laid")
     melds = laid.melds
     if state.version.lay_every_meld:
         return MeldsLaid(seat, tuple(Meld(tuple(m)) for m in melds))
@@ -788,7 +788,7 @@ def _best_lay(state: State, seat: int) -> MeldsLaid:
                 melds = arrangement.melds
                 break
         else:
-            raise AssertionError("invariant broken: a seat laying down keeps no card")
+            broken("a seat laying down keeps no card")
     return MeldsLaid(seat, tuple(Meld(tuple(m)) for m in melds))
 
 

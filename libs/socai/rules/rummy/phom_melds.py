@@ -59,7 +59,7 @@ from itertools import combinations, pairwise
 from typing import Final
 
 from socai.cards import ACE, KING, Card
-from socai.errors import RuleViolation, check
+from socai.errors import RuleViolation, broken, check
 
 # A meld is kept as a tuple of cards in ``card_order``.
 Meld = tuple[Card, ...]
@@ -411,7 +411,7 @@ class _Search:
         while undecided:
             step = self.memo[undecided]
             if step is None:  # ``check`` in a form mypy narrows on
-                raise AssertionError("invariant broken: a solvable set of cards has an unsolvable rest")
+                broken("a solvable set of cards has an unsolvable rest")
             low = undecided & -undecided
             if step[3] is None:
                 junk.append(self.cards[low.bit_length() - 1])
