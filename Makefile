@@ -11,12 +11,12 @@ STAMP_DEV  := $(VENV)/.installed-dev
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 
-.PHONY: run up test test-heavy test-fast lint docs typecheck contract proto proto-check bench chaos nemesis soak golden golden-record lock install install-dev native clean clean-var
+.PHONY: run up test test-heavy test-fast lint docs typecheck contract proto proto-check bench chaos nemesis soak golden golden-record lock install install-dev native core clean clean-var
 
-run: $(STAMP_RUN)            ## bring up the whole stack, play, settle and audit hands, print a summary
+run: $(STAMP_RUN) core       ## bring up the whole stack, play, settle and audit hands, print a summary
 	$(BIN)/socai demo
 
-up: $(STAMP_RUN)             ## keep the stack serving in the foreground (Ctrl-C stops it)
+up: $(STAMP_RUN) core        ## keep the stack serving in the foreground (Ctrl-C stops it)
 	$(BIN)/socai up
 
 # The tests in two runs (docs/inside/testing.md). First every test but the serial group on
@@ -34,37 +34,41 @@ up: $(STAMP_RUN)             ## keep the stack serving in the foreground (Ctrl-C
 # compiled for the dependencies would be ignored and compiled again.)
 TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 
+# make test runs on the compiled core where make core could build it (docs/inside/native.md).
 # The suites marked heavy (half a minute or more each: the RPC fuzz, the 100,000 and 10,000-hand
-# rules properties, the short nemesis, back-in-time, the demo, socai up and restore) run in
-# test-heavy, the same two ways, then the core's suites (the rules, cards, money, fairness,
-# the codec, the replay, settlement's and the auditor's units and the golden corpus) once
-# more on the compiled core (make native), whose differential test
-# (tests/unit/rules/test_native_build.py) uses that build;
+# rules properties, the short nemesis, back-in-time, the demo, socai up and restore, the
+# differential test of the two cores) run in test-heavy, the same two ways, then the core's
+# suites (the rules, cards, money, fairness, the codec, the replay, settlement's and the
+# auditor's units and the golden corpus) once more on the interpreted core (SOCAI_CORE);
 # CI (.ci/run) runs make test, then make test-heavy.
 CORE_TESTS := tests/unit/rules tests/unit/test_cards.py tests/unit/test_money.py tests/unit/test_pots.py \
 	tests/unit/test_ranking.py tests/unit/test_fairness.py tests/unit/test_rules_contract.py \
 	tests/unit/test_rules_purity.py tests/unit/test_accounts.py tests/unit/test_autoplay.py \
 	tests/unit/test_hidden_cards.py tests/unit/test_codec.py tests/unit/settlement tests/unit/audit tests/golden
-test: $(STAMP_DEV) lint docs ## linters, the docs, then every test suite on real NATS and PostgreSQL but the heavy ones
+test: $(STAMP_DEV) core lint docs ## linters, the docs, then every test suite on real NATS and PostgreSQL but the heavy ones
 	$(TEST_ENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m "not heavy" $(PYTEST_ARGS)
 	$(TEST_ENV) $(BIN)/pytest --serial-group=only -m "not heavy" $(PYTEST_ARGS)
 
-test-heavy: native           ## the suites marked heavy, then the core's suites on the compiled core (CI runs it after make test)
-	$(TEST_ENV) SOCAI_NATIVE_BUILD=var/native $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m heavy $(PYTEST_ARGS)
+test-heavy: native           ## the suites marked heavy, then the core's suites on the interpreted core (CI runs it after make test)
+	$(TEST_ENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m heavy $(PYTEST_ARGS)
 	$(TEST_ENV) $(BIN)/pytest --serial-group=only -m heavy $(PYTEST_ARGS)
-	$(TEST_ENV) PYTHONPATH=var/native $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not heavy" $(CORE_TESTS) $(PYTEST_ARGS)
+	$(TEST_ENV) SOCAI_CORE=interpreted $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not heavy" $(CORE_TESTS) $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml): --strict, so a broken link or a page left out of the
 # nav fails the build, and make test with it.
 docs: $(STAMP_DEV)           ## build the docs site from docs/ into var/site (mkdocs, --strict)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-# The compiled core (libs/build_native.py): a copy of libs/socai in var/native with the rules
-# and the modules under them compiled by mypyc, for a process run with PYTHONPATH=var/native
-# (`socai --version` says which core runs). Not the default yet (docs/inside/native.md).
-# About 2 minutes from nothing on 2 cores, seconds after an edit.
-native: $(STAMP_DEV)         ## compile the pure core with mypyc into var/native (use it with PYTHONPATH=var/native)
-	$(BIN)/python libs/build_native.py var/native
+# The compiled core (libs/build_native.py, docs/inside/native.md): the rules and the modules
+# under them compiled by mypyc beside their sources, run while they match the sources
+# (socai.native; `socai --version` says which core runs). About 1.5 minutes from nothing on 2
+# cores, ~20 s after an edit, nothing when the build matches. make core (run by make install,
+# run, up and test) leaves the interpreted core where the machine cannot compile; make native fails.
+native: $(STAMP_RUN)         ## compile the pure core with mypyc beside its sources (fails without a C compiler)
+	$(BIN)/python libs/build_native.py
+
+core: $(STAMP_RUN)
+	$(BIN)/python libs/build_native.py --if-possible
 
 test-fast: $(STAMP_DEV)      ## unit tests only
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
@@ -93,12 +97,12 @@ proto: $(STAMP_DEV)          ## regenerate libs/socai/gen from proto/
 proto-check: $(STAMP_DEV)    ## fail when libs/socai/gen is stale against proto/
 	$(BIN)/python -m socai.infra.protogen --check
 
-install: $(STAMP_RUN)        ## create .venv and install what `make run` needs
+install: $(STAMP_RUN) core   ## create .venv, install what `make run` needs, compile the core where it can
 install-dev: $(STAMP_DEV)    ## ... and the test, lint and benchmark tools
 
-# The rules' figures are the compiled core's (make native) with the interpreted core's as peers.
-bench: native                ## benchmarks -> var/bench/report.json and report.md
-	SOCAI_NATIVE_BUILD=var/native $(BIN)/python -m tests.bench
+# The rules' figures are the compiled core's (make core) with the interpreted core's as peers.
+bench: $(STAMP_DEV) core     ## benchmarks -> var/bench/report.json and report.md
+	$(BIN)/python -m tests.bench
 
 CHAOS_ARGS ?=
 SOAK_ARGS  ?=
@@ -129,7 +133,7 @@ $(VENV)/bin/python:
 	$(PIP) install -q --upgrade "pip>=24" 
 
 $(STAMP_RUN): $(VENV)/bin/python pyproject.toml constraints.txt
-	$(PIP) install -q -c constraints.txt -e .
+	$(PIP) install -q -c constraints.txt -e '.[native]'
 	touch $@
 
 $(STAMP_DEV): $(STAMP_RUN) pyproject.toml constraints.txt
@@ -144,6 +148,7 @@ lock:                        ## re-resolve every dependency into constraints.txt
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	$(PYTHON) libs/build_native.py --remove
 
 clean-var:                   ## delete runtime data (NATS store, PostgreSQL data, reports)
 	rm -rf var/*

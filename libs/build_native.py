@@ -1,87 +1,132 @@
-"""Build the pure core as mypyc extension modules: ``make native`` (``python libs/build_native.py``).
+"""Build the pure core as mypyc extension modules: ``make native`` (``python libs/build_native.py``);
+``make install`` runs it with ``--if-possible``.
 
-The build is a copy of ``libs/socai`` in ``var/native/socai`` with the modules below compiled
-in place beside their sources; a process runs the compiled core when ``var/native`` comes
-first on its path (``PYTHONPATH=var/native``), and ``socai.core_build()`` says which it
-runs. The checkout itself stays interpreted, so an edit to a rule is never shadowed by a
-stale extension module. ``make native`` runs this script each time: it copies the sources
-again, and mypyc and setuptools redo only the modules whose C changed (seconds).
-
-Compiled: ``cards``, ``money``, ``errors``, ``accounts``, ``fairness``, every module of
-``socai.rules`` but the flat-name aliases (``socai.rules.phom`` and the like put their
-family's module in their place in ``sys.modules``: nothing to compile) and the replay
-(``settle/replay.py``). Interpreted still: ``events.model`` and ``events.codec`` (a compiled
-class keeps only the bare class of a field's type at run time, ``tuple`` for
+The modules ``socai.native.compiled_modules`` lists (``cards``, ``money``, ``errors``,
+``accounts``, ``fairness``, every module of ``socai.rules`` but the flat-name aliases, and
+``settle/replay.py``) are compiled beside their sources in ``libs/socai``, and the build
+records each source's sha256 in ``libs/socai/_native.json``. ``import socai`` runs them only
+while every source still matches (``socai.native.select``); otherwise the whole core runs
+from its sources. Interpreted still: ``events.model`` and ``events.codec`` (a compiled class
+keeps only the bare class of a field's type at run time, ``tuple`` for
 ``tuple[SeatInfo, ...]``, and the codec builds its decoders from the events' type hints).
 
-Each module is compiled separately (``separate=True``): one C file per module, built on
-every core at once, about 1.5 minutes on this 2-core machine against 2.8 for one shared
-library; a rebuild after one edit recompiles that module's C only.
+Nothing to do when the build is fresh (a few milliseconds). Otherwise the manifest goes
+first, so that no process runs a half-written build, then mypyc writes the C and setuptools
+compiles it (intermediate files in ``var/native``), then the manifest is written with the
+digests read before the compile: a source edited during the build leaves it stale. Each
+module is compiled separately (``separate=True``): one C file per module, built on every
+core at once, about 1.5 minutes on this 2-core machine from nothing; after one edit only
+that module's C is compiled again, though mypyc type-checks the whole list (~20 s).
+
+``--if-possible`` (make install, make run, make test): without a C compiler, the Python
+headers or mypyc, say so and leave the interpreted core; the code runs the same.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import shutil
 import sys
+import sysconfig
 import time
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "libs" / "socai"
-TOP_LEVEL = ("cards.py", "money.py", "errors.py", "accounts.py", "fairness.py")
-LAST = ("settle/replay.py",)
-ALIAS_MARK = "sys.modules[__name__] = "
+LIBS = ROOT / "libs"
+PACKAGE = LIBS / "socai"
+WORK = ROOT / "var" / "native"
 
 
-def compiled_modules(package: Path) -> list[str]:
-    """The paths (relative to the package's parent) of the modules to compile."""
-    paths = [package / name for name in TOP_LEVEL]
-    for path in sorted((package / "rules").rglob("*.py")):
-        if path.name == "__init__.py" or ALIAS_MARK in path.read_text(encoding="utf-8"):
-            continue
-        paths.append(path)
-    paths += [package / name for name in LAST]
-    return [str(path.relative_to(package.parent)) for path in paths]
+def _load_native() -> ModuleType:
+    """``socai/native.py`` on its own (standard library only): importing ``socai`` would
+    choose a core first, and warn about the stale build this script is about to replace."""
+    spec = importlib.util.spec_from_file_location("_socai_native", PACKAGE / "native.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def copy_sources(target: Path) -> None:
-    """``libs/socai`` into ``target/socai``: the .py files and data, not bytecode nor an
-    older build's extension modules of modules no longer compiled."""
-    package = target / "socai"
-    if package.exists():
-        for stale in package.rglob("*.py"):
-            if not (SOURCE / stale.relative_to(package)).exists():
-                stale.unlink()
-    shutil.copytree(SOURCE, package, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyc"))
+native = _load_native()
 
 
-def build(target: Path, jobs: int) -> list[str]:
+def missing_toolchain() -> str:
+    """What the build lacks on this machine, or "" when it can run."""
+    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        return f"no C compiler ({compiler})"
+    if not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists():
+        return "no Python headers (Python.h)"
+    try:
+        import mypyc.build  # noqa: F401
+    except ImportError:
+        return "no mypyc (pip install mypy)"
+    return ""
+
+
+def remove_build(package: Path = PACKAGE) -> None:
+    """The manifest and every extension module under ``package``."""
+    (package / native.MANIFEST_NAME).unlink(missing_ok=True)
+    for ext in package.rglob("*" + native.EXTENSION_SUFFIX):
+        ext.unlink()
+
+
+def build(jobs: int) -> list[str]:
     from mypyc.build import mypycify
     from setuptools import Distribution
 
-    copy_sources(target)
-    modules = compiled_modules(target / "socai")
+    modules = native.compiled_modules(PACKAGE)
+    recorded = native.manifest(modules, PACKAGE)
+    remove_build()
+    WORK.mkdir(parents=True, exist_ok=True)
     cwd = Path.cwd()
-    os.chdir(target)
+    os.chdir(LIBS)
+    os.environ["MYPY_CACHE_DIR"] = str(WORK / ".mypy_cache")
     try:
-        extensions = mypycify(modules, opt_level="3", separate=True, verbose=False)
+        extensions = mypycify(modules, opt_level="3", separate=True, verbose=False, target_dir=str(WORK / "build"))
         dist = Distribution({"name": "socai-native", "ext_modules": extensions})
         dist.script_name = "build_native.py"
-        dist.script_args = ["build_ext", "--inplace", f"--parallel={jobs}", "--build-temp=build/temp"]
+        dist.script_args = ["build_ext", "--inplace", f"--parallel={jobs}", f"--build-temp={WORK / 'build' / 'temp'}"]
+        dist.script_args.append(f"--build-lib={WORK / 'build' / 'lib'}")
         dist.parse_command_line()
         dist.run_commands()
     finally:
         os.chdir(cwd)
+    manifest = PACKAGE / native.MANIFEST_NAME
+    partial = manifest.with_suffix(".partial")
+    partial.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    partial.replace(manifest)
     return modules
 
 
 def main(argv: list[str]) -> int:
-    target = Path(argv[0]) if argv else ROOT / "var" / "native"
-    target.mkdir(parents=True, exist_ok=True)
+    if_possible = "--if-possible" in argv
+    if "--remove" in argv:
+        remove_build()
+        print("build_native: the compiled core removed; socai runs interpreted")
+        return 0
+    found, why = native.state(PACKAGE)
+    if found == native.FRESH and "--force" not in argv:
+        print("build_native: the compiled core is up to date")
+        return 0
+    lacking = missing_toolchain()
+    if lacking:
+        print(f"build_native: {lacking}: socai runs its interpreted core", file=sys.stderr)
+        if found == native.STALE:
+            remove_build()
+        return 0 if if_possible else 1
     started = time.monotonic()
-    modules = build(target.resolve(), os.cpu_count() or 1)
-    print(f"build_native: {len(modules)} modules compiled into {target} in {time.monotonic() - started:.0f} s")
+    print(f"build_native: compiling the core ({why or 'no build yet'})", flush=True)
+    try:
+        modules = build(os.cpu_count() or 1)
+    except (Exception, SystemExit) as e:  # setuptools reports a failed compile as SystemExit
+        remove_build()
+        print(f"build_native: the build failed ({e!r}): socai runs its interpreted core", file=sys.stderr)
+        return 0 if if_possible else 1
+    print(f"build_native: {len(modules)} modules compiled beside their sources in {time.monotonic() - started:.0f} s")
     return 0
 
 

@@ -8,11 +8,11 @@ shuffle (or rolls the seeded dice), the bots choose among ``candidate_actions`` 
 ``autoplay.play_hand``, the events are recorded as the table service writes them, and the
 hand is settled. A game added to the registry gets its figure here without changes.
 
-With a compiled core named by ``SOCAI_NATIVE_BUILD`` (``make bench`` builds ``var/native``
-first: docs/inside/native.md) each figure is the compiled core's, measured the same way in a
-child process run on that build, with the interpreted core's in ``peers["interpreted"]``;
-game by game, one build after the other, so the machine's load weighs on both alike.
-Without one, the figure is the interpreted core's.
+On the compiled core (``make bench`` builds it first: docs/inside/native.md) each figure is
+the compiled core's, with the interpreted core's in ``peers["interpreted"]``, measured the
+same way in a child process run with ``SOCAI_CORE=interpreted``; game by game, one build
+after the other, so the machine's load weighs on both alike. On the interpreted core (no
+build, or ``SOCAI_CORE=interpreted``) the figure is the interpreted core's alone.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import socai
+from socai import native
 from socai.rules import registry
 from socai.settle.replay import replay
 from tests.bench.harness import BenchContext, Result, rate
@@ -34,11 +36,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(ctx: BenchContext) -> list[Result]:
     hands = 100 if ctx.quick else 1000
     selfplay_rounds, replay_rounds = (2, 2) if ctx.quick else (3, 5)
-    native = os.environ.get("SOCAI_NATIVE_BUILD")
+    on_compiled = socai.core_build() == "compiled"
     selfplay, replays = [], []
     for game in registry.available():
-        interpreted = measure(game, hands, selfplay_rounds, replay_rounds)
-        compiled = _measure_compiled(native, game, hands, selfplay_rounds, replay_rounds) if native else None
+        if on_compiled:
+            compiled: dict[str, float] | None = measure(game, hands, selfplay_rounds, replay_rounds)
+            interpreted = _measure_interpreted(game, hands, selfplay_rounds, replay_rounds)
+        else:
+            compiled, interpreted = None, measure(game, hands, selfplay_rounds, replay_rounds)
         setup = setup_of(game)
         if game != "holdem":
             selfplay.append(
@@ -117,8 +122,8 @@ def measure(game: str, hands: int, selfplay_rounds: int, replay_rounds: int) -> 
     }
 
 
-def _measure_compiled(build: str, game: str, hands: int, selfplay_rounds: int, replay_rounds: int) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": f"{Path(build).resolve()}{os.pathsep}{ROOT}"}
+def _measure_interpreted(game: str, hands: int, selfplay_rounds: int, replay_rounds: int) -> dict[str, float]:
+    env = {**os.environ, native.ENV: "interpreted"}
     args = [game, str(hands), str(selfplay_rounds), str(replay_rounds)]
     out = subprocess.run(
         [sys.executable, "-m", "tests.bench.bench_rules_selfplay", *args],
@@ -129,13 +134,11 @@ def _measure_compiled(build: str, game: str, hands: int, selfplay_rounds: int, r
         check=True,
     ).stdout
     measured: dict[str, float] = json.loads(out)
-    if measured.pop("core") != "compiled":
-        raise AssertionError(f"{build} does not hold a compiled core: run make native")
+    if measured.pop("core") != "interpreted":
+        raise AssertionError(f"{native.ENV}=interpreted ran the compiled core")
     return measured
 
 
-if __name__ == "__main__":  # the child of _measure_compiled: one game on the core it runs
-    import socai
-
+if __name__ == "__main__":  # the child of _measure_interpreted: one game on the core it runs
     game, hands, selfplay_rounds, replay_rounds = sys.argv[1], *map(int, sys.argv[2:5])
     print(json.dumps({"core": socai.core_build(), **measure(game, hands, selfplay_rounds, replay_rounds)}))

@@ -188,13 +188,19 @@ def parent_packages(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
+# Chooses which build of the core a process loads (socai/__init__ calls it before any module
+# of the core is imported): it reads the build's manifest, the sources and the environment,
+# once, and is not part of the core it loads.
+LOADER = "socai.native"
+
+
 def pure_core() -> dict[str, list[str]]:
     """Module name → violations, for every rules module and every socai module they reach."""
     todo = [module_name(p) for p in sorted(RULES_DIR.rglob("*.py"))]
     seen: dict[str, list[str]] = {}
     while todo:
         name = todo.pop()
-        if name in seen:
+        if name in seen or name == LOADER:
             continue
         path = module_path(name)
         if path is None:  # a name imported from a module, not a module itself
@@ -215,6 +221,26 @@ def test_the_pure_core_covers_the_rules_and_the_shared_value_modules() -> None:
     assert {"socai.money", "socai.cards", "socai.fairness", "socai.errors", "socai.accounts"} <= set(CORE)
     assert {"socai.rules.base", "socai.rules.pots", "socai.rules.ranking", "socai.rules.registry"} <= rules
     assert {"socai.rules.poker.holdem", "socai.rules.climbing.shedding", "socai.rules.dice.taixiu"} <= rules
+
+
+def test_only_the_package_itself_imports_the_loader() -> None:
+    importers = [name for name, path in _sources() if name != "socai" and LOADER in _socai_imports(name, path)]
+    assert importers == [] and LOADER in _socai_imports("socai", LIBS / "socai" / "__init__.py")
+    assert LOADER not in CORE and "socai" in CORE
+
+
+def _sources() -> list[tuple[str, Path]]:
+    package = LIBS / "socai"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(LIBS).with_suffix("")
+        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+        found.append((".".join(parts), path))
+    return found
+
+
+def _socai_imports(name: str, path: Path) -> list[str]:
+    return check_source(name, path.read_text(encoding="utf-8"), path.name == "__init__.py").socai_imports
 
 
 @pytest.mark.parametrize("module", sorted(CORE))

@@ -1,17 +1,19 @@
-"""The compiled core (``make native``, ``libs/build_native.py``) against the interpreted one.
+"""The compiled core (``make native``, ``libs/build_native.py``, ``socai.native``) against the
+interpreted one.
 
-The differential test builds the core with mypyc into a temporary folder, then settles the
-golden corpus and self-plays every game on each build in a child process
-(``tests.support.native_diff``) and requires the same bytes: every replayed hand's posting
-and stored row, every self-played hand's events and settlement. It is heavy (a build from
-nothing takes about 2 minutes on 2 cores): make test-heavy runs it on the var/native that
-``make native`` has just built (the build script then finds nothing to redo)."""
+The differential test settles the golden corpus and self-plays every game on each core in a
+child process (``tests.support.native_diff``, ``SOCAI_CORE`` choosing the core) and requires
+the same bytes: every replayed hand's posting and stored row, every self-played hand's events
+and settlement. It is heavy; the build it needs is the checkout's own (``make test`` and
+``make test-heavy`` build it first, and the fixture then finds nothing to redo; from nothing
+it takes about 1.5 minutes on 2 cores). The guard's tests run on copies of the package."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,16 +22,16 @@ from types import ModuleType
 import pytest
 
 import socai
+from socai import native
 from socai.rules import registry
 from tests.support.snapshot import snapshot
 from tests.support.synthetic import simulate
 
 ROOT = Path(__file__).resolve().parents[3]
+PACKAGE = ROOT / "libs" / "socai"
 
 
 def _build_script() -> ModuleType:
-    """``libs/build_native.py``, loaded from its file (libs/ is not put on the path: under
-    make test-heavy's compiled run it would shadow var/native)."""
     spec = importlib.util.spec_from_file_location("build_native", ROOT / "libs" / "build_native.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -40,36 +42,43 @@ def _build_script() -> ModuleType:
 SELFPLAY_HANDS = 150
 
 
-def _digests(pythonpath: str) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": pythonpath}
+def _env(**changes: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    for name, value in changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+def _digests(core: str) -> dict[str, object]:
     command = [sys.executable, "-m", "tests.support.native_diff", str(SELFPLAY_HANDS)]
-    out = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=600)
+    out = subprocess.run(
+        command, cwd=ROOT, env=_env(SOCAI_CORE=core), capture_output=True, text=True, check=True, timeout=600
+    )
     digests: dict[str, object] = json.loads(out.stdout)
     return digests
 
 
 @pytest.fixture(scope="module")
-def native_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The compiled core: make test-heavy has just built var/native (make native) and names
-    it, and the build script then finds nothing to redo; otherwise a build of its own."""
-    target = Path(os.environ.get("SOCAI_NATIVE_BUILD") or tmp_path_factory.mktemp("native")).resolve()
+def native_build() -> Path:
+    """The checkout's compiled core, built if it is not fresh (make test and make test-heavy
+    have just built it: then nothing to do)."""
     built = subprocess.run(
-        [sys.executable, str(ROOT / "libs" / "build_native.py"), str(target)],
-        capture_output=True,
-        text=True,
-        timeout=900,
+        [sys.executable, str(ROOT / "libs" / "build_native.py")], capture_output=True, text=True, timeout=900
     )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    return target
+    assert native.state(PACKAGE) == (native.FRESH, "")
+    return PACKAGE
 
 
 @pytest.mark.heavy
 def test_the_compiled_core_settles_the_corpus_and_self_play_byte_for_byte_as_the_interpreted(
     native_build: Path,
 ) -> None:
-    target = native_build
-    compiled = _digests(f"{target}{os.pathsep}{ROOT}")
-    interpreted = _digests(str(ROOT))
+    compiled = _digests("compiled")
+    interpreted = _digests("interpreted")
     assert (compiled.pop("core"), interpreted.pop("core")) == ("compiled", "interpreted")
     assert any(key.startswith("corpus/") for key in interpreted)
     assert {key for key in interpreted if key.startswith("selfplay/")} == {
@@ -85,36 +94,23 @@ def test_the_rules_benchmarks_report_the_compiled_core_beside_the_interpreted(
     done = subprocess.run(
         [sys.executable, "-m", "tests.bench", "--quick", "--out", str(tmp_path), "bench_rules_selfplay"],
         cwd=ROOT,
-        env={**os.environ, "SOCAI_NATIVE_BUILD": str(native_build)},
+        env=_env(SOCAI_CORE=None),
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
+    assert report["machine"]["core"] == "compiled"
     assert report["failed"] == [] and len(report["results"]) == 2 * len(registry.available()) - 1
     for result in report["results"]:
         assert result["params"]["core"] == "compiled", result["name"]
         assert result["value"] > 0 and result["peers"]["interpreted"] > 0, result["name"]
 
 
-def test_a_benchmark_run_against_a_build_that_is_not_compiled_fails_rather_than_mislabel(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.bench", "--quick", "--out", str(tmp_path), "bench_rules_selfplay"],
-        cwd=ROOT,
-        env={**os.environ, "SOCAI_NATIVE_BUILD": str(tmp_path / "no-build-here")},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["results"] == [] and report["failed"], done.stdout[-2000:]
-    assert "does not hold a compiled core" in done.stdout + done.stderr
-
-
 def test_the_build_compiles_the_kit_every_family_module_and_no_alias() -> None:
     package = ROOT / "libs" / "socai"
-    modules = set(_build_script().compiled_modules(package))
+    modules = set(native.compiled_modules(package))
     assert {"socai/cards.py", "socai/money.py", "socai/fairness.py", "socai/rules/base.py"} <= modules
     family = {str(p.relative_to(package.parent)) for p in (package / "rules").glob("*/*.py") if p.name != "__init__.py"}
     assert family and family <= modules
@@ -124,13 +120,119 @@ def test_the_build_compiles_the_kit_every_family_module_and_no_alias() -> None:
     assert not any(m.startswith(("socai/infra/", "socai/events/", "socai/settle/keys")) for m in modules)
 
 
-def test_the_checkout_runs_the_interpreted_core_and_the_cli_says_so() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # as make test runs it
+def _which_core(pythonpath: Path, **env: str | None) -> subprocess.CompletedProcess[str]:
+    """A child process on the package under ``pythonpath``: its core, and where two of the
+    compiled modules were loaded from."""
+    code = (
+        "import socai, socai.cards, socai.rules.base as b; "
+        "print(socai.core_build(), socai.cards.__file__.endswith('.py'), b.__file__.endswith('.py'))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(PYTHONPATH=str(pythonpath), **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_an_edited_source_runs_the_whole_core_interpreted_and_says_why(native_build: Path, tmp_path: Path) -> None:
+    shutil.copytree(native_build, tmp_path / "socai", ignore=shutil.ignore_patterns("__pycache__"))
+    fresh = _which_core(tmp_path, SOCAI_CORE=None)
+    assert (fresh.returncode, fresh.stdout.split()) == (0, ["compiled", "False", "False"]), fresh.stderr
+    forced = _which_core(tmp_path, SOCAI_CORE="interpreted")
+    assert forced.stdout.split() == ["interpreted", "True", "True"] and "stale" not in forced.stderr
+
+    edited = tmp_path / "socai" / "rules" / "climbing" / "tienlen.py"
+    edited.write_text(edited.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    stale = _which_core(tmp_path, SOCAI_CORE=None)
+    # All or nothing: cards and base are unchanged, yet they run from their sources too.
+    assert (stale.returncode, stale.stdout.split()) == (0, ["interpreted", "True", "True"]), stale.stderr
+    assert "socai/rules/climbing/tienlen.py changed since the build" in stale.stderr
+    assert "make native" in stale.stderr
+    required = _which_core(tmp_path, SOCAI_CORE="compiled")
+    assert required.returncode != 0 and "ImportError: SOCAI_CORE=compiled" in required.stderr
+
+    bogus = _which_core(tmp_path, SOCAI_CORE="fast")
+    assert bogus.returncode != 0 and "SOCAI_CORE='fast': expected one of auto, compiled, interpreted" in bogus.stderr
+
+
+def _sources_only(tmp_path: Path) -> Path:
+    package = tmp_path / "socai"
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__", "*.so", "_native.json*"))
+    return package
+
+
+def _fake_build(package: Path) -> list[str]:
+    modules = native.compiled_modules(package)
+    for relative in modules:
+        for ext in native.extensions_of(relative):
+            (package.parent / ext).touch()
+    (package / native.MANIFEST_NAME).write_text(json.dumps(native.manifest(modules, package)))
+    return modules
+
+
+def test_the_build_is_fresh_only_while_every_compiled_source_matches_its_digest(tmp_path: Path) -> None:
+    package = _sources_only(tmp_path)
+    assert native.state(package) == (native.ABSENT, "")
+    modules = _fake_build(package)
+    assert native.state(package) == (native.FRESH, "")
+
+    # A module outside the compiled list changes nothing.
+    (package / "events" / "codec.py").write_text("# edited\n", encoding="utf-8")
+    assert native.state(package) == (native.FRESH, "")
+
+    money = package / "money.py"
+    original = money.read_bytes()
+    money.write_bytes(original + b"\n")
+    assert native.state(package) == (native.STALE, "socai/money.py changed since the build")
+    money.write_bytes(original)
+    assert native.state(package) == (native.FRESH, "")
+
+    _, library = native.extensions_of("socai/fairness.py")
+    (package.parent / library).unlink()
+    assert native.state(package) == (native.STALE, "socai/fairness.py's extension module is missing")
+    (package.parent / library).touch()
+
+    (package / "rules" / "newgame.py").write_text("X = 1\n", encoding="utf-8")
+    assert native.state(package) == (native.STALE, "the modules to compile changed since the build")
+    (package / "rules" / "newgame.py").unlink()
+
+    recorded = json.loads((package / native.MANIFEST_NAME).read_text())
+    (package / native.MANIFEST_NAME).write_text(json.dumps({**recorded, "suffix": ".cpython-39-x.so"}))
+    assert native.state(package)[0] == native.STALE
+    (package / native.MANIFEST_NAME).write_text("{not json")
+    assert native.state(package)[0] == native.STALE
+
+    # Extension modules left without a manifest: a build that did not finish.
+    (package / native.MANIFEST_NAME).unlink()
+    assert native.state(package) == (
+        native.STALE,
+        "extension modules without _native.json (a build that did not finish)",
+    )
+    assert len(modules) == len(set(modules))
+
+
+def test_a_machine_without_a_compiler_is_told_so_and_keeps_the_interpreted_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    script = _build_script()
+    assert script.missing_toolchain() == ""  # this machine kind has gcc and the headers
+    monkeypatch.setenv("CC", "no-such-cc -O2")
+    assert script.missing_toolchain() == "no C compiler (no-such-cc)"
+
+
+def test_the_cli_says_which_core_runs() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "socai_cli", "--version"], capture_output=True, text=True, check=True, env=env
+        [sys.executable, "-m", "socai_cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_env(SOCAI_CORE="interpreted"),
     )
     assert out.stdout.strip().endswith("(interpreted core)"), out.stdout
-    # In this process, whichever build it runs (make test-heavy runs these tests compiled too):
+    # In this process, whichever core it runs (make test runs the compiled one where it is
+    # built, make test-heavy these tests again on the interpreted one):
     from socai.rules import base
 
     assert socai.core_build() == ("interpreted" if str(base.__file__).endswith(".py") else "compiled")
