@@ -24,7 +24,9 @@ headers or mypyc, say so and leave the interpreted core; the code runs the same.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -67,8 +69,9 @@ def missing_toolchain() -> str:
     return ""
 
 
-def remove_build(package: Path = PACKAGE) -> None:
-    """The manifest and every extension module under ``package``."""
+def remove_build(package: Path | None = None) -> None:
+    """The manifest and every extension module under ``package`` (default ``PACKAGE``)."""
+    package = package or PACKAGE
     (package / native.MANIFEST_NAME).unlink(missing_ok=True)
     for ext in package.rglob("*" + native.EXTENSION_SUFFIX):
         ext.unlink()
@@ -86,7 +89,10 @@ def build(jobs: int) -> list[str]:
     os.chdir(LIBS)
     os.environ["MYPY_CACHE_DIR"] = str(WORK / ".mypy_cache")
     try:
-        extensions = mypycify(modules, opt_level="3", separate=True, verbose=False, target_dir=str(WORK / "build"))
+        said = io.StringIO()
+        with contextlib.redirect_stdout(said):
+            extensions = mypycify(modules, opt_level="3", separate=True, verbose=False, target_dir=str(WORK / "build"))
+        _echo_notes(said.getvalue())
         dist = Distribution({"name": "socai-native", "ext_modules": extensions})
         dist.script_name = "build_native.py"
         dist.script_args = ["build_ext", "--inplace", f"--parallel={jobs}", f"--build-temp={WORK / 'build' / 'temp'}"]
@@ -100,6 +106,19 @@ def build(jobs: int) -> list[str]:
     partial.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     partial.replace(manifest)
     return modules
+
+
+def _echo_notes(text: str) -> None:
+    """mypyc's messages, but its note on each generator passed to ``tuple()``, ``any()`` and
+    the like (compiled as a list first: the same result) counted in one line."""
+    lists = 0
+    for line in text.splitlines():
+        if line.endswith("warning: Treating generator comprehension as list"):
+            lists += 1
+        elif line.strip():
+            print(line)
+    if lists:
+        print(f"build_native: {lists} generator expressions compiled as lists (mypyc's note; same results)")
 
 
 def main(argv: list[str]) -> int:
@@ -119,7 +138,8 @@ def main(argv: list[str]) -> int:
             remove_build()
         return 0 if if_possible else 1
     started = time.monotonic()
-    print(f"build_native: compiling the core ({why or 'no build yet'})", flush=True)
+    reason = why or ("--force" if found == native.FRESH else "no build yet")
+    print(f"build_native: compiling the core ({reason})", flush=True)
     try:
         modules = build(os.cpu_count() or 1)
     except (Exception, SystemExit) as e:  # setuptools reports a failed compile as SystemExit

@@ -6,6 +6,10 @@
   (``python -m socai_settlement``) run as their own processes, as in production. The figure
   is hands / (last ``settled_at`` − first ``settled_at``) from the settlement database, once
   every hand is stored. Params: hands, games, post batch, the first hand's delay after start.
+  Peer ``nats_raw_read`` (hands/s): the same stream read on the same server just before
+  settlement starts, by a consumer that does nothing else (``socai.infra.nats_pull.Pull``, as
+  settlement pulls, in batches of settlement's ``fetch_batch``, no acks): hands / the time to
+  receive every message; the ratio drain / raw read is in the params.
   The backlog is loaded through a nats-server on the same store without
   ``sync_interval: always`` (fsync per message) to save minutes of setup; the drain itself
   runs on the production setting.
@@ -70,6 +74,7 @@ from typing import Any
 import grpc
 import psycopg
 from nats.aio.client import Client as NatsClient
+from nats.js import api as js_api
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
@@ -85,6 +90,7 @@ from socai.infra.grpc_client import channel
 from socai.infra.leases import LeaseConfig, ensure_lease_bucket, member_key
 from socai.infra.nats import connect, ensure_stream, events_stream_spec
 from socai.infra.nats_auth import TEST_HARNESS
+from socai.infra.nats_pull import Pull
 from socai.rules import registry
 from socai_cli import migrations as migrate
 from socai_cli.embedded import EmbeddedNats, EmbeddedPostgres, free_port
@@ -413,6 +419,8 @@ async def _services(ctx: BenchContext, sim: Simulation) -> tuple[list[Result], L
     results: list[Result] = []
     try:
         post_batch = POST_BATCH
+        raw_s, raw_messages = await _raw_read_s(env, len(sim.events()))
+        raw_rate = len(sim.hands) / raw_s
         started = time.time()
         await env.start_service("settlement", SOCAI_SETTLEMENT_POST_BATCH=str(post_batch))
         deadline = time.monotonic() + 1800
@@ -430,7 +438,10 @@ async def _services(ctx: BenchContext, sim: Simulation) -> tuple[list[Result], L
                 "settlement.drain",
                 count / span_s,
                 "hands/s",
+                peers={"nats_raw_read": raw_rate},
                 params={
+                    "drain_over_raw_read": round(count / span_s / raw_rate, 3),
+                    "raw_read_messages_per_s": round(raw_messages / raw_s),
                     "hands": count,
                     "events": len(sim.events()),
                     "games": list(registry.available()),
@@ -446,6 +457,39 @@ async def _services(ctx: BenchContext, sim: Simulation) -> tuple[list[Result], L
     finally:
         env.stop()
     return results, series
+
+
+async def _raw_read_s(env: BenchEnv, messages: int) -> tuple[float, int]:
+    """(seconds, messages): every message of the events stream received by a consumer that
+    does nothing else (a durable of its own, no acks), through ``Pull`` in batches of
+    settlement's ``fetch_batch``; timed from the first pull request to the last message."""
+    nc = await connect(env.settings.nats_url or "", name="bench-raw-read", pending_size=64 * 1024 * 1024)
+    durable = "bench-raw-read"
+    try:
+        js = nc.jetstream()
+        config = js_api.ConsumerConfig(
+            durable_name=durable,
+            deliver_policy=js_api.DeliverPolicy.ALL,
+            ack_policy=js_api.AckPolicy.NONE,
+            replay_policy=js_api.ReplayPolicy.INSTANT,
+        )
+        await js.add_consumer(env.settings.events_stream, config)
+        pull = Pull(nc, env.settings.events_stream, durable)
+        await pull.start()
+        batch = SettlementConfig().fetch_batch
+        received = 0
+        began = time.monotonic()
+        while received < messages:
+            got = await pull.fetch(batch, 5.0)
+            if not got:
+                raise RuntimeError(f"the raw read stopped at {received} of {messages} messages")
+            received += len(got)
+        elapsed = time.monotonic() - began
+        await pull.close()
+        await js.delete_consumer(env.settings.events_stream, durable)
+        return elapsed, received
+    finally:
+        await nc.close()
 
 
 # --- publish → ledger latency -----------------------------------------------------------------

@@ -222,6 +222,35 @@ def test_a_machine_without_a_compiler_is_told_so_and_keeps_the_interpreted_core(
     assert script.missing_toolchain() == "no C compiler (no-such-cc)"
 
 
+def test_without_a_compiler_make_core_removes_a_stale_build_and_make_native_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = _build_script()
+    package = _sources_only(tmp_path)
+    _fake_build(package)
+    monkeypatch.setattr(script, "PACKAGE", package)
+    monkeypatch.setenv("CC", "no-such-cc")
+    assert script.main(["--if-possible"]) == 0  # fresh: nothing to do, no compiler needed
+    assert "up to date" in capsys.readouterr().out
+
+    (package / "cards.py").write_text("# edited\n", encoding="utf-8")
+    assert script.main(["--if-possible"]) == 0  # make core: the stale build goes, the sources run
+    assert "no C compiler (no-such-cc): socai runs its interpreted core" in capsys.readouterr().err
+    assert native.state(package) == (native.ABSENT, "")
+    assert not list(package.rglob("*" + native.EXTENSION_SUFFIX))
+    assert script.main([]) == 1  # make native: fails, saying why
+    assert "no C compiler (no-such-cc)" in capsys.readouterr().err
+
+
+def test_mypycs_notes_on_generators_are_counted_and_its_other_messages_kept(capsys: pytest.CaptureFixture[str]) -> None:
+    note = "socai/rules/base.py:12: warning: Treating generator comprehension as list"
+    _build_script()._echo_notes(f"{note}\n{note}\nsocai/cards.py:3: error: something else\n")
+    assert capsys.readouterr().out.splitlines() == [
+        "socai/cards.py:3: error: something else",
+        "build_native: 2 generator expressions compiled as lists (mypyc's note; same results)",
+    ]
+
+
 def test_the_cli_says_which_core_runs() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "socai_cli", "--version"],
