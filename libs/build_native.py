@@ -83,6 +83,9 @@ def build(jobs: int) -> list[str]:
 
     modules = native.compiled_modules(PACKAGE)
     recorded = native.manifest(modules, PACKAGE)
+    # Unlinked, not overwritten: a running process keeps the libraries it mapped (writing over
+    # a mapped library in place can crash it), and new processes see no manifest until the
+    # end, so they run the sources meanwhile.
     remove_build()
     WORK.mkdir(parents=True, exist_ok=True)
     cwd = Path.cwd()
