@@ -224,23 +224,14 @@ def test_the_pure_core_covers_the_rules_and_the_shared_value_modules() -> None:
 
 
 def test_only_the_package_itself_imports_the_loader() -> None:
-    importers = [name for name, path in _sources() if name != "socai" and LOADER in _socai_imports(name, path)]
-    assert importers == [] and LOADER in _socai_imports("socai", LIBS / "socai" / "__init__.py")
+    sources = sorted((LIBS / "socai").rglob("*.py"))
+    importers = [module_name(p) for p in sources if module_name(p) != "socai" and LOADER in _socai_imports(p)]
+    assert importers == [] and LOADER in _socai_imports(LIBS / "socai" / "__init__.py")
     assert LOADER not in CORE and "socai" in CORE
 
 
-def _sources() -> list[tuple[str, Path]]:
-    package = LIBS / "socai"
-    found = []
-    for path in sorted(package.rglob("*.py")):
-        relative = path.relative_to(LIBS).with_suffix("")
-        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
-        found.append((".".join(parts), path))
-    return found
-
-
-def _socai_imports(name: str, path: Path) -> list[str]:
-    return check_source(name, path.read_text(encoding="utf-8"), path.name == "__init__.py").socai_imports
+def _socai_imports(path: Path) -> list[str]:
+    return check_source(module_name(path), path.read_text(encoding="utf-8"), path.name == "__init__.py").socai_imports
 
 
 @pytest.mark.parametrize("module", sorted(CORE))
