@@ -126,12 +126,16 @@ async def test_a_finalize_the_ledger_missed_is_retried_by_the_watchdog(
     await w.backend.act(table_id, a, 0, wager(0, "tai", 3_000), hand_id=hand_id)
     await ended(w, table_id, hand_id)
 
+    table = w.running.apps["table"].manager.tables[table_id]
+
     async def finalized() -> bool:
-        return (await hold_of(w, hand_id)).status != lpb.HOLD_STATUS_OPEN
+        # The ledger commits the finalize before the table hears its answer and forgets the
+        # hand: wait for both, or the check races the table's own bookkeeping.
+        return (await hold_of(w, hand_id)).status != lpb.HOLD_STATUS_OPEN and not table.holds_to_finalize
 
     await until("the watchdog to finalize the hold", finalized)
     assert missed == [hand_id]
-    assert w.running.apps["table"].manager.tables[table_id].holds_to_finalize == {}
+    assert table.holds_to_finalize == {}
 
 
 async def test_a_table_rebuilt_between_its_hold_and_its_event_asks_again_and_changes_nothing(
