@@ -29,7 +29,8 @@ from tests.chaos.stack import metric_sum, parse_metrics
 from tests.support.ports import free_port
 from tests.support.stack import metrics_base
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.fault]
+# heavy: ~32 s for the two, alone in the serial group; make test-heavy runs them (CI, after make test).
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.fault, pytest.mark.heavy]
 
 SOCAI = [sys.executable, "-m", "socai_cli.main"]
 START_TIMEOUT_S = 90.0  # a loaded machine starts a service slowly

@@ -146,6 +146,7 @@ def stop_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
                 proc.kill()
 
 
+@pytest.mark.heavy  # ~17 s alone: make test-heavy runs it (a kill mid-batch stays in make test: test_settlement_kill)
 async def test_instances_killed_under_load_lose_no_hand_and_post_none_twice(harness: Harness, tmp_path: Path) -> None:
     bucket, sim, settings = await partitioned_backlog(harness, HANDS, seed=1919)
     procs: dict[str, subprocess.Popen[bytes]] = {}

@@ -33,7 +33,8 @@ from tests.support.ports import free_port
 from tests.support.settlement import Harness, harness_for
 from tests.support.synthetic import fund, publish, simulate
 
-pytestmark = [pytest.mark.fault, pytest.mark.slow]
+# heavy: ~19 s alone in the serial group; make test-heavy runs it (CI, after make test).
+pytestmark = [pytest.mark.fault, pytest.mark.slow, pytest.mark.heavy]
 
 HANDS = 160
 PAUSE_S = 10.0  # the repro: longer than the 2 s lease and the pull stop's 2 s round trip

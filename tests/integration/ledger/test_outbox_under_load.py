@@ -39,6 +39,7 @@ def outbox_lag(url: str) -> int:
 
 
 @pytest.mark.serial  # the relay shares this process's CPU: the lag bound needs the machine
+@pytest.mark.heavy  # ~15 s alone: make test-heavy runs it (the lag bound under load: test_outbox_backpressure)
 async def test_the_relay_keeps_up_with_a_steady_load_and_catches_up_when_it_stops(
     ledger: Ledger,
     js: JetStreamContext,  # noqa: F811 (the fixture)
