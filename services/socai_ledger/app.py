@@ -149,7 +149,7 @@ async def build_app(
         if relay
         else None
     )
-    batcher_options: dict[str, Any] = {"linger_s": linger_s}
+    batcher_options: dict[str, Any] = {"linger_s": linger_s, "pipeline": cfg.write_pipeline}
     if max_batch is not None:
         batcher_options["max_batch"] = max_batch
     batcher = WriteBatcher(

@@ -14,13 +14,26 @@ and still pay one commit per posting, and they make "balance after" and the neve
 check need every shard. Batching removes both costs and keeps one row per account.
 
 How batches form. Callers put units (the items of one RPC) on a bounded queue and wait for
-their futures. The single writer loop takes everything queued up to ``max_batch`` items and,
+their futures. The writer loop takes everything queued up to ``max_batch`` items and,
 when the batch is not full, keeps taking what arrives in steps of ``linger_s / 4`` for as
 long as each step brings something, ``linger_s`` (2 ms) at most; then it writes, commits,
 and only then resolves the futures. Under load, requests accumulate while the previous batch
 commits, so batches grow by themselves; the linger adds the requests still being parsed. The queue is
 bounded by ``max_pending`` items: when full, callers wait (backpressure, bounded by their
 RPC deadline) instead of piling up memory.
+
+Two batches in flight (``pipeline``, 2 by default; ``SOCAI_LEDGER_WRITE_PIPELINE``). A batch
+costs two round trips (``journal_write``: the lock and the reads, then the writes and the
+commit), and a caller answered by one batch waits for the next; one batch at a time, the
+next one's first round trip only starts once the commit's answer is back and the loop has
+had its turn. So once a batch has planned and sends its last script, the loop forms the
+next batch and sends its first script on a second connection: it waits on the journal's
+lock *in the server* and its reads run right after the commit, each statement with a
+snapshot taken after the lock, so it sees everything the batch before it wrote. Nothing is
+decided on stale data; only the wait moves from the event loop to the server. The lock
+still admits one writer at a time (commit order = journal order), each batch has its own
+connection, retries, isolation of a poison item and failures as below, and a third batch
+waits for a connection to come free. ``pipeline=1`` writes as one batch at a time.
 
 Failures. Serialization failures and deadlocks (possible when something outside the
 ledger locks account rows) are retried with a short backoff. A lost database connection
@@ -87,6 +100,7 @@ from socai import errors
 from socai.infra import db_pool, tracing
 from socai.infra.logging import get_logger
 from socai_ledger import db, domain, journal_write
+from socai_ledger.config import PIPELINE, PIPELINE_MAX
 from socai_ledger.domain import PostOutcome, PostStatus, PreparedTransaction
 from socai_ledger.outbox_backlog import REFUSED, WAIT_SECONDS, OutboxBacklog
 
@@ -150,10 +164,13 @@ class WriteBatcher:
         on_commit: Callable[[int], None] | None = None,
         backlog: OutboxBacklog | None = None,
         marks: tracing.Marks | None = None,
+        pipeline: int = PIPELINE,
     ) -> None:
         """``marks``: where each applied transaction's journal sequence is marked with the
-        span of the batch that wrote it, for the outbox relay (tracing on)."""
+        span of the batch that wrote it, for the outbox relay (tracing on). ``pipeline``:
+        batches in flight at once, each on its own connection (module docstring)."""
         errors.check(max_batch >= 1 and max_pending >= max_batch, "batcher limits")
+        errors.check(1 <= pipeline <= PIPELINE_MAX, f"pipeline is 1..{PIPELINE_MAX}")
         self._url = database_url
         self.max_batch = max_batch
         self.linger_s = linger_s
@@ -168,9 +185,13 @@ class WriteBatcher:
         self._wakeup = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
-        self._conn: db.AConn | None = None
+        # One connection per batch in flight: a batch takes a free one and gives it back.
+        self._free: list[_Writer] = [_Writer() for _ in range(pipeline)]
+        self._freed = asyncio.Event()
+        self._in_flight: set[asyncio.Task[None]] = set()
         self._new_id = UuidV7()
-        self._writing = False
+        self._writing = 0  # batches in flight
+        self._writing_items = 0  # and their items
         self._holding = False
         self._last_write = 0.0
         self._refusal_logged_at = float("-inf")
@@ -181,7 +202,7 @@ class WriteBatcher:
         Postings held back by the outbox's bound wait for the relay: then it must not yield."""
         if self._holding:
             return False
-        return bool(self._queue) or self._writing or time.monotonic() - self._last_write < BUSY_WINDOW_S
+        return bool(self._queue) or self._writing > 0 or time.monotonic() - self._last_write < BUSY_WINDOW_S
 
     async def start(self) -> None:
         if self._task is None:
@@ -227,9 +248,8 @@ class WriteBatcher:
         if self._task is not None:
             await self._task
             self._task = None
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
+        for writer in self._free:
+            await writer.drop()
 
     # --- the writer loop --------------------------------------------------------------------
 
@@ -237,12 +257,20 @@ class WriteBatcher:
         while True:
             if not self._queue:
                 if self._closing:
+                    while self._in_flight:
+                        await asyncio.wait(set(self._in_flight))
                     return
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
             if self._backlog is not None and self._backlog.over() and self._queue[0].items:
                 await self._hold(self._backlog)
+                continue
+            if not self._free or self._may_cross_the_bound():
+                # Every connection has a batch in flight, or the outbox's bound could be
+                # crossed by the batches in flight: wait for one to end.
+                self._freed.clear()
+                await self._freed.wait()
                 continue
             units, count = self._take()
             now = time.monotonic()
@@ -262,18 +290,42 @@ class WriteBatcher:
                     break
                 units += more
                 count += added
-            self._writing = True
-            try:
-                await self._write(units)
-            except Exception as exc:  # never let the writer die: fail this batch, keep serving
-                log.error("batch_failed", items=count, exc_info=exc)
-                self._fail(units, exc)
-            finally:
-                self._writing = False
-                self._last_write = time.monotonic()
-            self._pending -= count
-            async with self._space:
-                self._space.notify_all()
+            writer = self._free.pop()
+            last_script = asyncio.Event()
+            self._writing += 1
+            self._writing_items += count
+            task = asyncio.create_task(self._write_batch(units, count, writer, last_script), name="ledger-write-batch")
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+            # The next batch forms once this one sends its last script (set again when it
+            # ends, however): its first script then waits on the journal's lock in the server.
+            await last_script.wait()
+
+    async def _write_batch(self, units: list[_Unit], count: int, writer: _Writer, last_script: asyncio.Event) -> None:
+        try:
+            await self._write(units, writer, last_script.set)
+        except Exception as exc:  # never let the writer die: fail this batch, keep serving
+            log.error("batch_failed", items=count, exc_info=exc)
+            self._fail(units, exc)
+        finally:
+            self._writing -= 1
+            self._writing_items -= count
+            self._last_write = time.monotonic()
+            self._free.append(writer)
+            self._freed.set()
+            last_script.set()
+        self._pending -= count
+        async with self._space:
+            self._space.notify_all()
+
+    def _may_cross_the_bound(self) -> bool:
+        """With a batch in flight, whether the outbox is at its bound counting that batch's
+        items: the lag the writer knows is from before it, so a next batch waits for it to
+        end (the bound is overshot by one batch at most, as with one batch at a time)."""
+        backlog = self._backlog
+        if backlog is None or not backlog.enabled or not self._writing or not self._queue[0].items:
+            return False
+        return backlog.lag + self._writing_items >= backlog.max_lag
 
     async def _hold(self, backlog: OutboxBacklog) -> None:
         """Write nothing while the outbox is over its bound: return once the relay has made
@@ -345,12 +397,13 @@ class WriteBatcher:
                 break
         return units, count
 
-    async def _write(self, units: list[_Unit]) -> None:
-        """Write a batch; while tracing is on, under a ``batch`` span, child of the first
-        traced caller's RPC span with links to the others' (each caller's trace shows it)."""
+    async def _write(self, units: list[_Unit], writer: _Writer, last_script: Callable[[], None]) -> None:
+        """Write a batch on ``writer``'s connection, calling ``last_script`` as it sends its
+        last script; while tracing is on, under a ``batch`` span, child of the first traced
+        caller's RPC span with links to the others' (each caller's trace shows it)."""
         traced = [unit.trace for unit in units if unit.trace is not None]
         if not traced:
-            await self._write_units(units)
+            await self._write_units(units, writer, last_script)
             return
         span = tracing.start_span(
             "socai.ledger",
@@ -360,9 +413,9 @@ class WriteBatcher:
             span_links=tracing.links(traced[1:], besides=traced[0]),
         )
         with tracing.current_span(span), span:
-            await self._write_units(units)
+            await self._write_units(units, writer, last_script)
 
-    async def _write_units(self, units: list[_Unit]) -> None:
+    async def _write_units(self, units: list[_Unit], writer: _Writer, last_script: Callable[[], None]) -> None:
         items = [item for unit in units for item in unit.items]
         fence = units[0].fence
         errors.check(
@@ -370,7 +423,7 @@ class WriteBatcher:
         )
         started = time.perf_counter()
         try:
-            result = await self._write_with_retries(items, fence)
+            result = await self._write_with_retries(writer, items, fence, last_script)
         except errors.PreconditionFailed as exc:  # FENCED: rolled back, nothing written
             FENCED.inc()
             log.info("fenced", scope=exc.details.get("scope"), partition=exc.details.get("partition"))
@@ -381,7 +434,7 @@ class WriteBatcher:
             self._fail(units, exc)
             return
         except psycopg.OperationalError as exc:
-            await self._drop_connection()
+            await writer.drop()
             log.warning("batch_outcome_unknown", items=len(items), error=str(exc))
             self._fail(
                 units,
@@ -395,7 +448,7 @@ class WriteBatcher:
             if len(items) <= 1:  # nothing to isolate (a claim has no items)
                 raise
             log.error("batch_isolating_items", items=len(items), error=str(exc))
-            await self._write_one_by_one(units)
+            await self._write_one_by_one(units, writer)
             return
         BATCH_ITEMS.observe(len(items))
         BATCH_SECONDS.observe(time.perf_counter() - started, tracing.exemplar())
@@ -414,12 +467,16 @@ class WriteBatcher:
             self._on_commit(result.last_seq)
 
     async def _write_with_retries(
-        self, items: list[PreparedTransaction], fence: domain.Fence | None = None
+        self,
+        writer: _Writer,
+        items: list[PreparedTransaction],
+        fence: domain.Fence | None = None,
+        last_script: Callable[[], None] | None = None,
     ) -> journal_write.BatchResult:
         for attempt in range(1, self.retries + 1):
-            conn = await self._connection()
+            conn = await writer.connection(self._url)
             try:
-                return await journal_write.write_batch(conn, items, self._new_id, fence)
+                return await journal_write.write_batch(conn, items, self._new_id, fence, last_script)
             except RETRYABLE as exc:
                 if attempt == self.retries:
                     raise
@@ -429,7 +486,7 @@ class WriteBatcher:
                 await asyncio.sleep(min(0.002 * 2**attempt, 0.25) * (0.5 + random.random()))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def _write_one_by_one(self, units: list[_Unit]) -> None:
+    async def _write_one_by_one(self, units: list[_Unit], writer: _Writer) -> None:
         """Each item in its own database transaction: a failing item fails alone.
 
         A fenced unit's items are each written under its fence; once the fence is refused,
@@ -443,7 +500,7 @@ class WriteBatcher:
                     outcomes.append(PostOutcome(PostStatus.REJECTED, error=fenced))
                     continue
                 try:
-                    result = await self._write_with_retries([item], unit.fence)
+                    result = await self._write_with_retries(writer, [item], unit.fence)
                 except errors.PreconditionFailed as exc:
                     FENCED.inc()
                     fenced = exc
@@ -453,7 +510,7 @@ class WriteBatcher:
                     outcomes.append(PostOutcome(PostStatus.REJECTED, error=exc))
                     continue
                 except psycopg.OperationalError:
-                    await self._drop_connection()
+                    await writer.drop()
                     outcomes.append(
                         _failed("DATABASE_UNAVAILABLE", "database connection lost; retry with the same key")
                     )
@@ -484,23 +541,30 @@ class WriteBatcher:
             if not unit.future.done():
                 unit.future.set_exception(exc)
 
-    async def _connection(self) -> db.AConn:
-        """The writer's connection, a new one when there is none or it stopped working.
+
+class _Writer:
+    """One writer connection: a batch in flight holds it (``WriteBatcher._free_writer``)."""
+
+    def __init__(self) -> None:
+        self._conn: db.AConn | None = None
+
+    async def connection(self, url: str) -> db.AConn:
+        """The connection, a new one when there is none or it stopped working.
 
         Raises Unavailable("DATABASE_UNAVAILABLE") when PostgreSQL cannot be reached.
         """
         if self._conn is not None and not await db_pool.usable(self._conn):
             log.info("writer_connection_replaced")
-            await self._drop_connection()
+            await self.drop()
         if self._conn is None:
-            self._conn = await db.connect(self._url)
+            self._conn = await db.connect(url)
             # A statement stuck longer than this (a lock held by a stuck session) fails the batch
             # with UNAVAILABLE instead of blocking every caller forever.
             await self._conn.execute("set statement_timeout = '30s'")
             await self._conn.commit()
         return self._conn
 
-    async def _drop_connection(self) -> None:
+    async def drop(self) -> None:
         if self._conn is not None:
             try:
                 await self._conn.close()

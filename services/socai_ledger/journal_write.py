@@ -1,7 +1,8 @@
 """The write path: one batch of posting requests in one database transaction.
 
-``write_batch`` runs on the batcher's own connection (``db.connect``) in two scripts (round
-trips; a large batch's COPY data is exchanged inside the second), sent through ``pg_wire``:
+``write_batch`` runs on a connection of the batcher's own (``db.connect``; one per batch in
+flight) in two scripts (round trips; a large batch's COPY data is exchanged inside the
+second), sent through ``pg_wire``:
 
 1. One script: ``BEGIN``; ``pg_advisory_xact_lock(WRITE_LOCK)`` — one writer at a time
    across every ledger replica, so journal sequence numbers, assigned under it, follow the
@@ -254,7 +255,11 @@ class BatchResult:
 
 
 async def write_batch(
-    conn: AConn, items: Sequence[PreparedTransaction], new_id: Callable[[], UUID], fence: Fence | None = None
+    conn: AConn,
+    items: Sequence[PreparedTransaction],
+    new_id: Callable[[], UUID],
+    fence: Fence | None = None,
+    last_script: Callable[[], None] | None = None,
 ) -> BatchResult:
     """Apply ``items`` in one database transaction (see the module docstring).
 
@@ -268,6 +273,10 @@ async def write_batch(
     recorded in the same database transaction, before anything is decided; a newer token
     already recorded rolls the whole transaction back and raises PreconditionFailed("FENCED"):
     nothing is written, not even a remembered refusal. ``items`` may then be empty (a claim).
+
+    ``last_script`` is called as the last script (the writes and the commit) goes out: the
+    batcher then sends the next batch's first script on another connection, where it waits
+    for the journal's lock (``batcher``, "Two batches in flight").
     """
     # Lists travel as one delimited string (string_to_array on the server): dumping a
     # Python list of thousands of strings is slow in psycopg. Keys are printable and ids are
@@ -359,6 +368,8 @@ async def write_batch(
             statements.append(_EXECUTE["socai_ledger_outbox"])
             params += [plan.first_seq, plan.last_seq]
         statements.append("commit")
+        if last_script is not None:
+            last_script()
         await pg_wire.write_script(conn, "; ".join(statements), params, copies)
     except BaseException:
         if reads is not None and not reads.done():

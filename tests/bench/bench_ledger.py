@@ -36,7 +36,9 @@ and credits ``house:fees`` (three entries), so every one of them touches the hot
   post_single_32,post_batch_100`` runs the raw peer and those posting cases only;
   ``SOCAI_BENCH_LEDGER_AB=ledger_0005`` writes each posting case's rounds to a second ledger
   too, on a journal migrated only to that revision (peer ``at_ledger_0005``): the database's
-  code A/B, interleaved.
+  code A/B, interleaved. ``SOCAI_BENCH_LEDGER_AB=env:SOCAI_LEDGER_WRITE_PIPELINE=1`` instead
+  runs the second ledger on the same code and revision with that variable set (peer
+  ``with_SOCAI_LEDGER_WRITE_PIPELINE=1``): a knob's A/B, interleaved the same way.
 
 Every case starts from a fresh journal (a new database, 10,000 funded escrows, a
 checkpoint), as the raw peer does. The ledger runs as deployed: production logging (a JSON
@@ -98,7 +100,11 @@ def escrow(i: int) -> str:
 
 SERVICE = "/socai.ledger.v1.LedgerService/"
 EMPTY_PEER_MODULE = "tests.bench.grpc_empty_peer"
-AB_REVISION = os.environ.get("SOCAI_BENCH_LEDGER_AB", "")
+AB = os.environ.get("SOCAI_BENCH_LEDGER_AB", "")
+# "env:NAME=VALUE": the same revision, the second ledger with that variable; else a revision.
+AB_ENV = dict([AB.removeprefix("env:").split("=", 1)]) if AB.startswith("env:") else {}
+AB_REVISION = "" if AB_ENV else AB
+AB_PEER = f"with_{AB.removeprefix('env:')}" if AB_ENV else f"at_{AB_REVISION}"
 
 
 @dataclass(frozen=True)
@@ -384,8 +390,8 @@ def run(ctx: BenchContext) -> list[Result]:
             # SOCAI_BENCH_LEDGER_AB=<revision>: a second ledger beside it on a journal migrated
             # only to that revision, written the same round by round (peer "at_<revision>").
             other = None
-            if AB_REVISION:
-                other_url = fresh_database(f"{name.rsplit('.', 1)[-1]}_at_{AB_REVISION}", AB_REVISION)
+            if AB:
+                other_url = fresh_database(f"{name.rsplit('.', 1)[-1]}_ab", AB_REVISION or "head")
                 other = dataclasses.replace(
                     settings,
                     database_url=other_url,
@@ -397,7 +403,9 @@ def run(ctx: BenchContext) -> list[Result]:
             with contextlib.ExitStack() as stack:
                 ledger = stack.enter_context(LedgerProcess(settings, ctx.workdir / f"{name}.log", WRITE_PATH_ENV))
                 if other is not None:
-                    stack.enter_context(LedgerProcess(other, ctx.workdir / f"{name}_ab.log", WRITE_PATH_ENV))
+                    stack.enter_context(
+                        LedgerProcess(other, ctx.workdir / f"{name}_ab.log", {**WRITE_PATH_ENV, **AB_ENV})
+                    )
                     asyncio.run(fund(other.ledger_addr, other.tokens["cashier"]))
                 pids = None
                 if peer is not None:
@@ -413,9 +421,9 @@ def run(ctx: BenchContext) -> list[Result]:
                 raw = statistics.median(measured.raw_rates)
                 peers = {"raw_postgres_copy": raw}
                 if other is not None:
-                    peers[f"at_{AB_REVISION}"] = statistics.median(measured.other_rates)
+                    peers[AB_PEER] = statistics.median(measured.other_rates)
                     print(
-                        f"   {name} at {AB_REVISION}: rounds {[round(r) for r in measured.other_rates]} "
+                        f"   {name} {AB_PEER}: rounds {[round(r) for r in measured.other_rates]} "
                         f"(this code {[round(r) for r in measured.rates]})",
                         flush=True,
                     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import grpc
 import psycopg
@@ -12,6 +13,7 @@ from prometheus_client import REGISTRY
 
 from socai.gen.ledger.v1 import ledger_pb2 as pb
 from socai.infra.grpc_errors import error_reason
+from socai_ledger.config import LedgerConfig
 from socai_ledger.db import WRITE_LOCK
 from socai_ledger.journal_write import ROWS_BY_ARRAY_MAX
 from tests.integration.ledger.conftest import Ledger, balances, deposit, transaction
@@ -173,3 +175,122 @@ async def test_a_connection_lost_under_a_batch_is_unavailable_then_the_same_key_
     again = await stub.PostTransaction(request)
     assert (first.result.status, again.result.status) == (pb.POST_STATUS_APPLIED, pb.POST_STATUS_REPLAYED)
     assert balances(url, ["player:alice"]) == {"player:alice": 95}
+
+
+async def lock_waits(url: str) -> dict[str, int]:
+    """The ledger's sessions waiting on a lock, by what they wait for ("advisory": the
+    journal's write lock; "transactionid": another transaction's row)."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        rows = await (
+            await conn.execute(
+                "select wait_event, count(*) from pg_stat_activity where application_name = 'socai-ledger' "
+                "and wait_event_type = 'Lock' and datname = current_database() group by wait_event"
+            )
+        ).fetchall()
+    return {str(event): int(count) for event, count in rows}
+
+
+async def until_waits(url: str, expected: dict[str, int], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while (seen := await lock_waits(url)) != expected:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the ledger's lock waits are {seen}, not {expected}")
+        await asyncio.sleep(0.02)
+
+
+FIRST_WAITS = {"transactionid": 1}  # the first batch, in its last script
+BOTH_WAIT = {"transactionid": 1, "advisory": 1}  # and the second, in its first
+
+
+async def blocking_the_first_batch(url: str) -> psycopg.AsyncConnection[Any]:
+    """A session holding an uncommitted ``player:carol`` account: a batch that opens that
+    account locks its others and plans, then its last script's insert of the account waits
+    for this session, holding the journal's lock meanwhile. (Not a table lock: a batch on a
+    fresh connection prepares its statements first, which would wait on the table too.)"""
+    blocker = await psycopg.AsyncConnection.connect(url)
+    await blocker.execute("insert into socai_ledger.accounts (account_id, kind) values ('player:carol', 'player')")
+    return blocker
+
+
+def post_to(stub: Any, key: str, to: str, amount: int) -> asyncio.Future[Any]:
+    request = pb.PostTransactionRequest(
+        transaction=transaction(key, ("player:alice", -amount), (to, amount), open_accounts=True)
+    )
+    return asyncio.ensure_future(stub.PostTransaction(request))
+
+
+@pytest.mark.parametrize("pipeline", [2, 1])
+async def test_the_next_batch_waits_for_the_journal_lock_in_the_server_while_one_commits(
+    ledger: Ledger, pipeline: int
+) -> None:
+    await ledger.restart(config=LedgerConfig(outbox_max_lag=0, write_pipeline=pipeline))
+    await deposit(ledger, "alice", 100)
+    url = ledger.settings.database_url or ""
+    stub = ledger.stub("backend")
+    blocker = await blocking_the_first_batch(url)
+    try:
+        first = post_to(stub, "one", "player:carol", 10)
+        await until_waits(url, FIRST_WAITS)
+        second = post_to(stub, "two", "player:bob", 20)
+        if pipeline == 2:
+            # The second batch has gone out on the other connection: it waits in the server.
+            await until_waits(url, BOTH_WAIT)
+        else:
+            await asyncio.sleep(0.3)  # one batch at a time: the second is not sent
+            assert await lock_waits(url) == FIRST_WAITS
+        assert not first.done() and not second.done()
+        await blocker.rollback()
+        one, two = await asyncio.wait_for(first, 30), await asyncio.wait_for(second, 30)
+    finally:
+        await blocker.close()
+    assert (one.result.status, two.result.status) == (pb.POST_STATUS_APPLIED, pb.POST_STATUS_APPLIED)
+    # The second batch read after the first committed: it follows it in the journal and
+    # planned against the first's balances.
+    assert one.result.transaction.journal_seq < two.result.transaction.journal_seq
+    assert balances(url, ["player:alice", "player:bob", "player:carol"]) == {
+        "player:alice": 70,
+        "player:bob": 20,
+        "player:carol": 10,
+    }
+
+
+async def test_a_batch_lost_while_the_next_waits_for_it_fails_alone_and_the_next_applies(ledger: Ledger) -> None:
+    await ledger.restart(config=LedgerConfig(outbox_max_lag=0, write_pipeline=2))
+    await deposit(ledger, "alice", 100)
+    url = ledger.settings.database_url or ""
+    stub = ledger.stub("backend")
+    blocker = await blocking_the_first_batch(url)
+    try:
+        first = post_to(stub, "lost", "player:carol", 10)
+        await until_waits(url, FIRST_WAITS)
+        second = post_to(stub, "next", "player:bob", 20)
+        await until_waits(url, BOTH_WAIT)
+        # The first batch's session dies in its last script (rolled back, its outcome unknown
+        # to the ledger); the second, waiting for the journal's lock, goes on.
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
+            await admin.execute(
+                "select pg_terminate_backend(pid, 10000) from pg_stat_activity "
+                "where application_name = 'socai-ledger' and wait_event = 'transactionid' "
+                "and datname = current_database()"
+            )
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await asyncio.wait_for(first, 30)
+        follows = await asyncio.wait_for(second, 30)
+        await blocker.rollback()
+    finally:
+        await blocker.close()
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert error_reason(caught.value) == "DATABASE_UNAVAILABLE"
+    assert follows.result.status == pb.POST_STATUS_APPLIED
+    assert balances(url, ["player:alice", "player:bob"]) == {"player:alice": 80, "player:bob": 20}
+    again = await post_to(stub, "lost", "player:carol", 10)  # the caller's retry under its key: a first attempt
+    assert again.result.status == pb.POST_STATUS_APPLIED
+    assert balances(url, ["player:alice", "player:carol"]) == {"player:alice": 70, "player:carol": 10}
+
+
+def test_the_batches_in_flight_are_read_from_the_environment_and_bounded() -> None:
+    assert LedgerConfig.from_env({}).write_pipeline == 2
+    assert LedgerConfig.from_env({"SOCAI_LEDGER_WRITE_PIPELINE": "1"}).write_pipeline == 1
+    for bad in ("0", "5"):
+        with pytest.raises(ValueError, match=r"write_pipeline must be in 1\.\.4"):
+            LedgerConfig.from_env({"SOCAI_LEDGER_WRITE_PIPELINE": bad})
