@@ -131,15 +131,20 @@ class GameSpec:
 # --- what the hand waits for ------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class DealSlot:
     """One card the table must deal next: to ``seat`` (COMMUNITY for the board)."""
 
     seat: int
     face_up: bool
 
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, seat: int, face_up: bool) -> None:
+        object.__setattr__(self, "seat", seat)
+        object.__setattr__(self, "face_up", face_up)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class Pending:
     """What the hand needs next, for the table's game loop.
 
@@ -156,6 +161,23 @@ class Pending:
     to_act: tuple[int, ...] = ()
     timer: str = ""
     timeout_s: int = 0
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(
+        self,
+        finished: bool = False,
+        deal: tuple[DealSlot, ...] = (),
+        roll_dice: bool = False,
+        to_act: tuple[int, ...] = (),
+        timer: str = "",
+        timeout_s: int = 0,
+    ) -> None:
+        object.__setattr__(self, "finished", finished)
+        object.__setattr__(self, "deal", deal)
+        object.__setattr__(self, "roll_dice", roll_dice)
+        object.__setattr__(self, "to_act", to_act)
+        object.__setattr__(self, "timer", timer)
+        object.__setattr__(self, "timeout_s", timeout_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +279,7 @@ def seats_after(seats: Iterable[int], start: int, seats_max: int, direction: str
 # --- settlement -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Transfer:
     """Gold moving from one ledger account to another, with a stable reason code, and,
     where the rules know more than the reason, what caused it (``detail``: the rule and the
@@ -268,6 +290,14 @@ class Transfer:
     amount_gold: int
     reason: str
     detail: str = ""
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, from_account: str, to_account: str, amount_gold: int, reason: str, detail: str = "") -> None:
+        object.__setattr__(self, "from_account", from_account)
+        object.__setattr__(self, "to_account", to_account)
+        object.__setattr__(self, "amount_gold", amount_gold)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "detail", detail)
 
 
 @dataclass(frozen=True, slots=True)

@@ -332,7 +332,7 @@ LEAVE_STAKES_PER_PLAYER: Final = 10
 # --- combinations ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Combination:
     """Cards that form one play: ``kind`` (one of ``KINDS``) and its strength.
 
@@ -346,6 +346,14 @@ class Combination:
     key: tuple[int, ...]
     shape: str
     game_id: str
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, kind: str, cards: tuple[Card, ...], key: tuple[int, ...], shape: str, game_id: str) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "cards", cards)
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "game_id", game_id)
 
     def __str__(self) -> str:
         return f"{self.kind} {' '.join(str(c) for c in self.cards)}"
@@ -790,12 +798,17 @@ def count_left(hand: Iterable[Card], rules: SheddingRules, *, played_any: bool =
 # --- chops ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Play:
     """One play of a round: ``seat`` played ``combination``."""
 
     seat: int
     combination: Combination
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, seat: int, combination: Combination) -> None:
+        object.__setattr__(self, "seat", seat)
+        object.__setattr__(self, "combination", combination)
 
 
 def chop_chain(plays: Sequence[Play], rules: SheddingRules) -> tuple[Play, ...]:
