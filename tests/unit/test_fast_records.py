@@ -14,10 +14,28 @@ import pytest
 
 from socai.cards import ALL_CARDS, Card, HiddenCard
 from socai.events.model import HIDDEN_CARD
-from socai.rules.base import DealSlot, Pending, Transfer
+from socai.rules.base import DealSlot, Obligation, Pending, Transfer
+from socai.rules.chinese_poker.maubinh_hands import Arrangement, PairResult, PlayedHand
 from socai.rules.climbing.shedding import Combination, Play
+from socai.rules.dice.taixiu import Bet, BetResult, SeatState
+from socai.rules.rummy.phom import DiscardRecord
 
-WRITTEN_OUT: tuple[type[Any], ...] = (Card, DealSlot, Pending, Transfer, Combination, Play)
+WRITTEN_OUT: tuple[type[Any], ...] = (
+    Card,
+    DealSlot,
+    Pending,
+    Transfer,
+    Obligation,
+    Combination,
+    Play,
+    Bet,
+    BetResult,
+    SeatState,
+    DiscardRecord,
+    Arrangement,
+    PlayedHand,
+    PairResult,
+)
 
 
 @pytest.mark.parametrize("cls", WRITTEN_OUT, ids=lambda c: c.__name__)
@@ -71,6 +89,37 @@ def sample(cls: type[Any]) -> dict[str, Any]:
             "game_id": "tienlen",
         },
         Play: {"seat": 1, "combination": Combination("single", (ALL_CARDS[5],), (5,), "single", "tienlen")},
+        Obligation: {"payer": 1, "payee": "house:fees", "amount_gold": 9, "reason": "FEE", "detail": "x"},
+        Bet: {"seat": 2, "kind": "tai", "selection": (3,), "amount_gold": 50, "reserve_gold": 50},
+        BetResult: {"bet": Bet(1, "xiu", (), 10, 10), "odds": 1, "net_gold": 10},
+        SeatState: {
+            "seat": 3,
+            "player_id": "p",
+            "stack_gold": 100,
+            "guild_id": "g",
+            "staked_gold": 5,
+            "bets_count": 2,
+            "done": True,
+            "left": True,
+            "disconnected": True,
+        },
+        DiscardRecord: {"seat": 1, "card": ALL_CARDS[7], "final": True, "taken_by": 2},
+        Arrangement: {"front": ALL_CARDS[0:3], "middle": ALL_CARDS[3:8], "back": ALL_CARDS[8:13]},
+        PlayedHand: {
+            "arrangement": Arrangement(ALL_CARDS[0:3], ALL_CARDS[3:8], ALL_CARDS[8:13]),
+            "special": "six_pairs",
+            "fouled": True,
+            "codes": (1, 2, 3),
+        },
+        PairResult: {
+            "seat_a": 0,
+            "seat_b": 1,
+            "kind": "normal",
+            "chi_units": (1, -1, 2),
+            "shoot_units": 3,
+            "home_run_units": 4,
+            "special_units": 5,
+        },
     }
     return values[cls]
 
@@ -82,6 +131,14 @@ OTHER_FIRST: dict[type[Any], object] = {
     Transfer: "escrow:t:b",
     Combination: "single",
     Play: 2,
+    Obligation: 3,
+    Bet: 4,
+    BetResult: Bet(2, "tai", (), 20, 20),
+    SeatState: 5,
+    DiscardRecord: 3,
+    Arrangement: ALL_CARDS[13:16],
+    PlayedHand: Arrangement(ALL_CARDS[13:16], ALL_CARDS[16:21], ALL_CARDS[21:26]),
+    PairResult: 2,
 }
 
 

@@ -1454,7 +1454,7 @@ class Reason:
     rule: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Obligation:
     """A payment the rules impose besides the pots (a penalty, a bonus): ``payer`` owes
     ``amount_gold`` to ``payee`` (a seat number, or a ledger account name such as the
@@ -1466,6 +1466,14 @@ class Obligation:
     amount_gold: int
     reason: str
     detail: str = ""
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, payer: int, payee: int | str, amount_gold: int, reason: str, detail: str = "") -> None:
+        object.__setattr__(self, "payer", payer)
+        object.__setattr__(self, "payee", payee)
+        object.__setattr__(self, "amount_gold", amount_gold)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "detail", detail)
 
 
 def pay_obligations(

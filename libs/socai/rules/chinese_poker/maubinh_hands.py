@@ -242,13 +242,19 @@ def _units(category: int, position: str) -> int:
 # --- arrangements -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Arrangement:
     """Thirteen cards split into chi: ``front`` 3 (chi cuối), ``middle`` 5, ``back`` 5 (chi đầu)."""
 
     front: tuple[Card, ...]
     middle: tuple[Card, ...]
     back: tuple[Card, ...]
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, front: tuple[Card, ...], middle: tuple[Card, ...], back: tuple[Card, ...]) -> None:
+        object.__setattr__(self, "front", front)
+        object.__setattr__(self, "middle", middle)
+        object.__setattr__(self, "back", back)
 
     @property
     def cards(self) -> tuple[Card, ...]:
@@ -468,7 +474,7 @@ def special_partition(cards13: Iterable[Card], wheel_second_highest: bool = True
 # --- one seat's hand at the comparison ------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class PlayedHand:
     """A seat's arranged 13 cards as the comparison sees them.
 
@@ -481,6 +487,15 @@ class PlayedHand:
     special: str | None
     fouled: bool
     codes: tuple[int, int, int]
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(
+        self, arrangement: Arrangement, special: str | None, fouled: bool, codes: tuple[int, int, int]
+    ) -> None:
+        object.__setattr__(self, "arrangement", arrangement)
+        object.__setattr__(self, "special", special)
+        object.__setattr__(self, "fouled", fouled)
+        object.__setattr__(self, "codes", codes)
 
     @property
     def is_normal(self) -> bool:
@@ -514,7 +529,7 @@ def played_hand(
 # --- comparison --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class PairResult:
     """What seat ``seat_b`` pays seat ``seat_a`` (negative: what a pays b), in units of S.
 
@@ -532,6 +547,25 @@ class PairResult:
     shoot_units: int = 0
     home_run_units: int = 0
     special_units: int = 0
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(
+        self,
+        seat_a: int,
+        seat_b: int,
+        kind: str,
+        chi_units: tuple[int, int, int] = (0, 0, 0),
+        shoot_units: int = 0,
+        home_run_units: int = 0,
+        special_units: int = 0,
+    ) -> None:
+        object.__setattr__(self, "seat_a", seat_a)
+        object.__setattr__(self, "seat_b", seat_b)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "chi_units", chi_units)
+        object.__setattr__(self, "shoot_units", shoot_units)
+        object.__setattr__(self, "home_run_units", home_run_units)
+        object.__setattr__(self, "special_units", special_units)
 
     @property
     def base_units(self) -> int:

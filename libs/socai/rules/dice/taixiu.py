@@ -288,7 +288,7 @@ def _bad_option(name: str, message: str) -> RuleViolation:
 # --- state ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Bet:
     """One confirmed bet. ``reserve_gold`` is its largest possible net payout (TX-7)."""
 
@@ -298,8 +298,16 @@ class Bet:
     amount_gold: int
     reserve_gold: int
 
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, seat: int, kind: str, selection: tuple[int, ...], amount_gold: int, reserve_gold: int) -> None:
+        object.__setattr__(self, "seat", seat)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "selection", selection)
+        object.__setattr__(self, "amount_gold", amount_gold)
+        object.__setattr__(self, "reserve_gold", reserve_gold)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class BetResult:
     """How one bet ended: ``odds`` is N of "1:N" when it won, 0 when it lost;
     ``net_gold`` is +N × amount or −amount (TX-3)."""
@@ -308,12 +316,18 @@ class BetResult:
     odds: int
     net_gold: int
 
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, bet: Bet, odds: int, net_gold: int) -> None:
+        object.__setattr__(self, "bet", bet)
+        object.__setattr__(self, "odds", odds)
+        object.__setattr__(self, "net_gold", net_gold)
+
     @property
     def won(self) -> bool:
         return self.odds > 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class SeatState:
     """A seat in the round. ``done`` means it bets no more (its timer ran out, or it left)."""
 
@@ -326,6 +340,29 @@ class SeatState:
     done: bool = False
     left: bool = False
     disconnected: bool = False
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(
+        self,
+        seat: int,
+        player_id: str,
+        stack_gold: int,
+        guild_id: str,
+        staked_gold: int = 0,
+        bets_count: int = 0,
+        done: bool = False,
+        left: bool = False,
+        disconnected: bool = False,
+    ) -> None:
+        object.__setattr__(self, "seat", seat)
+        object.__setattr__(self, "player_id", player_id)
+        object.__setattr__(self, "stack_gold", stack_gold)
+        object.__setattr__(self, "guild_id", guild_id)
+        object.__setattr__(self, "staked_gold", staked_gold)
+        object.__setattr__(self, "bets_count", bets_count)
+        object.__setattr__(self, "done", done)
+        object.__setattr__(self, "left", left)
+        object.__setattr__(self, "disconnected", disconnected)
 
 
 @game_state

@@ -240,7 +240,7 @@ REASONS: Final[Mapping[str, Reason]] = MappingProxyType(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class DiscardRecord:
     """One discard of the hand, in order: who threw which card, who took it, and whether
     it brought the discarder's pile to 4 (``final``: a take of it is ăn chốt, PH-19)."""
@@ -249,6 +249,13 @@ class DiscardRecord:
     card: Card
     final: bool
     taken_by: int | None = None
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, seat: int, card: Card, final: bool, taken_by: int | None = None) -> None:
+        object.__setattr__(self, "seat", seat)
+        object.__setattr__(self, "card", card)
+        object.__setattr__(self, "final", final)
+        object.__setattr__(self, "taken_by", taken_by)
 
 
 @game_state
