@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -202,52 +205,63 @@ FIRST_WAITS = {"transactionid": 1}  # the first batch, in its last script
 BOTH_WAIT = {"transactionid": 1, "advisory": 1}  # and the second, in its first
 
 
-async def blocking_the_first_batch(url: str) -> psycopg.AsyncConnection[Any]:
-    """A session holding an uncommitted ``player:carol`` account: a batch that opens that
-    account locks its others and plans, then its last script's insert of the account waits
-    for this session, holding the journal's lock meanwhile. (Not a table lock: a batch on a
-    fresh connection prepares its statements first, which would wait on the table too.)"""
+@dataclass
+class HeldBatches:
+    url: str
+    blocker: psycopg.AsyncConnection[Any]  # holds the first batch in its last script
+    first: asyncio.Future[Any]  # alice pays carol 10
+    second: asyncio.Future[Any]  # alice pays bob 20, posted once the first is held
+
+
+@contextlib.asynccontextmanager
+async def first_batch_held(ledger: Ledger, pipeline: int, keys: tuple[str, str]) -> AsyncIterator[HeldBatches]:
+    """A ledger writing ``pipeline`` batches at once, its first batch held in its last script
+    (the journal's lock taken) and a second posting sent behind it.
+
+    The hold: a session holding an uncommitted ``player:carol`` account, so the first batch,
+    which opens that account, locks its others and plans, then its last script's insert of
+    the account waits for that session. (Not a table lock: a batch on a fresh connection
+    prepares its statements first, which would wait on the table too.)"""
+    await ledger.restart(config=LedgerConfig(outbox_max_lag=0, write_pipeline=pipeline))
+    await deposit(ledger, "alice", 100)
+    url = ledger.settings.database_url or ""
+    stub = ledger.stub("backend")
+
+    def post(key: str, to: str, amount: int) -> asyncio.Future[Any]:
+        request = pb.PostTransactionRequest(
+            transaction=transaction(key, ("player:alice", -amount), (to, amount), open_accounts=True)
+        )
+        return asyncio.ensure_future(stub.PostTransaction(request))
+
     blocker = await psycopg.AsyncConnection.connect(url)
-    await blocker.execute("insert into socai_ledger.accounts (account_id, kind) values ('player:carol', 'player')")
-    return blocker
-
-
-def post_to(stub: Any, key: str, to: str, amount: int) -> asyncio.Future[Any]:
-    request = pb.PostTransactionRequest(
-        transaction=transaction(key, ("player:alice", -amount), (to, amount), open_accounts=True)
-    )
-    return asyncio.ensure_future(stub.PostTransaction(request))
+    try:
+        await blocker.execute("insert into socai_ledger.accounts (account_id, kind) values ('player:carol', 'player')")
+        first = post(keys[0], "player:carol", 10)
+        await until_waits(url, FIRST_WAITS)
+        yield HeldBatches(url, blocker, first, post(keys[1], "player:bob", 20))
+    finally:
+        await blocker.close()
 
 
 @pytest.mark.parametrize("pipeline", [2, 1])
 async def test_the_next_batch_waits_for_the_journal_lock_in_the_server_while_one_commits(
     ledger: Ledger, pipeline: int
 ) -> None:
-    await ledger.restart(config=LedgerConfig(outbox_max_lag=0, write_pipeline=pipeline))
-    await deposit(ledger, "alice", 100)
-    url = ledger.settings.database_url or ""
-    stub = ledger.stub("backend")
-    blocker = await blocking_the_first_batch(url)
-    try:
-        first = post_to(stub, "one", "player:carol", 10)
-        await until_waits(url, FIRST_WAITS)
-        second = post_to(stub, "two", "player:bob", 20)
+    async with first_batch_held(ledger, pipeline, ("one", "two")) as held:
         if pipeline == 2:
             # The second batch has gone out on the other connection: it waits in the server.
-            await until_waits(url, BOTH_WAIT)
+            await until_waits(held.url, BOTH_WAIT)
         else:
             await asyncio.sleep(0.3)  # one batch at a time: the second is not sent
-            assert await lock_waits(url) == FIRST_WAITS
-        assert not first.done() and not second.done()
-        await blocker.rollback()
-        one, two = await asyncio.wait_for(first, 30), await asyncio.wait_for(second, 30)
-    finally:
-        await blocker.close()
+            assert await lock_waits(held.url) == FIRST_WAITS
+        assert not held.first.done() and not held.second.done()
+        await held.blocker.rollback()
+        one, two = await asyncio.wait_for(held.first, 30), await asyncio.wait_for(held.second, 30)
     assert (one.result.status, two.result.status) == (pb.POST_STATUS_APPLIED, pb.POST_STATUS_APPLIED)
     # The second batch read after the first committed: it follows it in the journal and
     # planned against the first's balances.
     assert one.result.transaction.journal_seq < two.result.transaction.journal_seq
-    assert balances(url, ["player:alice", "player:bob", "player:carol"]) == {
+    assert balances(held.url, ["player:alice", "player:bob", "player:carol"]) == {
         "player:alice": 70,
         "player:bob": 20,
         "player:carol": 10,
@@ -255,37 +269,30 @@ async def test_the_next_batch_waits_for_the_journal_lock_in_the_server_while_one
 
 
 async def test_a_batch_lost_while_the_next_waits_for_it_fails_alone_and_the_next_applies(ledger: Ledger) -> None:
-    await ledger.restart(config=LedgerConfig(outbox_max_lag=0, write_pipeline=2))
-    await deposit(ledger, "alice", 100)
-    url = ledger.settings.database_url or ""
-    stub = ledger.stub("backend")
-    blocker = await blocking_the_first_batch(url)
-    try:
-        first = post_to(stub, "lost", "player:carol", 10)
-        await until_waits(url, FIRST_WAITS)
-        second = post_to(stub, "next", "player:bob", 20)
-        await until_waits(url, BOTH_WAIT)
+    async with first_batch_held(ledger, 2, ("lost", "next")) as held:
+        await until_waits(held.url, BOTH_WAIT)
         # The first batch's session dies in its last script (rolled back, its outcome unknown
         # to the ledger); the second, waiting for the journal's lock, goes on.
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
+        async with await psycopg.AsyncConnection.connect(held.url, autocommit=True) as admin:
             await admin.execute(
                 "select pg_terminate_backend(pid, 10000) from pg_stat_activity "
                 "where application_name = 'socai-ledger' and wait_event = 'transactionid' "
                 "and datname = current_database()"
             )
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await asyncio.wait_for(first, 30)
-        follows = await asyncio.wait_for(second, 30)
-        await blocker.rollback()
-    finally:
-        await blocker.close()
+            await asyncio.wait_for(held.first, 30)
+        follows = await asyncio.wait_for(held.second, 30)
+        await held.blocker.rollback()
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert error_reason(caught.value) == "DATABASE_UNAVAILABLE"
     assert follows.result.status == pb.POST_STATUS_APPLIED
-    assert balances(url, ["player:alice", "player:bob"]) == {"player:alice": 80, "player:bob": 20}
-    again = await post_to(stub, "lost", "player:carol", 10)  # the caller's retry under its key: a first attempt
+    assert balances(held.url, ["player:alice", "player:bob"]) == {"player:alice": 80, "player:bob": 20}
+    retry = pb.PostTransactionRequest(
+        transaction=transaction("lost", ("player:alice", -10), ("player:carol", 10), open_accounts=True)
+    )
+    again = await ledger.stub("backend").PostTransaction(retry)  # the caller's retry under its key: a first attempt
     assert again.result.status == pb.POST_STATUS_APPLIED
-    assert balances(url, ["player:alice", "player:carol"]) == {"player:alice": 70, "player:carol": 10}
+    assert balances(held.url, ["player:alice", "player:carol"]) == {"player:alice": 70, "player:carol": 10}
 
 
 def test_the_batches_in_flight_are_read_from_the_environment_and_bounded() -> None:
