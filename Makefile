@@ -44,7 +44,8 @@ TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 CORE_TESTS := tests/unit/rules tests/unit/test_cards.py tests/unit/test_money.py tests/unit/test_pots.py \
 	tests/unit/test_ranking.py tests/unit/test_fairness.py tests/unit/test_rules_contract.py \
 	tests/unit/test_rules_purity.py tests/unit/test_accounts.py tests/unit/test_autoplay.py \
-	tests/unit/test_hidden_cards.py tests/unit/test_codec.py tests/unit/settlement tests/unit/audit tests/golden
+	tests/unit/test_hidden_cards.py tests/unit/test_codec.py tests/unit/test_fast_records.py \
+	tests/unit/settlement tests/unit/audit tests/golden
 test: $(STAMP_DEV) core lint docs ## linters, the docs, then every test suite on real NATS and PostgreSQL but the heavy ones
 	$(TEST_ENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal --serial-group=exclude -m "not heavy" $(PYTEST_ARGS)
 	$(TEST_ENV) $(BIN)/pytest --serial-group=only -m "not heavy" $(PYTEST_ARGS)

@@ -190,7 +190,9 @@ class WriteBatcher:
         self._freed = asyncio.Event()
         self._in_flight: set[asyncio.Task[None]] = set()
         self._new_id = UuidV7()
-        self._writing = 0  # batches in flight
+        # Batches in flight, counted by the batch itself: ``_in_flight`` loses a task only in
+        # its done callback, after the writer loop has woken on ``_freed``.
+        self._writing = 0
         self._writing_items = 0  # and their items
         self._holding = False
         self._last_write = 0.0
@@ -291,19 +293,19 @@ class WriteBatcher:
                 units += more
                 count += added
             writer = self._free.pop()
-            last_script = asyncio.Event()
+            last_script = writer.last_script = asyncio.Event()
             self._writing += 1
             self._writing_items += count
-            task = asyncio.create_task(self._write_batch(units, count, writer, last_script), name="ledger-write-batch")
+            task = asyncio.create_task(self._write_batch(units, count, writer), name="ledger-write-batch")
             self._in_flight.add(task)
             task.add_done_callback(self._in_flight.discard)
             # The next batch forms once this one sends its last script (set again when it
             # ends, however): its first script then waits on the journal's lock in the server.
             await last_script.wait()
 
-    async def _write_batch(self, units: list[_Unit], count: int, writer: _Writer, last_script: asyncio.Event) -> None:
+    async def _write_batch(self, units: list[_Unit], count: int, writer: _Writer) -> None:
         try:
-            await self._write(units, writer, last_script.set)
+            await self._write(units, writer)
         except Exception as exc:  # never let the writer die: fail this batch, keep serving
             log.error("batch_failed", items=count, exc_info=exc)
             self._fail(units, exc)
@@ -313,7 +315,7 @@ class WriteBatcher:
             self._last_write = time.monotonic()
             self._free.append(writer)
             self._freed.set()
-            last_script.set()
+            writer.last_script.set()
         self._pending -= count
         async with self._space:
             self._space.notify_all()
@@ -397,13 +399,13 @@ class WriteBatcher:
                 break
         return units, count
 
-    async def _write(self, units: list[_Unit], writer: _Writer, last_script: Callable[[], None]) -> None:
-        """Write a batch on ``writer``'s connection, calling ``last_script`` as it sends its
-        last script; while tracing is on, under a ``batch`` span, child of the first traced
+    async def _write(self, units: list[_Unit], writer: _Writer) -> None:
+        """Write a batch on ``writer``'s connection, setting its ``last_script`` as it sends
+        its last script; while tracing is on, under a ``batch`` span, child of the first traced
         caller's RPC span with links to the others' (each caller's trace shows it)."""
         traced = [unit.trace for unit in units if unit.trace is not None]
         if not traced:
-            await self._write_units(units, writer, last_script)
+            await self._write_units(units, writer)
             return
         span = tracing.start_span(
             "socai.ledger",
@@ -413,9 +415,9 @@ class WriteBatcher:
             span_links=tracing.links(traced[1:], besides=traced[0]),
         )
         with tracing.current_span(span), span:
-            await self._write_units(units, writer, last_script)
+            await self._write_units(units, writer)
 
-    async def _write_units(self, units: list[_Unit], writer: _Writer, last_script: Callable[[], None]) -> None:
+    async def _write_units(self, units: list[_Unit], writer: _Writer) -> None:
         items = [item for unit in units for item in unit.items]
         fence = units[0].fence
         errors.check(
@@ -423,7 +425,9 @@ class WriteBatcher:
         )
         started = time.perf_counter()
         try:
-            result = await self._write_with_retries(writer, items, fence, last_script)
+            # Only a whole batch lets the next one form early: items isolated one by one go
+            # in before the next batch (``_write_one_by_one``).
+            result = await self._write_with_retries(writer, items, fence, writer.last_script.set)
         except errors.PreconditionFailed as exc:  # FENCED: rolled back, nothing written
             FENCED.inc()
             log.info("fenced", scope=exc.details.get("scope"), partition=exc.details.get("partition"))
@@ -547,6 +551,9 @@ class _Writer:
 
     def __init__(self) -> None:
         self._conn: db.AConn | None = None
+        # Set as the batch holding this connection sends its last script (and when it ends):
+        # the writer loop then forms the next batch.
+        self.last_script = asyncio.Event()
 
     async def connection(self, url: str) -> db.AConn:
         """The connection, a new one when there is none or it stopped working.
