@@ -101,6 +101,24 @@ def test_a_value_that_is_not_a_string_is_bad_option() -> None:
     assert err.value.code == "BAD_OPTION"
 
 
+def test_a_value_that_cannot_be_hashed_is_bad_option() -> None:
+    with pytest.raises(RuleViolation) as err:
+        parse_options(SampleOptions, {"wheel": ["a"]})  # type: ignore[dict-item]
+    assert err.value.code == "BAD_OPTION"
+
+
+def test_a_map_parsed_again_gives_the_record_parsed_first_and_a_refused_one_is_refused_again() -> None:
+    raw = {"fast_mode": "true", "max_raises": "4"}
+    first = parse_options(SampleOptions, raw)
+    assert parse_options(SampleOptions, dict(raw)) is first  # kept: the records are frozen
+    assert parse_options(PlainOptions, raw) == PlainOptions(fast_mode=True, max_raises=4)  # by class
+    reordered = parse_options(SampleOptions, {"max_raises": "4", "fast_mode": "true"})
+    assert reordered == first
+    for _ in range(2):
+        with pytest.raises(RuleViolation):
+            parse_options(SampleOptions, {"max_raises": "12"})
+
+
 def test_a_str_option_takes_any_text() -> None:
     assert parse_options(SampleOptions, {"wheel": ""}).wheel == ""
     assert parse_options(SampleOptions, {"wheel": "true"}).wheel == "true"

@@ -180,7 +180,7 @@ class Pending:
         object.__setattr__(self, "timeout_s", timeout_s)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class LegalAction:
     """One kind of move a seat may make now, with the amounts allowed (inclusive).
 
@@ -194,6 +194,13 @@ class LegalAction:
     # A bet or raise of more than ``min_gold`` is ``min_gold`` plus a multiple of this, or
     # exactly ``max_gold`` (an all-in above the last step); 0 or 1: any amount in between.
     step_gold: int = 0
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, kind: str, min_gold: int = 0, max_gold: int = 0, step_gold: int = 0) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "min_gold", min_gold)
+        object.__setattr__(self, "max_gold", max_gold)
+        object.__setattr__(self, "step_gold", step_gold)
 
 
 # --- options ----------------------------------------------------------------------------
@@ -212,6 +219,28 @@ def parse_options(cls: type[OptionsT], raw: Mapping[str, object]) -> OptionsT:
     ``true``/``false``; ints are plain decimal (``-`` allowed, nothing else). Fields must be
     typed ``bool``, ``int`` or ``str``.
     """
+    key: tuple[object, ...] = (cls, *raw.items())
+    try:
+        known = _PARSED.get(key)
+    except TypeError:  # a value that is no string (BAD_OPTION below) and cannot be hashed
+        return _parse_options(cls, raw)
+    if known is not None:
+        return cast(OptionsT, known)
+    options = _parse_options(cls, raw)
+    if len(_PARSED) < PARSED_MAX:
+        _PARSED[key] = options
+    return options
+
+
+# Every hand parses its HandStarted's options, and a table's hands (and so a replayed batch's)
+# share them: each record parsed is kept by its class and the map's items, in their order
+# (records are frozen; a map that fails to parse is not kept). Parsing each time was 8 % of
+# a Xì Tố replay on the compiled core (py-spy --native over the hands `rules.xito.replay` times).
+_PARSED: Final[dict[tuple[object, ...], object]] = {}
+PARSED_MAX: Final = 1024
+
+
+def _parse_options(cls: type[OptionsT], raw: Mapping[str, object]) -> OptionsT:
     check(dataclasses.is_dataclass(cls), "options must be a dataclass")
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     values: dict[str, Any] = {}
@@ -310,7 +339,7 @@ class Shortfall:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Settlement:
     """A hand's result: balanced transfers plus each seat's net, fees and shortfalls.
 
@@ -327,6 +356,27 @@ class Settlement:
     seat_accounts: Mapping[int, str]
     shortfalls: tuple[Shortfall, ...] = ()
     pot_carry_gold: int = 0  # what the table's pot account holds after the hand
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(
+        self,
+        game: str,
+        table_id: str,
+        hand_id: str,
+        transfers: tuple[Transfer, ...],
+        nets: Mapping[int, int],
+        seat_accounts: Mapping[int, str],
+        shortfalls: tuple[Shortfall, ...] = (),
+        pot_carry_gold: int = 0,
+    ) -> None:
+        object.__setattr__(self, "game", game)
+        object.__setattr__(self, "table_id", table_id)
+        object.__setattr__(self, "hand_id", hand_id)
+        object.__setattr__(self, "transfers", transfers)
+        object.__setattr__(self, "nets", nets)
+        object.__setattr__(self, "seat_accounts", seat_accounts)
+        object.__setattr__(self, "shortfalls", shortfalls)
+        object.__setattr__(self, "pot_carry_gold", pot_carry_gold)
 
     def entries(self) -> dict[str, int]:
         """Net signed amount per account (credits positive), zeros left out; sums to 0."""

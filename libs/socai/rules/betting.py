@@ -61,7 +61,7 @@ PLAY_OVER: Final[str] = base.PLAY_OVER  # the result is decided; only HandEnded 
 ENDED: Final[str] = base.ENDED  # HandEnded applied; settle() may run
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Sizing:
     """The bets and raises of one round, as increments above the call.
 
@@ -74,6 +74,13 @@ class Sizing:
     max_gold: int | None
     step_gold: int = 1
     all_in: bool = False
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, min_gold: int, max_gold: int | None, step_gold: int = 1, all_in: bool = False) -> None:
+        object.__setattr__(self, "min_gold", min_gold)
+        object.__setattr__(self, "max_gold", max_gold)
+        object.__setattr__(self, "step_gold", step_gold)
+        object.__setattr__(self, "all_in", all_in)
 
 
 def action_kind(kind: object) -> ActionKind:

@@ -17,7 +17,7 @@ from socai.money import split_evenly
 from socai.rules.base import SettlementBuilder, Transfer, match_flows
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Pot:
     """One layer: ``amount_gold`` from ``shares`` (seat → chips in this layer), winnable by
     ``eligible`` (the live seats that matched the layer). No eligible seat means the layer
@@ -26,6 +26,12 @@ class Pot:
     amount_gold: int
     shares: Mapping[int, int]
     eligible: tuple[int, ...]
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, amount_gold: int, shares: Mapping[int, int], eligible: tuple[int, ...]) -> None:
+        object.__setattr__(self, "amount_gold", amount_gold)
+        object.__setattr__(self, "shares", shares)
+        object.__setattr__(self, "eligible", eligible)
 
 
 def build_pots(contributions: Mapping[int, int], live: Sequence[int]) -> list[Pot]:

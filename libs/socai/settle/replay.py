@@ -154,7 +154,7 @@ class _OfAHand:
         return self.started.game
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class ReplayResult(_OfAHand):
     """A verified hand: its settlement and what was checked on the way. ``events`` are the
     hand's events as the rules engine folded them: every card filled in from the seed."""
@@ -165,6 +165,23 @@ class ReplayResult(_OfAHand):
     cards_verified: int
     dice_verified: int
     state: Any = None  # the rules engine's final state (the next hand's dealer derives from it)
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(
+        self,
+        started: HandStarted,
+        events: tuple[Event, ...],
+        settlement: Settlement,
+        cards_verified: int,
+        dice_verified: int,
+        state: Any = None,
+    ) -> None:
+        object.__setattr__(self, "started", started)
+        object.__setattr__(self, "events", events)
+        object.__setattr__(self, "settlement", settlement)
+        object.__setattr__(self, "cards_verified", cards_verified)
+        object.__setattr__(self, "dice_verified", dice_verified)
+        object.__setattr__(self, "state", state)
 
 
 # --- decoding ---------------------------------------------------------------------------

@@ -538,7 +538,7 @@ def card_mask(cards: Iterable[Card]) -> int:
     return mask
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class HandPlays:
     """Every combination the cards of one hand form (``hand_plays``), in the game of
     ``rules``: ``by_kind`` lists each kind's in ``play_order``, each with its cards as a
@@ -551,6 +551,14 @@ class HandPlays:
     rules: SheddingRules
     mask: int
     by_kind: Mapping[str, tuple[tuple[int, Combination], ...]]
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(
+        self, rules: SheddingRules, mask: int, by_kind: Mapping[str, tuple[tuple[int, Combination], ...]]
+    ) -> None:
+        object.__setattr__(self, "rules", rules)
+        object.__setattr__(self, "mask", mask)
+        object.__setattr__(self, "by_kind", by_kind)
 
 
 def hand_plays(hand: Iterable[Card], rules: SheddingRules) -> HandPlays:
@@ -661,7 +669,7 @@ def lowest_card_holder(hands: Sequence[Iterable[Card]], rules: SheddingRules) ->
 # --- penalties ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class CountLine:
     """One line of what a loser's cards cost: ``amount_stakes`` lá for ``reason`` (rule ``rule``)."""
 
@@ -670,13 +678,25 @@ class CountLine:
     amount_stakes: int
     cards: tuple[Card, ...]
 
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, reason: str, rule: str, amount_stakes: int, cards: tuple[Card, ...]) -> None:
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "rule", rule)
+        object.__setattr__(self, "amount_stakes", amount_stakes)
+        object.__setattr__(self, "cards", cards)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class HandCount:
     """What the cards left in a loser's hand cost, in lá, line by line."""
 
     total_stakes: int
     lines: tuple[CountLine, ...]
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, total_stakes: int, lines: tuple[CountLine, ...]) -> None:
+        object.__setattr__(self, "total_stakes", total_stakes)
+        object.__setattr__(self, "lines", lines)
 
 
 @dataclass(frozen=True, slots=True)

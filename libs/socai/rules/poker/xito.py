@@ -223,7 +223,7 @@ REASONS: Final[Mapping[str, Reason]] = POT_REASONS
 # --- hand values -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, order=True, slots=True)
+@dataclass(frozen=True, order=True, slots=True, init=False)
 class HandValue:
     """A 5-card Xì Tố hand, totally ordered by ``key`` (category, ranks, deciding suit).
 
@@ -235,6 +235,12 @@ class HandValue:
     key: tuple[int, ...]
     category: str = field(compare=False)
     cards: tuple[Card, ...] = field(compare=False)
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, key: tuple[int, ...], category: str, cards: tuple[Card, ...]) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "category", category)
+        object.__setattr__(self, "cards", cards)
 
 
 def hand_value(cards: Sequence[Card], straight_flush_lower_wins: bool = True) -> HandValue:
