@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
@@ -43,6 +44,7 @@ from socai.settle.replay import ReplayError, replay
 from socai_settlement.convert import SettledHand, settled_hand
 
 PARENT_CHECK_S: Final = 1.0
+READY_HOLD_S: Final = 0.05
 SPLIT_HANDS_MIN: Final = 64  # hands per worker before a batch is split over several
 BAD_EVENT: Final = "BAD_EVENT"
 
@@ -205,9 +207,7 @@ def replay_wire(batch: Sequence[WireHand], policy: SealPolicy) -> list[Replayed]
 def _watch_parent(parent_pid: int) -> None:
     """In a worker: exit when the service process is gone (even killed with SIGKILL, which
     runs no cleanup), instead of lingering as an orphan."""
-    import os
     import threading
-    import time
 
     def watch() -> None:
         while os.getppid() == parent_pid:
@@ -224,8 +224,11 @@ def _init_worker(parent_pid: int) -> None:
     registry.warm()
 
 
-def _ready() -> bool:
-    return True
+def _ready() -> int:
+    """A worker's pid, once its initializer has run; held a moment so that one worker
+    cannot answer every call while another is still warming up."""
+    time.sleep(READY_HOLD_S)
+    return os.getpid()
 
 
 def event_bytes(item: object) -> EventBytes:
@@ -261,8 +264,12 @@ class Replayer:
         self.workers = workers
         self.policy = policy or SealPolicy(())
         self._pool: ProcessPoolExecutor | None = None
+        self.warm_pids: frozenset[int] = frozenset()  # the workers that answered start()
 
     async def start(self) -> None:
+        """Start the workers and return once every one of them has warmed up
+        (``registry.warm``, ~1.6 s a process here): a worker still warming when the first
+        batches arrive would make them wait, and a drain timed from its start pay for it."""
         if self.workers <= 0:
             registry.warm()  # replays run here: the same warm-up as a worker's
             return
@@ -275,7 +282,10 @@ class Replayer:
             initargs=(os.getpid(),),
         )
         loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(self._pool, _ready) for _ in range(self.workers)))
+        pids: set[int] = set()
+        while len(pids) < self.workers:  # a call answers only after its worker's initializer
+            pids.update(await asyncio.gather(*(loop.run_in_executor(self._pool, _ready) for _ in range(self.workers))))
+        self.warm_pids = frozenset(pids)
 
     async def close(self) -> None:
         """Stop the workers and wait for them to exit (a batch in a worker is abandoned:

@@ -1,15 +1,19 @@
 """Replaying in a worker process (the default on a machine with two or more cores) settles
-exactly what replaying in the service's own process does, refusals included."""
+exactly what replaying in the service's own process does, refusals included; the workers are
+warm before the service reads its first hand."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
 import pytest
 
 from socai.cards import parse_card
 from socai.events.model import CardsDealt, DealtCard
 from socai.gen.settlement.v1 import settlement_pb2 as pb
+from socai_settlement.sealed_replay import Replayer
 from tests.support.settlement import Harness, wait_for
 from tests.support.synthetic import fund, publish, publish_hand, simulate
 
@@ -50,3 +54,19 @@ async def test_a_replay_worker_settles_every_hand_and_names_a_forged_card(harnes
     assert letter.detail == (
         f"{forged.hand_id}/{deal + 1}: dealt {other} to seat {first.seat}, the seed deals {first.card}"
     )
+
+
+async def test_start_returns_once_every_worker_has_warmed_up() -> None:
+    replayer = Replayer(2)
+    await replayer.start()
+    try:
+        pool = replayer._pool
+        assert pool is not None
+        # Each pid answered a call, which a worker takes only after its initializer (the warm-up).
+        assert replayer.warm_pids == frozenset(pool._processes)  # type: ignore[attr-defined]
+        assert len(replayer.warm_pids) == 2
+        for pid in replayer.warm_pids:
+            assert int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()
+    finally:
+        await replayer.close()
+    assert replayer._pool is None
