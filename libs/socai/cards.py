@@ -25,6 +25,14 @@ SPADES, CLUBS, DIAMONDS, HEARTS = 0, 1, 2, 3
 JACK, QUEEN, KING, ACE = 11, 12, 13, 14
 
 
+# ``hash((rank, suit))`` of ranks 0..14 and suits 0..3 by ``rank * 4 + suit``: a card's hash
+# looked up, not built from a new tuple, since cards are hashed in every set of every hand
+# (the hash was 6–11 % of a Tiến Lên replay on the compiled core, py-spy --native; a set of
+# the 52 cards, timeit, compiled: 39 ns a card against 85 with the tuple). The same values
+# as the generated hash, so no set's order changes.
+_HASHES: Final[tuple[int, ...]] = tuple(hash((r, s)) for r in range(15) for s in range(4))
+
+
 @dataclass(frozen=True, slots=True, init=False, eq=False)
 class Card:
     """One card: ``rank`` 2..14 (14 is the ace), ``suit`` 0..3 in canonical order ♠ ♣ ♦ ♥.
@@ -54,7 +62,10 @@ class Card:
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash((self.rank, self.suit))  # the generated hash: set orders stay as they were
+        rank, suit = self.rank, self.suit
+        if 0 <= rank <= 14 and 0 <= suit <= 3:  # every Card, and the one HiddenCard (0, 0)
+            return _HASHES[rank * 4 + suit]
+        return hash((rank, suit))  # the generated hash: set orders stay as they were
 
     @property
     def index(self) -> int:

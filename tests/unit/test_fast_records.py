@@ -224,6 +224,10 @@ def test_a_card_is_equal_only_to_a_card_and_hidden_cards_only_to_each_other() ->
     assert Card(2, 0) != HIDDEN_CARD and HIDDEN_CARD != Card(2, 0)  # noqa: SIM300 (both sides' __eq__)
     assert HIDDEN_CARD == HiddenCard(0, 0) and hash(HIDDEN_CARD) == hash((0, 0))  # noqa: SIM300
     assert len(set(ALL_CARDS) | {HIDDEN_CARD}) == 53
+    # The hash is looked up by rank and suit: the generated one's value for every card.
+    assert all(
+        hash(c) == hash((c.rank, c.suit)) for c in (*ALL_CARDS, HIDDEN_CARD, HiddenCard(3, 7), HiddenCard(-1, 2))
+    )
     assert {c: c.index for c in ALL_CARDS}[Card(3, 2)] == 6
 
 
