@@ -519,6 +519,9 @@ def _scalar(field: Any, value: Any) -> Any:
     raise _Fallback
 
 
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _timestamp(value: Any, target: Any) -> None:
     # "2026-11-29T12:00:00.006Z": at most 6 fractional digits fit a datetime exactly.
     if not isinstance(value, str) or not value.endswith("Z"):
@@ -530,4 +533,9 @@ def _timestamp(value: Any, target: Any) -> None:
         at = datetime.fromisoformat(value[:-1] + "+00:00")
     except ValueError as exc:
         raise _Fallback from exc
-    target.FromDatetime(at)
+    # What ``FromDatetime`` sets, without its calendar round trip (which was 7 % of an audit's
+    # replay of an export, py-spy): an aware time's distance from the epoch, exact; 1.3 µs
+    # a time against 6.4 (timeit, this machine).
+    since = at - _EPOCH
+    target.seconds = since.days * 86_400 + since.seconds
+    target.nanos = since.microseconds * 1000

@@ -162,3 +162,29 @@ def test_the_fast_json_reader_builds_exactly_what_parse_dict_builds() -> None:
         parse_event_json({"seq": "one"}, events_pb2.Event())
     with pytest.raises(json_format.ParseError):
         parse_event_json({"no_such_field": 1}, events_pb2.Event())
+
+
+@pytest.mark.parametrize(
+    "at",
+    [
+        "2026-11-29T12:00:00Z",
+        "2026-11-29T12:00:00.1Z",
+        "2026-11-29T12:00:00.006Z",
+        "2026-11-29T23:59:59.999999Z",
+        "1969-12-31T23:59:59.5Z",
+        "1970-01-01T00:00:00Z",
+        "0001-01-01T00:00:00Z",
+        "9999-12-31T23:59:59.999999Z",
+        "2024-02-29T00:00:00.000001Z",
+    ],
+)
+def test_the_fast_json_reader_reads_a_time_as_parse_dict_does(at: str) -> None:
+    from google.protobuf import json_format
+
+    from socai.audit.export import parse_event_json
+    from socai.gen.events.v1 import events_pb2
+
+    want, got = events_pb2.Event(), events_pb2.Event()
+    json_format.ParseDict({"occurred_at": at}, want)
+    parse_event_json({"occurred_at": at}, got)
+    assert (got.occurred_at.seconds, got.occurred_at.nanos) == (want.occurred_at.seconds, want.occurred_at.nanos)
