@@ -35,7 +35,7 @@ import base64
 import binascii
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -438,7 +438,8 @@ _plans: dict[tuple[Any, str], tuple[int, Any]] = {}
 
 
 def _plan(descriptor: Any, key: str) -> tuple[int, Any] | None:
-    """How to fill ``key`` of a ``descriptor`` message (None: no such field, never kept)."""
+    """How to fill ``key`` of a ``descriptor`` message: its kind and its field, or for a
+    scalar the function that reads its JSON value (None: no such field, never kept)."""
     found = _plans.get((descriptor, key))
     if found is not None:
         return found
@@ -456,6 +457,7 @@ def _plan(descriptor: Any, key: str) -> tuple[int, Any] | None:
             kind = _MESSAGE
     else:
         kind = _SCALARS if field.is_repeated else _SCALAR
+        field = _scalar_reader(field)  # the field's own reader: no descriptor read per value
     plan = _plans[(descriptor, key)] = (kind, field)
     return plan
 
@@ -468,7 +470,7 @@ def _fill_fast(obj: Mapping[str, Any], msg: Any) -> None:
             raise _Fallback
         kind, field = plan
         if kind == _SCALAR:
-            setattr(msg, key, _scalar(field, value))
+            setattr(msg, key, field(value))
         elif kind == _MESSAGES:
             if not isinstance(value, list):
                 raise _Fallback
@@ -488,34 +490,56 @@ def _fill_fast(obj: Mapping[str, Any], msg: Any) -> None:
         elif kind == _SCALARS:
             if not isinstance(value, list):
                 raise _Fallback
-            getattr(msg, key).extend(_scalar(field, v) for v in value)
+            getattr(msg, key).extend([field(v) for v in value])
         else:  # _MAP
             if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
                 raise _Fallback
             getattr(msg, key).update(value)
 
 
-def _scalar(field: Any, value: Any) -> Any:
+def _scalar_reader(field: Any) -> Callable[[Any], Any]:
+    """How to read a JSON value of the scalar ``field``: chosen once from its descriptor."""
     kind = field.type
     if kind in _INT_TYPES:
-        if isinstance(value, bool) or not isinstance(value, int | str):
-            raise _Fallback
-        if isinstance(value, str) and not value.lstrip("-").isdigit():
-            raise _Fallback
-        return int(value)
+        return _int_value
     if kind == FieldDescriptor.TYPE_STRING:
-        if not isinstance(value, str):
-            raise _Fallback
-        return value
+        return _str_value
     if kind == FieldDescriptor.TYPE_BOOL:
-        if not isinstance(value, bool):
-            raise _Fallback
-        return value
+        return _bool_value
     if kind == FieldDescriptor.TYPE_ENUM:
-        number = field.enum_type.values_by_name.get(value) if isinstance(value, str) else None
-        if number is None:
-            raise _Fallback
-        return number.number
+        numbers = {value.name: value.number for value in field.enum_type.values}
+
+        def enum_value(value: Any) -> Any:
+            number = numbers.get(value) if isinstance(value, str) else None
+            if number is None:
+                raise _Fallback
+            return number
+
+        return enum_value
+    return _no_value
+
+
+def _int_value(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise _Fallback
+    if isinstance(value, str) and not value.lstrip("-").isdigit():
+        raise _Fallback
+    return int(value)
+
+
+def _str_value(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Fallback
+    return value
+
+
+def _bool_value(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _Fallback
+    return value
+
+
+def _no_value(value: Any) -> Any:
     raise _Fallback
 
 
