@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import random
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -531,3 +532,13 @@ def test_each_block_is_hmac_sha256_of_the_counter() -> None:
     stream = fairness.ByteStream(seed)
     expected = b"".join(hmac.digest(seed, c.to_bytes(8, "big"), "sha256") for c in range(5))
     assert stream.take(7) + stream.take(100) + stream.take(53) == expected
+
+
+@pytest.mark.parametrize("seed_byte", range(8))
+def test_the_stream_read_in_pieces_of_any_size_is_the_hmac_counter_stream(seed_byte: int) -> None:
+    seed = bytes([seed_byte]) * fairness.SEED_BYTES
+    sizes = random.Random(seed_byte).choices(range(0, 100), k=40)
+    stream = fairness.ByteStream(seed)
+    read = b"".join(stream.take(n) for n in sizes)
+    blocks = b"".join(hmac.digest(seed, c.to_bytes(8, "big"), "sha256") for c in range(-(-len(read) // 32)))
+    assert read == blocks[: len(read)]
