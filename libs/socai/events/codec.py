@@ -334,6 +334,17 @@ _DECODER_BY_MESSAGE: dict[type, Callable[[Any], Any]] = {}
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def timestamp_into(target: Any, at: datetime) -> None:
+    """``at`` into the Timestamp ``target``: what ``Timestamp.FromDatetime`` sets (a naive time
+    read as local, as it reads one), exact, without its calendar round trip (an event encoded
+    and an export's time read by the auditor, ``socai.audit.export``, each pay it)."""
+    if at.tzinfo is None:
+        at = at.astimezone(UTC)
+    since = at - _EPOCH
+    target.seconds = since.days * 86_400 + since.seconds
+    target.nanos = since.microseconds * 1000
+
+
 def to_proto(event: model.Event) -> events_pb2.Event:
     msg = events_pb2.Event(
         event_id=event.event_id,
@@ -342,12 +353,7 @@ def to_proto(event: model.Event) -> events_pb2.Event:
         seq=event.seq,
         game=event.game,
     )
-    at = event.occurred_at
-    if at.tzinfo is None:
-        at = at.astimezone(UTC)  # a naive time is local, as ``Timestamp.FromDatetime`` reads it
-    since = at - _EPOCH  # exact: what FromDatetime gives, without its calendar round trip
-    msg.occurred_at.seconds = since.days * 86_400 + since.seconds
-    msg.occurred_at.nanos = since.microseconds * 1000
+    timestamp_into(msg.occurred_at, event.occurred_at)
     body_into(getattr(msg, BODY_FIELD[type(event.body)]), event.body)
     return msg
 
