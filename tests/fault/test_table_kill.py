@@ -64,6 +64,7 @@ async def test_a_killed_table_service_resumes_the_same_hand(
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
             proc = await start_table(settings, tmp_path / "table.log")
+            await backend.table_connected()
 
             after = await backend.state(table_id)
             assert after.hand_id == hand_id
@@ -136,6 +137,7 @@ async def test_a_killed_table_service_rebuilds_the_face_down_cards_from_its_own_
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
             proc = await start_table(settings, tmp_path / "table.log")
+            await backend.table_connected()
 
             after = await backend.state(table_id, "a")
             assert after.hand_id == hand_id and list(after.events) == list(before.events)

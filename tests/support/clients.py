@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -34,6 +35,12 @@ class Backend:
     async def close(self) -> None:
         for ch in self._channels:
             await ch.close()
+
+    async def table_connected(self, timeout_s: float = 30.0) -> None:
+        """Wait until the table channel is connected again. After the table service was
+        killed and started again, the channel may still be in its reconnect backoff, where a
+        call fails at once with UNAVAILABLE although the new service already serves."""
+        await asyncio.wait_for(self._channels[0].channel_ready(), timeout_s)
 
     async def token(self, player: str) -> str:
         if player not in self.tokens:
