@@ -28,10 +28,12 @@ and credits ``house:fees`` (three entries), so every one of them touches the hot
   batches, so many small outbox ranges) for a fixed time on a fresh journal; the figure is
   the transactions published per second during that time, next to the transactions posted
   per second (``params.posted_tx_per_s``), the largest lag seen and the time the relay needs
-  to catch up once the postings stop. Measured with the outbox's bound in force
-  (``SOCAI_LEDGER_OUTBOX_MAX_LAG`` = ``UNDER_LOAD_MAX_LAG``, below the lag this load reaches
-  without it, so the bound shows) and, in the same run on a fresh journal, without a bound
-  (peer ``no_bound``): callers retry a refused posting (``OUTBOX_BACKLOG``) with its key.
+  to catch up once the postings stop. The relay keeps up when it publishes what is posted
+  but its trail (``params.published_of_posted`` near 1, ``lag_at_end_of_load_s`` a fraction
+  of a second: what a round gathers and awaits). Measured with the outbox's bound in force
+  (``SOCAI_LEDGER_OUTBOX_MAX_LAG`` = ``UNDER_LOAD_MAX_LAG``) and, in the same run on a fresh
+  journal, without a bound (peer ``no_bound``): callers retry a refused posting
+  (``OUTBOX_BACKLOG``) with its key.
   ``SOCAI_BENCH_LEDGER_ONLY=under_load`` runs this case alone; ``SOCAI_BENCH_LEDGER_ONLY=
   post_single_32,post_batch_100`` runs the raw peer and those posting cases only;
   ``SOCAI_BENCH_LEDGER_AB=ledger_0005`` writes each posting case's rounds to a second ledger
@@ -684,9 +686,10 @@ def drain_rate(url: str, timeout_s: float = 600.0) -> Result:
 
 
 UNDER_LOAD_CALLERS = 32
-# The bound in force for the figure: the unbounded load here reaches several thousand
-# transactions behind in 20 s, so a bound of 2,000 is met and holds (the service's default,
-# 10,000, is sized for outages: socai_ledger.config).
+# The bound in force for the figure. A relay that keeps up stays far below it (the lag peaks
+# at a few hundred here); one that falls behind for good meets it, and the postings then wait
+# or are refused (``refused_calls``), which the figure shows. The service's default, 10,000,
+# is sized for outages (socai_ledger.config).
 UNDER_LOAD_MAX_LAG = 2_000
 REFUSED_RETRY_S = 0.05
 
@@ -743,6 +746,8 @@ def relay_under_load(
             "load_s": round(load["elapsed_s"], 1),
             "lag_max": load["lag_max"],
             "lag_at_end_of_load": load["lag_end"],
+            # The relay trails by what a round gathers and awaits: in seconds of postings.
+            "lag_at_end_of_load_s": round(load["lag_end"] * load["elapsed_s"] / max(1, load["posted"]), 2),
             "lag_samples": load["lag_samples"],
             "refused_calls": load["refused"],
             "caught_up": load["caught_up"],
