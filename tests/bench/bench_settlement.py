@@ -15,6 +15,8 @@
   runs on the production setting.
 - ``audit.replay`` (hands/s): the offline auditor (``read_jsonl`` + ``verify``: commitment,
   every card and die, the rules engine) on a JSONL export of the same hands, no ledger.
+  Peer ``via_protobuf``: the same audit with each line read into its protobuf first (as the
+  auditor read an export before it read one straight into domain events), one round.
 - ``audit.offline_verify_hands_per_s`` (hands/s): the same hands as a ``stored`` export,
   every message chained and every HandEnded sealed as the table service writes them; the
   offline audit reads the file and checks every hand's chain and seal, then replays it
@@ -58,6 +60,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -65,7 +68,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -79,11 +82,12 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from socai.audit.auditor import Seals, verify
-from socai.audit.export import _decode, read_jsonl, write_jsonl, write_stored_jsonl
+from socai.audit.export import RawEvent, _decode, parse_event_json, read_jsonl, write_jsonl, write_stored_jsonl
 from socai.events import seal
 from socai.events.log import EventLog
 from socai.events.model import HandEnded
 from socai.events.model import subject as canonical_subject
+from socai.gen.events.v1 import events_pb2
 from socai.gen.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from socai.infra.config import Settings
 from socai.infra.grpc_client import channel
@@ -153,12 +157,28 @@ def audit_replay(ctx: BenchContext, sim: Simulation) -> Result:
         assert audit.report.ok, audit.report.render()
         return audit.report.hands_verified
 
+    def via_protobuf() -> int:
+        audit = verify(protobuf_raws(export), source="bench")
+        assert audit.report.ok, audit.report.render()
+        return audit.report.hands_verified
+
     return Result(
         "audit.replay",
         rate(once, rounds=1 if ctx.quick else 3),
         "hands/s",
+        peers={"via_protobuf": rate(via_protobuf, rounds=1)},
         params={"hands": len(sim.hands), "games": list(registry.available()), "source": "jsonl"},
     )
+
+
+def protobuf_raws(export: Path) -> Iterator[RawEvent]:
+    """The export's events as the auditor read them before it read them straight into domain
+    events: each line into its protobuf (``parse_event_json``), which the replay converts."""
+    with export.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            msg = events_pb2.Event()
+            parse_event_json(json.loads(line), msg)
+            yield RawEvent(0, f"line {number}", msg)
 
 
 def audit_offline_verify(ctx: BenchContext, sim: Simulation, replay_rate: float) -> Result:

@@ -181,16 +181,16 @@ def verify(
                 audit.failed_tables.add(table_id)  # the reason is reported
                 continue
             # else no HandEnded yet: an open hand, or MISSING_END, as the replay says below
-        broken = next((r for r in items if r.message is None), None)
+        broken = next((r for r in items if r.decoded is None), None)
         if broken is not None:
             report.mismatch("BAD_EVENT", broken.error, hand_id=hand_id, table_id=table_id)
             audit.failed_tables.add(table_id)
             continue
         try:
-            result = replay([r.message for r in items])
+            result = replay([r.decoded for r in items])
         except ReplayError as exc:
             if exc.code == MISSING_END and allow_open and last_hand.get(table_id) == key:
-                problem = _verify_open(audit, [r.message for r in items])
+                problem = _verify_open(audit, [r.decoded for r in items])
                 if problem is None:
                     report.open_hands.append(hand_id)
                     if not audit.open_results[-1].fully_folded:

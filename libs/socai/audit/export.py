@@ -34,7 +34,9 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import dataclasses
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -50,6 +52,7 @@ from socai.events.model import TABLE_BODY_TYPES, Event
 from socai.gen.events.v1 import events_pb2
 
 TABLE_BODY_FIELDS: Final = frozenset(codec.BODY_FIELD[t] for t in TABLE_BODY_TYPES)
+_TABLE_BODIES: Final = frozenset(TABLE_BODY_TYPES)
 STORED_FORMAT: Final = "socai.events.stored"
 STORED_VERSION: Final = 1  # of the stored form's lines (schemas/events-stored.v1.schema.json)
 JSONL_LINE_MAX_CHARS: Final = 2 * 1024 * 1024  # the stream's max message (1 MiB) in base64, with room
@@ -59,11 +62,16 @@ STORED_KEYS: Final = frozenset({"stream_seq", "subject", "headers", "data"})  # 
 @dataclass(frozen=True, slots=True)
 class RawEvent:
     """One stored message: its stream sequence (0 from a file), subject and the event as a
-    protobuf message, or ``error`` when the payload is not an Event."""
+    protobuf message (``message``), or ``error`` when the payload is not an Event.
+
+    An event read from a JSONL export comes as its domain event (``event``) when it reads
+    straight into one (``event_of_json``): its protobuf is then built only when asked for,
+    since building every event's protobuf and converting it back was most of an offline
+    audit's reading (the replay takes the domain event as it is)."""
 
     stream_seq: int
     subject: str
-    message: events_pb2.Event | None
+    proto: events_pb2.Event | None  # ``message``: kept or built from ``event``
     error: str = ""
     table_hint: str = ""  # where an undecodable line says it belongs, when it says so
     hand_hint: str = ""
@@ -71,11 +79,27 @@ class RawEvent:
     # checks the table's seal with (``socai.events.seal``). A JSONL export has neither.
     payload: bytes = b""
     chain_headers: tuple[tuple[str, str], ...] = ()
+    event: Event | None = None  # the domain event, when it was read straight into one
+
+    @property
+    def message(self) -> events_pb2.Event | None:
+        msg = self.proto
+        if msg is None and self.event is not None:
+            msg = codec.to_proto(self.event)
+            object.__setattr__(self, "proto", msg)  # built once (a frozen record's cache)
+        return msg
+
+    @property
+    def decoded(self) -> Event | events_pb2.Event | None:
+        """What the replay takes: the domain event when there is one, else the protobuf."""
+        return self.event if self.event is not None else self.proto
 
     @property
     def table_id(self) -> str:
-        if self.message is not None and self.message.table_id:
-            return self.message.table_id
+        if self.event is not None and self.event.table_id:
+            return self.event.table_id
+        if self.proto is not None and self.proto.table_id:
+            return self.proto.table_id
         if self.table_hint:
             return self.table_hint
         parts = self.subject.rsplit(".", 2)
@@ -83,15 +107,19 @@ class RawEvent:
 
     @property
     def hand_id(self) -> str:
-        if self.message is not None and self.message.hand_id:
-            return self.message.hand_id
+        if self.event is not None and self.event.hand_id:
+            return self.event.hand_id
+        if self.proto is not None and self.proto.hand_id:
+            return self.proto.hand_id
         if self.hand_hint:
             return self.hand_hint
         return self.subject.rsplit(".", 1)[-1] if "." in self.subject else ""
 
     @property
     def is_table_fact(self) -> bool:
-        return self.message is not None and self.message.WhichOneof("body") in TABLE_BODY_FIELDS
+        if self.event is not None:
+            return type(self.event.body) in _TABLE_BODIES
+        return self.proto is not None and self.proto.WhichOneof("body") in TABLE_BODY_FIELDS
 
 
 @dataclass
@@ -341,6 +369,10 @@ def read_jsonl(path: Path | str) -> Iterator[RawEvent]:
                 detail = obj.get("undecodable") if isinstance(obj, dict) else "not a JSON object"
                 yield RawEvent(0, where, None, f"{where}: {detail}")
                 continue
+            event = event_of_json(obj)
+            if event is not None:
+                yield RawEvent(0, where, None, event=event)
+                continue
             msg = events_pb2.Event()
             try:
                 parse_event_json(obj, msg)
@@ -457,7 +489,9 @@ def _plan(descriptor: Any, key: str) -> tuple[int, Any] | None:
             kind = _MESSAGE
     else:
         kind = _SCALARS if field.is_repeated else _SCALAR
-        field = _scalar_reader(field)  # the field's own reader: no descriptor read per value
+        # The field's own reader (no descriptor read per value); an integer past its field's
+        # range goes to ParseDict, whose ParseError names it (setattr would raise ValueError).
+        field = _checked_reader(field) or _no_value
     plan = _plans[(descriptor, key)] = (kind, field)
     return plan
 
@@ -557,3 +591,196 @@ def _timestamp(value: Any, target: Any) -> None:
     # Not ``FromDatetime``, whose calendar round trip was 7 % of an audit's replay of an
     # export (py-spy): 1.3 µs a time against 6.4 (timeit, this machine).
     codec.timestamp_into(target, at)
+
+
+# --- an export's events straight to domain events ------------------------------------------
+
+_MISSING: Final = object()
+_ENVELOPE_KEYS: Final = frozenset({"event_id", "table_id", "hand_id", "seq", "game", "occurred_at"})
+_BODY_OF_KEY: Final = {name: cls for cls, name in codec.BODY_FIELD.items()}
+_EVENT_FIELDS: Final = events_pb2.Event.DESCRIPTOR.fields_by_name
+_INT_RANGES: Final = {
+    **dict.fromkeys(
+        (FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SFIXED32), (-(2**31), 2**31)
+    ),
+    **dict.fromkeys((FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_FIXED32), (0, 2**32)),
+    **dict.fromkeys(
+        (FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_SFIXED64), (-(2**63), 2**63)
+    ),
+    **dict.fromkeys((FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64), (0, 2**64)),
+}
+# A time as an export writes it: UTC, at most microseconds (a datetime holds no more).
+_EXPORT_TIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
+
+
+def _checked_reader(field: Any) -> Callable[[Any], Any] | None:
+    """``_scalar_reader``'s reader, an integer also held to its field's range (which the
+    protobuf would refuse past); None for a scalar type it does not read."""
+    read = _scalar_reader(field)
+    if read is _no_value:
+        return None
+    bounds = _INT_RANGES.get(field.type)
+    if bounds is None:
+        return read
+    low, high = bounds
+
+    def int_in_range(value: Any) -> int:
+        number = value if type(value) is int else _int_value(value)
+        if not low <= number < high:
+            raise _Fallback
+        return number
+
+    return int_in_range
+
+
+_SEQ: Final = _checked_reader(_EVENT_FIELDS["seq"]) or _no_value
+# Each domain class's reader of a JSON object (None: a class this reader does not handle,
+# whose events take the protobuf path).
+_json_decoders: dict[type, Callable[[Any], Any] | None] = {}
+
+
+def event_of_json(obj: Mapping[str, Any]) -> Event | None:
+    """The domain event of an export's JSON object, read without building its protobuf;
+    None when the object is anything but the plain shape an export writes (an unknown or
+    camelCase key, a value of another JSON type, a time with nanoseconds, a bad card, an
+    unspecified enum, an event_id that is not its hand's and seq's): the caller then reads
+    it through the protobuf (``parse_event_json``, ``codec.from_proto``), whose verdict,
+    errors included, stands. Where it returns an event, that event equals what the protobuf
+    path gives (``tests/unit/audit/test_export_json.py``, over every game's hands)."""
+    try:
+        body_key = None
+        for key in obj:
+            if key not in _ENVELOPE_KEYS:
+                if body_key is not None or key not in _BODY_OF_KEY:
+                    return None
+                body_key = key
+        if body_key is None:
+            return None
+        body_value = obj[body_key]
+        decode = _json_decoder(_BODY_OF_KEY[body_key])
+        if decode is None or not isinstance(body_value, dict):
+            return None
+        seq = obj.get("seq", _MISSING)
+        event = Event(
+            table_id=_str_value(obj.get("table_id", "")),
+            hand_id=_str_value(obj.get("hand_id", "")),
+            seq=0 if seq is _MISSING else _SEQ(seq),
+            game=_str_value(obj.get("game", "")),
+            occurred_at=_time_of(obj.get("occurred_at", _MISSING)),
+            body=decode(body_value),
+        )
+        if event.event_id != obj.get("event_id", ""):
+            return None
+        return event
+    except (_Fallback, errors.InvalidArgument, ValueError, TypeError):
+        return None
+
+
+def _time_of(value: Any) -> datetime:
+    if not isinstance(value, str) or _EXPORT_TIME.fullmatch(value) is None:
+        raise _Fallback
+    # "+00:00" gives the UTC singleton itself (a tenth of ``replace(tzinfo=UTC)``'s cost).
+    return datetime.fromisoformat(value[:-1] + "+00:00")
+
+
+def _json_decoder(cls: type) -> Callable[[Any], Any] | None:
+    if cls in _json_decoders:
+        return _json_decoders[cls]
+    _json_decoders[cls] = None  # while planned (a class that held itself would be refused)
+    descriptor = getattr(events_pb2, cls.__name__, None)
+    decode = None if descriptor is None else _plan_json(cls, descriptor.DESCRIPTOR)
+    _json_decoders[cls] = decode
+    return decode
+
+
+def _plan_json(cls: type, descriptor: Any) -> Callable[[Any], Any] | None:
+    """``decode(obj) -> cls(...)``: each field read from the JSON value as the protobuf JSON
+    mapping writes it and converted by ``codec.field_converter``, as ``from_proto`` would
+    have converted the protobuf's value; a missing key is the field's protobuf default."""
+    steps: list[tuple[str, Callable[[Any], Any]]] = []
+    for f in dataclasses.fields(cls):
+        field = descriptor.fields_by_name.get(f.name)
+        if field is None:
+            return None
+        step = _json_step(cls, f.name, field)
+        if step is None:
+            return None
+        steps.append((f.name, step))
+    # ``cls(a=step0(obj.get("a", MISSING)), …)`` made once per class, as ``codec`` makes its
+    # protobuf decoders: a third of a dict comprehension's and ``cls(**kwargs)``'s cost.
+    namespace: dict[str, Any] = {"cls": cls, "names": frozenset(name for name, _ in steps)}
+    namespace.update(dict=dict, Fallback=_Fallback, MISSING=_MISSING)
+    arguments = []
+    for n, (name, step) in enumerate(steps):
+        if not name.isidentifier():  # dataclass fields always are; be safe with exec
+            return None
+        namespace[f"step{n}"] = step
+        arguments.append(f"{name}=step{n}(obj.get({name!r}, MISSING))")
+    source = (
+        "def decode(obj):\n"
+        "    if type(obj) is not dict or not obj.keys() <= names:\n"
+        "        raise Fallback\n"
+        f"    return cls({', '.join(arguments)})\n"
+    )
+    exec(compile(source, f"<socai.audit.export JSON reader of {cls.__name__}>", "exec"), namespace)
+    decode: Callable[[Any], Any] = namespace["decode"]
+    return decode
+
+
+def _json_step(cls: type, name: str, field: Any) -> Callable[[Any], Any] | None:
+    """How to read one field's JSON value (``_MISSING`` when the key is absent)."""
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        if field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            if value_field.type != FieldDescriptor.TYPE_STRING:
+                return None
+            convert_map = codec.field_converter(cls, name) or dict
+
+            def map_step(value: Any) -> Any:
+                if value is _MISSING:
+                    return convert_map({})
+                if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                    raise _Fallback
+                return convert_map(value)
+
+            return map_step
+        nested_cls = codec.nested_class(field.message_type.name)
+        nested = None if nested_cls is None else _json_decoder(nested_cls)
+        if nested is None:
+            return None
+        decode_nested = nested
+        if field.is_repeated:
+
+            def messages_step(value: Any) -> Any:
+                if value is _MISSING:
+                    return ()
+                if not isinstance(value, list):
+                    raise _Fallback
+                return tuple([decode_nested(item) for item in value])
+
+            return messages_step
+
+        def message_step(value: Any) -> Any:
+            return decode_nested({} if value is _MISSING else value)
+
+        return message_step
+    read = _checked_reader(field)
+    if read is None:
+        return None
+    convert = codec.field_converter(cls, name)
+    if field.is_repeated:
+        convert_items = convert or tuple
+
+        def scalars_step(value: Any) -> Any:
+            if value is _MISSING:
+                return convert_items([])
+            if not isinstance(value, list):
+                raise _Fallback
+            return convert_items([read(v) for v in value])
+
+        return scalars_step
+    default = field.default_value
+    if convert is None:
+        return lambda value: default if value is _MISSING else read(value)
+    convert_one = convert
+    return lambda value: convert_one(default if value is _MISSING else read(value))

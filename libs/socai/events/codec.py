@@ -265,6 +265,14 @@ def _converter(hint: Any) -> Callable[[Any], Any] | None:
     return None
 
 
+def field_converter(cls: type, name: str) -> Callable[[Any], Any] | None:
+    """How ``from_proto`` turns the protobuf value of the scalar, repeated scalar or map field
+    ``name`` of the domain class ``cls`` into its domain value (None: taken as it is); a reader
+    of the same values from elsewhere (the auditor's JSON reader, ``socai.audit.export``)
+    converts them the same way through it."""
+    return _FIELD_CONVERTERS.get((cls, name)) or _converter(_hints(cls)[name])
+
+
 def _decoder(cls: type) -> Callable[[Any], Any]:
     decode_msg = _DECODERS.get(cls)
     if decode_msg is None:
@@ -329,6 +337,11 @@ def body_from_proto(msg: Message) -> Any:
 
 
 _DECODER_BY_MESSAGE: dict[type, Callable[[Any], Any]] = {}
+
+
+def nested_class(message_name: str) -> type | None:
+    """The domain class of a body or nested protobuf message, by the message's name."""
+    return _BY_NAME.get(message_name) or _NESTED.get(message_name)
 
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
