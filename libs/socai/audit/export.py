@@ -599,6 +599,7 @@ _MISSING: Final = object()
 _ENVELOPE_KEYS: Final = frozenset({"event_id", "table_id", "hand_id", "seq", "game", "occurred_at"})
 _BODY_OF_KEY: Final = {name: cls for cls, name in codec.BODY_FIELD.items()}
 _EVENT_FIELDS: Final = events_pb2.Event.DESCRIPTOR.fields_by_name
+_NEW_EVENT: Final = codec.builder(Event)  # Event(table_id, hand_id, seq, game, occurred_at, body)
 _INT_RANGES: Final = {
     **dict.fromkeys(
         (FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SFIXED32), (-(2**31), 2**31)
@@ -661,13 +662,13 @@ def event_of_json(obj: Mapping[str, Any]) -> Event | None:
         if decode is None or not isinstance(body_value, dict):
             return None
         seq = obj.get("seq", _MISSING)
-        event = Event(
-            table_id=_str_value(obj.get("table_id", "")),
-            hand_id=_str_value(obj.get("hand_id", "")),
-            seq=0 if seq is _MISSING else _SEQ(seq),
-            game=_str_value(obj.get("game", "")),
-            occurred_at=_time_of(obj.get("occurred_at", _MISSING)),
-            body=decode(body_value),
+        event: Event = _NEW_EVENT(
+            _str_value(obj.get("table_id", "")),
+            _str_value(obj.get("hand_id", "")),
+            0 if seq is _MISSING else _SEQ(seq),
+            _str_value(obj.get("game", "")),
+            _time_of(obj.get("occurred_at", _MISSING)),
+            decode(body_value),
         )
         if event.event_id != obj.get("event_id", ""):
             return None
@@ -706,21 +707,20 @@ def _plan_json(cls: type, descriptor: Any) -> Callable[[Any], Any] | None:
         if step is None:
             return None
         steps.append((f.name, step))
-    # ``cls(a=step0(obj.get("a", MISSING)), …)`` made once per class, as ``codec`` makes its
-    # protobuf decoders: a third of a dict comprehension's and ``cls(**kwargs)``'s cost.
-    namespace: dict[str, Any] = {"cls": cls, "names": frozenset(name for name, _ in steps)}
+    # ``build(step0(obj.get("a", MISSING)), …)`` made once per class, as ``codec`` makes its
+    # protobuf decoders (``codec.builder``: the record through its slots): a third of a dict
+    # comprehension's and ``cls(**kwargs)``'s cost.
+    namespace: dict[str, Any] = {"build": codec.builder(cls), "names": frozenset(name for name, _ in steps)}
     namespace.update(dict=dict, Fallback=_Fallback, MISSING=_MISSING)
     arguments = []
     for n, (name, step) in enumerate(steps):
-        if not name.isidentifier():  # dataclass fields always are; be safe with exec
-            return None
         namespace[f"step{n}"] = step
-        arguments.append(f"{name}=step{n}(obj.get({name!r}, MISSING))")
+        arguments.append(f"step{n}(obj.get({name!r}, MISSING))")
     source = (
         "def decode(obj):\n"
         "    if type(obj) is not dict or not obj.keys() <= names:\n"
         "        raise Fallback\n"
-        f"    return cls({', '.join(arguments)})\n"
+        f"    return build({', '.join(arguments)})\n"
     )
     exec(compile(source, f"<socai.audit.export JSON reader of {cls.__name__}>", "exec"), namespace)
     decode: Callable[[Any], Any] = namespace["decode"]
