@@ -553,10 +553,13 @@ def _scalar_reader(field: Any) -> Callable[[Any], Any]:
     return _no_value
 
 
+_DECIMAL: Final = re.compile(r"-?[0-9]+")  # ASCII only: str.isdigit also takes "²", which int() refuses
+
+
 def _int_value(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise _Fallback
-    if isinstance(value, str) and not value.lstrip("-").isdigit():
+    if isinstance(value, str) and _DECIMAL.fullmatch(value) is None:
         raise _Fallback
     return int(value)
 
@@ -611,7 +614,7 @@ _INT_RANGES: Final = {
     **dict.fromkeys((FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64), (0, 2**64)),
 }
 # A time as an export writes it: UTC, at most microseconds (a datetime holds no more).
-_EXPORT_TIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
+_EXPORT_TIME: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z")
 
 
 def _checked_reader(field: Any) -> Callable[[Any], Any] | None:
