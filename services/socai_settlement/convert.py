@@ -38,19 +38,24 @@ def transaction_input(
     account, zeros left out; pass them when already computed); the caller skips hands whose
     entries are empty."""
     net = settlement.entries() if entries is None else entries
-    return ledger_pb2.TransactionInput(
-        idempotency_key=key or settlement_key(settlement.hand_id),
-        kind=TRANSACTION_KIND,
-        reference=settlement.hand_id,
-        entries=[ledger_pb2.EntryInput(account_id=a, amount_gold=v) for a, v in net.items()],
-        metadata={
-            "game": settlement.game,
-            "table_id": settlement.table_id,
-            "hand_id": settlement.hand_id,
-            "reasons": reasons_summary(settlement),
-        },
-        open_accounts=True,
-    )
+    # Field by field: the same message as the constructor's keywords (a list of EntryInput
+    # messages copied in, a dict converted to the map) in 9.7 against 23 µs a hand with its
+    # serialization (timeit over 220 hands of all eleven games), on every replay worker's
+    # path. tests/unit/settlement/test_settlement_units.py holds the bytes equal.
+    tx = ledger_pb2.TransactionInput()
+    tx.idempotency_key = key or settlement_key(settlement.hand_id)
+    tx.kind = TRANSACTION_KIND
+    tx.reference = settlement.hand_id
+    add_entry = tx.entries.add
+    for account_id, gold in net.items():
+        add_entry(account_id=account_id, amount_gold=gold)
+    metadata = tx.metadata
+    metadata["game"] = settlement.game
+    metadata["table_id"] = settlement.table_id
+    metadata["hand_id"] = settlement.hand_id
+    metadata["reasons"] = reasons_summary(settlement)
+    tx.open_accounts = True
+    return tx
 
 
 class SettledHand(NamedTuple):

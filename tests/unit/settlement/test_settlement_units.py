@@ -92,6 +92,33 @@ def test_the_transaction_of_a_hand_is_balanced_keyed_and_the_same_every_time() -
     assert isinstance(tx, ledger_pb2.TransactionInput)
 
 
+def test_the_transaction_is_byte_for_byte_the_one_its_fields_as_keywords_make() -> None:
+    # transaction_input sets its fields one by one (faster); the constructor's keywords are
+    # the plain definition, and the bytes a retried post compares must not move.
+    from socai.rules import registry
+
+    for hand in simulate(3 * len(registry.available()), registry.available(), seed=19).hands:
+        s = replay.replay_hand(hand.events)
+        if not s.entries():
+            continue
+        by_keywords = ledger_pb2.TransactionInput(
+            idempotency_key=f"settle:{hand.hand_id}",
+            kind="settlement",
+            reference=hand.hand_id,
+            entries=[ledger_pb2.EntryInput(account_id=a, amount_gold=v) for a, v in s.entries().items()],
+            metadata={
+                "game": s.game,
+                "table_id": s.table_id,
+                "hand_id": s.hand_id,
+                "reasons": ",".join(f"{r}={g}" for r, g in s.by_reason().items()),
+            },
+            open_accounts=True,
+        )
+        assert convert.transaction_input(s).SerializeToString(deterministic=True) == by_keywords.SerializeToString(
+            deterministic=True
+        )
+
+
 def test_differences_name_the_seat_fees_and_transfers_that_changed() -> None:
     result = replay.replay(SIM.hands[0].events)
     stored = convert.record_of(result, 42, "tx-1", "settle:x")
