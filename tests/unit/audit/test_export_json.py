@@ -71,6 +71,7 @@ ODD: list[tuple[str, Any]] = [
     ("nanoseconds", lambda r: r.update(occurred_at="2026-11-29T12:00:00.123456789Z")),
     ("an offset", lambda r: r.update(occurred_at="2026-11-29T12:00:00+07:00")),
     ("a space for the T", lambda r: r.update(occurred_at="2026-11-29 12:00:00Z")),
+    ("no such day", lambda r: r.update(occurred_at="2026-04-31T12:00:00Z")),
     ("a null", lambda r: r.update(game=None)),
     ("a bad card", lambda r: r["cards_dealt"]["cards"][0].update(card="Zz")),
     ("a list for a message", lambda r: r["cards_dealt"].update(cards={"seat": 0})),
