@@ -93,9 +93,14 @@ def build(jobs: int) -> list[str]:
     os.environ["MYPY_CACHE_DIR"] = str(WORK / ".mypy_cache")
     try:
         said = io.StringIO()
-        with contextlib.redirect_stdout(said):
-            extensions = mypycify(modules, opt_level="3", separate=True, verbose=False, target_dir=str(WORK / "build"))
-        _echo_notes(said.getvalue())
+        try:
+            with contextlib.redirect_stdout(said):
+                extensions = mypycify(
+                    modules, opt_level="3", separate=True, verbose=False, target_dir=str(WORK / "build")
+                )
+        finally:
+            # mypy's errors are what a failed compile has to say: printed whether it failed or not.
+            _echo_notes(said.getvalue())
         dist = Distribution({"name": "socai-native", "ext_modules": extensions})
         dist.script_name = "build_native.py"
         dist.script_args = ["build_ext", "--inplace", f"--parallel={jobs}", f"--build-temp={WORK / 'build' / 'temp'}"]

@@ -242,6 +242,35 @@ def test_without_a_compiler_make_core_removes_a_stale_build_and_make_native_fail
     assert "no C compiler (no-such-cc)" in capsys.readouterr().err
 
 
+def test_a_failed_compile_says_what_mypy_refused_and_keeps_the_interpreted_core(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mypyc type-checks before it compiles, and its errors are the only account of a failed
+    build: a build once fell back to the interpreted core saying only SystemExit(1)."""
+    import mypyc.build
+
+    script = _build_script()
+    package = _sources_only(tmp_path)
+    monkeypatch.setattr(script, "PACKAGE", package)
+    monkeypatch.setattr(script, "LIBS", tmp_path)
+    monkeypatch.setattr(script, "WORK", tmp_path / "work")
+    monkeypatch.setenv("MYPY_CACHE_DIR", str(tmp_path / "cache"))  # the build sets it; restored after
+    refused = 'socai/events/codec.py:501: error: Returning Any from function declared to return "bytes"'
+
+    def mypycify(*args: object, **kwargs: object) -> None:
+        print(refused)
+        raise SystemExit(1)
+
+    monkeypatch.setattr(mypyc.build, "mypycify", mypycify)
+    assert script.main(["--if-possible"]) == 0
+    said = capsys.readouterr()
+    assert refused in said.out.splitlines()
+    assert "the build failed (SystemExit(1)): socai runs its interpreted core" in said.err
+    assert native.state(package) == (native.ABSENT, "")
+    assert script.main([]) == 1  # make native fails, with the same account
+    assert refused in capsys.readouterr().out.splitlines()
+
+
 def test_mypycs_notes_on_generators_are_counted_and_its_other_messages_kept(capsys: pytest.CaptureFixture[str]) -> None:
     note = "socai/rules/base.py:12: warning: Treating generator comprehension as list"
     _build_script()._echo_notes(f"{note}\n{note}\nsocai/cards.py:3: error: something else\n")
