@@ -69,7 +69,7 @@ import hashlib
 import math
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -378,17 +378,28 @@ class LeaseStore:
         """Announce this instance as a live member for another TTL (with its member value)."""
         await self.kv.put(member_key(self.holder_id), self.member_value)
 
-    async def leave(self) -> None:
+    async def leave(self, partitions: Iterable[int] = ()) -> None:
         """Leave the members, and free any partition key still naming us: an acquire whose
-        task a stop cancelled after the server created the key left no lease to release."""
+        task a stop cancelled after the server created the key left no lease to release.
+
+        ``partitions`` (the holder's own range) are each looked up by key, which no watcher's
+        timing can miss; the bucket's snapshot adds any other key naming us."""
         await self.kv.delete(member_key(self.holder_id))
-        view = await self.snapshot()
+        for partition in sorted(set(partitions)):
+            await self._delete_if_ours(partition)
+        # A stop is rare and what it frees saves the next holder a whole TTL: its read waits
+        # out a loaded server's slow watcher (a TTL per update) where a round's would give up.
+        view = await self.snapshot(update_timeout=max(self.config.ttl_s, 2 * self.config.renew_every))
         for partition, holder in sorted(view.holders.items()):
             if holder == self.holder_id:
                 await self._delete_if_ours(partition)
 
-    async def snapshot(self) -> BucketView:
-        """Every live key of the bucket with its value: the members and partition holders."""
+    async def snapshot(self, update_timeout: float | None = None) -> BucketView:
+        """Every live key of the bucket with its value: the members and partition holders.
+
+        Each update is waited for at most ``update_timeout`` (default two renew periods, so a
+        round gives up on a stalled server before its leases are at risk); past it, nats'
+        TimeoutError."""
         # The watcher's ephemeral consumer would otherwise outlive it on the server for
         # minutes (one per round per instance piles up); a short inactivity threshold lets the
         # server drop it right after ``stop``.
@@ -396,7 +407,7 @@ class LeaseStore:
         view = BucketView()
         try:
             for _ in range(SNAPSHOT_KEYS_MAX):
-                entry = await watcher.updates(timeout=self.config.renew_every * 2)  # type: ignore[no-untyped-call]
+                entry = await watcher.updates(timeout=update_timeout or self.config.renew_every * 2)  # type: ignore[no-untyped-call]
                 if entry is None:
                     break
                 if entry.key.startswith("member."):
@@ -574,8 +585,12 @@ class LeaseManager:
         self._tasks = []
         await self._drop_all([(p, RELEASED) for p in sorted(self._leases)])
         if self._store is not None:
-            with contextlib.suppress(Exception):
-                await self.store.leave()
+            try:
+                await self.store.leave(range(self.partitions))
+            except Exception as exc:
+                # Not fatal: what it could not free expires within a TTL. Said, since the next
+                # holder then waits that TTL.
+                log.warning("lease_leave_failed", instance=self.instance_id, error=repr(exc))
 
     async def _supervise(self, name: str, round_: Callable[[], Awaitable[None]]) -> None:
         """Run ``round_`` every renew period forever; a failed round is logged, counted and

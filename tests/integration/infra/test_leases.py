@@ -9,11 +9,13 @@ from collections import Counter
 from collections.abc import AsyncIterator
 
 import pytest
+from nats import errors as nats_errors
 from nats.aio.client import Client as NatsClient
 from prometheus_client import CollectorRegistry
 
 from socai import errors
 from socai.infra.leases import (
+    BucketView,
     Lease,
     LeaseConfig,
     LeaseManager,
@@ -311,6 +313,35 @@ async def test_a_stop_frees_keys_whose_last_write_it_never_saw(clients: list[Nat
     await manager.stop()
     other = LeaseStore(kv, lease_config, "next")
     assert [await other.acquire(p) is not None for p in (0, 1, 7)] == [True, True, True]
+
+
+async def test_a_stop_frees_its_own_partitions_by_key_when_the_buckets_snapshot_misses_them(
+    clients: list[NatsClient], lease_config: LeaseConfig
+):
+    """A stop looks each of its own partitions' keys up rather than trusting the bucket's
+    snapshot alone: nats-py's watcher can say it has read everything before a loaded server's
+    messages arrive, or not answer within its wait, and the key it misses then blocks the next
+    holder for a TTL. Its snapshot here sees nothing; a leave that fails is logged."""
+    from structlog.testing import capture_logs
+
+    manager = LeaseManager(clients[0].jetstream(), lease_config, "stopping", 2)
+    await manager.start()
+    await wait_until(lambda: len(manager.held()) == 2, "both partitions held")
+    kv = await ensure_lease_bucket(clients[1].jetstream(), lease_config)
+    for partition in (0, 1):  # renewals whose answers were lost: the leases' own release misses both
+        lease = manager.lease(partition)
+        assert lease is not None
+        await kv.update(partition_key(partition), b"stopping", last=lease.revision)
+
+    async def blind_snapshot(update_timeout: float | None = None) -> BucketView:
+        raise nats_errors.TimeoutError
+
+    manager.store.snapshot = blind_snapshot  # type: ignore[method-assign]
+    with capture_logs() as logs:
+        await manager.stop()
+    assert [e["error"] for e in logs if e["event"] == "lease_leave_failed"] == ["TimeoutError()"]
+    other = LeaseStore(kv, lease_config, "next")
+    assert [await other.acquire(p) is not None for p in (0, 1)] == [True, True]
 
 
 async def test_a_stop_between_a_rounds_acquires_and_their_callbacks_calls_no_on_lost(
