@@ -46,6 +46,7 @@ from urllib.parse import quote
 from socai.audit.auditor import Audit
 from socai.audit.handview import HandView, views
 from socai.audit.report import AuditReport
+from socai.infra import collector
 from socai.rules import registry
 
 HANDS_DIR: Final = "hands"
@@ -157,6 +158,7 @@ def _page(title: str, body: str, *, depth: int = 0, script: str = "") -> str:
     )
 
 
+@collector.tuned()  # it folds hands again beside the whole audit it holds (socai.infra.collector)
 def write_site(
     audit: Audit,
     out_dir: Path,

@@ -14,7 +14,6 @@ supervisor (Kubernetes, ``socai up``'s launcher) starts it again.
 from __future__ import annotations
 
 import asyncio
-import gc
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -22,7 +21,7 @@ from typing import Protocol
 from prometheus_client import start_http_server
 
 from socai import errors
-from socai.infra import tracing
+from socai.infra import collector, tracing
 from socai.infra.config import Settings
 from socai.infra.grpc_errors import database_unavailable, nats_unavailable
 from socai.infra.grpc_server import GrpcServer, install_stop_signals
@@ -56,19 +55,13 @@ async def serve(app: App, stop: asyncio.Event) -> None:
         await app.stop()
 
 
-# Services allocate short-lived objects by the thousand per batch or hand (rows, events,
-# states). With CPython's default threshold (700 allocations) the collector runs every few
-# requests and rescans the long-lived heap; measured on the ledger it cost 20-40 % of the
-# throughput. Objects alive after start-up are frozen out of the scans and young
-# collections run every 50,000 allocations (reference counting frees almost everything;
-# the collector is only for cycles, so memory stays bounded).
-GC_GEN0_THRESHOLD = 50_000
+# The collector's setting for a service's life (socai.infra.collector says why and what it
+# measured).
+GC_GEN0_THRESHOLD = collector.GEN0_THRESHOLD
 
 
 def tune_gc() -> None:
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_GEN0_THRESHOLD, 50, 100)
+    collector.tune_for_service()
 
 
 def run(name: str, build: Callable[[Settings], Awaitable[App]]) -> None:
