@@ -18,7 +18,8 @@ from socai.cards import ALL_CARDS, Card, HiddenCard
 from socai.events.model import HIDDEN_CARD
 from socai.rules.base import DealSlot, LegalAction, Obligation, Pending, Settlement, Shortfall, Transfer
 from socai.rules.betting import Sizing
-from socai.rules.chinese_poker.maubinh_hands import Arrangement, PairResult, PlayedHand
+from socai.rules.chinese_poker.maubinh import SeatArrangement
+from socai.rules.chinese_poker.maubinh_hands import Arrangement, HandOptions, PairResult, PlayedHand
 from socai.rules.climbing.shedding import SAMLOC, TIENLEN, Combination, CountLine, HandCount, HandPlays, Play
 from socai.rules.dice.taixiu import Bet, BetResult, SeatState
 from socai.rules.poker.xito import HandValue
@@ -42,6 +43,8 @@ WRITTEN_OUT: tuple[type[Any], ...] = (
     Arrangement,
     PlayedHand,
     PairResult,
+    HandOptions,
+    SeatArrangement,
     Sizing,
     Pot,
     Settlement,
@@ -141,6 +144,11 @@ def sample(cls: type[Any]) -> dict[str, Any]:
             "home_run_units": 4,
             "special_units": 5,
         },
+        HandOptions: {"wheel_second_highest": False, "home_run_multiplier": 2, "home_run_extra_units": 2},
+        SeatArrangement: {
+            "arrangement": Arrangement(ALL_CARDS[0:3], ALL_CARDS[3:8], ALL_CARDS[8:13]),
+            "automatic": True,
+        },
         Sizing: {"min_gold": 10, "max_gold": None, "step_gold": 5, "all_in": True},
         Pot: {"amount_gold": 30, "shares": MappingProxyType({0: 10, 2: 20}), "eligible": (0, 2)},
         Settlement: {
@@ -185,6 +193,8 @@ OTHER_FIRST: dict[type[Any], object] = {
     Arrangement: ALL_CARDS[13:16],
     PlayedHand: Arrangement(ALL_CARDS[13:16], ALL_CARDS[16:21], ALL_CARDS[21:26]),
     PairResult: 2,
+    HandOptions: True,
+    SeatArrangement: Arrangement(ALL_CARDS[13:16], ALL_CARDS[16:21], ALL_CARDS[21:26]),
     Sizing: 11,
     Pot: 31,
     Settlement: "xito",

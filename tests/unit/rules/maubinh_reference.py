@@ -1,5 +1,6 @@
-"""The arranger's search as it was before its fast path: the definition the fast
-``maubinh_hands.suggest_arrangement`` is pinned to, arrangement for arrangement.
+"""The definitions that ``maubinh_hands``' fast paths are pinned to: the arranger's search
+as it was before its fast path (``suggest_arrangement``, arrangement for arrangement), and
+the special hands counted with ``collections.Counter`` (``special_hand``).
 
 The exhaustive searches of ``maubinh_exhaustive`` pin the *score* of the suggestion to the
 best of its criterion; among arrangements of equal score the arranger's tie-break (the
@@ -16,6 +17,7 @@ indices, which the tables' own tests check against ``hand_value``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -113,3 +115,40 @@ def suggest_arrangement(cards13: Iterable[Card], options: mb.HandOptions = mb.DE
         best = shown
     assert mb.is_valid_arrangement(best.front, best.middle, best.back, options.wheel_second_highest)
     return mb.Suggestion(best.front, best.middle, best.back, special, score)
+
+
+def special_hand(cards13: Iterable[Card]) -> str | None:
+    """``maubinh_hands.special_hand`` as RULES.md 11.3 reads, rank and suit counts in Counters."""
+    hand = mb._check_thirteen(cards13)
+    counts = Counter([c.rank for c in hand])
+    suits = Counter([c.suit for c in hand])
+    lowest, highest = min(counts), max(counts)  # ranks
+    if len(counts) == 13:
+        return "dragon_roll" if len(suits) == 1 else "dragon"
+    if lowest >= 11:
+        return "twelve_royals"
+    if mb._flush_split(suits) is not None and mb._straight_flush_partition(hand) is not None:
+        return "three_straight_flushes"
+    shape = sorted(counts.values(), reverse=True)
+    if shape == [4, 4, 4, 1]:
+        return "three_quads"
+    if lowest >= 8:
+        return "all_big"
+    if highest <= 8:
+        return "all_small"
+    if all(c.is_red for c in hand) or not any(c.is_red for c in hand):
+        return "one_colour"
+    if shape == [3, 3, 3, 3, 1]:
+        return "four_triples"
+    pairs = sum(n // 2 for n in counts.values() if n in (2, 4))  # MB-22: a tứ quý is two pairs
+    triples = sum(1 for n in counts.values() if n == 3)
+    singles = sum(1 for n in counts.values() if n == 1)
+    if pairs == 5 and triples == 1:
+        return "five_pairs_triple"
+    if pairs == 6 and singles == 1:
+        return "six_pairs"
+    if mb._straight_partition(counts) is not None:
+        return "three_straights"
+    if mb._flush_split(suits) is not None:
+        return "three_flushes"
+    return None

@@ -238,6 +238,8 @@ def test_a_deal_of_the_wrong_shape_or_a_repeated_card_is_refused() -> None:
     good = deal(state, {0: all_cards(SHOOTER), 1: all_cards(SHOT)})
     for bad, code in (
         (CardsDealt(good.cards[:-1]), "WRONG_DEAL"),
+        (CardsDealt((*good.cards[:-1], DealtCard(good.cards[-1].seat, good.cards[-1].card, True))), "WRONG_DEAL"),
+        (CardsDealt((good.cards[1], good.cards[0], *good.cards[2:])), "WRONG_DEAL"),  # seat 1 dealt first
         (CardsDealt((*good.cards[:-1], DealtCard(good.cards[-1].seat, good.cards[0].card, False))), "DUPLICATE_CARD"),
         (CardsDealt((*good.cards[:-1], DealtCard(good.cards[-1].seat, HIDDEN_CARD, False))), "BAD_CARD"),
     ):

@@ -140,6 +140,55 @@ def test_the_shown_partition_is_the_special_hand() -> None:
             assert all(len({c.suit for c in part}) == 1 for part in chi)
 
 
+def special_candidates(count: int, seed: int) -> Iterator[tuple[Card, ...]]:
+    """Hands drawn from narrowed decks, where every special hand is common: few ranks (pairs,
+    triples, quads), high or low ranks only, one colour's suits, one suit with a few others;
+    with random and partition hands between."""
+    rng = random.Random(seed)
+    partitions = partition_candidates(count, seed)
+    for i in range(count):
+        kind = i % 6
+        if kind == 0:
+            yield next(partitions)
+            continue
+        if kind == 1:
+            ranks = rng.sample(range(2, 15), rng.randint(4, 7))
+            suits = [0, 1, 2, 3]
+        elif kind == 2:
+            ranks = list(range(8, 15)) if rng.random() < 0.5 else list(range(2, 9))
+            ranks = ranks if rng.random() < 0.9 else list(range(11, 15))
+            suits = [0, 1, 2, 3]
+        elif kind == 3:
+            ranks = list(range(2, 15))
+            suits = rng.choice([[0, 1], [2, 3]])
+        elif kind == 4:
+            ranks = list(range(2, 15))
+            suits = [rng.randrange(4)] * 4 + [rng.randrange(4)]
+        else:
+            ranks, suits = list(range(2, 15)), [0, 1, 2, 3]
+        pool = sorted({Card(r, s) for r in ranks for s in suits}, key=lambda c: (c.rank, c.suit))
+        if len(pool) < 13:
+            pool += rng.sample([c for c in DECK if c not in pool], 13 - len(pool))
+        if kind == 4:  # mostly one suit: 9 to 13 cards of it, the rest from anywhere
+            suit = suits[0]
+            same = [c for c in DECK if c.suit == suit]
+            hand = rng.sample(same, rng.randint(9, 13))
+            hand += rng.sample([c for c in DECK if c not in hand], 13 - len(hand))
+            yield tuple(hand)
+            continue
+        yield tuple(rng.sample(pool, 13))
+
+
+def test_special_hand_is_its_counter_definition() -> None:
+    seen: dict[str | None, int] = {}
+    for hand in special_candidates(8_000, 5):
+        found = mb.special_hand(hand)
+        assert found == ref.special_hand(hand), hand
+        seen[found] = seen.get(found, 0) + 1
+    # The candidates hold every special hand (Tứ Quý Sám, the rarest, about once in 1,000).
+    assert set(seen) == {None, *mb.SPECIAL_HANDS}, sorted(seen, key=str)
+
+
 # --- the auto-arranger ---------------------------------------------------------------------
 
 

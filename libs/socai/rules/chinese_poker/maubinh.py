@@ -134,12 +134,13 @@ from socai.rules.chinese_poker.maubinh_hands import (
     Suggestion,
     TableResult,
     baseline_arrangement,
+    compared,
     hand_value,
+    is_fouled,
     is_valid_arrangement,
-    played_hand,
+    played_arrangement,
     special_hand,
     suggest_arrangement,
-    table_result,
 )
 
 __all__ = [
@@ -277,12 +278,17 @@ _CHI_REASONS: Final = {BACK: "chi_back", MIDDLE: "chi_middle", FRONT: "chi_front
 # --- state ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class SeatArrangement:
     """A seat's arrangement and how it came: sent by the player, or automatic (MB-20)."""
 
     arrangement: Arrangement
     automatic: bool
+
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(self, arrangement: Arrangement, automatic: bool) -> None:
+        object.__setattr__(self, "arrangement", arrangement)
+        object.__setattr__(self, "automatic", automatic)
 
 
 @game_state
@@ -532,11 +538,9 @@ def _suggested(cards: tuple[Card, ...], wheel_second_highest: bool) -> Suggestio
 
 def _compare(state: State) -> tuple[tuple[int, ...], tuple[PlayedHand, ...], TableResult]:
     seats = tuple(sorted(state.arranged))
-    hands = tuple(
-        played_hand(a.front, a.middle, a.back, state.hand_options)
-        for a in (state.arranged[s].arrangement for s in seats)
-    )
-    return seats, hands, table_result(hands, state.hand_options)
+    options = state.hand_options
+    hands = tuple(played_arrangement(state.arranged[s].arrangement, options) for s in seats)
+    return seats, hands, compared(hands, options)
 
 
 def _components(pair: maubinh_hands.PairResult) -> list[tuple[int, str]]:
@@ -601,8 +605,8 @@ def _deal_slots(state: State) -> tuple[DealSlot, ...]:
 def _apply_deal(state: State, body: CardsDealt) -> State:
     if state.phase != DEALING:
         raise RuleViolation("WRONG_DEAL", "no cards are due now")
-    due = _deal_slots(state)
-    if tuple(DealSlot(d.seat, d.face_up) for d in body.cards) != due:
+    # ``_deal_slots`` compared seat by seat without building its DealSlots (every replay checks a deal).
+    if [d.seat for d in body.cards] != list(state.order) * CARDS_PER_SEAT or any(d.face_up for d in body.cards):
         raise RuleViolation("WRONG_DEAL", f"13 face-down cards to each of {state.order}, one at a time")
     seen: set[Card] = set()
     hands: dict[int, list[Card]] = {seat: [] for seat in state.order}
@@ -667,10 +671,10 @@ def _apply_arranged(state: State, body: Arranged) -> State:
         raise RuleViolation("BAD_ARRANGEMENT", "an arrangement is back 5, middle 5 and front 3 distinct cards")
     if set(chi) != set(state.hands[seat]):
         raise RuleViolation("NOT_HOLDING", f"seat {seat} must arrange exactly the 13 cards it was dealt")
-    fouled = not is_valid_arrangement(front, middle, back, state.options.wheel_second_highest)
-    if fouled and not state.options.accept_fouled:
+    arrangement = Arrangement(front, middle, back)
+    if not state.options.accept_fouled and is_fouled(arrangement, state.options.wheel_second_highest):
         raise RuleViolation("ILLEGAL_MOVE", "ngược chi: the back must be >= the middle >= the front (MB-5)")
-    return _with(state, seat, Arrangement(front, middle, back), automatic=False)
+    return _with(state, seat, arrangement, automatic=False)
 
 
 def _apply_timer(state: State, body: TimerExpired) -> State:

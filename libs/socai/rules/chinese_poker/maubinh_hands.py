@@ -29,13 +29,13 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import combinations, combinations_with_replacement
 from typing import TYPE_CHECKING, Any, Final
 
-from socai.cards import Card
+from socai.cards import DIAMONDS, HEARTS, Card
 from socai.errors import RuleViolation, check
 from socai.rules import ranking
 
@@ -59,8 +59,11 @@ __all__ = [
     "baseline_arrangement",
     "chi_units",
     "compare_hands",
+    "compared",
     "hand_value",
+    "is_fouled",
     "is_valid_arrangement",
+    "played_arrangement",
     "played_hand",
     "special_hand",
     "special_partition",
@@ -118,7 +121,7 @@ KIND_FOUL: Final = "foul"  # at least one normal hand is fouled (MB-5), no speci
 KIND_SPECIAL: Final = "special"  # at least one special hand (11.3, MB-8, MB-9)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class HandOptions:
     """The table's Mậu Binh flags that change hand values or units (RULES.md §13).
 
@@ -135,11 +138,17 @@ class HandOptions:
     home_run_multiplier: int = 4
     home_run_extra_units: int = 0
 
-    def __post_init__(self) -> None:
-        if type(self.home_run_multiplier) is not int or not 2 <= self.home_run_multiplier <= 16:
+    # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    def __init__(
+        self, wheel_second_highest: bool = True, home_run_multiplier: int = 4, home_run_extra_units: int = 0
+    ) -> None:
+        if type(home_run_multiplier) is not int or not 2 <= home_run_multiplier <= 16:
             raise RuleViolation("BAD_OPTION", "home_run_multiplier is 2..16", option="home_run_multiplier")
-        if type(self.home_run_extra_units) is not int or not 0 <= self.home_run_extra_units <= 100:
+        if type(home_run_extra_units) is not int or not 0 <= home_run_extra_units <= 100:
             raise RuleViolation("BAD_OPTION", "home_run_extra_units is 0..100", option="home_run_extra_units")
+        object.__setattr__(self, "wheel_second_highest", wheel_second_highest)
+        object.__setattr__(self, "home_run_multiplier", home_run_multiplier)
+        object.__setattr__(self, "home_run_extra_units", home_run_extra_units)
 
     @property
     def wheel(self) -> str:
@@ -167,19 +176,30 @@ def _code_of_cards(cards: Sequence[Card], wheel: str) -> int:
     A chi's code depends only on its ranks, whether 5 cards share a suit, and the wheel
     rule, so each such key is ranked once and remembered (``_CODES``: at most 2 × 7,917
     keys, the chi values of both wheel rules). Every caller passes distinct cards.
+
+    The key is one int: each rank's count in four bits from bit 8 (rank 2) up, the flush in
+    bit 2, the wheel rule in bits 0–1 (a tuple key cost a sort and a tuple's hash per chi,
+    and every seat's three chi are valued at each arrangement and comparison).
     """
-    ranks = sorted([c.rank for c in cards])
     first_suit = cards[0].suit
-    flush = len(cards) == 5 and all(c.suit == first_suit for c in cards)
-    memo_key = (wheel, flush, *ranks)
+    memo_key = _WHEEL_BITS.get(wheel, _WHEEL_UNKNOWN)
+    flush = len(cards) == 5
+    for c in cards:
+        memo_key += 1 << (4 * c.rank)
+        flush = flush and c.suit == first_suit
+    if flush:
+        memo_key |= _FLUSH_BIT
     code = _CODES.get(memo_key)
     if code is None:
-        category, key = ranking.rank_cards(cards, wheel)
+        category, key = ranking.rank_cards(cards, wheel)  # raises for a wheel rule it does not know
         code = _CODES[memo_key] = _code(category, key)
     return code
 
 
-_CODES: dict[tuple[Any, ...], int] = {}
+_CODES: dict[int, int] = {}
+_WHEEL_BITS: Final = {wheel: i for i, wheel in enumerate(ranking.WHEELS)}
+_WHEEL_UNKNOWN: Final = len(ranking.WHEELS)
+_FLUSH_BIT: Final = 1 << 2
 
 
 def category_of_code(code: int) -> str:
@@ -315,55 +335,88 @@ def special_hand(cards13: Iterable[Card]) -> str | None:
     MB-23); a tứ quý counts as two pairs for Lục Phé Bôn and Năm Đôi Một Sám but not as a
     triple for Tứ Quý Sám (MB-22); Mười Hai Hoàng Gia is all 13 cards J, Q, K or A (MB-11).
     Raises RuleViolation("BAD_HAND") unless given 13 distinct cards.
+
+    Every seat's hand is checked at every comparison, so the counts are plain lists: with
+    ``collections.Counter`` (an interpreted class even in the compiled core) this was two
+    thirds of a seat's ``played_hand``. ``tests/unit/rules/maubinh_reference.py`` keeps the
+    Counter form as the definition, and ``test_maubinh_hands_properties`` pins this to it.
     """
     hand = _check_thirteen(cards13)
-    counts = Counter([c.rank for c in hand])
-    suits = Counter([c.suit for c in hand])
-    lowest, highest = min(counts), max(counts)  # ranks
-    if len(counts) == 13:
-        return "dragon_roll" if len(suits) == 1 else "dragon"
+    by_rank = [0] * 15
+    by_suit = [0, 0, 0, 0]
+    for c in hand:
+        by_rank[c.rank] += 1
+        by_suit[c.suit] += 1
+    held = [r for r in range(2, 15) if by_rank[r]]  # ranks held, low to high
+    if len(held) == 13:
+        return "dragon_roll" if 13 in by_suit else "dragon"
+    lowest, highest = held[0], held[-1]
     if lowest >= 11:
         return "twelve_royals"
     # Three straight flushes are three single-suited chi, so the suits must split 5/5/3
     # (``_flush_split``); the cheap test spares nearly every hand the partition search.
-    if _flush_split(suits) is not None and _straight_flush_partition(hand) is not None:
+    flush_split = False
+    for n in by_suit:
+        if n not in _FLUSH_SPLIT_COUNTS:
+            break
+    else:
+        flush_split = _flush_split({s: n for s, n in enumerate(by_suit) if n}) is not None
+    if flush_split and _straight_flush_partition(hand) is not None:
         return "three_straight_flushes"
-    shape = sorted(counts.values(), reverse=True)
-    if shape == [4, 4, 4, 1]:
+    quads = triples = pairs = singles = 0
+    for r in held:
+        n = by_rank[r]
+        if n == 1:
+            singles += 1
+        elif n == 2:
+            pairs += 1
+        elif n == 3:
+            triples += 1
+        else:
+            quads += 1
+    if quads == 3 and singles == 1:
         return "three_quads"
     if lowest >= 8:
         return "all_big"
     if highest <= 8:
         return "all_small"
-    if all(c.is_red for c in hand) or not any(c.is_red for c in hand):
+    red = by_suit[DIAMONDS] + by_suit[HEARTS]
+    if red == 0 or red == CARDS_PER_HAND:
         return "one_colour"
-    if shape == [3, 3, 3, 3, 1]:
+    if triples == 4 and singles == 1:
         return "four_triples"
-    pairs = sum(n // 2 for n in counts.values() if n in (2, 4))  # MB-22: a tứ quý is two pairs
-    triples = sum(1 for n in counts.values() if n == 3)
-    singles = sum(1 for n in counts.values() if n == 1)
+    pairs += 2 * quads  # MB-22: a tứ quý is two pairs
     if pairs == 5 and triples == 1:
         return "five_pairs_triple"
     if pairs == 6 and singles == 1:
         return "six_pairs"
-    if _straight_partition(counts) is not None:
+    if not quads and _holds_a_run5(held) and _straight_partition({r: by_rank[r] for r in held}) is not None:
         return "three_straights"
-    if _flush_split(suits) is not None:
+    if flush_split:
         return "three_flushes"
     return None
 
 
-def _straight_partition(counts: Counter[int]) -> tuple[tuple[int, ...], ...] | None:
+# A suit's count in a hand whose suits split into single-suited chi of 5, 5 and 3 (``_flush_split``).
+_FLUSH_SPLIT_COUNTS: Final = frozenset((0, 3, 5, 8, 10, 13))
+
+
+def _holds_a_run5(ranks: Iterable[int]) -> bool:
+    """Some 5-card run of ranks (``_RUNS5``) is among ``ranks``: Ba Sảnh needs two."""
+    held = 0
+    for rank in ranks:
+        held |= 1 << rank
+    return any(held & mask == mask for mask in _RUN5_MASKS)
+
+
+def _straight_partition(counts: Mapping[int, int]) -> tuple[tuple[int, ...], ...] | None:
     """Ba Sảnh (MB-13, MB-23): two 5-card runs and one 3-card run of ranks using every card.
 
     Returns the runs (5, 5, 3), the first found in ``_RUNS5`` order, or None.
     """
     # Most hands hold no 5-card run, or a rank four times (three runs hold a rank at most
     # three times): no partition, found without the search.
-    held = 0
-    for rank in counts:
-        held |= 1 << rank
-    if max(counts.values()) > 3 or not any(held & mask == mask for mask in _RUN5_MASKS):
+    if max(counts.values()) > 3 or not _holds_a_run5(counts):
         return None
     left = dict(counts)
     for i, first in enumerate(_RUNS5):
@@ -402,7 +455,7 @@ def _straight_flush_partition(hand: Sequence[Card]) -> tuple[tuple[Card, ...], .
     return None
 
 
-def _flush_split(suits: Counter[int]) -> tuple[int, ...] | None:
+def _flush_split(suits: Mapping[int, int]) -> tuple[int, ...] | None:
     """Ba Đồng Chất (MB-13): the suits' counts split into single-suited chi of 5, 5 and 3.
 
     Returns the suit of each chi in the order 5, 5, 3, or None. The counts that split are
@@ -516,14 +569,27 @@ def played_hand(
     """
     if not _well_formed(front, middle, back):
         raise RuleViolation("BAD_ARRANGEMENT", "an arrangement is 3 + 5 + 5 distinct cards")
-    arrangement = Arrangement(tuple(front), tuple(middle), tuple(back))
+    return played_arrangement(Arrangement(tuple(front), tuple(middle), tuple(back)), options)
+
+
+def played_arrangement(arrangement: Arrangement, options: HandOptions = DEFAULT_OPTIONS) -> PlayedHand:
+    """``played_hand`` of an arrangement already known to be 3 + 5 + 5 distinct cards (the
+    game's state holds only such: ``apply`` checks each, the arranger makes them)."""
+    wheel = options.wheel
     codes = (
-        _code_of_cards(arrangement.back, options.wheel),
-        _code_of_cards(arrangement.middle, options.wheel),
-        _code_of_cards(arrangement.front, options.wheel),
+        _code_of_cards(arrangement.back, wheel),
+        _code_of_cards(arrangement.middle, wheel),
+        _code_of_cards(arrangement.front, wheel),
     )
     fouled = not codes[0] >= codes[1] >= codes[2]
     return PlayedHand(arrangement, special_hand(arrangement.cards), fouled, codes)
+
+
+def is_fouled(arrangement: Arrangement, wheel_second_highest: bool = True) -> bool:
+    """``not is_valid_arrangement`` of an arrangement already known to be 3 + 5 + 5 distinct cards."""
+    wheel = ranking.WHEEL_SECOND_HIGHEST if wheel_second_highest else ranking.WHEEL_LOWEST
+    middle_code = _code_of_cards(arrangement.middle, wheel)
+    return not _code_of_cards(arrangement.back, wheel) >= middle_code >= _code_of_cards(arrangement.front, wheel)
 
 
 # --- comparison --------------------------------------------------------------------------
@@ -658,6 +724,13 @@ def table_result(hands: Sequence[PlayedHand], options: HandOptions = DEFAULT_OPT
     cards = [c for h in hands for c in h.arrangement.cards]
     if len(set(cards)) != len(cards):
         raise RuleViolation("BAD_HAND", "a card is held by two seats")
+    return compared(hands, options)
+
+
+def compared(hands: Sequence[PlayedHand], options: HandOptions = DEFAULT_OPTIONS) -> TableResult:
+    """``table_result`` of 2–4 hands already known to hold distinct cards (the game's state
+    holds only such: its deal is checked card by card, each arrangement against the deal)."""
+    n = len(hands)
     pairs = {(i, j): compare_hands(hands[i], hands[j], i, j) for i in range(n) for j in range(i + 1, n)}
     home_run_seat = None
     if n == 4:
