@@ -48,7 +48,6 @@ would stop with an AssertionError (a bug), never split silently.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -290,9 +289,11 @@ def _combo_key(newest: Card, earlier: Card) -> tuple[int, int, int, int]:
 def _exposed_key(face_up: Sequence[Card]) -> tuple[int, ...]:
     """The conventional stud order of up to four exposed cards: quads, trips, two pair,
     pair, high card; then ranks by group; then the suit of the highest group's best card."""
-    counts = Counter(c.rank for c in face_up)
-    groups = sorted(counts.items(), key=lambda rc: (rc[1], rc[0]), reverse=True)
-    shape = tuple(n for _, n in groups)
+    counts: dict[int, int] = {}
+    for c in face_up:  # a plain dict, as ``ranking.rank_cards`` counts
+        counts[c.rank] = counts.get(c.rank, 0) + 1
+    groups = sorted([(n, r) for r, n in counts.items()], reverse=True)  # by count, then rank
+    shape = tuple([n for n, _ in groups])
     if shape[0] == 4:
         category = ranking.FOUR_OF_A_KIND
     elif shape[0] == 3:
@@ -303,9 +304,9 @@ def _exposed_key(face_up: Sequence[Card]) -> tuple[int, ...]:
         category = ranking.PAIR
     else:
         category = ranking.HIGH_CARD
-    top_rank = groups[0][0]
+    top_rank = groups[0][1]
     suit = max(SUIT_STRENGTH[c.suit] for c in face_up if c.rank == top_rank)
-    return (category, *(r for r, _ in groups), suit)
+    return (category, *(r for _, r in groups), suit)
 
 
 def show_key(cards: Sequence[DealtCard], cards_count: int, deal_order: str) -> tuple[int, ...]:
