@@ -2,8 +2,8 @@
 ``make install`` runs it with ``--if-possible``.
 
 The modules ``socai.native.compiled_modules`` lists (``cards``, ``money``, ``errors``,
-``accounts``, ``fairness``, every module of ``socai.rules`` but the flat-name aliases, and
-``settle/replay.py``) are compiled beside their sources in ``libs/socai``, and the build
+``accounts``, ``fairness``, every module of ``socai.rules`` but the flat-name aliases, the
+hidden-card reader ``events/hidden.py`` and ``settle/replay.py``) are compiled beside their sources in ``libs/socai``, and the build
 records each source's sha256 in ``libs/socai/_native.json``. ``import socai`` runs them only
 while every source still matches (``socai.native.select``); otherwise the whole core runs
 from its sources. Interpreted still: ``events.model`` and ``events.codec`` (a compiled class

@@ -5,7 +5,7 @@
 modules beside their sources, and the build writes ``MANIFEST`` with the sha256 of each
 source it compiled. Python imports an extension module ahead of the ``.py`` beside it, so an
 edited source would be shadowed by its older build; ``import socai`` therefore calls
-``select`` first, which compares the sources with the manifest (31 files, ~1.5 ms) and
+``select`` first, which compares the sources with the manifest (32 files, ~1.5 ms) and
 runs the compiled core only when every module is built from the sources as they are now.
 All or nothing: the compiled modules call each other natively, so one source newer than its
 build makes every module of the list load from its source (a meta path finder ahead of the
@@ -40,7 +40,7 @@ CHOICES = ("auto", "compiled", "interpreted")
 EXTENSION_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 TOP_LEVEL = ("cards.py", "money.py", "errors.py", "accounts.py", "fairness.py")
-LAST = ("settle/replay.py",)
+LAST = ("events/hidden.py", "settle/replay.py")
 ALIAS_MARK = "sys.modules[__name__] = "
 
 FRESH, STALE, ABSENT = "fresh", "stale", "absent"
@@ -50,7 +50,8 @@ def compiled_modules(package: Path = PACKAGE) -> list[str]:
     """The modules compiled, as paths relative to the package's parent (``socai/cards.py``):
     ``cards``, ``money``, ``errors``, ``accounts``, ``fairness``, every module of
     ``socai.rules`` but the flat-name aliases (``socai.rules.phom`` and the like put their
-    family's module in their place in ``sys.modules``: nothing to compile) and the replay."""
+    family's module in their place in ``sys.modules``: nothing to compile), and the replay
+    with the hidden-card reader it runs on every event (``events.hidden``)."""
     paths = [package / name for name in TOP_LEVEL]
     for path in sorted((package / "rules").rglob("*.py")):
         if path.name == "__init__.py" or ALIAS_MARK in path.read_text(encoding="utf-8"):

@@ -421,6 +421,11 @@ def _module(started: Event, hand_id: str) -> ModuleType:
 
 
 def _check_sequence(evs: Sequence[Event], hand_id: str) -> None:
+    for i, e in enumerate(evs, start=1):  # the usual case: 1, 2, 3 … in order (no gap, repeat or swap)
+        if e.seq != i:
+            break
+    else:
+        return
     seen: dict[int, str] = {}
     for e in evs:
         if e.seq in seen:
