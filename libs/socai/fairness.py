@@ -38,6 +38,9 @@ _SHA256_DIGEST = 32
 _XOR_36 = bytes(b ^ 0x36 for b in range(256))
 _XOR_5C = bytes(b ^ 0x5C for b in range(256))
 _SEED_HEX = re.compile(r"[0-9a-fA-F]{64}", re.ASCII)  # used with fullmatch
+# An empty SHA-256 to copy: ``hashlib.sha256()`` looks the digest up by name in OpenSSL at
+# each call, and a replayed hand makes three (the commitment, the stream's two pads).
+_SHA256 = hashlib.sha256()
 T = TypeVar("T")
 
 
@@ -55,7 +58,9 @@ def new_seed() -> bytes:
 def commitment(seed: bytes) -> str:
     """Lowercase hex of ``sha256(seed)``, published in ``HandStarted.deck_commitment``."""
     _check_seed(seed)
-    return hashlib.sha256(seed).hexdigest()
+    digest = _SHA256.copy()
+    digest.update(seed)
+    return digest.hexdigest()
 
 
 def seed_from_hex(text: str) -> bytes:
@@ -99,8 +104,10 @@ class ByteStream:
     def __init__(self, seed: bytes) -> None:
         _check_seed(seed)
         key = bytes(seed).ljust(_SHA256_BLOCK, b"\0")  # a 32-byte key is shorter than the block
-        self._inner = hashlib.sha256(key.translate(_XOR_36))
-        self._outer = hashlib.sha256(key.translate(_XOR_5C))
+        self._inner = _SHA256.copy()
+        self._inner.update(key.translate(_XOR_36))
+        self._outer = _SHA256.copy()
+        self._outer.update(key.translate(_XOR_5C))
         self._counter = 0
         self._buffer = b""
         self._pos = 0
