@@ -84,3 +84,16 @@ def test_a_timeout_checks_when_a_check_is_free_and_folds_otherwise() -> None:
     assert betting.timeout_checks(0)
     assert not betting.timeout_checks(100)
     assert not betting.timeout_checks(0, check_allowed=False)  # a forced bet is never free
+
+
+@pytest.mark.parametrize("value", [kind.value for kind in ActionKind])
+def test_an_action_kind_is_read_from_its_value_or_itself(value: str) -> None:
+    assert betting.action_kind(value) is ActionKind(value)
+    assert betting.action_kind(ActionKind(value)) is ActionKind(value)
+
+
+@pytest.mark.parametrize("bad", ["", "Check", "allin", 1, None, ["check"], b"check"])
+def test_anything_but_an_action_kind_is_bad_bet_kind(bad: object) -> None:
+    with pytest.raises(RuleViolation) as err:
+        betting.action_kind(bad)
+    assert err.value.code == "BAD_BET_KIND"
