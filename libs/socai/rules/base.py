@@ -285,7 +285,8 @@ def seats_in_order(seats: Iterable[int], start: int, seats_max: int, direction: 
     Seats are numbered clockwise, so clockwise is increasing seat numbers modulo
     ``seats_max`` and counterclockwise decreasing.
     """
-    check(direction in (CLOCKWISE, COUNTERCLOCKWISE), f"unknown direction {direction!r}")
+    if direction not in (CLOCKWISE, COUNTERCLOCKWISE):  # formats the message only on failure
+        broken(f"unknown direction {direction!r}")
     step = 1 if direction == CLOCKWISE else -1
     wanted = set(seats)
     order = []
@@ -300,7 +301,8 @@ def seats_in_order(seats: Iterable[int], start: int, seats_max: int, direction: 
 def seats_after(seats: Iterable[int], start: int, seats_max: int, direction: str) -> list[int]:
     """Like ``seats_in_order`` but starting with the first seat *after* ``start``;
     ``start`` itself, if seated, comes last (the dealer last, DESIGN.md "Money")."""
-    check(direction in (CLOCKWISE, COUNTERCLOCKWISE), f"unknown direction {direction!r}")
+    if direction not in (CLOCKWISE, COUNTERCLOCKWISE):  # formats the message only on failure
+        broken(f"unknown direction {direction!r}")
     step = 1 if direction == CLOCKWISE else -1
     return seats_in_order(seats, (start + step) % seats_max, seats_max, direction)
 
@@ -1542,8 +1544,10 @@ def pay_obligations(
     only once it has been paid, so the order of ``order`` matters and is the game's."""
     by_payer: dict[int, list[Obligation]] = defaultdict(list)
     for ob in obligations:
-        check(type(ob.amount_gold) is int and ob.amount_gold >= 0, f"obligation of {ob.amount_gold!r}")
-        check(ob.payer in stacks_gold, f"obligation of seat {ob.payer}, not in the hand")
+        if not (type(ob.amount_gold) is int and ob.amount_gold >= 0):  # formats the message only on failure
+            broken(f"obligation of {ob.amount_gold!r}")
+        if ob.payer not in stacks_gold:  # formats the message only on failure
+            broken(f"obligation of seat {ob.payer}, not in the hand")
         by_payer[ob.payer].append(ob)
     rank = {seat: i for i, seat in enumerate(order)}
     for payer in sorted(by_payer, key=lambda s: rank.get(s, len(rank) + s)):

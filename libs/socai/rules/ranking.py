@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from socai.cards import Card
-from socai.errors import check
+from socai.errors import broken, check
 
 (
     HIGH_CARD,
@@ -51,7 +51,8 @@ def straight_key(ranks: Sequence[int], wheel: str = WHEEL_LOWEST) -> int | None:
     the wheel is 14 and broadway (10-A) becomes 15.
     """
     # An unknown wheel would silently behave like WHEEL_NONE for A-2-3-4-5 only.
-    check(wheel in WHEELS, f"unknown wheel rule {wheel!r}")
+    if wheel not in WHEELS:  # formats the message only on failure
+        broken(f"unknown wheel rule {wheel!r}")
     distinct = sorted(set(ranks))
     if len(distinct) != 5 or len(ranks) != 5:
         return None

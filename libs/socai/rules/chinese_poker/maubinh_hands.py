@@ -36,7 +36,7 @@ from itertools import combinations, combinations_with_replacement
 from typing import TYPE_CHECKING, Any, Final
 
 from socai.cards import DIAMONDS, HEARTS, Card
-from socai.errors import RuleViolation, check
+from socai.errors import RuleViolation, broken, check
 from socai.rules import ranking
 
 if TYPE_CHECKING:
@@ -255,7 +255,8 @@ def _units(category: int, position: str) -> int:
         if category == ranking.FOUR_OF_A_KIND:
             return 8
         return 2 if category == ranking.FULL_HOUSE else 1
-    check(position == FRONT, f"unknown chi position {position!r}")
+    if position != FRONT:  # formats the message only on failure
+        broken(f"unknown chi position {position!r}")
     return 3 if category == ranking.THREE_OF_A_KIND else 1
 
 

@@ -37,7 +37,7 @@ from types import MappingProxyType
 from typing import Final, cast
 
 from socai.cards import ACE, Card, card_from_index
-from socai.errors import check
+from socai.errors import broken, check
 
 SINGLE: Final = "single"
 PAIR: Final = "pair"
@@ -865,10 +865,8 @@ def chop_chain(plays: Sequence[Play], rules: SheddingRules) -> tuple[Play, ...]:
     game's chop table only lets choppers follow choppers), which is checked.
     """
     for before, after in itertools.pairwise(plays):
-        check(
-            beats(after.combination, before.combination, rules),
-            f"{after.combination} does not beat {before.combination}",
-        )
+        if not beats(after.combination, before.combination, rules):  # the message only on failure
+            broken(f"{after.combination} does not beat {before.combination}")
     for i in range(1, len(plays)):
         if is_chop(plays[i].combination, plays[i - 1].combination, rules):
             chain = tuple(plays[i - 1 :])
@@ -938,7 +936,8 @@ def chop_penalty(plays: Sequence[Play], rules: SheddingRules) -> Penalty | None:
         amount = sum(v for v, _ in valued)
         reason = valued[0][1] if len(valued) == 1 else CHAT_DE
     else:
-        check(rules.chop_pricing == CHOP_PRICE, f"unknown chop pricing {rules.chop_pricing!r}")
+        if rules.chop_pricing != CHOP_PRICE:  # formats the message only on failure
+            broken(f"unknown chop pricing {rules.chop_pricing!r}")
         prices = _samloc_chop_values(combinations, rules)
         overridden = prices[:-1] if len(prices) > 1 else prices
         if not rules.chop_chain_sums:

@@ -68,7 +68,7 @@ from types import MappingProxyType
 from typing import Final
 
 from socai import accounts
-from socai.errors import RuleViolation, check
+from socai.errors import RuleViolation, broken, check
 from socai.events.model import (
     COMMUNITY,
     Body,
@@ -397,7 +397,8 @@ def is_triple(dice: tuple[int, ...]) -> bool:
 
 def total_odds(total: int, options: Options = Options()) -> int:
     """The net multiple N a winning total bet on ``total`` pays (TX-1)."""
-    check(total in TOTALS_OFFERED, f"total {total} is not offered")
+    if total not in TOTALS_OFFERED:  # formats the message only on failure
+        broken(f"total {total} is not offered")
     odds: int = getattr(options, _TOTAL_ODDS_FIELDS[total])
     return odds
 
@@ -425,7 +426,8 @@ def bet_odds(kind: str, selection: tuple[int, ...], dice: tuple[int, ...], optio
         return DOUBLE_ODDS if dice.count(selection[0]) >= 2 else 0
     if kind == TRIPLE:
         return TRIPLE_ODDS if dice.count(selection[0]) == DICE_COUNT else 0
-    check(kind == ANY_TRIPLE, f"unknown bet kind {kind!r}")
+    if kind != ANY_TRIPLE:  # formats the message only on failure
+        broken(f"unknown bet kind {kind!r}")
     return ANY_TRIPLE_ODDS if triple else 0
 
 
@@ -443,7 +445,8 @@ def max_odds(kind: str, selection: tuple[int, ...], options: Options = Options()
         return DOUBLE_ODDS
     if kind == TRIPLE:
         return TRIPLE_ODDS
-    check(kind == ANY_TRIPLE, f"unknown bet kind {kind!r}")
+    if kind != ANY_TRIPLE:  # formats the message only on failure
+        broken(f"unknown bet kind {kind!r}")
     return ANY_TRIPLE_ODDS
 
 

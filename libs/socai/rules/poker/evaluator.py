@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from socai.cards import Card
-from socai.errors import InvalidArgument, check
+from socai.errors import InvalidArgument, broken, check
 from socai.rules.ranking import (
     CATEGORY_NAMES,
     FLUSH,
@@ -286,7 +286,8 @@ def strength7_of_indices(i0: int, i1: int, i2: int, i3: int, i4: int, i5: int, i
 
 def category_of(strength_value: int) -> int:
     """The category id (``ranking.HIGH_CARD`` … ``ranking.STRAIGHT_FLUSH``) of a strength."""
-    check(1 <= strength_value <= HAND_CLASSES, f"strength {strength_value} out of range")
+    if not (1 <= strength_value <= HAND_CLASSES):  # formats the message only on failure
+        broken(f"strength {strength_value} out of range")
     return bisect_right(tables().category_starts, strength_value) - 1
 
 

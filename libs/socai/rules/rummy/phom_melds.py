@@ -994,7 +994,8 @@ def den_liable(discards: Sequence[Discard], u_seat: int) -> tuple[int, str] | No
 
 
 def _check_seats(seats: Sequence[int]) -> None:
-    check(PLAYERS_MIN <= len(seats) <= PLAYERS_MAX, f"{len(seats)} players in a Phỏm hand")
+    if not (PLAYERS_MIN <= len(seats) <= PLAYERS_MAX):  # formats the message only on failure
+        broken(f"{len(seats)} players in a Phỏm hand")
     check(len(set(seats)) == len(seats), "a seat is listed twice")
 
 

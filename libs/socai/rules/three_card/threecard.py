@@ -50,7 +50,7 @@ from typing import Final, TypeVar
 
 from socai.cards import ACE, CLUBS, DIAMONDS, HEARTS, JACK, KING, SPADES, Card
 from socai.cards import deck as canonical_deck
-from socai.errors import RuleViolation, check
+from socai.errors import RuleViolation, broken, check
 
 CARDS_PER_HAND: Final = 3
 
@@ -400,7 +400,8 @@ def winner(values: Mapping[SeatT, ValueT]) -> SeatT:
     one deck never do: a broken invariant, never split silently.
     """
     best = winners(values)
-    check(len(best) == 1, f"exactly one best hand expected, found {len(best)}")
+    if len(best) != 1:  # formats the message only on failure
+        broken(f"exactly one best hand expected, found {len(best)}")
     return best[0]
 
 
