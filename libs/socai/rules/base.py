@@ -726,6 +726,7 @@ def refusal_rule(module: Any, code: str) -> str:
 
 _KEEP: Final = object()
 S = TypeVar("S", bound="GameState")
+T_rec = TypeVar("T_rec")
 
 
 # Not a native (compiled) class under mypyc: ``game_state`` makes its subclasses with
@@ -909,6 +910,40 @@ def per_state(fn: Callable[[S, int], R]) -> PerState[S, R]:
     immutable value (a tuple, never a list). ``.uncached`` is ``fn`` itself.
     """
     return PerState(fn)
+
+
+class PerRecord(Generic[T_rec, R]):
+    """``uncached(record)`` remembered by the record's identity (``per_record``)."""
+
+    __slots__ = ("memo", "uncached")
+
+    def __init__(self, uncached: Callable[[T_rec], R]) -> None:
+        self.uncached = uncached
+        self.memo: dict[int, tuple[T_rec, R]] = {}
+
+    def __call__(self, record: T_rec) -> R:
+        found = self.memo.get(id(record))
+        if found is not None and found[0] is record:
+            return found[1]
+        answer = self.uncached(record)
+        if len(self.memo) < RECORD_MEMO_MAX:
+            self.memo[id(record)] = (record, answer)
+        return answer
+
+
+# How many records ``per_record`` keeps per function: a process sees the options of a few
+# tables' maps (``parse_options`` keeps one record per map); a full memo adds nothing more.
+RECORD_MEMO_MAX: Final = 256
+
+
+def per_record(fn: Callable[[T_rec], R]) -> PerRecord[T_rec, R]:
+    """``fn(record)`` remembered by the identity of ``record``, a frozen record such as a
+    game's parsed ``Options`` (``parse_options`` returns the one record it keeps for a map,
+    so every hand of a table passes the same object). The memo holds the record, so its id
+    is not reused while remembered; ``fn`` must be pure and return an immutable value (a
+    game's variant of the rules, built once per options instead of once per hand).
+    ``.uncached`` is ``fn`` itself."""
+    return PerRecord(fn)
 
 
 # --- starting a hand ----------------------------------------------------------------------
@@ -1665,6 +1700,7 @@ __all__ = [
     "parse_options",
     "participants",
     "pay_obligations",
+    "per_record",
     "per_state",
     "played_rules_version",
     "players_min",

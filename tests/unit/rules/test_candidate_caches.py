@@ -267,3 +267,32 @@ def test_the_memo_tells_equal_states_apart_and_forgets_the_oldest() -> None:
     calls.clear()
     kept(a, 0)  # pushed out by the others
     assert calls == [0]
+
+
+def test_a_record_memo_answers_by_identity_and_stops_growing_when_full() -> None:
+    calls: list[object] = []
+
+    def answer(record: object) -> tuple[int, int]:
+        calls.append(record)
+        return (id(record), len(calls))
+
+    kept = base.per_record(answer)
+    a, b = HandOptions(), HandOptions()  # equal, not the same object
+    assert a == b and a is not b
+    assert kept(a) == kept(a) and kept(a) != kept(b)
+    assert calls == [a, b]
+    others = [HandOptions(home_run_multiplier=2 + n % 15) for n in range(base.RECORD_MEMO_MAX)]
+    for record in others:
+        kept(record)
+    calls.clear()
+    kept(a)  # still kept
+    kept(others[-1])  # came once the memo was full: worked out again
+    assert calls == [others[-1]]
+
+
+@pytest.mark.parametrize("game", ["tienlen", "samloc"])
+def test_a_shedding_variant_is_built_once_per_options_and_is_the_uncached_one(game: str) -> None:
+    module = registry.get(game)
+    options = base.parse_options(module.Options, base.full_options(module, {}))
+    assert module.variant(options) is module.variant(options)
+    assert module.variant(options) == module.variant.uncached(options)

@@ -32,7 +32,15 @@ from typing import Final
 from socai.cards import Card
 from socai.errors import RuleViolation
 from socai.events.model import HandStarted
-from socai.rules.base import COUNTERCLOCKWISE, GameSpec, Reason, parse_options, resolve_options, validate_start
+from socai.rules.base import (
+    COUNTERCLOCKWISE,
+    GameSpec,
+    Reason,
+    parse_options,
+    per_record,
+    resolve_options,
+    validate_start,
+)
 from socai.rules.climbing import shedding, shedding_play
 from socai.rules.climbing.shedding import Combination
 from socai.rules.climbing.shedding_play import (
@@ -104,6 +112,7 @@ OPTION_DEFAULTS: Final[Mapping[int, Mapping[str, str]]] = MappingProxyType(
 REASONS: Final[Mapping[str, Reason]] = MappingProxyType(shedding_play.reasons(RULES))
 
 
+@per_record
 def variant(options: Options) -> shedding_play.Variant:
     return shedding_play.Variant(
         spec=SPEC,

@@ -37,7 +37,15 @@ from typing import Final
 from socai.cards import Card
 from socai.errors import RuleViolation
 from socai.events.model import HandStarted
-from socai.rules.base import COUNTERCLOCKWISE, GameSpec, Reason, parse_options, resolve_options, validate_start
+from socai.rules.base import (
+    COUNTERCLOCKWISE,
+    GameSpec,
+    Reason,
+    parse_options,
+    per_record,
+    resolve_options,
+    validate_start,
+)
 from socai.rules.climbing import shedding, shedding_play
 from socai.rules.climbing.shedding import Combination
 from socai.rules.climbing.shedding_play import (
@@ -120,6 +128,7 @@ REASONS: Final[Mapping[str, Reason]] = MappingProxyType(
 )
 
 
+@per_record
 def variant(options: Options) -> shedding_play.Variant:
     rules = RULES
     if options.cong_double:
