@@ -527,9 +527,12 @@ def test_a_table_has_two_to_four_players_mb21() -> None:
         ("home_run_multiplier", 17),
         ("home_run_extra_units", -1),
         ("home_run_extra_units", 101),
+        ("home_run_multiplier", True),  # on both cores: the compiled one is given the bool itself
+        ("home_run_multiplier", 4.0),
+        ("home_run_extra_units", "2"),
     ],
 )
-def test_hand_options_outside_their_range_are_a_bad_option(field: str, value: int) -> None:
+def test_hand_options_outside_their_range_are_a_bad_option(field: str, value: object) -> None:
     with pytest.raises(RuleViolation) as err:
         mb.HandOptions(**{field: value})  # type: ignore[arg-type]
     assert err.value.code == "BAD_OPTION"

@@ -139,8 +139,10 @@ class HandOptions:
     home_run_extra_units: int = 0
 
     # Written out: compiled, it runs natively (the generated one stays interpreted; socai.cards.Card).
+    # The numbers are ``object`` so that the compiled core refuses a bool or a float as the
+    # interpreted one does (BAD_OPTION), rather than converting or raising TypeError at the call.
     def __init__(
-        self, wheel_second_highest: bool = True, home_run_multiplier: int = 4, home_run_extra_units: int = 0
+        self, wheel_second_highest: bool = True, home_run_multiplier: object = 4, home_run_extra_units: object = 0
     ) -> None:
         if type(home_run_multiplier) is not int or not 2 <= home_run_multiplier <= 16:
             raise RuleViolation("BAD_OPTION", "home_run_multiplier is 2..16", option="home_run_multiplier")

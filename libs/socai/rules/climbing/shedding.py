@@ -969,7 +969,7 @@ def _pairs(counts: dict[int, int], rules: SheddingRules) -> int:
 def _instant_win_test(kind: str, cards: tuple[Card, ...], counts: dict[int, int], rules: SheddingRules) -> bool:
     if kind == SANH_RONG:
         if rules.low_straights:  # Sâm Lốc: all ten cards one straight (SL-8)
-            found = combo(cards, rules)
+            found = combo_uncached(cards, rules)  # a whole hand: not worth keeping in combo's map
             return found is not None and found.kind == STRAIGHT
         return all(r in counts for r in _RANKS_3_TO_A)  # TL-20: 3…A, the 13th card free
     if kind == NAM_DOI_THONG:  # TL-7: five consecutive pairs without a 2
